@@ -1,0 +1,29 @@
+"""Shared Hypothesis strategies and helpers for the theorem checks."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from hypothesis import strategies as st
+
+from numerics.closed_forms import output_only_floor
+from numerics.series import SeriesEvaluator
+from theory.setting import Setting
+
+lengths_st = st.sampled_from(["positive", "nonnegative"])
+small_d = st.integers(min_value=3, max_value=8)
+step_st = st.floats(min_value=1e-3, max_value=3.0, allow_nan=False, allow_infinity=False)
+
+
+@lru_cache(maxsize=None)
+def setting(d, lengths="positive", loss="squared", p=None):
+    return Setting(d, p=p, lengths=lengths, loss=loss)
+
+
+@lru_cache(maxsize=None)
+def evaluator(d, lengths="positive", loss="squared", p=None, tol=1e-12, backend="float"):
+    return SeriesEvaluator(setting(d, lengths, loss, p), tol=tol, backend=backend)
+
+
+@lru_cache(maxsize=None)
+def floor_c(d, lengths="positive"):
+    return float(output_only_floor(setting(d, lengths)))

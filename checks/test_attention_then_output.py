@@ -1,0 +1,44 @@
+"""Theorem (one attention step first, then output fine-tuning): the risk stays >= c(d) > 0.
+
+The attention step is taken at beta = 0, where the attention gradient is exactly zero, so alpha
+stays 0 and the output fine-tuning is output-only training: the floor c(d) of checks/test_output_only.py
+applies to every step, for every pair of step sizes.
+"""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checks.strategies import evaluator, floor_c, lengths_st, step_st
+from numerics.training import Trainer
+
+
+@given(d=st.integers(3, 20), eta_att=st.floats(1e-3, 1e6), eta_out=step_st, T=st.integers(0, 60), lengths=lengths_st)
+@settings(max_examples=30)
+def test_attention_first_then_output_stays_above_the_floor(d, eta_att, eta_out, T, lengths):
+    traj = Trainer(evaluator(d, lengths)).attention_then_output(eta_att, eta_out, T)
+    c = floor_c(d, lengths)
+    assert traj.points[1].phase == "attention step"
+    for pt in traj.points:
+        assert pt.alpha_a == 0.0 and pt.alpha_b == 0.0
+        assert pt.risk + pt.risk_bound >= c
+
+
+@given(d=st.integers(3, 12), eta_out=st.floats(0.05, 1.0), T=st.integers(1, 40))
+@settings(max_examples=15)
+def test_attention_first_equals_output_only(d, eta_out, T):
+    """After its (null) attention step the plan follows the output-only trajectory exactly."""
+    tr = Trainer(evaluator(d))
+    a = tr.attention_then_output(5.0, eta_out, T)
+    o = tr.output_only(eta_out, T)
+    assert [pt.risk for pt in a.points[1:]] == [pt.risk for pt in o.points]
+
+
+def test_control_attention_after_an_output_step_does_move():
+    """Control: swapping the order (output step first) makes the attention step effective and
+    lets output fine-tuning go below c(d): it is the three-phase plan."""
+    d = 5
+    tr = Trainer(evaluator(d))
+    traj = tr.three_phase(2.5, 80.0, 1.0, 60)
+    assert traj.final.alpha_a > 1.0
+    assert traj.final.risk + traj.final.risk_bound < floor_c(d)

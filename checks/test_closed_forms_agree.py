@@ -1,0 +1,174 @@
+"""The SymPy closed forms agree with the exact series (within its bound) and with Monte Carlo.
+
+Each closed form is evaluated by mpmath; the series evaluator knows nothing of the closed forms, so
+agreement inside the series' own truncation bound is an independent confirmation.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checks.strategies import evaluator, lengths_st, setting
+from numerics.closed_forms import to_mpf, evaluate, inverse_length_moment_series, uniform_attention_quadratic
+from numerics.montecarlo import estimate
+from theory import symbolic as S
+
+general_p = st.floats(min_value=0.05, max_value=0.95)
+
+
+def _direct_sum(fn, p, lengths, N=4000):
+    """sum_n P(n) fn(n) by brute force in mpmath (terms decay geometrically; N large)."""
+    with mpmath.workdps(40):
+        p = to_mpf(p)
+        lo = 1 if lengths == "positive" else 0
+        return mpmath.fsum(p * (1 - p) ** (n - lo) * fn(n) for n in range(lo, N))
+
+
+@given(d=st.integers(2, 60), lengths=lengths_st)
+def test_balanced_p_balances_classes(d, lengths):
+    s = setting(d, lengths)
+    if float(s.p_value) == 1.0:  # d = 2, default law: every string has length 1
+        assert d == 2 and lengths == "positive"
+        return
+    N = int(70 / -math.log1p(-float(s.p_value))) + 10
+    pneg = _direct_sum(lambda n: mpmath.mpf(d - 1) ** n / mpmath.mpf(d) ** n, s.p_value, lengths, N=N)
+    with mpmath.workdps(40):
+        assert abs(pneg - mpmath.mpf(1) / 2) < mpmath.mpf(10) ** -25
+    # the derived value is the one the spec states
+    assert s.p_value == (Fraction(1, d - 1) if lengths == "positive" else Fraction(1, d + 1))
+
+
+@given(s_=st.integers(1, 4), p=general_p, lengths=lengths_st)
+def test_inverse_length_moments_match_series_with_tail_bound(s_, p, lengths):
+    st_ = setting(5, lengths, p=p)
+    with mpmath.workdps(40):
+        closed = evaluate(S.inverse_length_moment(s_, lengths), st_, dps=40)
+        N = max(1, math.ceil(15 * math.log(10) / -math.log1p(-p)))  # tail about 1e-15, far above precision
+        partial, tail = inverse_length_moment_series(s_, st_, N, dps=40)
+        slack = mpmath.mpf(10) ** -35
+        assert partial <= closed + slack
+        assert closed - partial <= tail + slack
+        # and the bound is not vacuous: a longer sum closes the gap further, still inside its bound
+        partial2, tail2 = inverse_length_moment_series(s_, st_, 3 * N, dps=40)
+        assert abs(closed - partial2) <= tail2 + slack and tail2 < tail
+        assert closed - partial > tail2  # the first partial sum really was short by more than the second bound
+
+
+@given(k=st.integers(1, 3), d=st.integers(2, 9), p=st.floats(0.15, 0.95), lengths=lengths_st)
+@settings(max_examples=20)
+def test_share_moments_match_brute_force(k, d, p, lengths):
+    """E[r^k] to 20 digits: also guards against any double-precision leak in the mpmath evaluation."""
+    closed = evaluate(S.ratio_moment(k, lengths), setting(d, lengths, p=p), dps=40)
+
+    def cond(n):
+        if n == 0:
+            return mpmath.mpf(0)
+        pi = mpmath.mpf(1) / d
+        w, total = (1 - pi) ** n, mpmath.mpf(0)
+        for c in range(n + 1):
+            if c:
+                w = w * (n - c + 1) / c * pi / (1 - pi)
+            total += w * (mpmath.mpf(c) / n) ** k
+        return total
+
+    brute = _direct_sum(cond, p, lengths, N=int(60 / -math.log1p(-p)) + 10)
+    with mpmath.workdps(40):
+        assert abs(closed - brute) < mpmath.mpf(10) ** -20
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@given(d=st.integers(3, 9), p=general_p, lengths=lengths_st)
+@settings(max_examples=25)
+def test_zero_init_gradients(loss, d, p, lengths):
+    ev = evaluator(d, lengths, loss, p)
+    res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
+    zg = S.zero_init_gradients(lengths, loss)
+    st_ = setting(d, lengths, loss, p)
+    assert abs(float(res.grad_beta[0]) - float(evaluate(zg["grad_beta_a"], st_))) <= res.grad_bound
+    assert abs(float(res.grad_beta[1]) - float(evaluate(zg["grad_beta_b"], st_))) <= res.grad_bound
+    assert res.grad_alpha[0] == 0.0 and res.grad_alpha[1] == 0.0
+    expected_risk = 0.5 if loss == "squared" else math.log(2)
+    assert abs(float(res.risk) - expected_risk) <= res.risk_bound
+
+
+@given(d=st.integers(3, 9), p=general_p, lengths=lengths_st, eta_1=st.floats(0.01, 6.0))
+@settings(max_examples=30)
+def test_phase2_attention_gradient(d, p, lengths, eta_1):
+    """Closed-form phase-1 weights and phase-2 attention gradient vs the series at (0, beta^(1))."""
+    st_ = setting(d, lengths, p=p)
+    ev = evaluator(d, lengths, "squared", p)
+    b1a = float(evaluate(S.phase1_beta(lengths)[0], st_, eta_1=eta_1))
+    b1b = float(evaluate(S.phase1_beta(lengths)[1], st_, eta_1=eta_1))
+    z = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
+    assert abs(b1a - (-eta_1 * float(z.grad_beta[0]))) <= eta_1 * z.grad_bound
+    assert abs(b1b - (-eta_1 * float(z.grad_beta[1]))) <= eta_1 * z.grad_bound
+    res = ev.evaluate_symmetric(0.0, 0.0, b1a, b1b)
+    ga, gb = S.phase2_attention_gradient(lengths)
+    assert abs(float(res.grad_alpha[0]) - float(evaluate(ga, st_, eta_1=eta_1))) <= res.grad_bound + 1e-14
+    assert abs(float(res.grad_alpha[1]) - float(evaluate(gb, st_, eta_1=eta_1))) <= res.grad_bound + 1e-14
+    # the uniform-attention risk quadratic at beta^(1)
+    R = evaluate(S.uniform_attention_risk(lengths), st_, beta_a=b1a, beta_b=b1b)
+    assert abs(float(res.risk) - float(R)) <= res.risk_bound + 1e-14
+
+
+@given(d=st.integers(3, 5), lengths=lengths_st,
+       beta=st.lists(st.floats(-2, 2), min_size=3, max_size=3))
+@settings(max_examples=15)
+def test_uniform_attention_quadratic_for_nonsymmetric_beta(d, lengths, beta):
+    """R(0, beta) for beta with three distinct values (marked, one unmarked, the rest) vs the series."""
+    full = [beta[0], beta[1]] + [beta[2]] * (d - 2)
+    ev = evaluator(d, lengths)
+    res = ev.evaluate([0.0] * d, full)
+    a_i, a_1, b_a, b_b = (float(x) for x in uniform_attention_quadratic(setting(d, lengths)))
+    A = a_i * np.eye(d) + a_1 * np.ones((d, d))
+    b = np.array([b_a] + [b_b] * (d - 1))
+    bt = np.array(full)
+    assert abs(0.5 * bt @ A @ bt - b @ bt + 0.5 - float(res.risk)) <= res.risk_bound + 1e-13
+    grad = A @ bt - b
+    assert np.all(np.abs(grad - np.array([float(g) for g in res.grad_beta])) <= res.grad_bound + 1e-13)
+
+
+@given(lengths=lengths_st, p=general_p)
+@settings(max_examples=20)
+def test_shifted_second_length_moment(lengths, p):
+    closed = evaluate(S.shifted_second_length_moment(lengths), setting(4, lengths, p=p), dps=40)
+    brute = _direct_sum(lambda n: mpmath.mpf(max(n - 1, 0)) ** 2 if n >= 1 else mpmath.mpf(0), p, lengths,
+                        N=int(80 / -math.log1p(-p)) + 10)
+    with mpmath.workdps(40):
+        assert abs(closed - brute) < mpmath.mpf(10) ** -25 * max(1, abs(closed))
+
+
+@pytest.mark.parametrize("d,loss,lengths", [(3, "squared", "positive"), (5, "logistic", "positive"),
+                                            (4, "squared", "nonnegative"), (50, "squared", "positive")])
+def test_series_matches_monte_carlo(d, loss, lengths):
+    """Series vs an independent Monte Carlo estimate (200k strings, fixed seed) within 5 standard errors."""
+    rng = np.random.default_rng(1234 + d)
+    alpha = rng.normal(0, 1, d)
+    beta = rng.normal(0, 1, d)
+    alpha_s = [alpha[0]] + [alpha[1]] * (d - 1)
+    beta_s = [beta[0]] + [beta[1]] * (d - 1)
+    res = evaluator(d, lengths, loss).evaluate(alpha_s, beta_s)
+    mc = estimate(setting(d, lengths, loss), alpha_s, beta_s, size=200_000, seed=7)
+    assert abs(mc.risk - float(res.risk)) <= 5 * mc.risk_se + res.risk_bound
+    ga = np.array([float(x) for x in res.grad_alpha])
+    gb = np.array([float(x) for x in res.grad_beta])
+    # unmarked coordinates are exchangeable: compare their average, whose SE is smaller
+    for ser, est, se in ((ga, mc.grad_alpha, mc.grad_alpha_se), (gb, mc.grad_beta, mc.grad_beta_se)):
+        assert abs(est[0] - ser[0]) <= 5 * se[0] + res.grad_bound
+        assert abs(est[1:].mean() - ser[1:].mean()) <= 5 * se[1:].max() + res.grad_bound
+
+
+def test_mp_and_float_backends_agree_within_bounds():
+    d = 5
+    f = evaluator(d).evaluate_symmetric(0.7, -0.2, 0.9, -0.6)
+    m = evaluator(d, tol=1e-25, backend="mp").evaluate_symmetric(0.7, -0.2, 0.9, -0.6)
+    assert m.risk_bound < 1e-20
+    assert abs(float(f.risk) - float(m.risk)) <= f.risk_bound + m.risk_bound
+    for a, b in zip(f.grad_alpha + f.grad_beta, m.grad_alpha + m.grad_beta):
+        assert abs(float(a) - float(b)) <= f.grad_bound + m.grad_bound

@@ -1,0 +1,108 @@
+"""Theorem (output layer only): with attention frozen at its zero initialisation, the risk never drops
+below the explicit constant c(d) = 1/2 (1 - (d-2) / ((d-1) log(d-1))) > 0 (d >= 3, balancing p).
+
+c(d) is the infimum over *all* output weights in R^d of R(0, beta), so every output-only trajectory,
+with any step sizes, stays above it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from checks.strategies import evaluator, floor_c, lengths_st, setting, step_st
+from numerics.closed_forms import uniform_attention_risk_full
+from numerics.training import Trainer
+
+
+def c_formula(d):
+    """The hand-derived statement of the floor at the balancing p (default length law)."""
+    return 0.5 * (1 - (d - 2) / ((d - 1) * math.log(d - 1)))
+
+
+@given(d=st.integers(3, 400))
+def test_floor_is_explicit_and_positive(d):
+    c = floor_c(d)
+    assert abs(c - c_formula(d)) < 1e-14
+    assert c > 0
+    # x log x > x - 1 for x = d - 1 > 1 is exactly why it is positive; the margin grows with d
+    assert (d - 1) * math.log(d - 1) > d - 2
+
+
+@pytest.mark.parametrize("d,lengths", [(3, "positive"), (4, "positive"), (5, "positive"),
+                                       (3, "nonnegative"), (4, "nonnegative")])
+def test_floor_is_the_minimum_over_all_of_R_d(d, lengths):
+    """Build the full d x d quadratic R(0, .) from series evaluations at beta = 0 and beta = e_k
+    (no symmetry assumed), minimise it with linear algebra, and compare with c(d)."""
+    ev = evaluator(d, lengths)
+    alpha = [0.0] * d
+    g0 = ev.evaluate(alpha, [0.0] * d)
+    b = -np.array([float(x) for x in g0.grad_beta])  # grad at 0 is -b
+    A = np.zeros((d, d))
+    bound = g0.grad_bound
+    for k in range(d):
+        e = [0.0] * d
+        e[k] = 1.0
+        gk = ev.evaluate(alpha, e)
+        A[:, k] = np.array([float(x) for x in gk.grad_beta]) + b
+        bound = max(bound, gk.grad_bound)
+    A = (A + A.T) / 2
+    beta_star = np.linalg.solve(A, b)
+    r0 = float(g0.risk)
+    min_risk = r0 - 0.5 * b @ beta_star
+    c = floor_c(d, lengths)
+    assert abs(min_risk - c) < 1e-9
+    # and the minimiser is symmetric in the unmarked symbols
+    assert np.ptp(beta_star[1:]) < 1e-8
+    # the series risk at the minimiser equals the floor
+    at_min = ev.evaluate(alpha, list(beta_star))
+    assert abs(float(at_min.risk) - c) <= at_min.risk_bound + 1e-9
+
+
+@given(d=st.integers(3, 60), lengths=lengths_st,
+       seed=st.integers(0, 2**32 - 1), scale=st.floats(0.01, 10))
+def test_no_output_weights_beat_the_floor(d, lengths, seed, scale):
+    """Arbitrary (non-symmetric) beta in R^d, closed-form quadratic risk at alpha = 0."""
+    beta = np.random.default_rng(seed).normal(0, scale, d)
+    assert float(uniform_attention_risk_full(setting(d, lengths), beta, dps=30)) >= floor_c(d, lengths) - 1e-12
+
+
+@given(d=st.integers(3, 6), values=st.lists(st.floats(-3, 3), min_size=3, max_size=3))
+@settings(max_examples=12)
+def test_no_output_weights_beat_the_floor_series(d, values):
+    """Same, with the exact series (three distinct output weights, no symmetry)."""
+    beta = [values[0], values[1]] + [values[2]] * (d - 2)
+    res = evaluator(d).evaluate([0.0] * d, beta)
+    assert float(res.risk) + res.risk_bound >= floor_c(d)
+
+
+@given(d=st.integers(3, 20), eta=step_st, T=st.integers(0, 60), lengths=lengths_st)
+@settings(max_examples=30)
+def test_output_only_trajectories_stay_above_the_floor(d, eta, T, lengths):
+    traj = Trainer(evaluator(d, lengths)).output_only(eta, T)
+    c = floor_c(d, lengths)
+    for pt in traj.points:
+        assert pt.alpha_a == 0.0 and pt.alpha_b == 0.0
+        if np.isfinite(pt.risk):  # a step size beyond 2/lambda_max diverges upward: still above
+            assert pt.risk + pt.risk_bound >= c
+    assert traj.min_certified_risk() >= c - 2 * max(pt.risk_bound for pt in traj.points) or not np.isfinite(traj.final.risk)
+
+
+def test_converged_output_only_reaches_the_floor_but_not_below():
+    """Long output-only GD approaches c(d) (so the bound is tight), never crosses it."""
+    d = 4
+    traj = Trainer(evaluator(d), record_every=50).output_only(1.0, 3000)
+    c = floor_c(d)
+    assert traj.final.risk - c < 1e-6
+    assert min(traj.risks()) >= c - 1e-12
+
+
+def test_floor_is_not_a_bound_once_attention_moves():
+    """Control: the floor is specific to frozen attention; with attention moved, risk goes below it."""
+    d = 5
+    ev = evaluator(d)
+    res = ev.evaluate_symmetric(4.0, 0.0, 1.0, -1.0)
+    assert float(res.risk) + res.risk_bound < floor_c(d)

@@ -1,0 +1,95 @@
+"""Theorem (three-phase plan): for every epsilon > 0, inside the explicit step-size regime, the plan
+(one output step eta_1, one attention step eta_2, T output steps eta_3) ends with risk <= floor + epsilon.
+
+Regime (squared loss, d >= 3), see numerics.training.three_phase_regime and docs/derivations.md:
+0 < eta_1 < eta1_max (= d at the balancing p), eta_2 >= eta2_min(epsilon, eta_1) = log(u_min) / kappa(eta_1),
+0 < eta_3 <= 1, T >= T_min.  The floor is 0 under the default length law, P(n = 0)/2 under the variant.
+
+The plan is run with exact series gradients (not with the closed forms that define the regime), and
+the final risk is the series value plus its truncation bound.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checks.strategies import evaluator, floor_c, lengths_st, setting
+from numerics.series import SeriesEvaluator
+from numerics.training import Trainer, three_phase_regime
+from theory.validation import SettingError
+
+
+def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, ev=None):
+    s = setting(d, lengths)
+    ev = ev or evaluator(d, lengths)
+    base = three_phase_regime(s, epsilon, 1e-9)
+    eta_1 = eta1_frac * base.eta1_max
+    eta_2 = three_phase_regime(s, epsilon, eta_1).eta2_min * eta2_factor
+    reg = three_phase_regime(s, epsilon, eta_1, eta_2=eta_2, eta_3=eta_3, evaluator=ev)
+    assert reg.T_min is not None and reg.contains(eta_1, eta_2, eta_3, reg.T_min + extra_T)
+    traj = Trainer(ev, record_every=10**9).three_phase(eta_1, eta_2, eta_3, reg.T_min + extra_T)
+    return reg, traj
+
+
+@given(d=st.integers(3, 8), lengths=lengths_st, log_eps=st.floats(math.log(1e-4), math.log(0.3)),
+       eta1_frac=st.floats(0.05, 0.95), eta2_factor=st.floats(1.0, 2.0), eta_3=st.floats(0.1, 1.0),
+       extra_T=st.integers(0, 10))
+@settings(max_examples=25)
+def test_three_phase_reaches_any_requested_risk(d, lengths, log_eps, eta1_frac, eta2_factor, eta_3, extra_T):
+    eps = math.exp(log_eps)
+    reg, traj = run_in_regime(d, lengths, eps, eta1_frac, eta2_factor, eta_3, extra_T)
+    fin = traj.final
+    assert fin.risk + fin.risk_bound <= reg.floor + eps
+    # the attention really moved, as the theorem's mechanism says
+    assert fin.alpha_a - fin.alpha_b >= reg.gap_needed * eta2_factor * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("d,eps", [(3, 1e-6), (10, 1e-3), (50, 1e-2)])
+def test_three_phase_small_targets_and_large_alphabet(d, eps):
+    reg, traj = run_in_regime(d, "positive", eps, 0.5, 1.0, 1.0, 0)
+    assert traj.final.risk + traj.final.risk_bound <= eps
+    assert eps < floor_c(d)  # the impossibility plans cannot get there
+
+
+def test_three_phase_certified_in_high_precision():
+    """The end point re-evaluated by the mpmath backend at 1e-25 truncation."""
+    d, eps = 4, 1e-3
+    reg, traj = run_in_regime(d, "positive", eps, 0.5, 1.0, 1.0, 0)
+    fin = traj.final
+    mp = SeriesEvaluator(setting(d), backend="mp", tol=1e-25, dps=35).evaluate_symmetric(
+        fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
+    assert mp.risk_bound < 1e-22
+    assert float(mp.risk) + mp.risk_bound <= eps
+
+
+# ---- controls: outside the regime the same criterion fails, so the check can fail -----------------
+
+@given(d=st.integers(3, 8), eta1_frac=st.floats(0.05, 0.95), T=st.integers(0, 200))
+@settings(max_examples=10)
+def test_control_without_attention_step_risk_stays_above_floor(d, eta1_frac, T):
+    """eta_2 = 0 (below eta2_min): the plan degenerates to output-only and stays >= c(d)."""
+    eta_1 = eta1_frac * d
+    traj = Trainer(evaluator(d), record_every=10**9).three_phase(eta_1, 0.0, 1.0, T)
+    assert traj.final.risk + traj.final.risk_bound >= floor_c(d)
+
+
+def test_control_too_few_phase3_steps_misses_target():
+    d, eps = 6, 1e-3
+    reg, traj = run_in_regime(d, "positive", eps, 0.5, 1.0, 1.0, 0)
+    short = Trainer(evaluator(d)).three_phase(0.5 * reg.eta1_max, reg.eta_2, 1.0, 0)
+    assert short.final.risk - short.final.risk_bound > eps
+
+
+def test_regime_refuses_steps_outside_it():
+    s = setting(5)
+    with pytest.raises(SettingError, match="eta_1"):
+        three_phase_regime(s, 1e-2, 5.0)  # eta1_max = d = 5 is excluded
+    with pytest.raises(SettingError, match="eta_3"):
+        three_phase_regime(s, 1e-2, 1.0, eta_2=100.0, eta_3=1.5)
+    with pytest.raises(SettingError, match="d >= 3"):
+        three_phase_regime(setting(2), 1e-2, 0.5)
+    with pytest.raises(SettingError, match="squared"):
+        three_phase_regime(setting(5, loss="logistic"), 1e-2, 0.5)

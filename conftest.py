@@ -1,0 +1,14 @@
+"""Hypothesis profiles shared by checks/ and tests/.
+
+``default`` derandomises (the same examples on every run, as CI needs); ``thorough`` draws fresh
+random examples, more of them: ``HYPOTHESIS_PROFILE=thorough pytest checks/``.
+"""
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", derandomize=True, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", derandomize=False, deadline=None, print_blob=True,
+                          max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
