@@ -120,13 +120,15 @@ def _table(d, p, lengths, sizes, tol, backend, dps, max_terms):
             mass = total
     else:
         probs = [s / d for s in sizes]
+        count = 0
         for n in range(lo, N + 1):
             ln = _len_logpmf(n, p_f, lengths)
             for comp, lw in _compositions_float(n, probs, level_tol):
                 Ns.append(np.full(len(lw), n))
                 Cs.append(comp)
                 Ws.append(np.exp(ln + lw))
-            if sum(len(w) for w in Ws) > max_terms:
+                count += len(lw)
+            if count > max_terms:
                 raise SettingError(_too_many(max_terms, K))
         Ns = np.concatenate(Ns)
         Cs = np.concatenate(Cs, axis=0)

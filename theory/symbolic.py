@@ -203,7 +203,7 @@ def uniform_attention_min_risk(lengths: str = "positive", balanced: bool = True)
     """
     R = uniform_attention_risk(lengths)
     ba_s, bb_s = uniform_attention_minimiser(lengths)
-    val = tidy(R.subs({beta_a: ba_s, beta_b: bb_s}))
+    val = sp.factor(sp.cancel(sp.together(R.subs({beta_a: ba_s, beta_b: bb_s}))))
     if balanced:
         val = sp.simplify(sp.expand_log(val.subs(p, balanced_p(lengths)), force=True))
     return val

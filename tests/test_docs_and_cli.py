@@ -1,0 +1,68 @@
+"""docs/ is generated and current; LaTeX export; the command line."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from numerics.cli import main
+from numerics.report import derivations_markdown
+from theory.latex import latex_document
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_derivations_doc_is_current():
+    assert (ROOT / "docs" / "derivations.md").read_text() == derivations_markdown(), \
+        "docs/derivations.md is stale: run `occ-companion docs`"
+
+
+def test_latex_document_is_well_formed():
+    tex = latex_document()
+    assert tex.startswith(r"\documentclass") and tex.rstrip().endswith(r"\end{document}")
+    assert tex.count(r"\begin{equation*}") == tex.count(r"\end{equation*}") > 20
+    body = re.sub(r"\\[{}]", "", tex)
+    assert body.count("{") == body.count("}")
+    assert r"\Li_{2}" in tex or r"\Li_2" in tex  # the polylogarithm of the phase-2 gradient
+    assert "exp_polar" not in tex and "Piecewise" not in tex
+
+
+def test_latex_export_selected_keys(capsys):
+    assert main(["latex", "--only", "grad_alpha_a_1,c_balanced"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(r"\begin{equation*}") == 2
+    assert main(["latex", "--only", "nonsense"]) == 2
+    assert "unknown derivation key" in capsys.readouterr().err
+
+
+def test_docs_check_flags_a_stale_file(tmp_path, capsys):
+    target = tmp_path / "d.md"
+    assert main(["docs", "--out", str(target), "--check"]) == 1
+    assert main(["docs", "--out", str(target)]) == 0
+    assert main(["docs", "--out", str(target), "--check"]) == 0
+
+
+def test_run_main_job_small(tmp_path, capsys):
+    rc = main(["run", "--d", "5", "--epsilon", "0.01", "--steps", "20", "--out", str(tmp_path)])
+    assert rc == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["plans"]["three-phase"]["final_risk"] <= 0.01
+    assert summary["plans"]["output-only"]["min_certified_risk"] >= summary["output_only_floor_c"] - 1e-12
+    assert summary["plans"]["attention-only"]["final_risk"] == pytest.approx(0.5, abs=1e-9)
+    assert (tmp_path / "risk_curves.png").stat().st_size > 10_000
+    err = capsys.readouterr().err
+    assert "phase 3 (output)" in err and "100%" in err  # progress on stderr
+
+
+def test_run_rejects_bad_input(capsys):
+    assert main(["run", "--d", "1", "--no-plot"]) == 2
+    assert "alphabet size d" in capsys.readouterr().err
+    assert main(["run", "--d", "5", "--eta3", "1.5", "--no-plot"]) == 2
+    assert "eta_3" in capsys.readouterr().err
+
+
+def test_evaluate_command(capsys):
+    assert main(["evaluate", "--d", "3", "--beta", "1,-1,-1", "--alpha", "2,0,0", "--mc", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "risk =" in out and "Monte Carlo" in out
+    assert main(["evaluate", "--d", "3", "--beta", "1,x,-1"]) == 2

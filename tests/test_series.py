@@ -1,0 +1,81 @@
+"""Structural properties of the exact series evaluator."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numerics.series import SeriesEvaluator
+from theory.setting import Setting
+
+
+def test_bound_tracks_tolerance():
+    s = Setting(6)
+    loose = SeriesEvaluator(s, tol=1e-4).evaluate_symmetric(0.5, 0, 1, -1)
+    tight = SeriesEvaluator(s, tol=1e-12).evaluate_symmetric(0.5, 0, 1, -1)
+    assert loose.omitted_mass <= 1e-4 and tight.omitted_mass <= 1e-12
+    assert tight.risk_bound < loose.risk_bound
+    # the loose value is really off by more than the tight bound, and within its own bound
+    assert abs(float(loose.risk) - float(tight.risk)) <= loose.risk_bound + tight.risk_bound
+    assert abs(float(loose.risk) - float(tight.risk)) > tight.risk_bound
+
+
+@given(shift=st.floats(-50, 50), d=st.integers(3, 6))
+@settings(max_examples=15)
+def test_softmax_shift_invariance_and_zero_sum_attention_gradient(shift, d):
+    ev = SeriesEvaluator(Setting(d))
+    a = ev.evaluate_symmetric(0.7, -0.3, 1.2, -0.8)
+    b = ev.evaluate_symmetric(0.7 + shift, -0.3 + shift, 1.2, -0.8)
+    assert abs(float(a.risk) - float(b.risk)) <= 1e-12
+    # per-coordinate gradients: marked + (d - 1) * unmarked = 0
+    assert abs(float(a.grad_alpha[0]) + (d - 1) * float(a.grad_alpha[1])) <= 1e-12
+
+
+def test_full_and_symmetric_interfaces_agree():
+    d = 5
+    ev = SeriesEvaluator(Setting(d))
+    full = ev.evaluate([0.4] + [-0.1] * (d - 1), [1.1] + [-0.7] * (d - 1))
+    sym = ev.evaluate_symmetric(0.4, -0.1, 1.1, -0.7)
+    assert full.risk == pytest.approx(float(sym.risk), abs=1e-15)
+    assert full.grad_beta[3] == pytest.approx(float(sym.grad_beta[1]), abs=1e-15)
+    assert full.grad_alpha[0] == pytest.approx(float(sym.grad_alpha[0]), abs=1e-15)
+
+
+def test_permuting_unmarked_symbols_permutes_gradients():
+    ev = SeriesEvaluator(Setting(3))
+    a = ev.evaluate([0.2, 0.5, -0.4], [0.9, -0.3, 0.1])
+    b = ev.evaluate([0.2, -0.4, 0.5], [0.9, 0.1, -0.3])
+    assert float(a.risk) == pytest.approx(float(b.risk), abs=1e-13)
+    assert float(a.grad_beta[1]) == pytest.approx(float(b.grad_beta[2]), abs=1e-13)
+    assert float(a.grad_alpha[2]) == pytest.approx(float(b.grad_alpha[1]), abs=1e-13)
+
+
+def test_gradient_matches_finite_differences():
+    ev = SeriesEvaluator(Setting(4, loss="logistic"))
+    x = np.array([0.3, -0.2, 0.8, -0.5])
+    g = ev.evaluate_symmetric(*x)
+    h = 1e-5
+    # d/d alpha_a of R with alpha_b held: per-coordinate derivative for the marked coordinate
+    num_aa = (float(ev.evaluate_symmetric(x[0] + h, *x[1:]).risk) - float(ev.evaluate_symmetric(x[0] - h, *x[1:]).risk)) / (2 * h)
+    assert num_aa == pytest.approx(float(g.grad_alpha[0]), abs=1e-8)
+    # moving all unmarked beta together changes R by (d - 1) * per-coordinate gradient
+    num_bb = (float(ev.evaluate_symmetric(x[0], x[1], x[2], x[3] + h).risk)
+              - float(ev.evaluate_symmetric(x[0], x[1], x[2], x[3] - h).risk)) / (2 * h)
+    assert num_bb == pytest.approx(3 * float(g.grad_beta[1]), abs=1e-8)
+
+
+def test_degenerate_d2_every_string_has_length_one():
+    """d = 2 under the default law: p = 1, n = 1; attention is irrelevant and beta = (1, -1) is exact."""
+    ev = SeriesEvaluator(Setting(2))
+    res = ev.evaluate([3.0, -1.0], [1.0, -1.0])
+    assert res.omitted_mass == 0 and abs(float(res.risk)) <= res.risk_bound
+    assert all(abs(float(g)) <= res.grad_bound for g in res.grad_alpha)
+
+
+def test_nonnegative_variant_has_the_empty_string_floor():
+    s = Setting(4, lengths="nonnegative")
+    res = SeriesEvaluator(s).evaluate_symmetric(30.0, 0.0, 1.0, -1.0)
+    floor = float(s.p_value) / 2
+    assert float(res.risk) >= floor - res.risk_bound
+    assert float(res.risk) - floor < 1e-6
