@@ -172,3 +172,27 @@ def test_mp_and_float_backends_agree_within_bounds():
     assert abs(float(f.risk) - float(m.risk)) <= f.risk_bound + m.risk_bound
     for a, b in zip(f.grad_alpha + f.grad_beta, m.grad_alpha + m.grad_beta):
         assert abs(float(a) - float(b)) <= f.grad_bound + m.grad_bound
+
+
+@given(d=st.integers(3, 8), eta_1=st.floats(0.2, 2.5), eta_2=st.floats(0.0, 200.0), eta_3=st.floats(0.1, 1.0),
+       T=st.integers(0, 40))
+@settings(max_examples=15)
+def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
+    """beta_T = beta* + (I - eta_3 D M)^T (beta_0 - beta*) with M, m from the series, against the
+    plan run step by step with series gradients."""
+    import sympy as sp
+
+    from numerics.training import Trainer
+
+    ev = evaluator(d)
+    traj = Trainer(ev).three_phase(eta_1, eta_2, eta_3, T)
+    after2 = traj.points[2]
+    M, m, mb = ev.phase3_moments(after2.alpha_a - after2.alpha_b)
+    Mn, mn = np.array(M, float), np.array(m, float)
+    D = np.diag([1.0, 1.0 / (d - 1)])
+    expr = S.phase3_closed_form(sp.Integer(T))
+    Ms, ms, Ds, b0 = (sp.MatrixSymbol(n, *shape) for n, shape in (("M", (2, 2)), ("m", (2, 1)), ("D", (2, 2)), ("beta_0", (2, 1))))
+    fn = sp.lambdify([Ms, ms, Ds, b0, S.eta3], expr, modules="numpy")
+    beta_T = np.asarray(fn(Mn, mn.reshape(2, 1), D, np.array([[after2.beta_a], [after2.beta_b]]), eta_3)).ravel()
+    fin = traj.final
+    assert np.allclose(beta_T, [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)

@@ -117,6 +117,21 @@ def cmd_latex(args):
     return 0
 
 
+def cmd_values(args):
+    import mpmath
+
+    from numerics.closed_forms import evaluate_all
+
+    setting = _setting(args)
+    given = {k: v for k, v in (("eta_1", args.eta1), ("eta_2", args.eta2), ("epsilon", args.epsilon)) if v is not None}
+    print(f"setting: {setting.describe()}; {args.dps} significant digits")
+    for key, title, val, missing in evaluate_all(setting, dps=args.dps, **given):
+        shown = "(needs " + ", ".join("--" + m.replace("_", "") for m in missing) + ")" if val is None \
+            else mpmath.nstr(val, args.dps)
+        print(f"{key:<18} {shown}    # {title}")
+    return 0
+
+
 def _floats(text, name):
     try:
         return [float(x) for x in text.split(",")]
@@ -174,6 +189,14 @@ def build_parser():
     lx.add_argument("--only", default="", help="comma-separated derivation keys (default: all)")
     lx.add_argument("--out", default="-", help="file to write (default: stdout)")
     lx.set_defaults(func=cmd_latex)
+
+    va = sub.add_parser("values", help="every derived expression evaluated by mpmath at a chosen precision")
+    _add_setting(va, 50)
+    va.add_argument("--dps", type=int, default=30, help="significant digits (default 30)")
+    va.add_argument("--eta1", type=float, default=None)
+    va.add_argument("--eta2", type=float, default=None)
+    va.add_argument("--epsilon", type=float, default=None)
+    va.set_defaults(func=cmd_values)
 
     ev = sub.add_parser("evaluate", help="exact series risk and gradients at a parameter point")
     _add_setting(ev, 5)

@@ -91,3 +91,19 @@ def uniform_attention_risk_full(setting: Setting, beta, *, dps: int = 50):
         quad = a_i * mpmath.fsum(x * x for x in bt) + a_1 * s1 * s1
         lin = b_a * bt[0] + b_b * mpmath.fsum(bt[1:])
         return quad / 2 - lin + mpmath.mpf(1) / 2
+
+
+def evaluate_all(setting: Setting, *, dps: int = 50, **values):
+    """[(key, title, value, missing)] for every derivation of ``theory.symbolic.all_derivations``;
+    value is None, and ``missing`` names the symbols, where the expression needs a symbol
+    (eta_1, eta_2, epsilon, ...) not given in ``values``."""
+    out = []
+    for der in S.all_derivations(setting.lengths):
+        free = {str(s) for s in sp.sympify(der.expr).free_symbols} - {"d", "p"}
+        missing = sorted(free - set(values))
+        if missing:
+            out.append((der.key, der.title, None, missing))
+            continue
+        given = {k: v for k, v in values.items() if k in free}
+        out.append((der.key, der.title, evaluate(der.expr, setting, dps=dps, **given), []))
+    return out

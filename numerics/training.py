@@ -88,25 +88,26 @@ class Trainer:
         ev = ev or self._eval(st)
         traj.points.append(Point(step, phase, *[float(x) for x in st], float(ev.risk), ev.risk_bound))
 
-    def _output_steps(self, traj, st, eta, T, step0, phase):
+    def _steps(self, traj, st, eta, T, step0, phase, layer):
+        """T gradient steps of size eta on one layer ("output" or "attention"), the other frozen."""
         prog = _Progress(f"{traj.plan}: {phase}", T, self.progress)
         aa, ab, ba, bb = st
         for t in range(1, T + 1):
             ev = self._eval((aa, ab, ba, bb))
-            ba, bb = ba - eta * float(ev.grad_beta[0]), bb - eta * float(ev.grad_beta[1])
+            if layer == "output":
+                ba, bb = ba - eta * float(ev.grad_beta[0]), bb - eta * float(ev.grad_beta[1])
+            else:
+                aa, ab = aa - eta * float(ev.grad_alpha[0]), ab - eta * float(ev.grad_alpha[1])
             self._record(traj, step0 + t, phase, (aa, ab, ba, bb), force=(t == T))
             prog(t)
         return (aa, ab, ba, bb)
 
-    def _attention_steps(self, traj, st, eta, T, step0, phase):
-        prog = _Progress(f"{traj.plan}: {phase}", T, self.progress)
-        aa, ab, ba, bb = st
-        for t in range(1, T + 1):
-            ev = self._eval((aa, ab, ba, bb))
-            aa, ab = aa - eta * float(ev.grad_alpha[0]), ab - eta * float(ev.grad_alpha[1])
-            self._record(traj, step0 + t, phase, (aa, ab, ba, bb), force=(t == T))
-            prog(t)
-        return (aa, ab, ba, bb)
+    def _start(self, plan):
+        """A new trajectory at the zero initialisation, with its first point recorded."""
+        traj = Trajectory(plan)
+        st = (0.0, 0.0, 0.0, 0.0)
+        self._record(traj, 0, "init", st, force=True)
+        return traj, st
 
     # --------------------------------------------------------------------------------------
     def three_phase(self, eta_1, eta_2, eta_3, T) -> Trajectory:
@@ -114,41 +115,33 @@ class Trainer:
         check_step("eta_2", eta_2)
         check_step("eta_3", eta_3)
         T = check_steps_count("T", T)
-        traj = Trajectory("three-phase")
-        st = (0.0, 0.0, 0.0, 0.0)
-        self._record(traj, 0, "init", st, force=True)
-        st = self._output_steps(traj, st, float(eta_1), 1, 0, "phase 1 (output)")
-        st = self._attention_steps(traj, st, float(eta_2), 1, 1, "phase 2 (attention)")
-        self._output_steps(traj, st, float(eta_3), T, 2, "phase 3 (output)")
+        traj, st = self._start("three-phase")
+        st = self._steps(traj, st, float(eta_1), 1, 0, "phase 1 (output)", "output")
+        st = self._steps(traj, st, float(eta_2), 1, 1, "phase 2 (attention)", "attention")
+        self._steps(traj, st, float(eta_3), T, 2, "phase 3 (output)", "output")
         return traj
 
     def output_only(self, eta, T) -> Trajectory:
         check_step("eta", eta)
         T = check_steps_count("T", T)
-        traj = Trajectory("output-only")
-        st = (0.0, 0.0, 0.0, 0.0)
-        self._record(traj, 0, "init", st, force=True)
-        self._output_steps(traj, st, float(eta), T, 0, "output")
+        traj, st = self._start("output-only")
+        self._steps(traj, st, float(eta), T, 0, "output", "output")
         return traj
 
     def attention_only(self, eta, T) -> Trajectory:
         check_step("eta", eta)
         T = check_steps_count("T", T)
-        traj = Trajectory("attention-only")
-        st = (0.0, 0.0, 0.0, 0.0)
-        self._record(traj, 0, "init", st, force=True)
-        self._attention_steps(traj, st, float(eta), T, 0, "attention")
+        traj, st = self._start("attention-only")
+        self._steps(traj, st, float(eta), T, 0, "attention", "attention")
         return traj
 
     def attention_then_output(self, eta_att, eta_out, T) -> Trajectory:
         check_step("eta_att", eta_att)
         check_step("eta_out", eta_out)
         T = check_steps_count("T", T)
-        traj = Trajectory("attention-then-output")
-        st = (0.0, 0.0, 0.0, 0.0)
-        self._record(traj, 0, "init", st, force=True)
-        st = self._attention_steps(traj, st, float(eta_att), 1, 0, "attention step")
-        self._output_steps(traj, st, float(eta_out), T, 1, "output fine-tuning")
+        traj, st = self._start("attention-then-output")
+        st = self._steps(traj, st, float(eta_att), 1, 0, "attention step", "attention")
+        self._steps(traj, st, float(eta_out), T, 1, "output fine-tuning", "output")
         return traj
 
     def joint(self, eta, T, *, eta_attention=None) -> Trajectory:
@@ -156,9 +149,7 @@ class Trainer:
         check_step("eta", eta)
         eta_att = float(eta if eta_attention is None else check_step("eta_attention", eta_attention))
         T = check_steps_count("T", T)
-        traj = Trajectory("joint")
-        aa = ab = ba = bb = 0.0
-        self._record(traj, 0, "init", (aa, ab, ba, bb), force=True)
+        traj, (aa, ab, ba, bb) = self._start("joint")
         prog = _Progress("joint", T, self.progress)
         for t in range(1, T + 1):
             ev = self._eval((aa, ab, ba, bb))

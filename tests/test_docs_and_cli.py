@@ -66,3 +66,22 @@ def test_evaluate_command(capsys):
     out = capsys.readouterr().out
     assert "risk =" in out and "Monte Carlo" in out
     assert main(["evaluate", "--d", "3", "--beta", "1,x,-1"]) == 2
+
+
+def test_values_command_and_precision(capsys):
+    assert main(["values", "--d", "7", "--dps", "40", "--eta1", "1"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("c_balanced"))
+    digits = line.split()[1]
+    assert len(digits.replace(".", "").lstrip("0")) >= 35  # really 40 significant digits, not a double
+    assert "(needs --epsilon)" in out
+
+
+def test_evaluate_all_reports_missing_symbols():
+    from numerics.closed_forms import evaluate_all
+    from theory.setting import Setting
+
+    rows = {key: (val, missing) for key, _, val, missing in evaluate_all(Setting(5), dps=20, eta_1=1.0)}
+    assert rows["alpha2_a"] == (None, ["eta_2"])
+    assert rows["eta2_min"] == (None, ["epsilon"])
+    assert rows["beta1_a"][0] == pytest.approx(0.2)
