@@ -1,8 +1,10 @@
 """Shared Hypothesis strategies and helpers for the theorem checks."""
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from numerics.closed_forms import output_only_floor
@@ -27,3 +29,13 @@ def evaluator(d, lengths="positive", loss="squared", p=None, tol=1e-12, backend=
 @lru_cache(maxsize=None)
 def floor_c(d, lengths="positive"):
     return float(output_only_floor(setting(d, lengths)))
+
+
+EXAMPLE_SCALE = int(os.environ.get("COMPANION_EXAMPLE_SCALE",
+                                   "8" if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else "1"))
+
+
+def examples(n: int):
+    """Hypothesis settings with n examples, times 8 under HYPOTHESIS_PROFILE=thorough
+    (or times COMPANION_EXAMPLE_SCALE)."""
+    return settings(max_examples=n * EXAMPLE_SCALE)

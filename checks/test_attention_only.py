@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import evaluator, lengths_st
+from checks.strategies import examples, evaluator, lengths_st
 from numerics.training import Trainer
 
 losses = st.sampled_from(["squared", "logistic"])
 
 
 @given(d=st.integers(2, 30), eta=st.floats(1e-3, 1e6), T=st.integers(0, 40), lengths=lengths_st, loss=losses)
-@settings(max_examples=30)
+@examples(30)
 def test_attention_only_risk_stays_at_initial_value(d, eta, T, lengths, loss):
     initial = 0.5 if loss == "squared" else math.log(2)
     traj = Trainer(evaluator(d, lengths, loss)).attention_only(eta, T)
@@ -28,7 +28,7 @@ def test_attention_only_risk_stays_at_initial_value(d, eta, T, lengths, loss):
 
 
 @given(d=st.integers(3, 5), values=st.lists(st.floats(-20, 20), min_size=3, max_size=3), loss=losses)
-@settings(max_examples=15)
+@examples(15)
 def test_attention_gradient_vanishes_at_zero_output_for_any_attention(d, values, loss):
     alpha = [values[0], values[1]] + [values[2]] * (d - 2)
     res = evaluator(d, "positive", loss).evaluate(alpha, [0.0] * d)

@@ -6,15 +6,15 @@ applies to every step, for every pair of step sizes.
 """
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import evaluator, floor_c, lengths_st, step_st
+from checks.strategies import examples, evaluator, floor_c, lengths_st, step_st
 from numerics.training import Trainer
 
 
 @given(d=st.integers(3, 20), eta_att=st.floats(1e-3, 1e6), eta_out=step_st, T=st.integers(0, 60), lengths=lengths_st)
-@settings(max_examples=30)
+@examples(30)
 def test_attention_first_then_output_stays_above_the_floor(d, eta_att, eta_out, T, lengths):
     traj = Trainer(evaluator(d, lengths)).attention_then_output(eta_att, eta_out, T)
     c = floor_c(d, lengths)
@@ -25,7 +25,7 @@ def test_attention_first_then_output_stays_above_the_floor(d, eta_att, eta_out, 
 
 
 @given(d=st.integers(3, 12), eta_out=st.floats(0.05, 1.0), T=st.integers(1, 40))
-@settings(max_examples=15)
+@examples(15)
 def test_attention_first_equals_output_only(d, eta_out, T):
     """After its (null) attention step the plan follows the output-only trajectory exactly."""
     tr = Trainer(evaluator(d))

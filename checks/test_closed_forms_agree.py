@@ -11,10 +11,10 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import evaluator, lengths_st, setting
+from checks.strategies import examples, evaluator, lengths_st, setting
 from numerics.closed_forms import to_mpf, evaluate, inverse_length_moment_series, uniform_attention_quadratic
 from numerics.montecarlo import estimate
 from theory import symbolic as S
@@ -61,7 +61,7 @@ def test_inverse_length_moments_match_series_with_tail_bound(s_, p, lengths):
 
 
 @given(k=st.integers(1, 3), d=st.integers(2, 9), p=st.floats(0.15, 0.95), lengths=lengths_st)
-@settings(max_examples=20)
+@examples(20)
 def test_share_moments_match_brute_force(k, d, p, lengths):
     """E[r^k] to 20 digits: also guards against any double-precision leak in the mpmath evaluation."""
     closed = evaluate(S.ratio_moment(k, lengths), setting(d, lengths, p=p), dps=40)
@@ -84,7 +84,7 @@ def test_share_moments_match_brute_force(k, d, p, lengths):
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @given(d=st.integers(3, 9), p=general_p, lengths=lengths_st)
-@settings(max_examples=25)
+@examples(25)
 def test_zero_init_gradients(loss, d, p, lengths):
     ev = evaluator(d, lengths, loss, p)
     res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
@@ -98,7 +98,7 @@ def test_zero_init_gradients(loss, d, p, lengths):
 
 
 @given(d=st.integers(3, 9), p=general_p, lengths=lengths_st, eta_1=st.floats(0.01, 6.0))
-@settings(max_examples=30)
+@examples(30)
 def test_phase2_attention_gradient(d, p, lengths, eta_1):
     """Closed-form phase-1 weights and phase-2 attention gradient vs the series at (0, beta^(1))."""
     st_ = setting(d, lengths, p=p)
@@ -119,7 +119,7 @@ def test_phase2_attention_gradient(d, p, lengths, eta_1):
 
 @given(d=st.integers(3, 5), lengths=lengths_st,
        beta=st.lists(st.floats(-2, 2), min_size=3, max_size=3))
-@settings(max_examples=15)
+@examples(15)
 def test_uniform_attention_quadratic_for_nonsymmetric_beta(d, lengths, beta):
     """R(0, beta) for beta with three distinct values (marked, one unmarked, the rest) vs the series."""
     full = [beta[0], beta[1]] + [beta[2]] * (d - 2)
@@ -135,7 +135,7 @@ def test_uniform_attention_quadratic_for_nonsymmetric_beta(d, lengths, beta):
 
 
 @given(lengths=lengths_st, p=general_p)
-@settings(max_examples=20)
+@examples(20)
 def test_shifted_second_length_moment(lengths, p):
     closed = evaluate(S.shifted_second_length_moment(lengths), setting(4, lengths, p=p), dps=40)
     brute = _direct_sum(lambda n: mpmath.mpf(max(n - 1, 0)) ** 2 if n >= 1 else mpmath.mpf(0), p, lengths,
@@ -176,7 +176,7 @@ def test_mp_and_float_backends_agree_within_bounds():
 
 @given(d=st.integers(3, 8), eta_1=st.floats(0.2, 2.5), eta_2=st.floats(0.0, 200.0), eta_3=st.floats(0.1, 1.0),
        T=st.integers(0, 40))
-@settings(max_examples=15)
+@examples(15)
 def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     """beta_T = beta* + (I - eta_3 D M)^T (beta_0 - beta*) with M, m from the series, against the
     plan run step by step with series gradients."""

@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import evaluator, floor_c, lengths_st, setting, step_st
+from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
 from numerics.closed_forms import uniform_attention_risk_full
 from numerics.training import Trainer
 
@@ -71,7 +71,7 @@ def test_no_output_weights_beat_the_floor(d, lengths, seed, scale):
 
 
 @given(d=st.integers(3, 6), values=st.lists(st.floats(-3, 3), min_size=3, max_size=3))
-@settings(max_examples=12)
+@examples(12)
 def test_no_output_weights_beat_the_floor_series(d, values):
     """Same, with the exact series (three distinct output weights, no symmetry)."""
     beta = [values[0], values[1]] + [values[2]] * (d - 2)
@@ -80,7 +80,7 @@ def test_no_output_weights_beat_the_floor_series(d, values):
 
 
 @given(d=st.integers(3, 20), eta=step_st, T=st.integers(0, 60), lengths=lengths_st)
-@settings(max_examples=30)
+@examples(30)
 def test_output_only_trajectories_stay_above_the_floor(d, eta, T, lengths):
     traj = Trainer(evaluator(d, lengths)).output_only(eta, T)
     c = floor_c(d, lengths)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import evaluator, floor_c, lengths_st, setting
+from checks.strategies import examples, evaluator, floor_c, lengths_st, setting
 from numerics.series import SeriesEvaluator
 from numerics.training import Trainer, three_phase_regime
 from theory.validation import SettingError
@@ -37,7 +37,7 @@ def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, e
 @given(d=st.integers(3, 8), lengths=lengths_st, log_eps=st.floats(math.log(1e-4), math.log(0.3)),
        eta1_frac=st.floats(0.05, 0.95), eta2_factor=st.floats(1.0, 2.0), eta_3=st.floats(0.1, 1.0),
        extra_T=st.integers(0, 10))
-@settings(max_examples=25)
+@examples(25)
 def test_three_phase_reaches_any_requested_risk(d, lengths, log_eps, eta1_frac, eta2_factor, eta_3, extra_T):
     eps = math.exp(log_eps)
     reg, traj = run_in_regime(d, lengths, eps, eta1_frac, eta2_factor, eta_3, extra_T)
@@ -68,7 +68,7 @@ def test_three_phase_certified_in_high_precision():
 # ---- controls: outside the regime the same criterion fails, so the check can fail -----------------
 
 @given(d=st.integers(3, 8), eta1_frac=st.floats(0.05, 0.95), T=st.integers(0, 200))
-@settings(max_examples=10)
+@examples(10)
 def test_control_without_attention_step_risk_stays_above_floor(d, eta1_frac, T):
     """eta_2 = 0 (below eta2_min): the plan degenerates to output-only and stays >= c(d)."""
     eta_1 = eta1_frac * d

@@ -86,6 +86,31 @@ def cmd_run(args):
     return 0 if ok else 1
 
 
+def cmd_finite(args):
+    """Finite-sample three-phase plan at N_1 = N_3 = ceil(C d ln d) (or given sizes)."""
+    from numerics.finite_sample import d_log_d, three_phase_finite
+    from numerics.series import SeriesEvaluator
+    from numerics.training import three_phase_regime
+
+    setting = _setting(args)
+    eta_1 = args.eta1_frac * float(three_phase_regime(setting, args.epsilon, 1e-9).eta1_max)
+    eta_2 = three_phase_regime(setting, args.epsilon, eta_1).eta2_min
+    T = three_phase_regime(setting, args.epsilon, eta_1, eta_2=eta_2, eta_3=1.0,
+                           evaluator=SeriesEvaluator(setting)).T_min
+    N_1 = args.n1 or d_log_d(setting.d, args.constant)
+    N_3 = args.n3 or d_log_d(setting.d, args.constant)
+    print(f"setting: {setting.describe()}; eta_1={eta_1:.4g}, eta_2={eta_2:.4g}, eta_3=1, T={T}, "
+          f"N_1={N_1}, N_3={N_3}", file=sys.stderr)
+    rows = []
+    for k in range(args.seeds):
+        run = three_phase_finite(setting, eta_1, eta_2, 1.0, T, N_1, N_3, seed=args.seed + k, test_size=args.test_size)
+        rows.append(run)
+        print(f"seed {run.seed}: held-out risk {run.test_risk:.5g} +- {run.test_se:.2g} (train {run.train_risk:.5g})")
+    hits = sum(r.test_risk + 3 * r.test_se <= args.epsilon for r in rows)
+    print(f"{hits}/{len(rows)} seeds reach risk <= {args.epsilon} (held-out mean + 3 SE)")
+    return 0
+
+
 def cmd_docs(args):
     from numerics.report import derivations_markdown
 
@@ -178,6 +203,18 @@ def build_parser():
     r.add_argument("--no-plot", action="store_true")
     r.add_argument("--out", default="results", help="output folder (default results/)")
     r.set_defaults(func=cmd_run)
+
+    fs = sub.add_parser("finite", help="finite-sample three-phase plan (N_1, N_3 = C d ln d by default)")
+    _add_setting(fs, 50)
+    fs.add_argument("--epsilon", type=float, default=1e-2)
+    fs.add_argument("--eta1-frac", type=float, default=0.5)
+    fs.add_argument("--constant", type=float, default=30.0, help="C in N = ceil(C d ln d) (default 30)")
+    fs.add_argument("--n1", type=int, default=None)
+    fs.add_argument("--n3", type=int, default=None)
+    fs.add_argument("--seeds", type=int, default=5)
+    fs.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    fs.add_argument("--test-size", type=int, default=100_000)
+    fs.set_defaults(func=cmd_finite)
 
     dc = sub.add_parser("docs", help="regenerate docs/derivations.md (or --check it is current)")
     dc.add_argument("--out", default="docs/derivations.md")

@@ -281,7 +281,6 @@ class SeriesEvaluator:
         return risk, ga, gb, rb, gbnd, tab.omitted, len(tab.n)
 
     def _eval_float(self, tab, ca, cb):
-        K = len(ca)
         a = np.array(ca) - max(ca)
         e = np.exp(a)
         b = np.array(cb)

@@ -12,17 +12,15 @@ and a step count T that guarantee risk <= floor + epsilon (floor = 0 under the d
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 
-import mpmath
 import numpy as np
 
 from theory import symbolic as S
 from theory.setting import Setting
 from theory.validation import SettingError, check_epsilon, check_step, check_steps_count
 
-from .closed_forms import evaluate, to_mpf
+from .closed_forms import evaluate
 from .series import SeriesEvaluator
 
 

@@ -85,3 +85,9 @@ def test_evaluate_all_reports_missing_symbols():
     assert rows["alpha2_a"] == (None, ["eta_2"])
     assert rows["eta2_min"] == (None, ["epsilon"])
     assert rows["beta1_a"][0] == pytest.approx(0.2)
+
+
+def test_finite_command(capsys):
+    assert main(["finite", "--d", "5", "--seeds", "2", "--test-size", "5000"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("held-out risk") == 2 and "seeds reach risk" in out
