@@ -4,7 +4,7 @@ from __future__ import annotations
 import mpmath
 
 from theory import symbolic as S
-from theory.latex import equations
+from theory.latex import aligned, equations
 from theory.setting import Setting
 
 from .closed_forms import evaluate, output_only_floor
@@ -56,11 +56,11 @@ def derivations_markdown() -> str:
     for lengths, title in (("positive", "Default length law: $n \\in \\{1, 2, \\dots\\}$"),
                            ("nonnegative", "Variant: $n \\in \\{0, 1, \\dots\\}$, empty string labelled $-1$ with $f = 0$")):
         out += [f"## {title}", ""]
-        for der, tex in equations(lengths):
+        for der, _ in equations(lengths):
             out += [f"**{der.title}** (`{der.key}`)", ""]
             if der.note:
                 out += [der.note, ""]
-            out += ["$$", f"{der.lhs} = {tex}", "$$", ""]
+            out += ["$$", aligned(der.lhs, der.expr, der.display), "$$", ""]
         out += ["### Values at the balancing p", "", *value_table(lengths), ""]
     out += [
         "## Phase 3 (fixed attention)",

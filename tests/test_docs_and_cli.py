@@ -91,3 +91,15 @@ def test_finite_command(capsys):
     assert main(["finite", "--d", "5", "--seeds", "2", "--test-size", "5000"]) == 0
     out = capsys.readouterr().out
     assert out.count("held-out risk") == 2 and "seeds reach risk" in out
+
+
+@pytest.mark.skipif(__import__("shutil").which("pdflatex") is None, reason="pdflatex not installed")
+@pytest.mark.parametrize("lengths", ["positive", "nonnegative"])
+def test_latex_export_compiles_without_overfull_lines(tmp_path, lengths):
+    import subprocess
+
+    (tmp_path / "g.tex").write_text(latex_document(lengths))
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "g.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "Overfull" not in (tmp_path / "g.log").read_text()

@@ -10,8 +10,50 @@ _LAW = {"positive": r"n\sim\mathrm{Geom}(p)\text{ on }\{1,2,\dots\}",
         "nonnegative": r"n\sim\mathrm{Geom}(p)\text{ on }\{0,1,\dots\}"}
 
 
+LINE_BUDGET = 110  # characters of LaTeX source per displayed line before a sum is broken
+
+
 def expr_latex(expr) -> str:
     return sp.latex(expr, ln_notation=True)
+
+
+def expr_latex_lines(expr, budget: int = LINE_BUDGET) -> list[str]:
+    """LaTeX of expr split into display lines at its top-level + and - signs (a long sum becomes one
+    term per line; a scalar times a long sum has the sum broken inside its parentheses)."""
+    expr = sp.sympify(expr)
+    whole = expr_latex(expr)
+    if len(whole) <= budget:
+        return [whole]
+    prefix, suffix, inner = "", "", expr
+    if isinstance(expr, sp.Mul):
+        adds = [a for a in expr.args if isinstance(a, sp.Add)]
+        if len(adds) == 1:
+            rest = sp.Mul(*[a for a in expr.args if a is not adds[0]])
+            prefix = ("-" if rest == -1 else "" if rest == 1 else expr_latex(rest)) + r"\Bigg("
+            inner = adds[0]
+    if not isinstance(inner, sp.Add):
+        return [whole]
+    lines = []
+    for i, term in enumerate(sp.Add.make_args(inner)):
+        neg = term.could_extract_minus_sign()
+        body = expr_latex(-term if neg else term)
+        sign = ("-" if neg else "") if i == 0 else ("- " if neg else "+ ")
+        lines.append(sign + body)
+    if prefix:  # \left( ... \right) cannot span lines: big fixed delimiters instead
+        suffix = r"\Bigg)"
+    lines[0] = prefix + lines[0]
+    lines[-1] = lines[-1] + suffix
+    return lines
+
+
+def aligned(lhs: str, expr, display: str = "") -> str:
+    """``lhs = rhs`` as one display, broken over lines inside an aligned block when long
+    (``display``, when given, is shown as the right-hand side instead)."""
+    lines = [display] if display else expr_latex_lines(expr)
+    if len(lines) == 1:
+        return f"{lhs} = {lines[0]}"
+    body = [rf"{lhs} = {{}} & {lines[0]}"] + [rf"& \quad {ln}" for ln in lines[1:]]
+    return "\\begin{aligned}\n" + " \\\\\n".join(body) + "\n\\end{aligned}"
 
 
 def equations(lengths: str = "positive", keys=None):
@@ -32,6 +74,7 @@ def latex_document(lengths: str = "positive", keys=None) -> str:
     lines = [
         r"\documentclass{article}",
         r"\usepackage{amsmath,amssymb}",
+        r"\usepackage[margin=2cm]{geometry}",
         r"\DeclareMathOperator{\Li}{Li}",
         r"\begin{document}",
         r"\section*{Occurrence language: population gradient formulas}",
@@ -40,13 +83,12 @@ def latex_document(lengths: str = "positive", keys=None) -> str:
         r"Parameters symmetric in the unmarked symbols: $(\alpha_a,\alpha_b,\beta_a,\beta_b)$; "
         r"gradients are per coordinate. $\operatorname{Li}_s$ is the polylogarithm.",
     ]
-    for der, tex in equations(lengths, keys):
-        tex = tex.replace(r"\operatorname{Li}", r"\Li")
+    for der, _ in equations(lengths, keys):
         lines.append(rf"\paragraph{{{_escape(der.title)}}}")
         if der.note:
             lines.append(_escape(der.note))
         lines.append(r"\begin{equation*}")
-        lines.append(rf"{der.lhs} = {tex}")
+        lines.append(aligned(der.lhs, der.expr, der.display).replace(r"\operatorname{Li}", r"\Li"))
         lines.append(r"\end{equation*}")
     lines.append(r"\end{document}")
     return "\n".join(lines) + "\n"

@@ -358,6 +358,7 @@ class Derivation:
     lhs: str  # LaTeX of the left-hand side
     expr: object
     note: str = ""
+    display: str = ""  # LaTeX shown instead of the expanded expr (expr is still what gets evaluated)
 
 
 def all_derivations(lengths: str = "positive") -> list[Derivation]:
@@ -417,6 +418,8 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
         Derivation("floor", "Irreducible risk (empty string, f = 0)", r"R_{\mathrm{floor}}", risk_floor(lengths)),
         Derivation("u_min", "Attention gap sufficient for inf_beta R <= floor + epsilon/2", r"u_{\min}(\epsilon)",
                    gap_needed(lengths)),
-        Derivation("eta2_min", "Phase-2 step size sufficient for that gap", r"\eta_2^{\min}(\epsilon,\eta_1)", eta2_min(lengths)),
+        Derivation("eta2_min", "Phase-2 step size sufficient for that gap", r"\eta_2^{\min}(\epsilon,\eta_1)", eta2_min(lengths),
+                   "With u_min and kappa as above; any larger eta_2 gives a larger gap.",
+                   display=r"\frac{\ln u_{\min}(\epsilon)}{\kappa(\eta_1)}"),
     ]
     return out
