@@ -196,3 +196,8 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     beta_T = np.asarray(fn(Mn, mn.reshape(2, 1), D, np.array([[after2.beta_a], [after2.beta_b]]), eta_3)).ravel()
     fin = traj.final
     assert np.allclose(beta_T, [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
+    # the per-coordinate output gradient there, closed form vs the series
+    gfn = sp.lambdify([Ms, ms, Ds, b0, S.eta3], S.phase3_gradient(sp.Integer(T)), modules="numpy")
+    grad_T = np.asarray(gfn(Mn, mn.reshape(2, 1), D, np.array([[after2.beta_a], [after2.beta_b]]), eta_3)).ravel()
+    res = ev.evaluate_symmetric(fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
+    assert np.allclose(grad_T, [float(g) for g in res.grad_beta], rtol=0, atol=1e-9)

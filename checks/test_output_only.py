@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
-from numerics.closed_forms import uniform_attention_risk_full
+from numerics.closed_forms import output_only_floor, uniform_attention_risk_full
 from numerics.training import Trainer
 
 
@@ -60,6 +60,25 @@ def test_floor_is_the_minimum_over_all_of_R_d(d, lengths):
     # the series risk at the minimiser equals the floor
     at_min = ev.evaluate_symmetric(0.0, 0.0, beta_star[0], float(np.mean(beta_star[1:])))
     assert abs(float(at_min.risk) - c) <= at_min.risk_bound + 1e-9
+
+
+@given(d=st.integers(3, 6), p=st.floats(0.1, 0.8), lengths=lengths_st)
+@examples(10)
+def test_general_p_floor_is_the_symmetric_minimum_of_the_series(d, p, lengths):
+    """c(d, p) for unbalanced classes against a direct minimisation of the series quadratic."""
+    ev = evaluator(d, lengths, p=p)
+    pts = [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0)]
+    evs = [ev.evaluate_symmetric(0.0, 0.0, a, b) for a, b in pts]
+    b = -np.array([float(x) for x in evs[0].grad_beta])
+    A = np.column_stack([np.array([float(x) for x in e.grad_beta]) + b for e in evs[1:]])
+    # per-coordinate gradients: the unmarked row is 1/(d-1) of the reduced derivative
+    Dinv = np.diag([1.0, d - 1.0])
+    Ared, bred = Dinv @ A, Dinv @ b
+    Ared = (Ared + Ared.T) / 2
+    min_risk = float(evs[0].risk) - 0.5 * bred @ np.linalg.solve(Ared, bred)
+    c = float(output_only_floor(setting(d, lengths, p=p)))
+    assert abs(min_risk - c) < 1e-9
+    assert c > 0
 
 
 @given(d=st.integers(3, 60), lengths=lengths_st,

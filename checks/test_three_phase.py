@@ -22,9 +22,9 @@ from numerics.training import Trainer, three_phase_regime
 from theory.validation import SettingError
 
 
-def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, ev=None):
-    s = setting(d, lengths)
-    ev = ev or evaluator(d, lengths)
+def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, ev=None, p=None):
+    s = setting(d, lengths, p=p)
+    ev = ev or evaluator(d, lengths, p=p)
     base = three_phase_regime(s, epsilon, 1e-9)
     eta_1 = eta1_frac * base.eta1_max
     eta_2 = three_phase_regime(s, epsilon, eta_1).eta2_min * eta2_factor
@@ -63,6 +63,16 @@ def test_three_phase_certified_in_high_precision():
         fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
     assert mp.risk_bound < 1e-22
     assert float(mp.risk) + mp.risk_bound <= eps
+
+
+@given(d=st.integers(3, 6), lengths=lengths_st, p=st.floats(0.1, 0.7), log_eps=st.floats(math.log(1e-3), math.log(0.3)),
+       eta1_frac=st.floats(0.05, 0.95), eta_3=st.floats(0.2, 1.0))
+@examples(12)
+def test_three_phase_without_balanced_classes(d, lengths, p, log_eps, eta1_frac, eta_3):
+    """The argument never uses P(y = +1) = 1/2: the regime works for any p in (0, 1)."""
+    eps = math.exp(log_eps)
+    reg, traj = run_in_regime(d, lengths, eps, eta1_frac, 1.0, eta_3, 0, p=p)
+    assert traj.final.risk + traj.final.risk_bound <= reg.floor + eps
 
 
 # ---- controls: outside the regime the same criterion fails, so the check can fail -----------------

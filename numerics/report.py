@@ -74,10 +74,17 @@ def derivations_markdown() -> str:
         "m = \\sum_{n\\ge1}\\sum_{c=0}^{n} P(n)\\binom{n}{c}\\pi^c(1-\\pi)^{n-c}\\,y\\,\\phi,",
         "$$",
         "",
-        "which `numerics/series.py` sums with a truncation bound. Gradient descent in $\\mathbb{R}^d$ gives",
-        "$\\beta_{t} = \\beta^\\star + (I - \\eta_3 D M)^{t}(\\beta_0 - \\beta^\\star)$ with $D = \\mathrm{diag}(1, 1/(d-1))$,",
-        "$\\beta^\\star = M^{-1}m$. In orthonormal coordinates the Hessian is $D^{1/2} M D^{1/2}$, whose eigenvalues",
-        "lie in $(0, 1]$ because $\\|\\phi\\|$ is at most the Euclidean norm of an attention vector.",
+        "which `numerics/series.py` sums with a truncation bound. Gradient descent in $\\mathbb{R}^d$ moves",
+        "$(\\beta_a, \\beta_b)$ by $-\\eta_3 D (M\\beta - m)$ with $D = \\mathrm{diag}(1, 1/(d-1))$, starting from",
+        "$\\beta_0 = \\beta^{(1)}$; SymPy's closed forms (checked against the iterated descent in",
+        "`checks/test_closed_forms_agree.py`):",
+        "",
+    ]
+    for title, tex in S.phase3_display():
+        out += [f"**{title}**", "", "$$", tex, "$$", ""]
+    out += [
+        "In orthonormal coordinates the Hessian is $D^{1/2} M D^{1/2}$, whose eigenvalues lie in $(0, 1]$ because",
+        "$\\|D^{1/2}\\phi\\|$ is at most the Euclidean norm of an attention vector.",
         "",
         "## Theorems as checked (squared loss)",
         "",

@@ -54,6 +54,14 @@ def test_run_main_job_small(tmp_path, capsys):
     assert "phase 3 (output)" in err and "100%" in err  # progress on stderr
 
 
+def test_run_certify_in_high_precision(tmp_path, capsys):
+    rc = main(["run", "--d", "4", "--epsilon", "0.05", "--steps", "5", "--no-plot", "--certify", "--out", str(tmp_path)])
+    assert rc == 0
+    cert = json.loads((tmp_path / "summary.json").read_text())["plans"]["three-phase"]["certified_mp"]
+    assert float(cert["risk"]) + cert["bound"] <= 0.05 and cert["bound"] < 1e-13
+    assert not (tmp_path / "risk_curves.png").exists()
+
+
 def test_run_rejects_bad_input(capsys):
     assert main(["run", "--d", "1", "--no-plot"]) == 2
     assert "alphabet size d" in capsys.readouterr().err

@@ -90,6 +90,12 @@ def latex_document(lengths: str = "positive", keys=None) -> str:
         lines.append(r"\begin{equation*}")
         lines.append(aligned(der.lhs, der.expr, der.display).replace(r"\operatorname{Li}", r"\Li"))
         lines.append(r"\end{equation*}")
+    if not keys:
+        lines.append(r"\paragraph{Phase 3 (fixed attention)} With $u=e^{\alpha_a-\alpha_b}$, $g=cu/(cu+n-c)$, "
+                     r"$\phi=(g,1-g)$, $M=\mathbb{E}[\phi\phi^\top]$, $m=\mathbb{E}[y\phi]$ (double series over $n$ and $c$), "
+                     r"$D=\mathrm{diag}(1,1/(d-1))$, $\beta_0=\beta^{(1)}$:")
+        for title, tex in S.phase3_display():
+            lines += [r"\begin{equation*}", tex, r"\end{equation*}"]
     lines.append(r"\end{document}")
     return "\n".join(lines) + "\n"
 

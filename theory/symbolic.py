@@ -336,14 +336,39 @@ def phase3_series(lengths: str = "positive"):
     return M, m
 
 
+def _phase3_symbols():
+    return (sp.MatrixSymbol("M", 2, 2), sp.MatrixSymbol("m", 2, 1), sp.MatrixSymbol("D", 2, 2),
+            sp.MatrixSymbol("beta_0", 2, 1))
+
+
 def phase3_closed_form(T=sp.Symbol("T", integer=True, nonnegative=True)):
-    """beta_T = beta* + (I - eta_3 D M)^T (beta_0 - beta*), beta* = M^{-1} m (when M is invertible)."""
-    Ms = sp.MatrixSymbol("M", 2, 2)
-    ms = sp.MatrixSymbol("m", 2, 1)
-    Ds = sp.MatrixSymbol("D", 2, 2)
-    b0 = sp.MatrixSymbol("beta_0", 2, 1)
+    """beta_T = beta* + (I - eta_3 D M)^T (beta_0 - beta*), beta* = M^{-1} m (when M is invertible).
+
+    beta_0 = beta^(1) (phase 3 starts from the phase-1 output weights), D = diag(1, 1/(d-1)).
+    """
+    Ms, ms, Ds, b0 = _phase3_symbols()
     bstar = Ms.I * ms
     return bstar + sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
+
+
+def phase3_gradient(T=sp.Symbol("T", integer=True, nonnegative=True)):
+    """Per-coordinate output gradient after t = T phase-3 steps: D (M beta_T - m) = D M (I - eta_3 D M)^T (beta_0 - beta*).
+
+    At T = 0 it is the output gradient at (alpha^(2), beta^(1)), the start of phase 3.
+    """
+    Ms, ms, Ds, b0 = _phase3_symbols()
+    bstar = Ms.I * ms
+    return Ds * Ms * sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
+
+
+def phase3_display():
+    """[(title, LaTeX)] of the phase-3 matrix closed forms, for the docs and the LaTeX export."""
+    T = sp.Symbol("T", integer=True, nonnegative=True)
+    return [
+        ("Phase 3: output weights after T steps", r"\beta^{(2+T)} = " + sp.latex(phase3_closed_form(T))),
+        ("Phase 3: per-coordinate output gradient after T steps", r"\nabla_{\beta} R(\alpha^{(2)}, \beta^{(2+T)}) = "
+         + sp.latex(phase3_gradient(T))),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------
