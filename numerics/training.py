@@ -78,7 +78,11 @@ class Trainer:
 
     # --------------------------------------------------------------------------------------
     def _eval(self, st):
-        return self.ev.evaluate_symmetric(*st)
+        """Evaluate at st, reusing the last evaluation when st is unchanged (record then step)."""
+        key = tuple(float(x) for x in st)
+        if getattr(self, "_last", (None,))[0] != key:
+            self._last = (key, self.ev.evaluate_symmetric(*key))
+        return self._last[1]
 
     def _record(self, traj, step, phase, st, ev=None, force=False):
         if not force and step % self.record_every:
