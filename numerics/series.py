@@ -86,13 +86,6 @@ def _len_pmf(n, p, lengths):
     return p * (1.0 - p) ** k
 
 
-def _tail_len(N, p, lengths):
-    """P(n > N)."""
-    if p >= 1:
-        return 0.0
-    return (1 - p) ** (N if lengths == "positive" else N + 1)
-
-
 @lru_cache(maxsize=64)
 def _table(d, p, lengths, sizes, tol, backend, dps, max_terms):
     """Enumerate (weight, n, counts) for class sizes ``sizes`` (sizes[0] == 1: the marked class)."""

@@ -98,7 +98,8 @@ def balanced_p(lengths: str = "positive"):
     """Solve P(y = +1) = 1/2 for p; the unique root in (0, 1]."""
     sols = sp.solve(sp.Eq(prob_no_marked(lengths), sp.Rational(1, 2)), p)
     sols = [sp.simplify(s) for s in sols]
-    good = [s for s in sols if sp.simplify(s.subs(d, 7) - sp.Rational(1, 2)) != 0 and 0 < s.subs(d, 7) <= 1]
+    # P(y = -1) is a Moebius function of p, so there is one root; keep it only if it is a probability
+    good = [s for s in sols if 0 < s.subs(d, 7) <= 1]
     if len(good) != 1:  # pragma: no cover - a derivation failure must be loud
         raise RuntimeError(f"balance equation gave {sols}")
     return sp.factor(good[0])
