@@ -89,7 +89,7 @@ def derivations_markdown() -> str:
         "## Theorems as checked (squared loss)",
         "",
         "* **Three-phase** (`checks/test_three_phase.py`): for $d \\ge 3$, $\\epsilon > 0$, $0 < \\eta_1 < \\eta_1^{\\max}$",
-        "  ($= d$ at the balancing $p$), $\\eta_2 \\ge \\eta_2^{\\min}(\\epsilon, \\eta_1)$, $0 < \\eta_3 \\le 1$ and",
+        "  ($= d$ at the balancing $p$; $d + 1$ under the variant), $\\eta_2 \\ge \\eta_2^{\\min}(\\epsilon, \\eta_1)$, $0 < \\eta_3 \\le 1$ and",
         "  $T \\ge T_{\\min} = \\lceil \\log(\\Delta_0/(\\epsilon/2)) / (-2\\log(1 - \\eta_3\\lambda_{\\min})) \\rceil$, the risk after",
         "  the plan is at most $R_{\\mathrm{floor}} + \\epsilon$. Here $\\Delta_0$ bounds the excess risk after phase 2 and",
         "  $\\lambda_{\\min}$ is a certified lower bound on the smallest eigenvalue of $D^{1/2}MD^{1/2}$.",
