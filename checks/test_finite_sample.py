@@ -14,18 +14,15 @@ import pytest
 from checks.strategies import evaluator, setting
 from numerics.finite_sample import d_log_d, three_phase_finite
 from numerics.montecarlo import estimate, sample_counts
-from numerics.training import three_phase_regime
+from numerics.training import regime_plan
 from theory.validation import SettingError
 
 EPS = 1e-2
 
 
 def population_plan(d, eps=EPS):
-    s = setting(d)
-    eta_1 = 0.5 * d
-    eta_2 = three_phase_regime(s, eps, eta_1).eta2_min
-    T = three_phase_regime(s, eps, eta_1, eta_2=eta_2, eta_3=1.0, evaluator=evaluator(d)).T_min
-    return s, eta_1, eta_2, T
+    reg = regime_plan(setting(d), eps, eta1_frac=0.5, evaluator=evaluator(d))
+    return setting(d), reg.eta_1, reg.eta_2, reg.T_min
 
 
 @pytest.mark.parametrize("d", [5, 20])

@@ -18,19 +18,16 @@ from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting
 from numerics.series import SeriesEvaluator
-from numerics.training import Trainer, three_phase_regime
+from numerics.training import Trainer, regime_plan, three_phase_regime
 from theory.validation import SettingError
 
 
-def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, ev=None, p=None):
-    s = setting(d, lengths, p=p)
-    ev = ev or evaluator(d, lengths, p=p)
-    base = three_phase_regime(s, epsilon, 1e-9)
-    eta_1 = eta1_frac * base.eta1_max
-    eta_2 = three_phase_regime(s, epsilon, eta_1).eta2_min * eta2_factor
-    reg = three_phase_regime(s, epsilon, eta_1, eta_2=eta_2, eta_3=eta_3, evaluator=ev)
-    assert reg.T_min is not None and reg.contains(eta_1, eta_2, eta_3, reg.T_min + extra_T)
-    traj = Trainer(ev, record_every=10**9).three_phase(eta_1, eta_2, eta_3, reg.T_min + extra_T)
+def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, p=None):
+    reg = regime_plan(setting(d, lengths, p=p), epsilon, eta1_frac=eta1_frac, eta2_factor=eta2_factor,
+                      eta_3=eta_3, evaluator=evaluator(d, lengths, p=p))
+    assert reg.T_min is not None and reg.contains(reg.eta_1, reg.eta_2, eta_3, reg.T_min + extra_T)
+    traj = Trainer(evaluator(d, lengths, p=p), record_every=10**9).three_phase(reg.eta_1, reg.eta_2, eta_3,
+                                                                            reg.T_min + extra_T)
     return reg, traj
 
 
@@ -89,7 +86,7 @@ def test_control_without_attention_step_risk_stays_above_floor(d, eta1_frac, T):
 def test_control_too_few_phase3_steps_misses_target():
     d, eps = 6, 1e-3
     reg, traj = run_in_regime(d, "positive", eps, 0.5, 1.0, 1.0, 0)
-    short = Trainer(evaluator(d)).three_phase(0.5 * reg.eta1_max, reg.eta_2, 1.0, 0)
+    short = Trainer(evaluator(d)).three_phase(reg.eta_1, reg.eta_2, 1.0, 0)
     assert short.final.risk - short.final.risk_bound > eps
 
 

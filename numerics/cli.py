@@ -31,19 +31,18 @@ def cmd_run(args):
     """The main job: the three-phase plan in its certified regime against the impossibility plans."""
     from numerics.closed_forms import output_only_floor
     from numerics.series import SeriesEvaluator
-    from numerics.training import Trainer, three_phase_regime
+    from numerics.training import Trainer, regime_plan
 
     setting = _setting(args)
     log = sys.stderr
     print(f"setting: {setting.describe()}", file=log)
     ev = SeriesEvaluator(setting, tol=args.tol)
     c_d = float(output_only_floor(setting))
-    eta_1 = args.eta1_frac * float(three_phase_regime(setting, args.epsilon, 1e-9).eta1_max)
-    reg = three_phase_regime(setting, args.epsilon, eta_1)
-    eta_2 = reg.eta2_min * args.eta2_factor
-    reg = three_phase_regime(setting, args.epsilon, eta_1, eta_2=eta_2, eta_3=args.eta3, evaluator=ev)
+    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
+                      eta_3=args.eta3, evaluator=ev)
+    eta_1, eta_2 = reg.eta_1, reg.eta_2
     if reg.T_min is None:
-        raise SettingError("could not certify a positive curvature for phase 3; increase tol precision")
+        raise SettingError("could not certify a positive curvature for phase 3; tighten --tol")
     print(f"regime: eta_1={eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={eta_2:.6g} >= {reg.eta2_min:.6g}, "
           f"eta_3={args.eta3}, T_min={reg.T_min}", file=log)
     trainer = Trainer(ev, record_every=1, progress=log)
@@ -95,13 +94,11 @@ def cmd_finite(args):
     """Finite-sample three-phase plan at N_1 = N_3 = ceil(C d ln d) (or given sizes)."""
     from numerics.finite_sample import d_log_d, three_phase_finite
     from numerics.series import SeriesEvaluator
-    from numerics.training import three_phase_regime
+    from numerics.training import regime_plan
 
     setting = _setting(args)
-    eta_1 = args.eta1_frac * float(three_phase_regime(setting, args.epsilon, 1e-9).eta1_max)
-    eta_2 = three_phase_regime(setting, args.epsilon, eta_1).eta2_min
-    T = three_phase_regime(setting, args.epsilon, eta_1, eta_2=eta_2, eta_3=1.0,
-                           evaluator=SeriesEvaluator(setting)).T_min
+    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=SeriesEvaluator(setting))
+    eta_1, eta_2, T = reg.eta_1, reg.eta_2, reg.T_min
     N_1 = args.n1 or d_log_d(setting.d, args.constant)
     N_3 = args.n3 or d_log_d(setting.d, args.constant)
     print(f"setting: {setting.describe()}; eta_1={eta_1:.4g}, eta_2={eta_2:.4g}, eta_3=1, T={T}, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import mpmath
 import numpy as np
 
 from theory import symbolic as S
@@ -176,6 +177,7 @@ class Regime:
 
     epsilon: float
     floor: float
+    eta_1: float
     eta1_max: float
     kappa: float
     gap_needed: float  # log u_min
@@ -191,21 +193,20 @@ class Regime:
                 and self.T_min is not None and T >= self.T_min)
 
 
-def _eta1_max(setting: Setting, dps=50):
-    b1a, b1b = S.phase1_beta(setting.lengths)
-    ra = evaluate(b1a / S.eta1, setting, dps=dps)
-    rb = evaluate(b1b / S.eta1, setting, dps=dps)
-    return 1 / max(ra, rb)
+def eta1_max(setting: Setting, *, dps: int = 50) -> float:
+    """Supremum of the admissible eta_1 (the closed form ``theory.symbolic.eta1_max``)."""
+    return float(evaluate(S.eta1_max(setting.lengths), setting, dps=dps))
 
 
 def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=None,
                        evaluator: SeriesEvaluator | None = None, dps: int = 50) -> Regime:
     """Certify the regime.  With eta_2 and eta_3 also given, compute T_min for them.
 
-    eta2_min comes from the closed forms (kappa(eta_1), B_2).  T_min uses the series (certified M, m):
-    after phase 2, output GD is gradient descent on a quadratic whose Hessian restricted to the
-    symmetric subspace, in orthonormal coordinates, is S = D^1/2 M D^1/2 with eigenvalues in
-    (0, 1]; so for eta_3 <= 1 the excess risk contracts by (1 - eta_3 lambda_min(S))^2 per step.
+    eta2_min = max(log u_min, 0) / kappa(eta_1) comes from the closed forms.  T_min uses the series
+    (certified M, m): after phase 2, output GD is gradient descent on a quadratic whose Hessian
+    restricted to the symmetric subspace, in orthonormal coordinates, is S = D^1/2 M D^1/2 with
+    eigenvalues in (0, 1]; so for eta_3 <= 1 the excess risk contracts by (1 - eta_3 lambda_min(S))^2
+    per step.
     """
     if setting.loss != "squared":
         raise SettingError("the three-phase regime is derived for the squared loss")
@@ -214,17 +215,18 @@ def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=No
     epsilon = float(check_epsilon(epsilon))
     eta_1 = float(check_step("eta_1", eta_1, allow_zero=False))
     floor = float(evaluate(S.risk_floor(setting.lengths), setting, dps=dps))
-    e1max = float(_eta1_max(setting, dps))
+    e1max = eta1_max(setting, dps=dps)
     if not eta_1 < e1max:
         raise SettingError(f"eta_1 = {eta_1} is outside the regime (0, {e1max:.6g})")
     kappa = evaluate(S.attention_gap_rate(setting.lengths), setting, dps=dps, eta_1=eta_1)
     if not kappa > 0:  # pragma: no cover - excluded by eta_1 < eta1_max for p < 1
         raise SettingError(f"attention gap rate kappa = {kappa} is not positive at eta_1 = {eta_1}")
-    log_u = evaluate(sp_log_umin(setting), setting, dps=dps, epsilon=epsilon)
-    gap = max(float(log_u), 0.0)
+    u_min = evaluate(S.gap_needed(setting.lengths), setting, dps=dps, epsilon=epsilon)
+    gap = max(float(mpmath.log(u_min)), 0.0)  # u = e^gap >= 1 always, so u_min < 1 needs no attention step
     e2min = gap / float(kappa)
+    base = (epsilon, floor, eta_1, e1max, float(kappa), gap, e2min)
     if eta_2 is None or eta_3 is None:
-        return Regime(epsilon, floor, e1max, float(kappa), gap, e2min)
+        return Regime(*base)
     eta_2 = float(check_step("eta_2", eta_2))
     eta_3 = float(check_step("eta_3", eta_3, allow_zero=False))
     if eta_3 > 1:
@@ -249,11 +251,17 @@ def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=No
     else:
         rho = 1 - eta_3 * lam_lower
         T_min = math.ceil(math.log(excess / (epsilon / 2)) / (-2 * math.log(rho)))
-    return Regime(epsilon, floor, e1max, float(kappa), gap, e2min, eta_2, eta_3, lam_lower, excess, T_min)
+    return Regime(*base, eta_2, eta_3, lam_lower, excess, T_min)
 
 
-def sp_log_umin(setting: Setting):
-    """log u_min(epsilon) as a SymPy expression."""
-    import sympy as sp
-
-    return sp.log(S.gap_needed(setting.lengths))
+def regime_plan(setting: Setting, epsilon, *, eta1_frac: float = 0.5, eta2_factor: float = 1.0,
+                eta_3: float = 1.0, evaluator: SeriesEvaluator | None = None, dps: int = 50) -> Regime:
+    """Step sizes inside the regime, chosen relative to its bounds: eta_1 = eta1_frac * eta1_max,
+    eta_2 = eta2_factor * eta2_min(epsilon, eta_1); returns the certified Regime (with T_min)."""
+    if not (isinstance(eta1_frac, (int, float)) and 0 < eta1_frac < 1):
+        raise SettingError(f"eta1_frac must lie in (0, 1), got {eta1_frac!r}")
+    if not (isinstance(eta2_factor, (int, float)) and math.isfinite(eta2_factor) and eta2_factor >= 1):
+        raise SettingError(f"eta2_factor must be a finite number >= 1, got {eta2_factor!r}")
+    eta_1 = eta1_frac * eta1_max(setting, dps=dps)
+    eta_2 = eta2_factor * three_phase_regime(setting, epsilon, eta_1, dps=dps).eta2_min
+    return three_phase_regime(setting, epsilon, eta_1, eta_2=eta_2, eta_3=eta_3, evaluator=evaluator, dps=dps)

@@ -91,3 +91,12 @@ def test_closed_form_evaluation_names_missing_symbols():
         evaluate(S.phase1_beta()[0], Setting(5), eta_one=1)
     with pytest.raises(SettingError, match="non-negative integer"):
         inverse_length_moment_series(1, Setting(5), -2)
+
+
+@pytest.mark.parametrize("kw,match", [({"eta1_frac": 1.0}, "eta1_frac"), ({"eta1_frac": 0}, "eta1_frac"),
+                                      ({"eta2_factor": 0.5}, "eta2_factor"), ({"eta2_factor": math.inf}, "eta2_factor")])
+def test_regime_plan_refuses_steps_outside_the_regime(kw, match):
+    from numerics.training import regime_plan
+
+    with pytest.raises(SettingError, match=match):
+        regime_plan(Setting(5), 1e-2, **kw)
