@@ -193,14 +193,15 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     M, m, mb = ev.phase3_moments(after2.alpha_a - after2.alpha_b)
     Mn, mn = np.array(M, float), np.array(m, float)
     D = np.diag([1.0, 1.0 / (d - 1)])
-    expr = S.phase3_closed_form(sp.Integer(T))
-    Ms, ms, Ds, b0 = (sp.MatrixSymbol(n, *shape) for n, shape in (("M", (2, 2)), ("m", (2, 1)), ("D", (2, 2)), ("beta_0", (2, 1))))
-    fn = sp.lambdify([Ms, ms, Ds, b0, S.eta3], expr, modules="numpy")
-    beta_T = np.asarray(fn(Mn, mn.reshape(2, 1), D, np.array([[after2.beta_a], [after2.beta_b]]), eta_3)).ravel()
+    b0 = np.array([[after2.beta_a], [after2.beta_b]])
+
+    def closed(expr):
+        fn = sp.lambdify([*S.phase3_symbols(), S.eta3], expr, modules="numpy")
+        return np.asarray(fn(Mn, mn.reshape(2, 1), D, b0, eta_3)).ravel()
+
     fin = traj.final
-    assert np.allclose(beta_T, [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
+    assert np.allclose(closed(S.phase3_closed_form(sp.Integer(T))), [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
     # the per-coordinate output gradient there, closed form vs the series
-    gfn = sp.lambdify([Ms, ms, Ds, b0, S.eta3], S.phase3_gradient(sp.Integer(T)), modules="numpy")
-    grad_T = np.asarray(gfn(Mn, mn.reshape(2, 1), D, np.array([[after2.beta_a], [after2.beta_b]]), eta_3)).ravel()
     res = ev.evaluate_symmetric(fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
+    grad_T = closed(S.phase3_gradient(sp.Integer(T)))
     assert np.allclose(grad_T, [float(g) for g in res.grad_beta], rtol=0, atol=1e-9)

@@ -28,31 +28,30 @@ def test_floor_is_explicit_and_positive(d):
     c = floor_c(d)
     assert abs(c - c_formula(d)) < 1e-14
     assert c > 0
-    # x log x > x - 1 for x = d - 1 > 1 is exactly why it is positive; the margin grows with d
-    assert (d - 1) * math.log(d - 1) > d - 2
+
+
+def series_minimum_over_R_d(ev, d):
+    """Minimise the full d x d quadratic R(0, .), built from series evaluations at beta = 0 and at
+    beta = e_k (no symmetry assumed); returns (minimum, minimiser)."""
+    alpha = [0.0] * d
+    g0 = ev.evaluate(alpha, [0.0] * d)
+    b = -np.array([float(x) for x in g0.grad_beta])  # the gradient at 0 is -b
+    A = np.zeros((d, d))
+    for k in range(d):
+        e = [0.0] * d
+        e[k] = 1.0
+        A[:, k] = np.array([float(x) for x in ev.evaluate(alpha, e).grad_beta]) + b
+    A = (A + A.T) / 2
+    beta_star = np.linalg.solve(A, b)
+    return float(g0.risk) - 0.5 * b @ beta_star, beta_star
 
 
 @pytest.mark.parametrize("d,lengths", [(3, "positive"), (4, "positive"), (5, "positive"),
                                        (3, "nonnegative"), (4, "nonnegative")])
 def test_floor_is_the_minimum_over_all_of_R_d(d, lengths):
-    """Build the full d x d quadratic R(0, .) from series evaluations at beta = 0 and beta = e_k
-    (no symmetry assumed), minimise it with linear algebra, and compare with c(d)."""
+    """c(d) at the balancing p is the minimum of the series risk over all of R^d."""
     ev = evaluator(d, lengths)
-    alpha = [0.0] * d
-    g0 = ev.evaluate(alpha, [0.0] * d)
-    b = -np.array([float(x) for x in g0.grad_beta])  # grad at 0 is -b
-    A = np.zeros((d, d))
-    bound = g0.grad_bound
-    for k in range(d):
-        e = [0.0] * d
-        e[k] = 1.0
-        gk = ev.evaluate(alpha, e)
-        A[:, k] = np.array([float(x) for x in gk.grad_beta]) + b
-        bound = max(bound, gk.grad_bound)
-    A = (A + A.T) / 2
-    beta_star = np.linalg.solve(A, b)
-    r0 = float(g0.risk)
-    min_risk = r0 - 0.5 * b @ beta_star
+    min_risk, beta_star = series_minimum_over_R_d(ev, d)
     c = floor_c(d, lengths)
     assert abs(min_risk - c) < 1e-9
     # and the minimiser is symmetric in the unmarked symbols
@@ -62,20 +61,11 @@ def test_floor_is_the_minimum_over_all_of_R_d(d, lengths):
     assert abs(float(at_min.risk) - c) <= at_min.risk_bound + 1e-9
 
 
-@given(d=st.integers(3, 6), p=st.floats(0.1, 0.8), lengths=lengths_st)
+@given(d=st.integers(3, 5), p=st.floats(0.2, 0.8), lengths=lengths_st)
 @examples(10)
-def test_general_p_floor_is_the_symmetric_minimum_of_the_series(d, p, lengths):
-    """c(d, p) for unbalanced classes against a direct minimisation of the series quadratic."""
-    ev = evaluator(d, lengths, p=p)
-    pts = [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0)]
-    evs = [ev.evaluate_symmetric(0.0, 0.0, a, b) for a, b in pts]
-    b = -np.array([float(x) for x in evs[0].grad_beta])
-    A = np.column_stack([np.array([float(x) for x in e.grad_beta]) + b for e in evs[1:]])
-    # per-coordinate gradients: the unmarked row is 1/(d-1) of the reduced derivative
-    Dinv = np.diag([1.0, d - 1.0])
-    Ared, bred = Dinv @ A, Dinv @ b
-    Ared = (Ared + Ared.T) / 2
-    min_risk = float(evs[0].risk) - 0.5 * bred @ np.linalg.solve(Ared, bred)
+def test_general_p_floor_is_the_minimum_over_all_of_R_d(d, p, lengths):
+    """c(d, p) for unbalanced classes, against the same minimisation of the series."""
+    min_risk, _ = series_minimum_over_R_d(evaluator(d, lengths, p=p), d)
     c = float(output_only_floor(setting(d, lengths, p=p)))
     assert abs(min_risk - c) < 1e-9
     assert c > 0
@@ -105,9 +95,7 @@ def test_output_only_trajectories_stay_above_the_floor(d, eta, T, lengths):
     c = floor_c(d, lengths)
     for pt in traj.points:
         assert pt.alpha_a == 0.0 and pt.alpha_b == 0.0
-        if np.isfinite(pt.risk):  # a step size beyond 2/lambda_max diverges upward: still above
-            assert pt.risk + pt.risk_bound >= c
-    assert traj.min_certified_risk() >= c - 2 * max(pt.risk_bound for pt in traj.points) or not np.isfinite(traj.final.risk)
+        assert np.isfinite(pt.risk) and pt.risk + pt.risk_bound >= c
 
 
 def test_converged_output_only_reaches_the_floor_but_not_below():

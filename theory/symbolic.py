@@ -337,7 +337,8 @@ def phase3_series(lengths: str = "positive"):
     return M, m
 
 
-def _phase3_symbols():
+def phase3_symbols():
+    """The matrix symbols (M, m, D, beta_0) of the phase-3 closed forms."""
     return (sp.MatrixSymbol("M", 2, 2), sp.MatrixSymbol("m", 2, 1), sp.MatrixSymbol("D", 2, 2),
             sp.MatrixSymbol("beta_0", 2, 1))
 
@@ -347,7 +348,7 @@ def phase3_closed_form(T=sp.Symbol("T", integer=True, nonnegative=True)):
 
     beta_0 = beta^(1) (phase 3 starts from the phase-1 output weights), D = diag(1, 1/(d-1)).
     """
-    Ms, ms, Ds, b0 = _phase3_symbols()
+    Ms, ms, Ds, b0 = phase3_symbols()
     bstar = Ms.I * ms
     return bstar + sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
 
@@ -357,7 +358,7 @@ def phase3_gradient(T=sp.Symbol("T", integer=True, nonnegative=True)):
 
     At T = 0 it is the output gradient at (alpha^(2), beta^(1)), the start of phase 3.
     """
-    Ms, ms, Ds, b0 = _phase3_symbols()
+    Ms, ms, Ds, b0 = phase3_symbols()
     bstar = Ms.I * ms
     return Ds * Ms * sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
 
