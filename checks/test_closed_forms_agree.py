@@ -205,3 +205,30 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     res = ev.evaluate_symmetric(fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
     grad_T = closed(S.phase3_gradient(sp.Integer(T)))
     assert np.allclose(grad_T, [float(g) for g in res.grad_beta], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("lengths", ["positive", "nonnegative"])
+@given(d=st.integers(3, 6), gap=st.floats(-3.0, 8.0))
+@examples(8)
+def test_phase3_series_matches_the_evaluator(lengths, d, gap):
+    """SymPy's double series for M and m (theory.symbolic.phase3_series), summed term by term over
+    n <= N, against SeriesEvaluator.phase3_moments; entries lie in [-1, 1], so the omitted tail of the
+    SymPy sum is at most P(n > N)."""
+    import sympy as sp
+    from scipy.special import binom
+
+    p = float(setting(d, lengths).p_value)
+    N = math.ceil(45 / -math.log1p(-p))
+    tail = (1 - p) ** N
+    n_grid, c_grid = (a.ravel() for a in np.meshgrid(np.arange(1, N + 1), np.arange(0, N + 1), indexing="ij"))
+    keep = c_grid <= n_grid
+    n_grid, c_grid = n_grid[keep].astype(float), c_grid[keep].astype(float)
+    M, m = S.phase3_series(lengths)
+    Mn, mn, bound = evaluator(d, lengths).phase3_moments(gap)
+    for entry, value in ((M[0, 0], Mn[0][0]), (M[0, 1], Mn[0][1]), (M[1, 1], Mn[1][1]), (m[0], mn[0]), (m[1], mn[1])):
+        summand = entry
+        while isinstance(summand, sp.Sum):
+            summand = summand.function
+        fn = sp.lambdify((S.n_, S.c_, S.d, S.p, S.u), summand, modules=[{"binomial": binom}, "numpy"])
+        total = float(np.sum(fn(n_grid, c_grid, d, p, math.exp(gap))))
+        assert abs(total - float(value)) <= bound + tail + 1e-13

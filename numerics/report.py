@@ -67,13 +67,13 @@ def derivations_markdown() -> str:
         "",
         "With $u = e^{\\alpha_a - \\alpha_b}$ and $g = cu/(cu + n - c)$ the attention on $a$, the reduced risk is",
         "$R = \\tfrac12\\mathbb{E}[(\\phi^\\top\\beta - y)^2]$ with $\\phi = (g, 1-g)$, a quadratic with",
-        "$M = \\mathbb{E}[\\phi\\phi^\\top]$ and $m = \\mathbb{E}[y\\phi]$, given by the double series",
+        "$M = \\mathbb{E}[\\phi\\phi^\\top]$ and $m = \\mathbb{E}[y\\phi]$, given by the double series (`phase3_series`,",
+        "default length law)",
         "",
-        "$$",
-        "M = \\sum_{n\\ge1}\\sum_{c=0}^{n} P(n)\\binom{n}{c}\\pi^c(1-\\pi)^{n-c}\\,\\phi\\phi^\\top,\\qquad",
-        "m = \\sum_{n\\ge1}\\sum_{c=0}^{n} P(n)\\binom{n}{c}\\pi^c(1-\\pi)^{n-c}\\,y\\,\\phi,",
-        "$$",
-        "",
+    ]
+    for lhs, tex in S.phase3_series_display():
+        out += ["$$", f"{lhs} = {tex}", "$$", ""]
+    out += [
         "which `numerics/series.py` sums with a truncation bound. Gradient descent in $\\mathbb{R}^d$ moves",
         "$(\\beta_a, \\beta_b)$ by $-\\eta_3 D (M\\beta - m)$ with $D = \\mathrm{diag}(1, 1/(d-1))$, starting from",
         "$\\beta_0 = \\beta^{(1)}$; SymPy's closed forms (checked against the iterated descent in",

@@ -74,7 +74,6 @@ class _Table:
     weights: object  # np.ndarray (float) or list of mpf
     n: np.ndarray
     counts: np.ndarray  # terms x K
-    mass: object
     omitted: float
 
 
@@ -116,7 +115,6 @@ def _table(d, p, lengths, sizes, tol, backend, dps, max_terms):
                 if len(Ws) > max_terms:
                     raise SettingError(_too_many(max_terms, K))
             omitted = float(max(1 - total, 0))
-            mass = total
     else:
         probs = [s / d for s in sizes]
         count = 0
@@ -132,10 +130,9 @@ def _table(d, p, lengths, sizes, tol, backend, dps, max_terms):
         Ns = np.concatenate(Ns)
         Cs = np.concatenate(Cs, axis=0)
         Ws = np.concatenate(Ws)
-        mass = math.fsum(Ws.tolist())
-        omitted = max(1.0 - mass, 0.0)
+        omitted = max(1.0 - math.fsum(Ws.tolist()), 0.0)
     counts = np.array(Cs, dtype=np.int64).reshape(-1, K)
-    return _Table(Ws, np.asarray(Ns, dtype=np.int64), counts, mass, omitted)
+    return _Table(Ws, np.asarray(Ns, dtype=np.int64), counts, omitted)
 
 
 def _too_many(max_terms, K):

@@ -76,12 +76,13 @@ class Trainer:
         self.d = evaluator.setting.d
         self.record_every = max(1, int(record_every))
         self.progress = progress  # a stream (e.g. sys.stderr) or None
+        self._last = (None, None)  # (state, evaluation) of the latest series evaluation
 
     # --------------------------------------------------------------------------------------
     def _eval(self, st):
         """Evaluate at st, reusing the last evaluation when st is unchanged (record then step)."""
         key = tuple(float(x) for x in st)
-        if getattr(self, "_last", (None,))[0] != key:
+        if self._last[0] != key:
             self._last = (key, self.ev.evaluate_symmetric(*key))
         return self._last[1]
 

@@ -27,10 +27,10 @@ def expr_latex_lines(expr, budget: int = LINE_BUDGET) -> list[str]:
     prefix, suffix, inner = "", "", expr
     if isinstance(expr, sp.Mul):
         adds = [a for a in expr.args if isinstance(a, sp.Add)]
-        if len(adds) == 1:
+        if len(adds) == 1:  # scalar * (long sum): break inside big fixed delimiters (\left( cannot span lines)
             rest = sp.Mul(*[a for a in expr.args if a is not adds[0]])
             prefix = ("-" if rest == -1 else "" if rest == 1 else expr_latex(rest)) + r"\Bigg("
-            inner = adds[0]
+            suffix, inner = r"\Bigg)", adds[0]
     if not isinstance(inner, sp.Add):
         return [whole]
     lines = []
@@ -39,8 +39,6 @@ def expr_latex_lines(expr, budget: int = LINE_BUDGET) -> list[str]:
         body = expr_latex(-term if neg else term)
         sign = ("-" if neg else "") if i == 0 else ("- " if neg else "+ ")
         lines.append(sign + body)
-    if prefix:  # \left( ... \right) cannot span lines: big fixed delimiters instead
-        suffix = r"\Bigg)"
     lines[0] = prefix + lines[0]
     lines[-1] = lines[-1] + suffix
     return lines
@@ -92,8 +90,10 @@ def latex_document(lengths: str = "positive", keys=None) -> str:
         lines.append(r"\end{equation*}")
     if not keys:
         lines.append(r"\paragraph{Phase 3 (fixed attention)} With $u=e^{\alpha_a-\alpha_b}$, $g=cu/(cu+n-c)$, "
-                     r"$\phi=(g,1-g)$, $M=\mathbb{E}[\phi\phi^\top]$, $m=\mathbb{E}[y\phi]$ (double series over $n$ and $c$), "
+                     r"$\phi=(g,1-g)$, $M=\mathbb{E}[\phi\phi^\top]$, $m=\mathbb{E}[y\phi]$, "
                      r"$D=\mathrm{diag}(1,1/(d-1))$, $\beta_0=\beta^{(1)}$:")
+        for lhs, tex in S.phase3_series_display(lengths):
+            lines += [r"\begin{equation*}", f"{lhs} = {tex}", r"\end{equation*}"]
         for title, tex in S.phase3_display():
             lines += [r"\begin{equation*}", tex, r"\end{equation*}"]
     lines.append(r"\end{document}")

@@ -337,6 +337,13 @@ def phase3_series(lengths: str = "positive"):
     return M, m
 
 
+def phase3_series_display(lengths: str = "positive"):
+    """[(lhs, LaTeX)] of the five distinct entries of M and m as SymPy writes the double series."""
+    M, m = phase3_series(lengths)
+    entries = [("M_{11}", M[0, 0]), ("M_{12} = M_{21}", M[0, 1]), ("M_{22}", M[1, 1]), ("m_1", m[0]), ("m_2", m[1])]
+    return [(lhs, sp.latex(e)) for lhs, e in entries]
+
+
 def phase3_symbols():
     """The matrix symbols (M, m, D, beta_0) of the phase-3 closed forms."""
     return (sp.MatrixSymbol("M", 2, 2), sp.MatrixSymbol("m", 2, 1), sp.MatrixSymbol("D", 2, 2),
