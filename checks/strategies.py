@@ -1,7 +1,6 @@
 """Shared Hypothesis strategies and helpers for the theorem checks."""
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 from hypothesis import settings
@@ -12,7 +11,6 @@ from numerics.series import SeriesEvaluator
 from theory.setting import Setting
 
 lengths_st = st.sampled_from(["positive", "nonnegative"])
-small_d = st.integers(min_value=3, max_value=8)
 step_st = st.floats(min_value=1e-3, max_value=3.0, allow_nan=False, allow_infinity=False)
 
 
@@ -31,11 +29,7 @@ def floor_c(d, lengths="positive"):
     return float(output_only_floor(setting(d, lengths)))
 
 
-EXAMPLE_SCALE = int(os.environ.get("COMPANION_EXAMPLE_SCALE",
-                                   "8" if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else "1"))
-
-
 def examples(n: int):
-    """Hypothesis settings with n examples, times 8 under HYPOTHESIS_PROFILE=thorough
-    (or times COMPANION_EXAMPLE_SCALE)."""
-    return settings(max_examples=n * EXAMPLE_SCALE)
+    """Hypothesis settings with n examples under the default profile, scaled with the active profile's
+    max_examples (conftest.py: ``thorough`` draws 8 times as many)."""
+    return settings(max_examples=max(1, n * settings.default.max_examples // 100))

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, lengths_st
-from numerics.training import Trainer
+from numerics.training import Trainer, attention_only
 
 losses = st.sampled_from(["squared", "logistic"])
 
@@ -21,7 +21,7 @@ losses = st.sampled_from(["squared", "logistic"])
 @examples(30)
 def test_attention_only_risk_stays_at_initial_value(d, eta, T, lengths, loss):
     initial = 0.5 if loss == "squared" else math.log(2)
-    traj = Trainer(evaluator(d, lengths, loss)).attention_only(eta, T)
+    traj = Trainer(evaluator(d, lengths, loss)).run(attention_only(eta, T))
     for pt in traj.points:
         assert (pt.alpha_a, pt.alpha_b, pt.beta_a, pt.beta_b) == (0.0, 0.0, 0.0, 0.0)
         assert abs(pt.risk - initial) <= pt.risk_bound

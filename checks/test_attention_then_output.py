@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, step_st
-from numerics.training import Trainer
+from numerics.training import Trainer, attention_then_output, output_only, three_phase
 
 
 @given(d=st.integers(3, 20), eta_att=st.floats(1e-3, 1e6), eta_out=step_st, T=st.integers(0, 60), lengths=lengths_st)
 @examples(30)
 def test_attention_first_then_output_stays_above_the_floor(d, eta_att, eta_out, T, lengths):
-    traj = Trainer(evaluator(d, lengths)).attention_then_output(eta_att, eta_out, T)
+    traj = Trainer(evaluator(d, lengths)).run(attention_then_output(eta_att, eta_out, T))
     c = floor_c(d, lengths)
     assert traj.points[1].phase == "attention step"
     for pt in traj.points:
@@ -29,8 +29,8 @@ def test_attention_first_then_output_stays_above_the_floor(d, eta_att, eta_out, 
 def test_attention_first_equals_output_only(d, eta_out, T):
     """After its (null) attention step the plan follows the output-only trajectory exactly."""
     tr = Trainer(evaluator(d))
-    a = tr.attention_then_output(5.0, eta_out, T)
-    o = tr.output_only(eta_out, T)
+    a = tr.run(attention_then_output(5.0, eta_out, T))
+    o = tr.run(output_only(eta_out, T))
     assert [pt.risk for pt in a.points[1:]] == [pt.risk for pt in o.points]
 
 
@@ -39,6 +39,6 @@ def test_control_attention_after_an_output_step_does_move():
     lets output fine-tuning go below c(d): it is the three-phase plan."""
     d = 5
     tr = Trainer(evaluator(d))
-    traj = tr.three_phase(2.5, 80.0, 1.0, 60)
+    traj = tr.run(three_phase(2.5, 80.0, 1.0, 60))
     assert traj.final.alpha_a > 1.0
     assert traj.final.risk + traj.final.risk_bound < floor_c(d)

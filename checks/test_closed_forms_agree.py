@@ -185,10 +185,10 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     plan run step by step with series gradients."""
     import sympy as sp
 
-    from numerics.training import Trainer
+    from numerics.training import Trainer, three_phase
 
     ev = evaluator(d)
-    traj = Trainer(ev).three_phase(eta_1, eta_2, eta_3, T)
+    traj = Trainer(ev).run(three_phase(eta_1, eta_2, eta_3, T))
     after2 = traj.points[2]
     M, m, mb = ev.phase3_moments(after2.alpha_a - after2.alpha_b)
     Mn, mn = np.array(M, float), np.array(m, float)

@@ -14,7 +14,7 @@ import pytest
 from checks.strategies import evaluator, setting
 from numerics.finite_sample import d_log_d, three_phase_finite
 from numerics.montecarlo import estimate, sample_counts
-from numerics.training import regime_plan
+from numerics.regime import regime_plan
 from theory.validation import SettingError
 
 EPS = 1e-2

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
 from numerics.closed_forms import output_only_floor, uniform_attention_risk_full
-from numerics.training import Trainer
+from numerics.training import Trainer, output_only
 
 
 def c_formula(d):
@@ -91,7 +91,7 @@ def test_no_output_weights_beat_the_floor_series(d, values):
 @given(d=st.integers(3, 20), eta=step_st, T=st.integers(0, 60), lengths=lengths_st)
 @examples(30)
 def test_output_only_trajectories_stay_above_the_floor(d, eta, T, lengths):
-    traj = Trainer(evaluator(d, lengths)).output_only(eta, T)
+    traj = Trainer(evaluator(d, lengths)).run(output_only(eta, T))
     c = floor_c(d, lengths)
     for pt in traj.points:
         assert pt.alpha_a == 0.0 and pt.alpha_b == 0.0
@@ -101,7 +101,7 @@ def test_output_only_trajectories_stay_above_the_floor(d, eta, T, lengths):
 def test_converged_output_only_reaches_the_floor_but_not_below():
     """Long output-only GD approaches c(d) (so the bound is tight), never crosses it."""
     d = 4
-    traj = Trainer(evaluator(d), record_every=50).output_only(1.0, 3000)
+    traj = Trainer(evaluator(d), record_every=50).run(output_only(1.0, 3000))
     c = floor_c(d)
     assert traj.final.risk - c < 1e-6
     assert min(traj.risks()) >= c - 1e-12

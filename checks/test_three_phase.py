@@ -1,7 +1,7 @@
 """Theorem (three-phase plan): for every epsilon > 0, inside the explicit step-size regime, the plan
 (one output step eta_1, one attention step eta_2, T output steps eta_3) ends with risk <= floor + epsilon.
 
-Regime (squared loss, d >= 3), see numerics.training.three_phase_regime and docs/derivations.md:
+Regime (squared loss, d >= 3), see numerics.regime.three_phase_regime and docs/derivations.md:
 0 < eta_1 < eta1_max (= d at the balancing p), eta_2 >= eta2_min(epsilon, eta_1) = log(u_min) / kappa(eta_1),
 0 < eta_3 <= 1, T >= T_min.  The floor is 0 under the default length law, P(n = 0)/2 under the variant.
 
@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting
 from numerics.series import SeriesEvaluator
-from numerics.training import Trainer, regime_plan, three_phase_regime
+from numerics.regime import regime_plan, three_phase_regime
+from numerics.training import Trainer, three_phase
 from theory.validation import SettingError
 
 
@@ -26,8 +27,8 @@ def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, p
     reg = regime_plan(setting(d, lengths, p=p), epsilon, eta1_frac=eta1_frac, eta2_factor=eta2_factor,
                       eta_3=eta_3, evaluator=evaluator(d, lengths, p=p))
     assert reg.T_min is not None and reg.contains(reg.eta_1, reg.eta_2, eta_3, reg.T_min + extra_T)
-    traj = Trainer(evaluator(d, lengths, p=p), record_every=10**9).three_phase(reg.eta_1, reg.eta_2, eta_3,
-                                                                            reg.T_min + extra_T)
+    plan = three_phase(reg.eta_1, reg.eta_2, eta_3, reg.T_min + extra_T)
+    traj = Trainer(evaluator(d, lengths, p=p), record_every=None).run(plan)
     return reg, traj
 
 
@@ -79,14 +80,14 @@ def test_three_phase_without_balanced_classes(d, lengths, p, log_eps, eta1_frac,
 def test_control_without_attention_step_risk_stays_above_floor(d, eta1_frac, T):
     """eta_2 = 0 (below eta2_min): the plan degenerates to output-only and stays >= c(d)."""
     eta_1 = eta1_frac * d
-    traj = Trainer(evaluator(d), record_every=10**9).three_phase(eta_1, 0.0, 1.0, T)
+    traj = Trainer(evaluator(d), record_every=None).run(three_phase(eta_1, 0.0, 1.0, T))
     assert traj.final.risk + traj.final.risk_bound >= floor_c(d)
 
 
 def test_control_too_few_phase3_steps_misses_target():
     d, eps = 6, 1e-3
     reg, traj = run_in_regime(d, "positive", eps, 0.5, 1.0, 1.0, 0)
-    short = Trainer(evaluator(d)).three_phase(reg.eta_1, reg.eta_2, 1.0, 0)
+    short = Trainer(evaluator(d)).run(three_phase(reg.eta_1, reg.eta_2, 1.0, 0))
     assert short.final.risk - short.final.risk_bound > eps
 
 

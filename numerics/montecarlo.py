@@ -12,6 +12,8 @@ import numpy as np
 from theory.setting import Setting
 from theory.validation import SettingError, check_vector
 
+from .model import attend, attend_backward, loss_terms
+
 
 @dataclass(frozen=True)
 class MCEstimate:
@@ -26,33 +28,25 @@ class MCEstimate:
 
 def sample_counts(setting: Setting, size: int, rng: np.random.Generator):
     """Draw ``size`` strings; return (lengths [size], counts [size x d]); symbol 0 is the marked one."""
-    if not isinstance(size, (int, np.integer)) or size < 1:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
         raise SettingError(f"sample size must be a positive integer, got {size!r}")
-    p = float(setting.p_value)
-    n = rng.geometric(p, size=size)  # support {1, 2, ...}
-    if setting.lengths == "nonnegative":
-        n = n - 1
+    n = setting.law.sample(rng, size)
     counts = rng.multinomial(n, np.full(setting.d, 1.0 / setting.d))
     return n, counts
 
 
-def model_on_counts(alpha, beta, counts):
-    """f and the attention mass per symbol for count vectors (rows); f = 0 on the empty string."""
-    a = np.asarray(alpha, float)
-    e = np.exp(a - a.max())
-    ce = counts * e[None, :]
-    S0 = ce.sum(axis=1)
-    empty = S0 == 0
-    att = ce / np.where(empty, 1.0, S0)[:, None]
-    f = att @ np.asarray(beta, float)
-    return f, att
+def per_string(setting: Setting, alpha, beta, counts):
+    """Loss and gradients string by string (rows) from the model on one-hot tokens with counts.
 
-
-def loss_terms(setting: Setting, f, y):
-    if setting.loss == "squared":
-        return 0.5 * (f - y) ** 2, f - y
-    z = -y * f
-    return np.logaddexp(0.0, z), -y / (1.0 + np.exp(-z))
+    Returns (loss [N], grad_alpha [N x d], grad_beta [N x d]); f = 0 on the empty string.
+    """
+    s = np.broadcast_to(np.asarray(alpha, float), counts.shape)
+    V = np.broadcast_to(np.asarray(beta, float)[:, None], counts.shape + (1,))
+    f, w = attend(s, V, counts)
+    y = setting.label(counts[:, 0])[:, None]
+    loss, dl = loss_terms(setting.loss, f, y)
+    ds, dV = attend_backward(w, V, f, dl)
+    return loss, ds, dV[..., 0]
 
 
 def estimate(setting: Setting, alpha, beta, *, size: int = 100_000, seed: int = 0, counts=None) -> MCEstimate:
@@ -62,10 +56,9 @@ def estimate(setting: Setting, alpha, beta, *, size: int = 100_000, seed: int = 
     if counts is None:
         _, counts = sample_counts(setting, size, np.random.default_rng(seed))
     size = counts.shape[0]
-    f, att = model_on_counts(alpha, beta, counts)
-    y = np.where(counts[:, 0] > 0, 1.0, -1.0)
-    loss, dl = loss_terms(setting, f, y)
-    gb = att * dl[:, None]
-    ga = att * (beta[None, :] - f[:, None]) * dl[:, None]
-    se = lambda x: x.std(axis=0, ddof=1) / np.sqrt(size)  # noqa: E731
+    loss, ga, gb = per_string(setting, alpha, beta, counts)
+
+    def se(x):
+        return x.std(axis=0, ddof=1) / np.sqrt(size)
+
     return MCEstimate(float(loss.mean()), float(se(loss)), ga.mean(axis=0), se(ga), gb.mean(axis=0), se(gb), size)

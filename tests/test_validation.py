@@ -6,7 +6,8 @@ import pytest
 from numerics.closed_forms import evaluate, inverse_length_moment_series
 from numerics.montecarlo import estimate
 from numerics.series import SeriesEvaluator
-from numerics.training import Trainer, three_phase_regime
+from numerics.regime import three_phase_regime
+from numerics.training import attention_only, joint, output_only, three_phase
 from theory import symbolic as S
 from theory.setting import Setting
 from theory.validation import SettingError
@@ -38,19 +39,18 @@ def test_bad_variants(lengths, loss):
 
 @pytest.mark.parametrize("eta", [-0.1, math.nan, math.inf, -math.inf, "1"])
 def test_bad_step_sizes(eta):
-    tr = Trainer(SeriesEvaluator(Setting(3)))
     with pytest.raises(SettingError, match="step size"):
-        tr.output_only(eta, 3)
+        output_only(eta, 3)
     with pytest.raises(SettingError, match="step size"):
-        tr.three_phase(1.0, eta, 1.0, 3)
+        three_phase(1.0, eta, 1.0, 3)
     with pytest.raises(SettingError, match="step size"):
-        tr.joint(eta, 3)
+        joint(eta, 3)
 
 
 @pytest.mark.parametrize("T", [-1, 2.5, "3", None])
 def test_bad_step_counts(T):
     with pytest.raises(SettingError, match="non-negative integer"):
-        Trainer(SeriesEvaluator(Setting(3))).attention_only(0.1, T)
+        attention_only(0.1, T)
 
 
 @pytest.mark.parametrize("eps", [0, -1, math.nan, math.inf])
@@ -96,7 +96,7 @@ def test_closed_form_evaluation_names_missing_symbols():
 @pytest.mark.parametrize("kw,match", [({"eta1_frac": 1.0}, "eta1_frac"), ({"eta1_frac": 0}, "eta1_frac"),
                                       ({"eta2_factor": 0.5}, "eta2_factor"), ({"eta2_factor": math.inf}, "eta2_factor")])
 def test_regime_plan_refuses_steps_outside_the_regime(kw, match):
-    from numerics.training import regime_plan
+    from numerics.regime import regime_plan
 
     with pytest.raises(SettingError, match=match):
         regime_plan(Setting(5), 1e-2, **kw)
