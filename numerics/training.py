@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 import mpmath
 import numpy as np
 
-from theory import symbolic as S
 from theory.setting import Setting
 from theory.validation import SettingError, check_epsilon, check_step, check_steps_count
 
-from .closed_forms import evaluate
+from .closed_forms import ClosedForms
 from .series import SeriesEvaluator
 
 
@@ -181,7 +180,7 @@ class Regime:
     eta_1: float
     eta1_max: float
     kappa: float
-    gap_needed: float  # log u_min
+    log_u_min: float  # max(log u_min, 0): the phase-2 log-attention gap needed
     eta2_min: float
     eta_2: float | None = None
     eta_3: float | None = None
@@ -196,7 +195,7 @@ class Regime:
 
 def eta1_max(setting: Setting, *, dps: int = 50) -> float:
     """Supremum of the admissible eta_1 (the closed form ``theory.symbolic.eta1_max``)."""
-    return float(evaluate(S.eta1_max(setting.lengths), setting, dps=dps))
+    return float(ClosedForms(setting, dps).eta1_max())
 
 
 def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=None,
@@ -215,16 +214,16 @@ def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=No
         raise SettingError("the three-phase theorem needs d >= 3 (at d = 2 with p = 1 every string has length 1)")
     epsilon = float(check_epsilon(epsilon))
     eta_1 = float(check_step("eta_1", eta_1, allow_zero=False))
-    floor = float(evaluate(S.risk_floor(setting.lengths), setting, dps=dps))
-    e1max = eta1_max(setting, dps=dps)
+    cf = ClosedForms(setting, dps)
+    floor = float(cf.risk_floor())
+    e1max = float(cf.eta1_max())
     if not eta_1 < e1max:
         raise SettingError(f"eta_1 = {eta_1} is outside the regime (0, {e1max:.6g})")
-    kappa = evaluate(S.attention_gap_rate(setting.lengths), setting, dps=dps, eta_1=eta_1)
+    kappa = cf.kappa(eta_1)
     if not kappa > 0:  # pragma: no cover - excluded by eta_1 < eta1_max for p < 1
         raise SettingError(f"attention gap rate kappa = {kappa} is not positive at eta_1 = {eta_1}")
-    u_min = evaluate(S.gap_needed(setting.lengths), setting, dps=dps, epsilon=epsilon)
-    gap = max(float(mpmath.log(u_min)), 0.0)  # u = e^gap >= 1 always, so u_min < 1 needs no attention step
-    e2min = gap / float(kappa)
+    gap = max(float(mpmath.log(cf.u_min(epsilon))), 0.0)  # u = e^gap >= 1 always, so u_min < 1 needs no attention step
+    e2min = float(cf.eta2_min(epsilon, eta_1))
     base = (epsilon, floor, eta_1, e1max, float(kappa), gap, e2min)
     if eta_2 is None or eta_3 is None:
         return Regime(*base)
@@ -234,10 +233,8 @@ def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=No
         raise SettingError(f"eta_3 = {eta_3} is outside the regime (0, 1]")
     ev = evaluator or SeriesEvaluator(setting, tol=1e-13)
     # phase 1 and 2 parameters from the closed forms
-    b1a = evaluate(S.phase1_beta(setting.lengths)[0], setting, dps=dps, eta_1=eta_1)
-    b1b = evaluate(S.phase1_beta(setting.lengths)[1], setting, dps=dps, eta_1=eta_1)
-    a2a = evaluate(S.phase2_alpha(setting.lengths)[0], setting, dps=dps, eta_1=eta_1, eta_2=eta_2)
-    a2b = evaluate(S.phase2_alpha(setting.lengths)[1], setting, dps=dps, eta_1=eta_1, eta_2=eta_2)
+    b1a, b1b = cf.phase1_beta(eta_1)
+    a2a, a2b = cf.phase2_alpha(eta_1, eta_2)
     M, m, mb = ev.phase3_moments(float(a2a - a2b))
     d = setting.d
     s_off = float(M[0][1]) / math.sqrt(d - 1)
