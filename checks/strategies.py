@@ -6,7 +6,7 @@ from functools import lru_cache
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from numerics.closed_forms import output_only_floor
+from numerics.closed_forms import ClosedForms
 from numerics.series import SeriesEvaluator
 from theory.setting import Setting
 
@@ -26,7 +26,7 @@ def evaluator(d, lengths="positive", loss="squared", p=None, tol=1e-12, backend=
 
 @lru_cache(maxsize=None)
 def floor_c(d, lengths="positive"):
-    return float(output_only_floor(setting(d, lengths)))
+    return float(ClosedForms(setting(d, lengths)).output_only_floor())
 
 
 def examples(n: int):

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, lengths_st, setting
-from numerics.closed_forms import to_mpf, evaluate, inverse_length_moment_series, uniform_attention_quadratic
+from numerics.closed_forms import ClosedForms, to_mpf
 from numerics.montecarlo import estimate
-from theory import symbolic as S
+from theory import symbolic as sym
 
 general_p = st.floats(min_value=0.05, max_value=0.95)
 
@@ -48,14 +48,15 @@ def test_balanced_p_balances_classes(d, lengths):
 def test_inverse_length_moments_match_series_with_tail_bound(s_, p, lengths):
     st_ = setting(5, lengths, p=p)
     with mpmath.workdps(40):
-        closed = evaluate(S.inverse_length_moment(s_, lengths), st_, dps=40)
+        cf = ClosedForms(st_, dps=40)
+        closed = cf.expr(sym.inverse_length_moment(s_, lengths))
         N = max(1, math.ceil(15 * math.log(10) / -math.log1p(-p)))  # tail about 1e-15, far above precision
-        partial, tail = inverse_length_moment_series(s_, st_, N, dps=40)
+        partial, tail = cf.inverse_length_moment_series(s_, N)
         slack = mpmath.mpf(10) ** -35
         assert partial <= closed + slack
         assert closed - partial <= tail + slack
         # and the bound is not vacuous: a longer sum closes the gap further, still inside its bound
-        partial2, tail2 = inverse_length_moment_series(s_, st_, 3 * N, dps=40)
+        partial2, tail2 = cf.inverse_length_moment_series(s_, 3 * N)
         assert abs(closed - partial2) <= tail2 + slack and tail2 < tail
         assert closed - partial > tail2  # the first partial sum really was short by more than the second bound
 
@@ -64,7 +65,7 @@ def test_inverse_length_moments_match_series_with_tail_bound(s_, p, lengths):
 @examples(20)
 def test_share_moments_match_brute_force(k, d, p, lengths):
     """E[r^k] to 20 digits: also guards against any double-precision leak in the mpmath evaluation."""
-    closed = evaluate(S.ratio_moment(k, lengths), setting(d, lengths, p=p), dps=40)
+    closed = ClosedForms(setting(d, lengths, p=p), dps=40).expr(sym.ratio_moment(k, lengths))
 
     def cond(n):
         if n == 0:
@@ -88,10 +89,10 @@ def test_share_moments_match_brute_force(k, d, p, lengths):
 def test_zero_init_gradients(loss, d, p, lengths):
     ev = evaluator(d, lengths, loss, p)
     res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
-    zg = S.zero_init_gradients(lengths, loss)
-    st_ = setting(d, lengths, loss, p)
-    assert abs(float(res.grad_beta[0]) - float(evaluate(zg["grad_beta_a"], st_))) <= res.grad_bound
-    assert abs(float(res.grad_beta[1]) - float(evaluate(zg["grad_beta_b"], st_))) <= res.grad_bound
+    zg = sym.zero_init_gradients(lengths, loss)
+    cf = ClosedForms(setting(d, lengths, loss, p))
+    assert abs(float(res.grad_beta[0]) - float(cf.expr(zg["grad_beta_a"]))) <= res.grad_bound
+    assert abs(float(res.grad_beta[1]) - float(cf.expr(zg["grad_beta_b"]))) <= res.grad_bound
     assert res.grad_alpha[0] == 0.0 and res.grad_alpha[1] == 0.0
     expected_risk = 0.5 if loss == "squared" else math.log(2)
     assert abs(float(res.risk) - expected_risk) <= res.risk_bound
@@ -101,19 +102,18 @@ def test_zero_init_gradients(loss, d, p, lengths):
 @examples(30)
 def test_phase2_attention_gradient(d, p, lengths, eta_1):
     """Closed-form phase-1 weights and phase-2 attention gradient vs the series at (0, beta^(1))."""
-    st_ = setting(d, lengths, p=p)
+    cf = ClosedForms(setting(d, lengths, p=p))
     ev = evaluator(d, lengths, "squared", p)
-    b1a = float(evaluate(S.phase1_beta(lengths)[0], st_, eta_1=eta_1))
-    b1b = float(evaluate(S.phase1_beta(lengths)[1], st_, eta_1=eta_1))
+    b1a, b1b = (float(x) for x in cf.phase1_beta(eta_1))
     z = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
     assert abs(b1a - (-eta_1 * float(z.grad_beta[0]))) <= eta_1 * z.grad_bound
     assert abs(b1b - (-eta_1 * float(z.grad_beta[1]))) <= eta_1 * z.grad_bound
     res = ev.evaluate_symmetric(0.0, 0.0, b1a, b1b)
-    ga, gb = S.phase2_attention_gradient(lengths)
-    assert abs(float(res.grad_alpha[0]) - float(evaluate(ga, st_, eta_1=eta_1))) <= res.grad_bound + 1e-14
-    assert abs(float(res.grad_alpha[1]) - float(evaluate(gb, st_, eta_1=eta_1))) <= res.grad_bound + 1e-14
+    ga, gb = sym.phase2_attention_gradient(lengths)
+    assert abs(float(res.grad_alpha[0]) - float(cf.expr(ga, eta_1=eta_1))) <= res.grad_bound + 1e-14
+    assert abs(float(res.grad_alpha[1]) - float(cf.expr(gb, eta_1=eta_1))) <= res.grad_bound + 1e-14
     # the uniform-attention risk quadratic at beta^(1)
-    R = evaluate(S.uniform_attention_risk(lengths), st_, beta_a=b1a, beta_b=b1b)
+    R = cf.expr(sym.uniform_attention_risk(lengths), beta_a=b1a, beta_b=b1b)
     assert abs(float(res.risk) - float(R)) <= res.risk_bound + 1e-14
 
 
@@ -125,7 +125,7 @@ def test_uniform_attention_quadratic_for_nonsymmetric_beta(d, lengths, beta):
     full = [beta[0], beta[1]] + [beta[2]] * (d - 2)
     ev = evaluator(d, lengths)
     res = ev.evaluate([0.0] * d, full)
-    a_i, a_1, b_a, b_b = (float(x) for x in uniform_attention_quadratic(setting(d, lengths)))
+    a_i, a_1, b_a, b_b = (float(x) for x in ClosedForms(setting(d, lengths)).uniform_attention_quadratic())
     A = a_i * np.eye(d) + a_1 * np.ones((d, d))
     b = np.array([b_a] + [b_b] * (d - 1))
     bt = np.array(full)
@@ -137,7 +137,7 @@ def test_uniform_attention_quadratic_for_nonsymmetric_beta(d, lengths, beta):
 @given(lengths=lengths_st, p=general_p)
 @examples(20)
 def test_shifted_second_length_moment(lengths, p):
-    closed = evaluate(S.shifted_second_length_moment(lengths), setting(4, lengths, p=p), dps=40)
+    closed = ClosedForms(setting(4, lengths, p=p), dps=40).value("B2")
     brute = _direct_sum(lambda n: mpmath.mpf(max(n - 1, 0)) ** 2 if n >= 1 else mpmath.mpf(0), p, lengths,
                         N=int(80 / -math.log1p(-p)) + 10)
     with mpmath.workdps(40):
@@ -196,14 +196,14 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     b0 = np.array([[after2.beta_a], [after2.beta_b]])
 
     def closed(expr):
-        fn = sp.lambdify([*S.phase3_symbols(), S.eta3], expr, modules="numpy")
+        fn = sp.lambdify([*sym.phase3_symbols(), sym.eta3], expr, modules="numpy")
         return np.asarray(fn(Mn, mn.reshape(2, 1), D, b0, eta_3)).ravel()
 
     fin = traj.final
-    assert np.allclose(closed(S.phase3_closed_form(sp.Integer(T))), [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
+    assert np.allclose(closed(sym.phase3_closed_form(sp.Integer(T))), [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
     # the per-coordinate output gradient there, closed form vs the series
     res = ev.evaluate_symmetric(fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
-    grad_T = closed(S.phase3_gradient(sp.Integer(T)))
+    grad_T = closed(sym.phase3_gradient(sp.Integer(T)))
     assert np.allclose(grad_T, [float(g) for g in res.grad_beta], rtol=0, atol=1e-9)
 
 
@@ -223,12 +223,12 @@ def test_phase3_series_matches_the_evaluator(lengths, d, gap):
     n_grid, c_grid = (a.ravel() for a in np.meshgrid(np.arange(1, N + 1), np.arange(0, N + 1), indexing="ij"))
     keep = c_grid <= n_grid
     n_grid, c_grid = n_grid[keep].astype(float), c_grid[keep].astype(float)
-    M, m = S.phase3_series(lengths)
+    M, m = sym.phase3_series(lengths)
     Mn, mn, bound = evaluator(d, lengths).phase3_moments(gap)
     for entry, value in ((M[0, 0], Mn[0][0]), (M[0, 1], Mn[0][1]), (M[1, 1], Mn[1][1]), (m[0], mn[0]), (m[1], mn[1])):
         summand = entry
         while isinstance(summand, sp.Sum):
             summand = summand.function
-        fn = sp.lambdify((S.n_, S.c_, S.d, S.p, S.u), summand, modules=[{"binomial": binom}, "numpy"])
+        fn = sp.lambdify((sym.n_, sym.c_, sym.d, sym.p, sym.u), summand, modules=[{"binomial": binom}, "numpy"])
         total = float(np.sum(fn(n_grid, c_grid, d, p, math.exp(gap))))
         assert abs(total - float(value)) <= bound + tail + 1e-13

@@ -14,8 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
+<<<<<<< HEAD
 from numerics.closed_forms import output_only_floor, uniform_attention_risk_full
 from numerics.training import Trainer, output_only
+=======
+from numerics.closed_forms import ClosedForms
+from numerics.training import Trainer
+>>>>>>> symbolic
 
 
 def c_formula(d):
@@ -66,7 +71,7 @@ def test_floor_is_the_minimum_over_all_of_R_d(d, lengths):
 def test_general_p_floor_is_the_minimum_over_all_of_R_d(d, p, lengths):
     """c(d, p) for unbalanced classes, against the same minimisation of the series."""
     min_risk, _ = series_minimum_over_R_d(evaluator(d, lengths, p=p), d)
-    c = float(output_only_floor(setting(d, lengths, p=p)))
+    c = float(ClosedForms(setting(d, lengths, p=p)).output_only_floor())
     assert abs(min_risk - c) < 1e-9
     assert c > 0
 
@@ -76,7 +81,7 @@ def test_general_p_floor_is_the_minimum_over_all_of_R_d(d, p, lengths):
 def test_no_output_weights_beat_the_floor(d, lengths, seed, scale):
     """Arbitrary (non-symmetric) beta in R^d, closed-form quadratic risk at alpha = 0."""
     beta = np.random.default_rng(seed).normal(0, scale, d)
-    assert float(uniform_attention_risk_full(setting(d, lengths), beta, dps=30)) >= floor_c(d, lengths) - 1e-12
+    assert float(ClosedForms(setting(d, lengths), dps=30).uniform_attention_risk(beta)) >= floor_c(d, lengths) - 1e-12
 
 
 @given(d=st.integers(3, 6), values=st.lists(st.floats(-3, 3), min_size=3, max_size=3))

@@ -42,7 +42,7 @@ def test_three_phase_reaches_any_requested_risk(d, lengths, log_eps, eta1_frac, 
     fin = traj.final
     assert fin.risk + fin.risk_bound <= reg.floor + eps
     # the attention really moved, as the theorem's mechanism says
-    assert fin.alpha_a - fin.alpha_b >= reg.gap_needed * eta2_factor * (1 - 1e-9)
+    assert fin.alpha_a - fin.alpha_b >= reg.log_u_min * eta2_factor * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("d,eps", [(3, 1e-6), (10, 1e-3), (50, 1e-2)])

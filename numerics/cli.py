@@ -29,7 +29,7 @@ def _add_setting(sp, d_default):
 
 def cmd_run(args):
     """The main job: the three-phase plan in its certified regime against the impossibility plans."""
-    from numerics.closed_forms import output_only_floor
+    from numerics.closed_forms import ClosedForms
     from numerics.series import SeriesEvaluator
     from numerics.training import Trainer, regime_plan
 
@@ -37,7 +37,7 @@ def cmd_run(args):
     log = sys.stderr
     print(f"setting: {setting.describe()}", file=log)
     ev = SeriesEvaluator(setting, tol=args.tol)
-    c_d = float(output_only_floor(setting))
+    c_d = float(ClosedForms(setting).output_only_floor())
     reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
                       eta_3=args.eta3, evaluator=ev)
     eta_1, eta_2 = reg.eta_1, reg.eta_2
@@ -147,12 +147,12 @@ def cmd_latex(args):
 def cmd_values(args):
     import mpmath
 
-    from numerics.closed_forms import evaluate_all
+    from numerics.closed_forms import ClosedForms
 
     setting = _setting(args)
     given = {k: v for k, v in (("eta_1", args.eta1), ("eta_2", args.eta2), ("epsilon", args.epsilon)) if v is not None}
     print(f"setting: {setting.describe()}; {args.dps} significant digits")
-    for key, title, val, missing in evaluate_all(setting, dps=args.dps, **given):
+    for key, title, val, missing in ClosedForms(setting, args.dps).all(**given):
         shown = "(needs " + ", ".join("--" + m.replace("_", "") for m in missing) + ")" if val is None \
             else mpmath.nstr(val, args.dps)
         print(f"{key:<18} {shown}    # {title}")

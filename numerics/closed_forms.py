@@ -1,109 +1,227 @@
-"""mpmath evaluation of the SymPy closed forms, at a chosen precision.
+"""mpmath evaluation of the SymPy closed forms at one setting and one precision.
+
+``ClosedForms(setting, dps)`` binds the setting once: every closed form of ``theory.symbolic`` (and
+every entry of the catalogue ``theory.catalogue``) is then evaluated by name, at d and the exact p of
+the setting (a Fraction stays a Fraction until it becomes an mpf at the working precision).
 
 Closed forms contain log p and the polylogarithms Li_s(1 - p), evaluated by mpmath to the working
 precision (no truncation involved).  The only infinite series they stand for, the inverse length
-moments L_s = E[1{n>=1} n^-s], can also be summed directly with ``inverse_length_moment_series``,
-which returns a partial sum and a rigorous bound on the tail, for cross-checking.
+moments L_s = E[1{n>=1} n^-s], can also be summed directly with
+``ClosedForms.inverse_length_moment_series``, which returns a partial sum and a rigorous bound on the
+tail, for cross-checking.
+
+>>> from theory.setting import Setting, balanced_p_exact
+>>> cf = ClosedForms(Setting(5), dps=30)
+>>> cf.balanced_p
+mpf('0.25')
+>>> float(cf.eta1_max())
+5.0
 """
 from __future__ import annotations
 
+import math
+import numbers
 from fractions import Fraction
 from functools import lru_cache
+from typing import Sequence
 
 import mpmath
 import sympy as sp
 
-from theory import symbolic as S
-from theory.setting import Setting
-from theory.validation import SettingError, check_steps_count
+from theory import symbolic as sym
+from theory.setting import Setting, balanced_p_exact
+from theory.validation import SettingError, check_epsilon, check_step, check_steps_count, check_vector
 
-_ARGS = (S.d, S.p, S.eta1, S.eta2, S.eta3, S.eps, S.u, S.beta_a, S.beta_b)
-_NAMES = ("eta_1", "eta_2", "eta_3", "epsilon", "u", "beta_a", "beta_b")
+_ARGS = (sym.d, sym.p, sym.eta1, sym.eta2, sym.eta3, sym.eps, sym.u, sym.beta_a, sym.beta_b)
+SYMBOL_NAMES = ("eta_1", "eta_2", "eta_3", "epsilon", "u", "beta_a", "beta_b")
+"""The symbols a closed form may need besides d and p, by the keyword that gives them."""
 
 
-def to_mpf(x):
+def to_mpf(x) -> mpmath.mpf:
+    """x as an mpf at the current mpmath precision; a Fraction is divided exactly there (never via float)."""
     if isinstance(x, Fraction):
         return mpmath.mpf(x.numerator) / x.denominator
     return mpmath.mpf(x)
 
 
-@lru_cache(maxsize=256)
-def _compiled(expr):
+@lru_cache(maxsize=512)
+def _compiled(expr: sp.Expr):
     return sp.lambdify(_ARGS, expr, modules="mpmath")
 
 
-def evaluate(expr, setting: Setting, *, dps: int = 50, **values):
-    """Evaluate a SymPy expression in the symbols of ``theory.symbolic`` at this setting.
+def _check_symbol(name: str, value):
+    """Validate one symbol value by its meaning (step sizes >= 0, epsilon > 0, u > 0, beta finite)."""
+    if name.startswith("eta_"):
+        return check_step(name, value)
+    if name == "epsilon":
+        return check_epsilon(value)
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(float(value)):
+        raise SettingError(f"{name} must be a finite real number, got {value!r}")
+    if name == "u" and not float(value) > 0:
+        raise SettingError(f"the attention ratio u = exp(alpha_a - alpha_b) must be > 0, got {value!r}")
+    return value
 
-    ``values`` may give eta_1, eta_2, eta_3, epsilon, u, beta_a, beta_b; a symbol the expression
-    needs but that is not given raises a SettingError naming it.
+
+class ClosedForms:
+    """The closed forms of ``theory.symbolic`` evaluated at one setting, as mpmath numbers at ``dps`` digits.
+
+    Symbols other than d and p (eta_1, eta_2, eta_3, epsilon, u, beta_a, beta_b) are passed by keyword;
+    a symbol an expression needs but that is not given, or a value outside its range, raises a
+    SettingError naming it.  Closed forms are stated for p < 1; at p = 1 evaluation raises.
     """
-    unknown = set(values) - set(_NAMES)
-    if unknown:
-        raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {_NAMES}")
-    if float(setting.p_value) == 1.0:
-        raise SettingError("closed forms are stated for p < 1 (at p = 1 every string has length 1 and "
-                           "log p / (p - 1) is a removable singularity); use numerics.series for p = 1")
-    free = {str(s) for s in sp.sympify(expr).free_symbols} - {"d", "p"}
-    missing = free - set(values)
-    if missing:
-        raise SettingError(f"expression needs values for {sorted(missing)}")
-    with mpmath.workdps(dps):
-        args = [mpmath.mpf(setting.d), to_mpf(setting.p_value)] + [to_mpf(values[k]) if k in values else mpmath.mpf(0) for k in _NAMES]
-        val = _compiled(sp.sympify(expr))(*args)
-        return +mpmath.mpf(val)  # round to working precision
 
+    def __init__(self, setting: Setting, dps: int = 50):
+        if not isinstance(setting, Setting):
+            raise SettingError(f"setting must be a theory.setting.Setting, got {setting!r}")
+        if isinstance(dps, bool) or not isinstance(dps, numbers.Integral) or not 5 <= dps <= 100_000:
+            raise SettingError(f"dps (decimal digits) must be an integer in [5, 100000], got {dps!r}")
+        self.setting = setting
+        self.dps = int(dps)
 
-def inverse_length_moment_series(s: int, setting: Setting, N: int, *, dps: int = 50):
-    """Partial sum of L_s over n <= N and a bound on the omitted tail.
+    def __repr__(self) -> str:
+        return f"ClosedForms({self.setting!r}, dps={self.dps})"
 
-    Tail: sum_{n>N} P(n) n^-s <= P(n > N) / (N + 1)^s.
-    """
-    check_steps_count("N", N)
-    with mpmath.workdps(dps):
-        p = to_mpf(setting.p_value)
-        lo_shift = 1 if setting.lengths == "positive" else 0
-        total = mpmath.mpf(0)
-        for n in range(1, N + 1):
-            total += p * (1 - p) ** (n - lo_shift) / mpmath.mpf(n) ** s
-        tail_mass = (1 - p) ** (N + 1 - lo_shift)
-        return +total, tail_mass / mpmath.mpf(N + 1) ** s
+    @property
+    def lengths(self) -> str:
+        """The length variant of the setting ("positive" or "nonnegative")."""
+        return self.setting.lengths
 
+    # -- evaluation ------------------------------------------------------------------------------
 
-def output_only_floor(setting: Setting, *, dps: int = 50):
-    """c(d, p) = inf over all beta in R^d of R(0, beta), squared loss."""
-    if setting.loss != "squared":
-        raise SettingError("the closed-form floor c(d, p) is derived for the squared loss")
-    return evaluate(S.uniform_attention_min_risk(setting.lengths, balanced=False), setting, dps=dps)
+    def expr(self, expr, **symbols) -> mpmath.mpf:
+        """Evaluate a SymPy expression in the symbols of ``theory.symbolic`` at this setting.
 
-
-def uniform_attention_quadratic(setting: Setting, *, dps: int = 50):
-    """(a_I, a_1, b_a, b_b): R(0, beta) = beta^T (a_I I + a_1 11^T) beta / 2 - b^T beta + 1/2."""
-    return tuple(evaluate(e, setting, dps=dps) for e in S.uniform_attention_quadratic(setting.lengths))
-
-
-def uniform_attention_risk_full(setting: Setting, beta, *, dps: int = 50):
-    """R(0, beta) for arbitrary beta in R^d from the closed-form quadratic (squared loss)."""
-    a_i, a_1, b_a, b_b = uniform_attention_quadratic(setting, dps=dps)
-    with mpmath.workdps(dps):
-        bt = [to_mpf(x) for x in beta]
-        s1 = mpmath.fsum(bt)
-        quad = a_i * mpmath.fsum(x * x for x in bt) + a_1 * s1 * s1
-        lin = b_a * bt[0] + b_b * mpmath.fsum(bt[1:])
-        return quad / 2 - lin + mpmath.mpf(1) / 2
-
-
-def evaluate_all(setting: Setting, *, dps: int = 50, **values):
-    """[(key, title, value, missing)] for every derivation of ``theory.symbolic.all_derivations``;
-    value is None, and ``missing`` names the symbols, where the expression needs a symbol
-    (eta_1, eta_2, epsilon, ...) not given in ``values``."""
-    out = []
-    for der in S.all_derivations(setting.lengths):
-        free = {str(s) for s in sp.sympify(der.expr).free_symbols} - {"d", "p"}
-        missing = sorted(free - set(values))
+        >>> cf = ClosedForms(Setting(4), dps=20)
+        >>> cf.expr(sym.phase1_beta()[0], eta_1=2)
+        mpf('0.5')
+        """
+        unknown = set(symbols) - set(SYMBOL_NAMES)
+        if unknown:
+            raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {SYMBOL_NAMES}")
+        if self.setting.p_value == 1:
+            raise SettingError("closed forms are stated for p < 1 (at p = 1 every string has length 1 and "
+                               "log p / (p - 1) is a removable singularity); use the series evaluator for p = 1")
+        expr = sp.sympify(expr)
+        free = {str(s) for s in expr.free_symbols} - {"d", "p"}
+        missing = free - set(symbols)
         if missing:
-            out.append((der.key, der.title, None, missing))
-            continue
-        given = {k: v for k, v in values.items() if k in free}
-        out.append((der.key, der.title, evaluate(der.expr, setting, dps=dps, **given), []))
-    return out
+            raise SettingError(f"expression needs values for {sorted(missing)}")
+        checked = {k: _check_symbol(k, v) for k, v in symbols.items()}
+        with mpmath.workdps(self.dps):
+            args = [mpmath.mpf(self.setting.d), to_mpf(self.setting.p_value)]
+            args += [to_mpf(checked[k]) if k in checked else mpmath.mpf(0) for k in SYMBOL_NAMES]
+            try:
+                return +mpmath.mpf(_compiled(expr)(*args))  # round to working precision
+            except ZeroDivisionError:
+                raise SettingError(f"the closed form is undefined at {symbols} (division by zero)") from None
+
+    def value(self, key: str, **symbols) -> mpmath.mpf:
+        """Evaluate the catalogue entry ``key`` (as listed in docs/derivations.md), e.g. "kappa", "eta1_max"."""
+        return self.expr(_catalogue_expr(self.lengths, key), **symbols)
+
+    def all(self, **symbols) -> list[tuple[str, str, mpmath.mpf | None, list[str]]]:
+        """[(key, title, value, missing)] for every catalogue entry, in the order of the docs.
+
+        ``value`` is None, and ``missing`` names the symbols, where the entry needs a symbol
+        (eta_1, eta_2, epsilon, ...) not given; symbols an entry does not use are ignored for it.
+        """
+        unknown = set(symbols) - set(SYMBOL_NAMES)
+        if unknown:
+            raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {SYMBOL_NAMES}")
+        out = []
+        for der in _catalogue(self.lengths):
+            free = {str(s) for s in sp.sympify(der.expr).free_symbols} - {"d", "p"}
+            missing = sorted(free - set(symbols))
+            if missing:
+                out.append((der.key, der.title, None, missing))
+            else:
+                out.append((der.key, der.title, self.expr(der.expr, **{k: v for k, v in symbols.items() if k in free}), []))
+        return out
+
+    # -- named closed forms ----------------------------------------------------------------------
+
+    @property
+    def balanced_p(self) -> mpmath.mpf:
+        """The p with P(y = +1) = 1/2 at this d (1/(d-1), or 1/(d+1) under the variant)."""
+        with mpmath.workdps(self.dps):
+            return to_mpf(balanced_p_exact(self.setting.d, self.lengths))
+
+    def risk_floor(self) -> mpmath.mpf:
+        """Irreducible squared risk P(n = 0)/2 (0 under the default length law)."""
+        return self.expr(sym.risk_floor(self.lengths))
+
+    def output_only_floor(self) -> mpmath.mpf:
+        """c(d, p) = inf over all beta in R^d of R(0, beta), squared loss."""
+        if self.setting.loss != "squared":
+            raise SettingError("the closed-form floor c(d, p) is derived for the squared loss")
+        return self.expr(sym.uniform_attention_min_risk(self.lengths, balanced=False))
+
+    def eta1_max(self) -> mpmath.mpf:
+        """Supremum of the admissible phase-1 step sizes eta_1 (max(beta^(1)) < 1 below it)."""
+        return self.expr(sym.eta1_max(self.lengths))
+
+    def kappa(self, eta_1) -> mpmath.mpf:
+        """kappa(eta_1) = (alpha^(2)_a - alpha^(2)_b) / eta_2: the phase-2 log-attention gap per unit eta_2."""
+        return self.expr(sym.attention_gap_rate(self.lengths), eta_1=eta_1)
+
+    def u_min(self, epsilon) -> mpmath.mpf:
+        """u_min(epsilon): an attention ratio u >= u_min gives inf_beta R <= floor + epsilon/2."""
+        return self.expr(sym.u_min(self.lengths), epsilon=epsilon)
+
+    def eta2_min(self, epsilon, eta_1) -> mpmath.mpf:
+        """max(ln u_min(epsilon), 0) / kappa(eta_1): a phase-2 step size reaching the gap u_min.
+
+        Defined where kappa(eta_1) > 0, which holds for 0 < eta_1 < eta1_max.
+        """
+        if not self.kappa(eta_1) > 0:
+            raise SettingError(f"eta2_min needs kappa(eta_1) > 0, which fails at eta_1 = {eta_1!r} "
+                               f"(the regime is 0 < eta_1 < {mpmath.nstr(self.eta1_max(), 6)})")
+        return self.expr(sym.eta2_min(self.lengths), epsilon=epsilon, eta_1=eta_1)
+
+    def phase1_beta(self, eta_1) -> tuple[mpmath.mpf, mpmath.mpf]:
+        """(beta_a, beta_b) after one output step of size eta_1 from zero (loss of the setting)."""
+        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase1_beta(self.lengths, self.setting.loss))
+
+    def phase2_alpha(self, eta_1, eta_2) -> tuple[mpmath.mpf, mpmath.mpf]:
+        """(alpha_a, alpha_b) after the attention step of size eta_2 at (0, beta^(1)), squared loss."""
+        return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in sym.phase2_alpha(self.lengths))
+
+    def uniform_attention_quadratic(self) -> tuple[mpmath.mpf, mpmath.mpf, mpmath.mpf, mpmath.mpf]:
+        """(a_I, a_1, b_a, b_b) with R(0, beta) = beta^T (a_I I + a_1 11^T) beta / 2 - b^T beta + 1/2."""
+        return tuple(self.expr(e) for e in sym.uniform_attention_quadratic(self.lengths))
+
+    def uniform_attention_risk(self, beta: Sequence) -> mpmath.mpf:
+        """R(0, beta) for an arbitrary beta in R^d, from the closed-form quadratic (squared loss)."""
+        beta = check_vector("beta", beta, self.setting.d)
+        a_i, a_1, b_a, b_b = self.uniform_attention_quadratic()
+        with mpmath.workdps(self.dps):
+            bt = [to_mpf(x) for x in beta]
+            s1 = mpmath.fsum(bt)
+            quad = a_i * mpmath.fsum(x * x for x in bt) + a_1 * s1 * s1
+            lin = b_a * bt[0] + b_b * mpmath.fsum(bt[1:])
+            return quad / 2 - lin + mpmath.mpf(1) / 2
+
+    def inverse_length_moment_series(self, s: int, N: int) -> tuple[mpmath.mpf, mpmath.mpf]:
+        """Partial sum of L_s = E[1{n>=1} n^-s] over 1 <= n <= N, and a bound on the omitted tail.
+
+        Tail: sum_{n>N} P(n) n^-s <= P(n > N) / (N + 1)^s, summed directly from the length law.
+        """
+        check_steps_count("s", s)
+        check_steps_count("N", N)
+        with mpmath.workdps(self.dps):
+            p = to_mpf(self.setting.p_value)
+            lo_shift = 1 if self.lengths == "positive" else 0
+            total = mpmath.fsum(p * (1 - p) ** (n - lo_shift) / mpmath.mpf(n) ** s for n in range(1, N + 1))
+            tail_mass = (1 - p) ** (N + 1 - lo_shift)
+            return +total, tail_mass / mpmath.mpf(N + 1) ** s
+
+
+def _catalogue(lengths: str):
+    return sym.all_derivations(lengths)
+
+
+def _catalogue_expr(lengths: str, key: str):
+    ders = {der.key: der for der in _catalogue(lengths)}
+    if key not in ders:
+        raise SettingError(f"unknown closed form {key!r}; known: {sorted(ders)}")
+    return ders[key].expr

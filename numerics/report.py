@@ -7,7 +7,7 @@ from theory import symbolic as S
 from theory.latex import aligned, equations
 from theory.setting import Setting
 
-from .closed_forms import evaluate, output_only_floor
+from .closed_forms import ClosedForms
 
 TABLE_DS = (3, 5, 10, 50)
 TABLE_DIGITS = 15
@@ -21,13 +21,8 @@ def value_table(lengths: str) -> list[str]:
     rows = ["| d | p | c(d) output-only floor | L_1 | E[r^2] | kappa(eta_1 = 1) | B_2 |", "|---|---|---|---|---|---|---|"]
     for d in TABLE_DS:
         s = Setting(d, lengths=lengths)
-        vals = [
-            output_only_floor(s, dps=40),
-            evaluate(S.inverse_length_moment(1, lengths), s, dps=40),
-            evaluate(S.ratio_moment(2, lengths), s, dps=40),
-            evaluate(S.attention_gap_rate(lengths), s, dps=40, eta_1=1),
-            evaluate(S.shifted_second_length_moment(lengths), s, dps=40),
-        ]
+        cf = ClosedForms(s, dps=40)
+        vals = [cf.output_only_floor(), cf.value("L1"), cf.value("r2"), cf.kappa(1), cf.value("B2")]
         rows.append(f"| {d} | {s.p_value} | " + " | ".join(_fmt(v) for v in vals) + " |")
     return rows
 

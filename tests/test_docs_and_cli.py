@@ -85,11 +85,11 @@ def test_values_command_and_precision(capsys):
     assert "(needs --epsilon)" in out
 
 
-def test_evaluate_all_reports_missing_symbols():
-    from numerics.closed_forms import evaluate_all
+def test_closed_forms_all_reports_missing_symbols():
+    from numerics.closed_forms import ClosedForms
     from theory.setting import Setting
 
-    rows = {key: (val, missing) for key, _, val, missing in evaluate_all(Setting(5), dps=20, eta_1=1.0)}
+    rows = {key: (val, missing) for key, _, val, missing in ClosedForms(Setting(5), dps=20).all(eta_1=1.0)}
     assert rows["alpha2_a"] == (None, ["eta_2"])
     assert rows["eta2_min"] == (None, ["epsilon"])
     assert rows["beta1_a"][0] == pytest.approx(0.2)

@@ -3,12 +3,12 @@ import math
 
 import pytest
 
-from numerics.closed_forms import evaluate, inverse_length_moment_series
+from numerics.closed_forms import ClosedForms
 from numerics.montecarlo import estimate
 from numerics.series import SeriesEvaluator
 from numerics.regime import three_phase_regime
 from numerics.training import attention_only, joint, output_only, three_phase
-from theory import symbolic as S
+from theory import symbolic as sym
 from theory.setting import Setting
 from theory.validation import SettingError
 
@@ -28,7 +28,7 @@ def test_bad_geometric_parameter(p):
 def test_p_one_is_accepted_as_degenerate_lengths():
     assert Setting(2).p_value == 1  # balancing p for d = 2 under the default law
     with pytest.raises(SettingError, match="p < 1"):
-        evaluate(S.inverse_length_moment(1), Setting(2))
+        ClosedForms(Setting(2)).expr(sym.inverse_length_moment(1))
 
 
 @pytest.mark.parametrize("lengths,loss", [("geometric", "squared"), ("positive", "hinge")])
@@ -86,11 +86,13 @@ def test_bad_evaluator_options():
 
 def test_closed_form_evaluation_names_missing_symbols():
     with pytest.raises(SettingError, match="eta_1"):
-        evaluate(S.phase1_beta()[0], Setting(5))
+        ClosedForms(Setting(5)).expr(sym.phase1_beta()[0])
     with pytest.raises(SettingError, match="unknown symbol"):
-        evaluate(S.phase1_beta()[0], Setting(5), eta_one=1)
+        ClosedForms(Setting(5)).expr(sym.phase1_beta()[0], eta_one=1)
     with pytest.raises(SettingError, match="non-negative integer"):
-        inverse_length_moment_series(1, Setting(5), -2)
+        ClosedForms(Setting(5)).inverse_length_moment_series(1, -2)
+    with pytest.raises(SettingError, match="unknown closed form"):
+        ClosedForms(Setting(5)).value("nonsense")
 
 
 @pytest.mark.parametrize("kw,match", [({"eta1_frac": 1.0}, "eta1_frac"), ({"eta1_frac": 0}, "eta1_frac"),

@@ -291,7 +291,7 @@ def risk_floor(lengths: str = "positive"):
 
 
 @lru_cache(maxsize=None)
-def gap_needed(lengths: str = "positive"):
+def u_min(lengths: str = "positive"):
     """u_min(epsilon) = 2 sqrt(B_2 / epsilon): a gap u = exp(alpha_a - alpha_b) >= u_min gives
     inf_beta R <= floor + epsilon / 2.
 
@@ -303,8 +303,12 @@ def gap_needed(lengths: str = "positive"):
 
 @lru_cache(maxsize=None)
 def eta2_min(lengths: str = "positive"):
-    """eta_2 >= log(u_min(epsilon)) / kappa(eta_1) makes the phase-2 gap at least u_min."""
-    return sp.log(gap_needed(lengths)) / attention_gap_rate(lengths)
+    """eta_2 >= max(log u_min(epsilon), 0) / kappa(eta_1) makes the phase-2 gap at least u_min.
+
+    The gap u = exp(alpha_a - alpha_b) is at least 1 after phase 2 (kappa > 0), so u_min <= 1 needs no
+    attention step: hence the max with 0.
+    """
+    return sp.Max(sp.log(u_min(lengths)), 0) / attention_gap_rate(lengths)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -451,9 +455,9 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
                    shifted_second_length_moment(lengths)),
         Derivation("floor", "Irreducible risk (empty string, f = 0)", r"R_{\mathrm{floor}}", risk_floor(lengths)),
         Derivation("u_min", "Attention gap sufficient for inf_beta R <= floor + epsilon/2", r"u_{\min}(\epsilon)",
-                   gap_needed(lengths)),
+                   u_min(lengths)),
         Derivation("eta2_min", "Phase-2 step size sufficient for that gap", r"\eta_2^{\min}(\epsilon,\eta_1)", eta2_min(lengths),
                    "With u_min and kappa as above; any larger eta_2 gives a larger gap.",
-                   display=r"\frac{\ln u_{\min}(\epsilon)}{\kappa(\eta_1)}"),
+                   display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
     ]
     return out
