@@ -14,13 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
-<<<<<<< HEAD
-from numerics.closed_forms import output_only_floor, uniform_attention_risk_full
-from numerics.training import Trainer, output_only
-=======
 from numerics.closed_forms import ClosedForms
-from numerics.training import Trainer
->>>>>>> symbolic
+from numerics.training import Trainer, output_only
 
 
 def c_formula(d):
