@@ -28,6 +28,7 @@ from typing import Sequence
 import mpmath
 import sympy as sp
 
+from theory import catalogue
 from theory import symbolic as sym
 from theory.setting import Setting, balanced_p_exact
 from theory.validation import SettingError, check_epsilon, check_step, check_steps_count, check_vector
@@ -117,7 +118,7 @@ class ClosedForms:
 
     def value(self, key: str, **symbols) -> mpmath.mpf:
         """Evaluate the catalogue entry ``key`` (as listed in docs/derivations.md), e.g. "kappa", "eta1_max"."""
-        return self.expr(_catalogue_expr(self.lengths, key), **symbols)
+        return self.expr(catalogue.entry(key, self.lengths).expr, **symbols)
 
     def all(self, **symbols) -> list[tuple[str, str, mpmath.mpf | None, list[str]]]:
         """[(key, title, value, missing)] for every catalogue entry, in the order of the docs.
@@ -129,7 +130,7 @@ class ClosedForms:
         if unknown:
             raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {SYMBOL_NAMES}")
         out = []
-        for der in _catalogue(self.lengths):
+        for der in catalogue.all_derivations(self.lengths):
             free = {str(s) for s in sp.sympify(der.expr).free_symbols} - {"d", "p"}
             missing = sorted(free - set(symbols))
             if missing:
@@ -216,12 +217,3 @@ class ClosedForms:
             return +total, tail_mass / mpmath.mpf(N + 1) ** s
 
 
-def _catalogue(lengths: str):
-    return sym.all_derivations(lengths)
-
-
-def _catalogue_expr(lengths: str, key: str):
-    ders = {der.key: der for der in _catalogue(lengths)}
-    if key not in ders:
-        raise SettingError(f"unknown closed form {key!r}; known: {sorted(ders)}")
-    return ders[key].expr
