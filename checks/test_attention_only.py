@@ -1,8 +1,8 @@
-"""Theorem (attention only): training only the attention from zero leaves the risk at its initial value.
+"""Check of the claim ``attention_only`` of theory/claims.py (its statement is printed by
+``python3 -c "from theory.claims import claim; print(claim('attention_only'))"`` and rendered in README.md).
 
-At beta = 0 the output f is 0 whatever alpha is, and df/dalpha_k = w_k (beta_k - f) = 0: the
-attention gradient vanishes identically, so alpha never moves and R stays R(0, 0)
-(1/2 for the squared loss, log 2 for the logistic loss).
+At beta = 0 the output f is 0 whatever alpha is, and df/dalpha_k = w_k (beta_k - f) = 0: the attention
+gradient vanishes identically (1/2 for the squared loss, log 2 for the logistic loss stays the risk).
 """
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, lengths_st
 from numerics.training import Trainer, attention_only
+from theory.claims import claim
+
+CLAIM = claim("attention_only")
 
 losses = st.sampled_from(["squared", "logistic"])
 

@@ -1,8 +1,8 @@
-"""Theorem (one attention step first, then output fine-tuning): the risk stays >= c(d) > 0.
+"""Check of the claim ``attention_then_output`` of theory/claims.py (its statement is printed by
+``python3 -c "from theory.claims import claim; print(claim('attention_then_output'))"`` and rendered in README.md).
 
-The attention step is taken at beta = 0, where the attention gradient is exactly zero, so alpha
-stays 0 and the output fine-tuning is output-only training: the floor c(d) of checks/test_output_only.py
-applies to every step, for every pair of step sizes.
+The output fine-tuning after the null attention step is output-only training, so the floor of
+checks/test_output_only.py applies to every step, for every pair of step sizes.
 """
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from checks.strategies import examples, evaluator, floor_c, lengths_st, step_st
 from numerics.training import Trainer, attention_then_output, output_only, three_phase
+from theory.claims import claim
+
+CLAIM = claim("attention_then_output")
 
 
 @given(d=st.integers(3, 20), eta_att=st.floats(1e-3, 1e6), eta_out=step_st, T=st.integers(0, 60), lengths=lengths_st)

@@ -1,10 +1,10 @@
-"""Finite-sample three-phase plan: N_1 strings for phases 1-2, N_3 fresh strings for phase 3.
+"""Check of the claim ``finite_sample`` of theory/claims.py (its statement is printed by
+``python3 -c "from theory.claims import claim; print(claim('finite_sample'))"`` and rendered in README.md).
 
 Checked here: (1) the sample gradients are unbiased, so phase 1 lands within a few standard errors of
-the population beta^(1); (2) at N_1 = N_3 = ceil(30 d ln d) -- the O(d ln d) scale -- and the population
-regime for epsilon, every seed reaches held-out risk <= epsilon (held-out mean + 3 standard errors);
-(3) control: with a handful of strings the same criterion fails.  The constant 30 is this suite's
-choice, not the paper's (whose text is not at hand); (2) confirms the scale, not the constant.
+the population beta^(1); (2) at the O(d ln d) scale and the population regime for epsilon, every seed
+reaches held-out risk <= epsilon (held-out mean + 3 standard errors); (3) control: with a handful of
+strings the same criterion fails.
 """
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from numerics.finite_sample import d_log_d, three_phase_finite
 from numerics.montecarlo import estimate, sample_counts
 from numerics.regime import regime_plan
 from theory.validation import SettingError
+from theory.claims import claim
+
+CLAIM = claim("finite_sample")
 
 EPS = 1e-2
 

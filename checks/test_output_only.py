@@ -1,8 +1,8 @@
-"""Theorem (output layer only): with attention frozen at its zero initialisation, the risk never drops
-below the explicit constant c(d) = 1/2 (1 - (d-2) / ((d-1) log(d-1))) > 0 (d >= 3, balancing p).
+"""Check of the claim ``output_only`` of theory/claims.py (its statement is printed by
+``python3 -c "from theory.claims import claim; print(claim('output_only'))"`` and rendered in README.md).
 
-c(d) is the infimum over *all* output weights in R^d of R(0, beta), so every output-only trajectory,
-with any step sizes, stays above it.
+c(d, p) is the infimum over *all* output weights in R^d of R(0, beta): checked against a full series
+minimisation over R^d, and every output-only trajectory, with any step sizes, stays above it.
 """
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
 from numerics.closed_forms import ClosedForms
 from numerics.training import Trainer, output_only
+from theory.claims import claim
+
+CLAIM = claim("output_only")
 
 
 def c_formula(d):

@@ -1,9 +1,5 @@
-"""Theorem (three-phase plan): for every epsilon > 0, inside the explicit step-size regime, the plan
-(one output step eta_1, one attention step eta_2, T output steps eta_3) ends with risk <= floor + epsilon.
-
-Regime (squared loss, d >= 3), see numerics.regime.three_phase_regime and docs/derivations.md:
-0 < eta_1 < eta1_max (= d at the balancing p), eta_2 >= eta2_min(epsilon, eta_1) = log(u_min) / kappa(eta_1),
-0 < eta_3 <= 1, T >= T_min.  The floor is 0 under the default length law, P(n = 0)/2 under the variant.
+"""Check of the claim ``three_phase`` of theory/claims.py (its statement is printed by
+``python3 -c "from theory.claims import claim; print(claim('three_phase'))"`` and rendered in README.md).
 
 The plan is run with exact series gradients (not with the closed forms that define the regime), and
 the final risk is the series value plus its truncation bound.
@@ -21,6 +17,9 @@ from numerics.series import SeriesEvaluator
 from numerics.regime import regime_plan, three_phase_regime
 from numerics.training import Trainer, three_phase
 from theory.validation import SettingError
+from theory.claims import claim
+
+CLAIM = claim("three_phase")
 
 
 def run_in_regime(d, lengths, epsilon, eta1_frac, eta2_factor, eta_3, extra_T, p=None):

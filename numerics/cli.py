@@ -31,7 +31,8 @@ def cmd_run(args):
     """The main job: the three-phase plan in its certified regime against the impossibility plans."""
     from numerics.closed_forms import ClosedForms
     from numerics.series import SeriesEvaluator
-    from numerics.training import Trainer, regime_plan
+    from numerics.regime import regime_plan
+    from numerics import training as tr
 
     setting = _setting(args)
     log = sys.stderr
@@ -45,14 +46,18 @@ def cmd_run(args):
         raise SettingError("could not certify a positive curvature for phase 3; tighten --tol")
     print(f"regime: eta_1={eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={eta_2:.6g} >= {reg.eta2_min:.6g}, "
           f"eta_3={args.eta3}, T_min={reg.T_min}", file=log)
-    trainer = Trainer(ev, record_every=1, progress=log)
+    from functools import partial
+
+    from tqdm import tqdm
+
+    trainer = tr.Trainer(ev, record_every=1, progress=partial(tqdm, file=log))
     t0 = time.time()
     plans = {
-        "three-phase": trainer.three_phase(eta_1, eta_2, args.eta3, reg.T_min),
-        "output-only": trainer.output_only(args.eta3, args.steps),
-        "attention-only": trainer.attention_only(eta_2, args.steps),
-        "attention-then-output": trainer.attention_then_output(eta_2, args.eta3, args.steps),
-        "joint": trainer.joint(args.joint_eta, args.steps),
+        "three-phase": trainer.run(tr.three_phase(eta_1, eta_2, args.eta3, reg.T_min)),
+        "output-only": trainer.run(tr.output_only(args.eta3, args.steps)),
+        "attention-only": trainer.run(tr.attention_only(eta_2, args.steps)),
+        "attention-then-output": trainer.run(tr.attention_then_output(eta_2, args.eta3, args.steps)),
+        "joint": trainer.run(tr.joint(args.joint_eta, args.steps)),
     }
     summary = {
         "setting": {"d": setting.d, "p": float(setting.p_value), "lengths": setting.lengths, "loss": setting.loss},
@@ -60,7 +65,7 @@ def cmd_run(args):
         "regime": {"eta_1": eta_1, "eta1_max": reg.eta1_max, "eta_2": eta_2, "eta2_min": reg.eta2_min,
                    "eta_3": args.eta3, "T_min": reg.T_min, "lambda_min_lower": reg.lambda_min_lower},
         "plans": {k: {"final_risk": v.final.risk, "bound": v.final.risk_bound,
-                      "min_certified_risk": v.min_certified_risk(), "steps": v.final.step,
+                      "min_certified_risk": v.min_risk_lower(), "steps": v.final.step,
                       "final_params": [v.final.alpha_a, v.final.alpha_b, v.final.beta_a, v.final.beta_b]}
                   for k, v in plans.items()},
         "seconds": round(time.time() - t0, 2),
@@ -94,7 +99,7 @@ def cmd_finite(args):
     """Finite-sample three-phase plan at N_1 = N_3 = ceil(C d ln d) (or given sizes)."""
     from numerics.finite_sample import d_log_d, three_phase_finite
     from numerics.series import SeriesEvaluator
-    from numerics.training import regime_plan
+    from numerics.regime import regime_plan
 
     setting = _setting(args)
     reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=SeriesEvaluator(setting))

@@ -17,7 +17,7 @@ The step-size regime of the three-phase theorem is in ``numerics.regime``.
 >>> from theory.setting import Setting
 >>> trainer = Trainer(SeriesEvaluator(Setting(4)))
 >>> traj = trainer.run(attention_only(eta=1.0, T=3))
->>> [pt.risk for pt in traj.points] == [0.5] * 4
+>>> all(pt.alpha_a == pt.alpha_b == 0 and abs(pt.risk - 0.5) < 1e-11 for pt in traj.points)
 True
 """
 from __future__ import annotations

@@ -1,0 +1,16 @@
+"""The usage examples in the docstrings of the main entry points run as doctests."""
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.regime",
+           "numerics.training"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no usage example"
+    assert result.failed == 0
