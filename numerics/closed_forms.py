@@ -10,7 +10,7 @@ moments L_s = E[1{n>=1} n^-s], can also be summed directly with
 ``ClosedForms.inverse_length_moment_series``, which returns a partial sum and a rigorous bound on the
 tail, for cross-checking.
 
->>> from theory.setting import Setting, balanced_p_exact
+>>> from theory.setting import LengthLaw, Setting, balanced_p_exact
 >>> cf = ClosedForms(Setting(5), dps=30)
 >>> cf.balanced_p
 mpf('0.25')
@@ -30,7 +30,7 @@ import sympy as sp
 
 from theory import catalogue
 from theory import symbolic as sym
-from theory.setting import Setting, balanced_p_exact
+from theory.setting import LengthLaw, Setting, balanced_p_exact
 from theory.validation import SettingError, check_epsilon, check_step, check_steps_count, check_vector
 
 _ARGS = (sym.d, sym.p, sym.eta1, sym.eta2, sym.eta3, sym.eps, sym.u, sym.beta_a, sym.beta_b)
@@ -210,10 +210,8 @@ class ClosedForms:
         check_steps_count("s", s)
         check_steps_count("N", N)
         with mpmath.workdps(self.dps):
-            p = to_mpf(self.setting.p_value)
-            lo_shift = 1 if self.lengths == "positive" else 0
-            total = mpmath.fsum(p * (1 - p) ** (n - lo_shift) / mpmath.mpf(n) ** s for n in range(1, N + 1))
-            tail_mass = (1 - p) ** (N + 1 - lo_shift)
-            return +total, tail_mass / mpmath.mpf(N + 1) ** s
+            law = LengthLaw(to_mpf(self.setting.p_value), self.setting.law.start)
+            total = mpmath.fsum(law.pmf(n) / mpmath.mpf(n) ** s for n in range(1, N + 1))
+            return +total, law.tail(N) / mpmath.mpf(N + 1) ** s
 
 

@@ -106,7 +106,8 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
                    zg["grad_beta_b"]),
         Derivation("grad_alpha_0", "Attention gradient at zero output weights (any attention)",
                    r"\nabla_{\alpha} R(\alpha,0)", sp.Integer(0),
-                   "df/dalpha_k = w_k (beta_k - f) vanishes when beta = 0: attention cannot move first."),
+                   ("The derivative of f in an attention weight is the attention on that symbol times its output weight "
+                    "minus f, which vanishes when all output weights are 0: attention cannot move first.")),
         Derivation("grad_beta_a_0_log", "Logistic variant: output gradient at zero, marked coordinate",
                    r"\partial_{\beta_a} R_{\log}(0,0)", zgl["grad_beta_a"]),
         Derivation("grad_beta_b_0_log", "Logistic variant: output gradient at zero, unmarked coordinate",
@@ -128,7 +129,8 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
         Derivation("kappa_balanced", "Phase 2: gap rate at the balancing p", r"\kappa(\eta_1)\big|_{p=p^\star}",
                    sym.attention_gap_rate_balanced(lengths)),
         Derivation("A_diag", "Uniform-attention quadratic: coefficient of the identity",
-                   r"a_I", a_diag, "R(0, beta) = beta.A beta/2 - b.beta + 1/2 with A = a_I I + a_1 11' (all-ones matrix 11')."),
+                   r"a_I", a_diag, ("R(0, beta) = beta.A beta/2 - b.beta + 1/2, where the matrix A is this coefficient times the identity "
+                    "plus the next one times the all-ones matrix.")),
         Derivation("A_all", "Uniform-attention quadratic: coefficient of the all-ones matrix", r"a_{\mathbf 1}", a_all),
         Derivation("b_a", "Uniform-attention quadratic: linear coefficient on a", r"b_a = \mathbb{E}[y\, w_a]", bq_a),
         Derivation("b_b", "Uniform-attention quadratic: linear coefficient on each unmarked symbol",
@@ -143,9 +145,9 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
         Derivation("floor", "Irreducible risk (empty string, f = 0)", r"R_{\mathrm{floor}}", sym.risk_floor(lengths)),
         Derivation("u_min", "Attention ratio sufficient for an infimum over beta of R at most floor + epsilon/2",
                    r"u_{\min}(\epsilon)", sym.u_min(lengths),
-                   "u = exp(alpha_a - alpha_b) is the ratio of the attention on a to that on an unmarked symbol."),
+                   "u, the exponential of the attention gap, is the ratio of the attention on a to that on an unmarked symbol."),
         Derivation("eta2_min", "Phase-2 step size sufficient for that ratio", r"\eta_2^{\min}(\epsilon,\eta_1)",
-                   sym.eta2_min(lengths), "With u_min and kappa as above; any larger eta_2 gives a larger gap.",
+                   sym.eta2_min(lengths), "With the ratio and the gap rate kappa above; any larger phase-2 step gives a larger gap.",
                    display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
     ]
     return out
