@@ -22,6 +22,7 @@ d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy as sp
 
@@ -75,7 +76,11 @@ def _floor_forms(lengths: str) -> tuple[sp.Expr, str, sp.Expr, str]:
 
 def all_derivations(lengths: str = "positive") -> list[Derivation]:
     """Every derived expression of the length law ``lengths``, in the order the docs present them."""
-    check_variant(lengths)
+    return list(_derivations(check_variant(lengths)))
+
+
+@lru_cache(maxsize=None)
+def _derivations(lengths: str) -> tuple[Derivation, ...]:
     zg = sym.zero_init_gradients(lengths)
     zgl = sym.zero_init_gradients(lengths, "logistic")
     b1a, b1b = sym.phase1_beta(lengths)
@@ -150,15 +155,16 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
                    sym.eta2_min(lengths), "With the ratio and the gap rate kappa above; any larger phase-2 step gives a larger gap.",
                    display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
     ]
-    return out
+    return tuple(out)
 
 
 def entry(key: str, lengths: str = "positive") -> Derivation:
     """The catalogue entry ``key``; a SettingError names the known keys otherwise."""
-    for der in all_derivations(lengths):
+    ders = _derivations(check_variant(lengths))
+    for der in ders:
         if der.key == key:
             return der
-    raise SettingError(f"unknown closed form {key!r}; known: {sorted(d.key for d in all_derivations(lengths))}")
+    raise SettingError(f"unknown closed form {key!r}; known: {sorted(d.key for d in ders)}")
 
 
 def phase3_series_display(lengths: str = "positive") -> list[Display]:

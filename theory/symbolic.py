@@ -59,7 +59,7 @@ def _first_branch(expr: sp.Expr) -> sp.Expr:
     return tidy(expr)
 
 
-def tidy(expr) -> sp.Expr:
+def tidy(expr: sp.Expr) -> sp.Expr:
     """Canonical display form: collect on log p and the polylogarithms, factor each coefficient."""
     expr = sp.expand_log(sp.sympify(expr), force=True)
     expr = expr.subs(sp.exp_polar(sp.I * sp.pi), -1)
@@ -152,7 +152,7 @@ def ratio_moment(k: int, lengths: str = "positive") -> sp.Expr:
     return tidy(total)
 
 
-def expect_poly(h, lengths: str = "positive", with_label: bool = False) -> sp.Expr:
+def expect_poly(h: sp.Expr, lengths: str = "positive", with_label: bool = False) -> sp.Expr:
     """E[1{n>=1} h(r)] (or E[1{n>=1} y h(r)] with ``with_label``) for a polynomial h in the symbol r."""
     poly = sp.Poly(sp.expand(h), r)
     plain = sum(coeff * ratio_moment(power, lengths) for (power,), coeff in poly.terms())
@@ -369,7 +369,7 @@ def phase3_series(lengths: str = "positive") -> tuple[sp.ImmutableMatrix, sp.Imm
     h = (n_ - c_) / (c_ * u + n_ - c_)  # 1 - g, the attention mass on the unmarked symbols
     y = 2 * sp.sign(c_) - 1  # the label: +1 iff c >= 1 (c is a nonnegative integer)
 
-    def E(expr):
+    def E(expr: sp.Expr) -> sp.Sum:  # noqa: N802 - the expectation operator
         return sp.Sum(sp.Sum(weight * expr, (c_, 0, n_)), (n_, 1, sp.oo))
 
     M = sp.ImmutableMatrix([[E(g**2), E(g * h)], [E(g * h), E(h**2)]])
