@@ -10,7 +10,7 @@ moments L_s = E[1{n>=1} n^-s], can also be summed directly with
 ``ClosedForms.inverse_length_moment_series``, which returns a partial sum and a rigorous bound on the
 tail, for cross-checking.
 
->>> from theory.setting import Setting, balanced_p_exact
+>>> from theory.setting import LengthLaw, Setting, balanced_p_exact
 >>> cf = ClosedForms(Setting(5), dps=30)
 >>> cf.balanced_p
 mpf('0.25')
@@ -23,21 +23,25 @@ import math
 import numbers
 from fractions import Fraction
 from functools import lru_cache
-from typing import Sequence
+from typing import Sequence, Union
 
 import mpmath
 import sympy as sp
 
+from theory import catalogue
 from theory import symbolic as sym
-from theory.setting import Setting, balanced_p_exact
+from theory.setting import LengthLaw, Setting, balanced_p_exact
 from theory.validation import SettingError, check_epsilon, check_step, check_steps_count, check_vector
 
 _ARGS = (sym.d, sym.p, sym.eta1, sym.eta2, sym.eta3, sym.eps, sym.u, sym.beta_a, sym.beta_b)
+Number = Union[int, float, Fraction, mpmath.mpf]
+"""A real value the closed forms accept for a symbol (converted exactly to an mpf at the working precision)."""
+
 SYMBOL_NAMES = ("eta_1", "eta_2", "eta_3", "epsilon", "u", "beta_a", "beta_b")
 """The symbols a closed form may need besides d and p, by the keyword that gives them."""
 
 
-def to_mpf(x) -> mpmath.mpf:
+def to_mpf(x: Number) -> mpmath.mpf:
     """x as an mpf at the current mpmath precision; a Fraction is divided exactly there (never via float)."""
     if isinstance(x, Fraction):
         return mpmath.mpf(x.numerator) / x.denominator
@@ -49,7 +53,7 @@ def _compiled(expr: sp.Expr):
     return sp.lambdify(_ARGS, expr, modules="mpmath")
 
 
-def _check_symbol(name: str, value):
+def _check_symbol(name: str, value: Number) -> Number:
     """Validate one symbol value by its meaning (step sizes >= 0, epsilon > 0, u > 0, beta finite)."""
     if name.startswith("eta_"):
         return check_step(name, value)
@@ -88,7 +92,7 @@ class ClosedForms:
 
     # -- evaluation ------------------------------------------------------------------------------
 
-    def expr(self, expr, **symbols) -> mpmath.mpf:
+    def expr(self, expr: sp.Expr, **symbols: Number) -> mpmath.mpf:
         """Evaluate a SymPy expression in the symbols of ``theory.symbolic`` at this setting.
 
         >>> cf = ClosedForms(Setting(4), dps=20)
@@ -115,11 +119,11 @@ class ClosedForms:
             except ZeroDivisionError:
                 raise SettingError(f"the closed form is undefined at {symbols} (division by zero)") from None
 
-    def value(self, key: str, **symbols) -> mpmath.mpf:
+    def value(self, key: str, **symbols: Number) -> mpmath.mpf:
         """Evaluate the catalogue entry ``key`` (as listed in docs/derivations.md), e.g. "kappa", "eta1_max"."""
-        return self.expr(_catalogue_expr(self.lengths, key), **symbols)
+        return self.expr(catalogue.entry(key, self.lengths).expr, **symbols)
 
-    def all(self, **symbols) -> list[tuple[str, str, mpmath.mpf | None, list[str]]]:
+    def all(self, **symbols: Number) -> list[tuple[str, str, mpmath.mpf | None, list[str]]]:
         """[(key, title, value, missing)] for every catalogue entry, in the order of the docs.
 
         ``value`` is None, and ``missing`` names the symbols, where the entry needs a symbol
@@ -129,7 +133,7 @@ class ClosedForms:
         if unknown:
             raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {SYMBOL_NAMES}")
         out = []
-        for der in _catalogue(self.lengths):
+        for der in catalogue.all_derivations(self.lengths):
             free = {str(s) for s in sp.sympify(der.expr).free_symbols} - {"d", "p"}
             missing = sorted(free - set(symbols))
             if missing:
@@ -160,15 +164,15 @@ class ClosedForms:
         """Supremum of the admissible phase-1 step sizes eta_1 (max(beta^(1)) < 1 below it)."""
         return self.expr(sym.eta1_max(self.lengths))
 
-    def kappa(self, eta_1) -> mpmath.mpf:
+    def kappa(self, eta_1: Number) -> mpmath.mpf:
         """kappa(eta_1) = (alpha^(2)_a - alpha^(2)_b) / eta_2: the phase-2 log-attention gap per unit eta_2."""
         return self.expr(sym.attention_gap_rate(self.lengths), eta_1=eta_1)
 
-    def u_min(self, epsilon) -> mpmath.mpf:
+    def u_min(self, epsilon: Number) -> mpmath.mpf:
         """u_min(epsilon): an attention ratio u >= u_min gives inf_beta R <= floor + epsilon/2."""
         return self.expr(sym.u_min(self.lengths), epsilon=epsilon)
 
-    def eta2_min(self, epsilon, eta_1) -> mpmath.mpf:
+    def eta2_min(self, epsilon: Number, eta_1: Number) -> mpmath.mpf:
         """max(ln u_min(epsilon), 0) / kappa(eta_1): a phase-2 step size reaching the gap u_min.
 
         Defined where kappa(eta_1) > 0, which holds for 0 < eta_1 < eta1_max.
@@ -178,11 +182,11 @@ class ClosedForms:
                                f"(the regime is 0 < eta_1 < {mpmath.nstr(self.eta1_max(), 6)})")
         return self.expr(sym.eta2_min(self.lengths), epsilon=epsilon, eta_1=eta_1)
 
-    def phase1_beta(self, eta_1) -> tuple[mpmath.mpf, mpmath.mpf]:
+    def phase1_beta(self, eta_1: Number) -> tuple[mpmath.mpf, mpmath.mpf]:
         """(beta_a, beta_b) after one output step of size eta_1 from zero (loss of the setting)."""
         return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase1_beta(self.lengths, self.setting.loss))
 
-    def phase2_alpha(self, eta_1, eta_2) -> tuple[mpmath.mpf, mpmath.mpf]:
+    def phase2_alpha(self, eta_1: Number, eta_2: Number) -> tuple[mpmath.mpf, mpmath.mpf]:
         """(alpha_a, alpha_b) after the attention step of size eta_2 at (0, beta^(1)), squared loss."""
         return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in sym.phase2_alpha(self.lengths))
 
@@ -190,7 +194,7 @@ class ClosedForms:
         """(a_I, a_1, b_a, b_b) with R(0, beta) = beta^T (a_I I + a_1 11^T) beta / 2 - b^T beta + 1/2."""
         return tuple(self.expr(e) for e in sym.uniform_attention_quadratic(self.lengths))
 
-    def uniform_attention_risk(self, beta: Sequence) -> mpmath.mpf:
+    def uniform_attention_risk(self, beta: Sequence[Number]) -> mpmath.mpf:
         """R(0, beta) for an arbitrary beta in R^d, from the closed-form quadratic (squared loss)."""
         beta = check_vector("beta", beta, self.setting.d)
         a_i, a_1, b_a, b_b = self.uniform_attention_quadratic()
@@ -209,19 +213,8 @@ class ClosedForms:
         check_steps_count("s", s)
         check_steps_count("N", N)
         with mpmath.workdps(self.dps):
-            p = to_mpf(self.setting.p_value)
-            lo_shift = 1 if self.lengths == "positive" else 0
-            total = mpmath.fsum(p * (1 - p) ** (n - lo_shift) / mpmath.mpf(n) ** s for n in range(1, N + 1))
-            tail_mass = (1 - p) ** (N + 1 - lo_shift)
-            return +total, tail_mass / mpmath.mpf(N + 1) ** s
+            law = LengthLaw(to_mpf(self.setting.p_value), self.setting.law.start)
+            total = mpmath.fsum(law.pmf(n) / mpmath.mpf(n) ** s for n in range(1, N + 1))
+            return +total, law.tail(N) / mpmath.mpf(N + 1) ** s
 
 
-def _catalogue(lengths: str):
-    return sym.all_derivations(lengths)
-
-
-def _catalogue_expr(lengths: str, key: str):
-    ders = {der.key: der for der in _catalogue(lengths)}
-    if key not in ders:
-        raise SettingError(f"unknown closed form {key!r}; known: {sorted(ders)}")
-    return ders[key].expr

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from . import symbolic as S
+from . import catalogue
 from .validation import SettingError, check_variant
 
 _LAW = {"positive": r"n\sim\mathrm{Geom}(p)\text{ on }\{1,2,\dots\}",
@@ -57,7 +57,7 @@ def aligned(lhs: str, expr, display: str = "") -> str:
 def equations(lengths: str = "positive", keys=None):
     """[(Derivation, latex_of_rhs)] for all derivations, or for the given keys (unknown key: error)."""
     check_variant(lengths)
-    ders = S.all_derivations(lengths)
+    ders = catalogue.all_derivations(lengths)
     if keys:
         known = {d.key for d in ders}
         unknown = [k for k in keys if k not in known]
@@ -92,10 +92,8 @@ def latex_document(lengths: str = "positive", keys=None) -> str:
         lines.append(r"\paragraph{Phase 3 (fixed attention)} With $u=e^{\alpha_a-\alpha_b}$, $g=cu/(cu+n-c)$, "
                      r"$\phi=(g,1-g)$, $M=\mathbb{E}[\phi\phi^\top]$, $m=\mathbb{E}[y\phi]$, "
                      r"$D=\mathrm{diag}(1,1/(d-1))$, $\beta_0=\beta^{(1)}$:")
-        for lhs, tex in S.phase3_series_display(lengths):
-            lines += [r"\begin{equation*}", f"{lhs} = {tex}", r"\end{equation*}"]
-        for title, tex in S.phase3_display():
-            lines += [r"\begin{equation*}", tex, r"\end{equation*}"]
+        for disp in catalogue.phase3_series_display(lengths) + catalogue.phase3_display():
+            lines += [rf"\paragraph{{{_escape(disp.title)}}}", r"\begin{equation*}", disp.equation, r"\end{equation*}"]
     lines.append(r"\end{document}")
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,10 @@
 """SymPy derivations of the population quantities of the occurrence-language setting.
 
+This module only derives: every public function returns SymPy expressions (memoised in memory and
+on disk by ``theory.cache.derivation``; an edit of this file invalidates the disk cache).  Titles,
+notes and display forms for the docs live in ``theory.catalogue``; numbers at a setting come from
+``numerics.closed_forms.ClosedForms``.
+
 Notation (shared with docs/derivations.md):
 
 * ``d``: alphabet size, ``pi = 1/d`` the probability of the marked symbol a at each position.
@@ -20,11 +25,9 @@ zero-initialisation gradients and the phase-1 output weights are polynomial, and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-
 import sympy as sp
 
+from .cache import derivation
 from .validation import check_loss, check_variant
 
 # ----------------------------------------------------------------------------------------------
@@ -38,12 +41,11 @@ n_ = sp.Symbol("n", integer=True, positive=True)
 c_ = sp.Symbol("c", integer=True, nonnegative=True)
 r = sp.Symbol("r", nonnegative=True)  # r = c / n
 beta_a, beta_b = sp.symbols("beta_a beta_b", real=True)
-x_ = sp.Symbol("x", positive=True)  # generic ratio in geometric sums
 
 PI = 1 / d
 
 
-def _first_branch(expr):
+def _first_branch(expr: sp.Expr) -> sp.Expr:
     """Take the convergent branch of a Piecewise produced by summation, and unpolarify.
 
     SymPy guards sum_{n} x^n / n^s with |x| <= 1; for x = 1 - p with p in (0, 1] that branch holds.
@@ -57,7 +59,7 @@ def _first_branch(expr):
     return tidy(expr)
 
 
-def tidy(expr):
+def tidy(expr: sp.Expr) -> sp.Expr:
     """Canonical display form: collect on log p and the polylogarithms, factor each coefficient."""
     expr = sp.expand_log(sp.sympify(expr), force=True)
     expr = expr.subs(sp.exp_polar(sp.I * sp.pi), -1)
@@ -69,16 +71,20 @@ def tidy(expr):
     return sp.Add(*[sp.factor(sp.simplify(coeff)) * (1 if key == 1 else key) for key, coeff in collected.items()])
 
 
-def length_pmf(lengths: str = "positive"):
-    """P(n = n_) as a SymPy expression, and the lower end of the support."""
+def length_pmf(lengths: str = "positive") -> tuple[sp.Expr, int]:
+    """P(n = n_) as a SymPy expression in the symbol ``n_``, and the lower end of the support.
+
+    >>> length_pmf("nonnegative")
+    (p*(1 - p)**n, 0)
+    """
     check_variant(lengths)
     if lengths == "positive":
         return p * (1 - p) ** (n_ - 1), 1
     return p * (1 - p) ** n_, 0
 
 
-@lru_cache(maxsize=None)
-def prob_no_marked(lengths: str = "positive"):
+@derivation
+def prob_no_marked(lengths: str = "positive") -> sp.Expr:
     """P(y = -1) = P(c = 0) = E[((d-1)/d)^n], summed by SymPy."""
     pmf, lo = length_pmf(lengths)
     nn = sp.Symbol("m", integer=True, nonnegative=True)
@@ -86,16 +92,20 @@ def prob_no_marked(lengths: str = "positive"):
     return sp.simplify(_first_branch(s))
 
 
-@lru_cache(maxsize=None)
-def prob_empty(lengths: str = "positive"):
+@derivation
+def prob_empty(lengths: str = "positive") -> sp.Expr:
     """P(n = 0): 0 under the default law, p under the nonnegative variant."""
     check_variant(lengths)
     return sp.Integer(0) if lengths == "positive" else p
 
 
-@lru_cache(maxsize=None)
-def balanced_p(lengths: str = "positive"):
-    """Solve P(y = +1) = 1/2 for p; the unique root in (0, 1]."""
+@derivation
+def balanced_p(lengths: str = "positive") -> sp.Expr:
+    """Solve P(y = +1) = 1/2 for p; the unique root in (0, 1].
+
+    >>> balanced_p(), balanced_p("nonnegative")
+    (1/(d - 1), 1/(d + 1))
+    """
     sols = sp.solve(sp.Eq(prob_no_marked(lengths), sp.Rational(1, 2)), p)
     sols = [sp.simplify(s) for s in sols]
     # P(y = -1) is a Moebius function of p, so there is one root; keep it only if it is a probability
@@ -105,8 +115,8 @@ def balanced_p(lengths: str = "positive"):
     return sp.factor(good[0])
 
 
-@lru_cache(maxsize=None)
-def inverse_length_moment(s: int, lengths: str = "positive"):
+@derivation
+def inverse_length_moment(s: int, lengths: str = "positive") -> sp.Expr:
     """L_s = E[1{n>=1} n^{-s}] for integer s >= 0, summed by SymPy (log / polylog closed forms)."""
     pmf, _ = length_pmf(lengths)
     if s == 0:
@@ -117,15 +127,15 @@ def inverse_length_moment(s: int, lengths: str = "positive"):
     return tidy(val)
 
 
-def _falling(nn, j):
+def _falling(nn: sp.Expr, j: int) -> sp.Expr:
     out = sp.Integer(1)
     for i in range(j):
         out *= nn - i
     return out
 
 
-@lru_cache(maxsize=None)
-def ratio_moment(k: int, lengths: str = "positive"):
+@derivation
+def ratio_moment(k: int, lengths: str = "positive") -> sp.Expr:
     """E[1{n>=1} r^k], r = c/n, from binomial factorial moments and the L_s.
 
     E[c^k | n] = sum_j S(k, j) n^(j falling) pi^j; dividing by n^k gives a polynomial in 1/n.
@@ -142,7 +152,7 @@ def ratio_moment(k: int, lengths: str = "positive"):
     return tidy(total)
 
 
-def expect_poly(h, lengths: str = "positive", with_label: bool = False):
+def expect_poly(h: sp.Expr, lengths: str = "positive", with_label: bool = False) -> sp.Expr:
     """E[1{n>=1} h(r)] (or E[1{n>=1} y h(r)] with ``with_label``) for a polynomial h in the symbol r."""
     poly = sp.Poly(sp.expand(h), r)
     plain = sum(coeff * ratio_moment(power, lengths) for (power,), coeff in poly.terms())
@@ -157,12 +167,13 @@ def expect_poly(h, lengths: str = "positive", with_label: bool = False):
 # uniform attention (alpha = 0): f = beta_b + (beta_a - beta_b) r on n >= 1, f = 0 on the empty string
 
 
-def uniform_output(ba=beta_a, bb=beta_b):
+def uniform_output(ba: sp.Expr = beta_a, bb: sp.Expr = beta_b) -> sp.Expr:
+    """f = beta_b + (beta_a - beta_b) r: the output at alpha = 0 on a string of length n >= 1, share r of a."""
     return bb + (ba - bb) * r
 
 
-@lru_cache(maxsize=None)
-def uniform_attention_risk(lengths: str = "positive"):
+@derivation
+def uniform_attention_risk(lengths: str = "positive") -> sp.Expr:
     """R(0, beta) for symmetric beta, squared loss: a quadratic in (beta_a, beta_b)."""
     f = uniform_output()
     e_f2 = expect_poly(f**2, lengths)
@@ -170,8 +181,14 @@ def uniform_attention_risk(lengths: str = "positive"):
     return sp.Rational(1, 2) * (e_f2 - 2 * e_yf + 1)
 
 
-@lru_cache(maxsize=None)
-def uniform_attention_quadratic(lengths: str = "positive"):
+@derivation
+def zero_init_risk(lengths: str = "positive") -> sp.Expr:
+    """R(0, 0): f = 0 on every string, so the squared risk is E[y^2]/2 = 1/2."""
+    return sp.simplify(uniform_attention_risk(lengths).subs({beta_a: 0, beta_b: 0}))
+
+
+@derivation
+def uniform_attention_quadratic(lengths: str = "positive") -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
     """R(0, beta) = beta^T A beta / 2 - b^T beta + 1/2 for arbitrary beta in R^d.
 
     Returns (A_diag_extra, A_all, b_a, b_b) with A = A_diag_extra * I + A_all * 1 1^T,
@@ -187,16 +204,16 @@ def uniform_attention_quadratic(lengths: str = "positive"):
     return a_diag, a_all, b_a, b_b
 
 
-@lru_cache(maxsize=None)
-def uniform_attention_minimiser(lengths: str = "positive"):
+@derivation
+def uniform_attention_minimiser(lengths: str = "positive") -> tuple[sp.Expr, sp.Expr]:
     """argmin over (beta_a, beta_b) of R(0, beta), squared loss."""
     R = uniform_attention_risk(lengths)
     sol = sp.solve([sp.diff(R, beta_a), sp.diff(R, beta_b)], [beta_a, beta_b], dict=True)[0]
     return sp.simplify(sol[beta_a]), sp.simplify(sol[beta_b])
 
 
-@lru_cache(maxsize=None)
-def uniform_attention_min_risk(lengths: str = "positive", balanced: bool = True):
+@derivation
+def uniform_attention_min_risk(lengths: str = "positive", balanced: bool = True) -> sp.Expr:
     """c(d, p) = inf_beta R(0, beta): the floor of output-only training (squared loss).
 
     By convexity and the symmetry of the data, the infimum over all beta in R^d is attained at a
@@ -206,7 +223,7 @@ def uniform_attention_min_risk(lengths: str = "positive", balanced: bool = True)
     ba_s, bb_s = uniform_attention_minimiser(lengths)
     val = sp.factor(sp.cancel(sp.together(R.subs({beta_a: ba_s, beta_b: bb_s}))))
     if balanced:
-        val = sp.simplify(sp.expand_log(val.subs(p, balanced_p(lengths)), force=True))
+        val = sp.expand_log(sp.simplify(sp.expand_log(val.subs(p, balanced_p(lengths)), force=True)), force=True)
     return val
 
 
@@ -214,8 +231,8 @@ def uniform_attention_min_risk(lengths: str = "positive", balanced: bool = True)
 # the three-phase plan from zero, squared loss unless stated
 
 
-@lru_cache(maxsize=None)
-def zero_init_gradients(lengths: str = "positive", loss: str = "squared"):
+@derivation
+def zero_init_gradients(lengths: str = "positive", loss: str = "squared") -> dict[str, sp.Expr]:
     """Population gradients at (alpha, beta) = (0, 0).
 
     Returns a dict with keys grad_beta_a, grad_beta_b, grad_alpha_a, grad_alpha_b.  At beta = 0
@@ -230,15 +247,15 @@ def zero_init_gradients(lengths: str = "positive", loss: str = "squared"):
             "grad_alpha_a": sp.Integer(0), "grad_alpha_b": sp.Integer(0)}
 
 
-@lru_cache(maxsize=None)
-def phase1_beta(lengths: str = "positive", loss: str = "squared"):
+@derivation
+def phase1_beta(lengths: str = "positive", loss: str = "squared") -> tuple[sp.Expr, sp.Expr]:
     """Output weights after one output step of size eta_1 from zero."""
     g = zero_init_gradients(lengths, loss)
     return sp.simplify(-eta1 * g["grad_beta_a"]), sp.simplify(-eta1 * g["grad_beta_b"])
 
 
-@lru_cache(maxsize=None)
-def phase2_attention_gradient(lengths: str = "positive"):
+@derivation
+def phase2_attention_gradient(lengths: str = "positive") -> tuple[sp.Expr, sp.Expr]:
     """Attention gradient at (alpha, beta) = (0, beta^(1)), squared loss.
 
     grad_alpha_a = E[(f - y) r (beta_a - f)], with beta_a - f = (beta_a - beta_b)(1 - r);
@@ -252,22 +269,28 @@ def phase2_attention_gradient(lengths: str = "positive"):
     return g_a, tidy(-g_a / (d - 1))
 
 
-@lru_cache(maxsize=None)
-def phase2_alpha(lengths: str = "positive"):
+@derivation
+def phase2_alpha(lengths: str = "positive") -> tuple[sp.Expr, sp.Expr]:
     """Attention weights after one attention step of size eta_2 at (0, beta^(1))."""
     g_a, g_b = phase2_attention_gradient(lengths)
     return -eta2 * g_a, -eta2 * g_b
 
 
-@lru_cache(maxsize=None)
-def attention_gap_rate(lengths: str = "positive"):
+@derivation
+def attention_gap_rate(lengths: str = "positive") -> sp.Expr:
     """kappa(eta_1) = (alpha_a - alpha_b) / eta_2 after phase 2: the log-attention gap per unit eta_2."""
     g_a, _ = phase2_attention_gradient(lengths)
     return tidy(-g_a * d / (d - 1))
 
 
-@lru_cache(maxsize=None)
-def eta1_max(lengths: str = "positive"):
+@derivation
+def attention_gap_rate_balanced(lengths: str = "positive") -> sp.Expr:
+    """kappa(eta_1) at the balancing p (a function of d and eta_1)."""
+    return sp.simplify(attention_gap_rate(lengths).subs(p, balanced_p(lengths)))
+
+
+@derivation
+def eta1_max(lengths: str = "positive") -> sp.Expr:
     """Supremum of the eta_1 with max(beta^(1)_a, beta^(1)_b) < 1 (as a function of d, p).
 
     On that range f < 1 everywhere after phase 1, so f - y < 0 whenever 0 < r < 1 and the
@@ -277,21 +300,32 @@ def eta1_max(lengths: str = "positive"):
     return 1 / sp.Max(sp.simplify(b1a / eta1), sp.simplify(b1b / eta1))
 
 
-@lru_cache(maxsize=None)
-def shifted_second_length_moment(lengths: str = "positive"):
+@derivation
+def eta1_max_balanced(lengths: str = "positive") -> sp.Expr:
+    """eta1_max at the balancing p: d under the default law, d + 1 under the variant.
+
+    SymPy decides the Max only with d >= 2 made explicit: write d = 2 + k with k >= 0, then back.
+    """
+    k = sp.Symbol("k", nonnegative=True)
+    at_balance = eta1_max(lengths).subs(p, balanced_p(lengths))
+    return sp.simplify(sp.simplify(at_balance.subs(d, k + 2)).subs(k, d - 2))
+
+
+@derivation
+def shifted_second_length_moment(lengths: str = "positive") -> sp.Expr:
     """B_2 = E[1{n>=1} (n - 1)^2], used in the bound inf_beta R(alpha, beta) <= floor + 2 B_2 / u^2."""
     pmf, _ = length_pmf(lengths)
     return sp.simplify(_first_branch(sp.summation(pmf * (n_ - 1) ** 2, (n_, 1, sp.oo))))
 
 
-@lru_cache(maxsize=None)
-def risk_floor(lengths: str = "positive"):
+@derivation
+def risk_floor(lengths: str = "positive") -> sp.Expr:
     """Irreducible squared risk: the empty string (variant) has f = 0 and y = -1, costing P(n=0)/2."""
     return prob_empty(lengths) / 2
 
 
-@lru_cache(maxsize=None)
-def u_min(lengths: str = "positive"):
+@derivation
+def u_min(lengths: str = "positive") -> sp.Expr:
     """u_min(epsilon) = 2 sqrt(B_2 / epsilon): a gap u = exp(alpha_a - alpha_b) >= u_min gives
     inf_beta R <= floor + epsilon / 2.
 
@@ -301,8 +335,8 @@ def u_min(lengths: str = "positive"):
     return 2 * sp.sqrt(shifted_second_length_moment(lengths) / eps)
 
 
-@lru_cache(maxsize=None)
-def eta2_min(lengths: str = "positive"):
+@derivation
+def eta2_min(lengths: str = "positive") -> sp.Expr:
     """eta_2 >= max(log u_min(epsilon), 0) / kappa(eta_1) makes the phase-2 gap at least u_min.
 
     The gap u = exp(alpha_a - alpha_b) is at least 1 after phase 2 (kappa > 0), so u_min <= 1 needs no
@@ -315,12 +349,13 @@ def eta2_min(lengths: str = "positive"):
 # phase 3: fixed attention, output gradient descent on a quadratic
 
 
-def attention_share_on_marked():
+def attention_share_on_marked() -> sp.Expr:
     """g(n, c; u) = c u / (c u + n - c): the attention mass on a when alpha_a - alpha_b = log u."""
     return c_ * u / (c_ * u + n_ - c_)
 
 
-def phase3_series(lengths: str = "positive"):
+@derivation
+def phase3_series(lengths: str = "positive") -> tuple[sp.ImmutableMatrix, sp.ImmutableMatrix]:
     """The phase-3 population quantities as explicit double series (SymPy ``Sum`` objects).
 
     With phi = (g, 1 - g), the reduced risk is R = E[(phi . beta - y)^2]/2 and its gradient is
@@ -329,32 +364,26 @@ def phase3_series(lengths: str = "positive"):
     closed form in general; numerics/series.py evaluates them with a truncation bound.
     """
     pmf, _ = length_pmf(lengths)
-    weight = pmf * sp.binomial(n_, c_) * PI**c_ * (1 - PI) ** (n_ - c_)
+    weight = pmf * sp.binomial(n_, c_) * (d - 1) ** (n_ - c_) / d**n_  # P(n) P(c | n), c | n ~ Bin(n, 1/d)
     g = attention_share_on_marked()
-    y = sp.Piecewise((-1, sp.Eq(c_, 0)), (1, True))
+    h = (n_ - c_) / (c_ * u + n_ - c_)  # 1 - g, the attention mass on the unmarked symbols
+    y = 2 * sp.sign(c_) - 1  # the label: +1 iff c >= 1 (c is a nonnegative integer)
 
-    def E(expr):
+    def E(expr: sp.Expr) -> sp.Sum:  # noqa: N802 - the expectation operator
         return sp.Sum(sp.Sum(weight * expr, (c_, 0, n_)), (n_, 1, sp.oo))
 
-    M = sp.Matrix([[E(g**2), E(g * (1 - g))], [E(g * (1 - g)), E((1 - g) ** 2)]])
-    m = sp.Matrix([E(y * g), E(y * (1 - g))])
+    M = sp.ImmutableMatrix([[E(g**2), E(g * h)], [E(g * h), E(h**2)]])
+    m = sp.ImmutableMatrix([E(g), E(y * h)])  # y g = g because g = 0 when c = 0
     return M, m
 
 
-def phase3_series_display(lengths: str = "positive"):
-    """[(lhs, LaTeX)] of the five distinct entries of M and m as SymPy writes the double series."""
-    M, m = phase3_series(lengths)
-    entries = [("M_{11}", M[0, 0]), ("M_{12} = M_{21}", M[0, 1]), ("M_{22}", M[1, 1]), ("m_1", m[0]), ("m_2", m[1])]
-    return [(lhs, sp.latex(e)) for lhs, e in entries]
-
-
-def phase3_symbols():
+def phase3_symbols() -> tuple[sp.MatrixSymbol, sp.MatrixSymbol, sp.MatrixSymbol, sp.MatrixSymbol]:
     """The matrix symbols (M, m, D, beta_0) of the phase-3 closed forms."""
     return (sp.MatrixSymbol("M", 2, 2), sp.MatrixSymbol("m", 2, 1), sp.MatrixSymbol("D", 2, 2),
             sp.MatrixSymbol("beta_0", 2, 1))
 
 
-def phase3_closed_form(T=sp.Symbol("T", integer=True, nonnegative=True)):
+def phase3_closed_form(T: sp.Expr = sp.Symbol("T", integer=True, nonnegative=True)) -> sp.MatrixExpr:
     """beta_T = beta* + (I - eta_3 D M)^T (beta_0 - beta*), beta* = M^{-1} m (when M is invertible).
 
     beta_0 = beta^(1) (phase 3 starts from the phase-1 output weights), D = diag(1, 1/(d-1)).
@@ -364,7 +393,7 @@ def phase3_closed_form(T=sp.Symbol("T", integer=True, nonnegative=True)):
     return bstar + sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
 
 
-def phase3_gradient(T=sp.Symbol("T", integer=True, nonnegative=True)):
+def phase3_gradient(T: sp.Expr = sp.Symbol("T", integer=True, nonnegative=True)) -> sp.MatrixExpr:
     """Per-coordinate output gradient after t = T phase-3 steps: D (M beta_T - m) = D M (I - eta_3 D M)^T (beta_0 - beta*).
 
     At T = 0 it is the output gradient at (alpha^(2), beta^(1)), the start of phase 3.
@@ -372,92 +401,3 @@ def phase3_gradient(T=sp.Symbol("T", integer=True, nonnegative=True)):
     Ms, ms, Ds, b0 = phase3_symbols()
     bstar = Ms.I * ms
     return Ds * Ms * sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
-
-
-def phase3_display():
-    """[(title, LaTeX)] of the phase-3 matrix closed forms, for the docs and the LaTeX export."""
-    T = sp.Symbol("T", integer=True, nonnegative=True)
-    return [
-        ("Phase 3: output weights after T steps", r"\beta^{(2+T)} = " + sp.latex(phase3_closed_form(T))),
-        ("Phase 3: per-coordinate output gradient after T steps", r"\nabla_{\beta} R(\alpha^{(2)}, \beta^{(2+T)}) = "
-         + sp.latex(phase3_gradient(T))),
-    ]
-
-
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Derivation:
-    """A named derived expression for the docs and LaTeX export."""
-
-    key: str
-    title: str
-    lhs: str  # LaTeX of the left-hand side
-    expr: object
-    note: str = ""
-    display: str = ""  # LaTeX shown instead of the expanded expr (expr is still what gets evaluated)
-
-
-def all_derivations(lengths: str = "positive") -> list[Derivation]:
-    """Every derived expression, in the order the docs present them."""
-    check_variant(lengths)
-    zg = zero_init_gradients(lengths)
-    zgl = zero_init_gradients(lengths, "logistic")
-    b1a, b1b = phase1_beta(lengths)
-    g2a, g2b = phase2_attention_gradient(lengths)
-    a2a, a2b = phase2_alpha(lengths)
-    A_diag, A_all, bq_a, bq_b = uniform_attention_quadratic(lengths)
-    pb = balanced_p(lengths)
-    out = [
-        Derivation("prob_negative", "Probability of the negative class", r"P(y=-1)", prob_no_marked(lengths),
-                   "Summed over the geometric length law."),
-        Derivation("balanced_p", "Balancing geometric parameter", r"p^\star", pb,
-                   "Unique root in (0, 1] of P(y=+1) = 1/2."),
-    ]
-    for s in (1, 2, 3):
-        out.append(Derivation(f"L{s}", f"Inverse length moment L_{s}", rf"L_{s} = \mathbb{{E}}[\mathbf 1\{{n\ge1\}}\, n^{{-{s}}}]",
-                              inverse_length_moment(s, lengths)))
-    for k in (1, 2, 3):
-        out.append(Derivation(f"r{k}", f"Moment of the share r = c/n, order {k}", rf"\mathbb{{E}}[r^{k}]",
-                              ratio_moment(k, lengths)))
-    out += [
-        Derivation("risk_zero", "Risk at zero initialisation (squared loss)", r"R(0,0)",
-                   uniform_attention_risk(lengths).subs({beta_a: 0, beta_b: 0})),
-        Derivation("grad_beta_a_0", "Output gradient at zero, marked coordinate", r"\partial_{\beta_a} R(0,0)", zg["grad_beta_a"]),
-        Derivation("grad_beta_b_0", "Output gradient at zero, each unmarked coordinate", r"\partial_{\beta_b} R(0,0)", zg["grad_beta_b"]),
-        Derivation("grad_alpha_0", "Attention gradient at beta = 0 (any alpha)", r"\nabla_{\alpha} R(\alpha,0)", sp.Integer(0),
-                   "df/dalpha_k = w_k (beta_k - f) vanishes when beta = 0: attention cannot move first."),
-        Derivation("grad_beta_a_0_log", "Logistic variant: output gradient at zero, marked coordinate",
-                   r"\partial_{\beta_a} R_{\log}(0,0)", zgl["grad_beta_a"]),
-        Derivation("grad_beta_b_0_log", "Logistic variant: output gradient at zero, unmarked coordinate",
-                   r"\partial_{\beta_b} R_{\log}(0,0)", zgl["grad_beta_b"]),
-        Derivation("beta1_a", "Phase 1: output weight on a", r"\beta^{(1)}_a", b1a),
-        Derivation("beta1_b", "Phase 1: output weight on each unmarked symbol", r"\beta^{(1)}_b", b1b),
-        Derivation("grad_alpha_a_1", "Phase 2: attention gradient at (0, beta^(1)), marked coordinate",
-                   r"\partial_{\alpha_a} R(0,\beta^{(1)})", g2a),
-        Derivation("grad_alpha_b_1", "Phase 2: attention gradient at (0, beta^(1)), unmarked coordinate",
-                   r"\partial_{\alpha_b} R(0,\beta^{(1)})", g2b),
-        Derivation("alpha2_a", "Phase 2: attention weight on a", r"\alpha^{(2)}_a", a2a),
-        Derivation("alpha2_b", "Phase 2: attention weight on each unmarked symbol", r"\alpha^{(2)}_b", a2b),
-        Derivation("kappa", "Phase 2: attention gap per unit eta_2", r"\kappa(\eta_1) = (\alpha^{(2)}_a-\alpha^{(2)}_b)/\eta_2",
-                   attention_gap_rate(lengths)),
-        Derivation("kappa_balanced", "Phase 2 gap rate at the balancing p", r"\kappa(\eta_1)\big|_{p=p^\star}",
-                   sp.simplify(attention_gap_rate(lengths).subs(p, pb))),
-        Derivation("A_diag", "Uniform attention quadratic: A = a_I I + a_1 11^T, a_I", r"a_I", A_diag),
-        Derivation("A_all", "Uniform attention quadratic: a_1", r"a_{\mathbf 1}", A_all),
-        Derivation("b_a", "Uniform attention quadratic: b_a = E[y w_a]", r"b_a", bq_a),
-        Derivation("b_b", "Uniform attention quadratic: b_b = E[y w_k], k unmarked", r"b_b", bq_b),
-        Derivation("c_general", "Output-only floor c(d, p) = inf_beta R(0, beta)", r"c(d,p)",
-                   uniform_attention_min_risk(lengths, balanced=False)),
-        Derivation("c_balanced", "Output-only floor at the balancing p", r"c(d)", uniform_attention_min_risk(lengths)),
-        Derivation("B2", "Shifted second length moment", r"B_2=\mathbb{E}[\mathbf 1\{n\ge1\}(n-1)^2]",
-                   shifted_second_length_moment(lengths)),
-        Derivation("floor", "Irreducible risk (empty string, f = 0)", r"R_{\mathrm{floor}}", risk_floor(lengths)),
-        Derivation("u_min", "Attention gap sufficient for inf_beta R <= floor + epsilon/2", r"u_{\min}(\epsilon)",
-                   u_min(lengths)),
-        Derivation("eta2_min", "Phase-2 step size sufficient for that gap", r"\eta_2^{\min}(\epsilon,\eta_1)", eta2_min(lengths),
-                   "With u_min and kappa as above; any larger eta_2 gives a larger gap.",
-                   display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
-    ]
-    return out

@@ -1,0 +1,177 @@
+"""Disk cache of the SymPy derivations, so that a start does not re-derive them.
+
+A derivation function of ``theory.symbolic`` decorated with :func:`derivation` is memoised in memory
+and on disk.  The disk file is named after a key made of
+
+* the package version, the SymPy version and the SymPy ground types in use, and
+* a SHA-256 of the source of the module that defines the derivations (``theory/symbolic.py``), so any
+  edit of the derivation code selects a new file and the forms are derived afresh;
+
+inside the file each entry is keyed by the function name and its arguments (length variant, loss,
+order, ...), with defaults filled in, so ``f()`` and ``f("positive")`` share an entry.
+
+Location: ``$OCC_CACHE_DIR`` if set, else the user cache directory (``$XDG_CACHE_HOME`` or
+``~/.cache``) under ``occurrence-companion``.  ``OCC_NO_CACHE=1`` disables the disk layer (the
+in-memory memo stays).  Writes are atomic (temporary file in the same directory, then rename), and
+merge with entries another process wrote meanwhile.  A file that cannot be read or unpickled, or whose
+recorded key differs from the expected one, is ignored and rewritten.  The values are pickles: the
+cache directory must be writable only by its user, as for any pickle cache.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMAT = 1
+"""Version of the on-disk layout; part of the key."""
+
+APP_NAME = "occurrence-companion"
+
+_MISSING = object()
+_registry: list[Callable[..., Any]] = []
+_files: dict[Path, tuple[tuple, dict]] = {}  # path -> (key, entries) loaded from or written to it in this process
+_depth = 0  # nesting of derivation calls: the file is written when the outermost one returns
+_dirty: set[Path] = set()
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when ``OCC_NO_CACHE`` is set to a non-empty value other than 0."""
+    if os.environ.get("OCC_NO_CACHE", "") not in ("", "0"):
+        return None
+    if os.environ.get("OCC_CACHE_DIR"):
+        return Path(os.environ["OCC_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / APP_NAME
+
+
+def package_version() -> str:
+    """The installed version of occurrence-companion ("unknown" when it is run from an uninstalled checkout)."""
+    try:
+        return importlib.metadata.version(APP_NAME)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def source_hash(module_name: str) -> str:
+    """SHA-256 of the source file of a module (the derivation code), as hex."""
+    path = inspect.getsourcefile(sys.modules[module_name])
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def cache_key(module_name: str) -> tuple[tuple[str, str], ...]:
+    """Everything the cached forms depend on besides the function arguments, as (name, value) pairs."""
+    import sympy
+    from sympy.external.gmpy import GROUND_TYPES
+
+    return (("format", str(FORMAT)), ("package", package_version()), ("sympy", sympy.__version__),
+            ("ground_types", GROUND_TYPES), ("module", module_name), ("source_sha256", source_hash(module_name)))
+
+
+def cache_file(module_name: str) -> Path | None:
+    """The file holding the cached derivations of ``module_name`` under the current key (None: no disk cache)."""
+    base = cache_dir()
+    if base is None:
+        return None
+    digest = hashlib.sha256(repr(cache_key(module_name)).encode()).hexdigest()[:24]
+    return base / f"derivations-{module_name.rsplit('.', 1)[-1]}-{digest}.pickle"
+
+
+def _read(path: Path, key) -> dict:
+    """Entries stored in ``path`` under ``key``; {} when absent, unreadable, corrupt or of another key."""
+    try:
+        with open(path, "rb") as fh:
+            payload = pickle.load(fh)
+    except Exception:  # noqa: BLE001 - any unreadable or corrupt file is ignored and rebuilt
+        return {}
+    if not isinstance(payload, dict) or payload.get("key") != key or not isinstance(payload.get("entries"), dict):
+        return {}
+    return payload["entries"]
+
+
+def _write(path: Path, key, entries: dict) -> None:
+    """Merge ``entries`` with the file's current ones and replace it atomically; failures are ignored."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        merged = {**_read(path, key), **entries}
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump({"key": key, "entries": merged}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:  # read-only or full disk: the cache is an optimisation only
+        return
+
+
+def _entries(path: Path, key) -> dict:
+    if path not in _files or _files[path][0] != key:
+        _files[path] = (key, dict(_read(path, key)))
+    return _files[path][1]
+
+
+def derivation(fn: F) -> F:
+    """Memoise a derivation in memory and in the disk cache (arguments must be hashable and picklable).
+
+    The wrapped function gains ``cache_clear()``, which forgets the in-memory memo only.
+    """
+    sig = inspect.signature(fn)
+    memo: dict = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        global _depth
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        args_key = tuple(bound.arguments.items())
+        if args_key in memo:
+            return memo[args_key]
+        path = cache_file(fn.__module__)
+        entry = (fn.__qualname__, args_key)
+        value = _MISSING
+        if path is not None:
+            key = cache_key(fn.__module__)
+            value = _entries(path, key).get(entry, _MISSING)
+        if value is _MISSING:
+            _depth += 1
+            try:
+                value = fn(*args, **kwargs)
+            finally:
+                _depth -= 1
+            if path is not None:
+                _entries(path, key)[entry] = value
+                _dirty.add(path)
+                if _depth == 0:
+                    _flush()
+        memo[args_key] = value
+        return value
+
+    wrapper.cache_clear = memo.clear  # type: ignore[attr-defined]
+    _registry.append(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+def _flush() -> None:
+    for path in sorted(_dirty):
+        _write(path, *_files[path])
+    _dirty.clear()
+
+
+def clear_memory() -> None:
+    """Forget every in-memory memo and loaded file (the disk files stay): the next calls read the disk."""
+    for fn in _registry:
+        fn.cache_clear()
+    _files.clear()
+    _dirty.clear()

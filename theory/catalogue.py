@@ -1,0 +1,190 @@
+"""The presentation catalogue: every derived expression with its key, title, note and display form.
+
+``theory.symbolic`` derives; this module only names and presents.  docs/derivations.md, the LaTeX
+export, ``values`` and ``ClosedForms.value(key)`` all read :func:`all_derivations`.
+
+Fields of a :class:`Derivation`:
+
+* ``key``: the name used by ``ClosedForms.value``, ``latex --only`` and the claims table;
+* ``title`` and ``note``: plain text (no TeX, no Markdown markup), so they render unchanged in
+  Markdown, in LaTeX text mode and in a terminal;
+* ``lhs``: LaTeX of the left-hand side;
+* ``expr``: the derived SymPy expression (what gets evaluated);
+* ``display``: LaTeX of the right-hand side as a paper would write it, when SymPy's own printing of
+  ``expr`` is not grouped well; then ``form`` is the same grouping as a SymPy expression, and
+  ``tests/test_catalogue.py`` checks symbolically that ``form`` equals ``expr``.
+
+>>> [d.key for d in all_derivations()][:3]
+['prob_negative', 'balanced_p', 'L1']
+>>> entry("eta1_max_balanced").expr
+d
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy as sp
+
+from . import symbolic as sym
+from .validation import SettingError, check_variant
+
+FORBIDDEN_IN_TEXT = set("<>^_\\$&%#{}~|*`")
+"""Characters that titles and notes must not contain (they break Markdown or LaTeX text mode)."""
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A named derived expression for the docs, the LaTeX export and ``values``."""
+
+    key: str
+    title: str  # plain text
+    lhs: str  # LaTeX of the left-hand side
+    expr: sp.Expr
+    note: str = ""  # plain text
+    display: str = ""  # LaTeX shown instead of the printed expr (expr is still what gets evaluated)
+    form: sp.Expr | None = None  # the grouping of ``display`` as SymPy, checked equal to expr
+
+
+@dataclass(frozen=True)
+class Display:
+    """A displayed formula without a value (the phase-3 series and matrix closed forms)."""
+
+    title: str  # plain text
+    lhs: str  # LaTeX
+    tex: str  # LaTeX of the right-hand side
+
+    @property
+    def equation(self) -> str:
+        """``lhs = tex``, the LaTeX of the whole display."""
+        return f"{self.lhs} = {self.tex}"
+
+
+def _floor_forms(lengths: str) -> tuple[sp.Expr, str, sp.Expr, str]:
+    """Grouped forms of c(d, p) and of c(d) at the balancing p, as SymPy and as LaTeX."""
+    d, p = sym.d, sym.p
+    core = 2 * (d - 1) * p / ((d - 1) * p + 1) ** 2 * (1 + (1 - p) / sp.log(p))
+    core_tex = r"\frac{2(d-1)\,p}{\big((d-1)p+1\big)^2}\left(1+\frac{1-p}{\ln p}\right)"
+    if lengths == "positive":
+        bal = (1 - (d - 2) / ((d - 1) * sp.log(d - 1))) / 2
+        return core, core_tex, bal, r"\frac12\left(1-\frac{d-2}{(d-1)\ln(d-1)}\right)"
+    general = p / 2 + (1 - p) * core
+    bal = 1 / (2 * (d + 1)) + (d - 1) / (2 * d) * (1 - d / ((d + 1) * sp.log(d + 1)))
+    return (general, r"\frac p2+(1-p)\," + core_tex, bal,
+            r"\frac{1}{2(d+1)}+\frac{d-1}{2d}\left(1-\frac{d}{(d+1)\ln(d+1)}\right)")
+
+
+def all_derivations(lengths: str = "positive") -> list[Derivation]:
+    """Every derived expression of the length law ``lengths``, in the order the docs present them."""
+    return list(_derivations(check_variant(lengths)))
+
+
+@lru_cache(maxsize=None)
+def _derivations(lengths: str) -> tuple[Derivation, ...]:
+    zg = sym.zero_init_gradients(lengths)
+    zgl = sym.zero_init_gradients(lengths, "logistic")
+    b1a, b1b = sym.phase1_beta(lengths)
+    g2a, g2b = sym.phase2_attention_gradient(lengths)
+    a2a, a2b = sym.phase2_alpha(lengths)
+    a_diag, a_all, bq_a, bq_b = sym.uniform_attention_quadratic(lengths)
+    c_form, c_tex, cb_form, cb_tex = _floor_forms(lengths)
+    variant_note = ("The floor p/2 of the empty string plus (1 - p) times the default-law floor at the same d and p."
+                    if lengths == "nonnegative" else "")
+    out = [
+        Derivation("prob_negative", "Probability of the negative class", r"P(y=-1)", sym.prob_no_marked(lengths),
+                   "Summed over the geometric length law."),
+        Derivation("balanced_p", "Balancing geometric parameter", r"p^\star", sym.balanced_p(lengths),
+                   "Unique root in (0, 1] of P(y = +1) = 1/2."),
+    ]
+    for s in (1, 2, 3):
+        out.append(Derivation(f"L{s}", f"Inverse length moment of order {s}",
+                              rf"L_{s} = \mathbb{{E}}[\mathbf 1\{{n\ge1\}}\, n^{{-{s}}}]",
+                              sym.inverse_length_moment(s, lengths)))
+    for k in (1, 2, 3):
+        out.append(Derivation(f"r{k}", f"Moment of order {k} of the share r = c/n", rf"\mathbb{{E}}[r^{k}]",
+                              sym.ratio_moment(k, lengths)))
+    out += [
+        Derivation("risk_zero", "Risk at zero initialisation (squared loss)", r"R(0,0)", sym.zero_init_risk(lengths)),
+        Derivation("grad_beta_a_0", "Output gradient at zero, marked coordinate", r"\partial_{\beta_a} R(0,0)",
+                   zg["grad_beta_a"]),
+        Derivation("grad_beta_b_0", "Output gradient at zero, each unmarked coordinate", r"\partial_{\beta_b} R(0,0)",
+                   zg["grad_beta_b"]),
+        Derivation("grad_alpha_0", "Attention gradient at zero output weights (any attention)",
+                   r"\nabla_{\alpha} R(\alpha,0)", sp.Integer(0),
+                   ("The derivative of f in an attention weight is the attention on that symbol times its output weight "
+                    "minus f, which vanishes when all output weights are 0: attention cannot move first.")),
+        Derivation("grad_beta_a_0_log", "Logistic variant: output gradient at zero, marked coordinate",
+                   r"\partial_{\beta_a} R_{\log}(0,0)", zgl["grad_beta_a"]),
+        Derivation("grad_beta_b_0_log", "Logistic variant: output gradient at zero, unmarked coordinate",
+                   r"\partial_{\beta_b} R_{\log}(0,0)", zgl["grad_beta_b"]),
+        Derivation("beta1_a", "Phase 1: output weight on a", r"\beta^{(1)}_a", b1a),
+        Derivation("beta1_b", "Phase 1: output weight on each unmarked symbol", r"\beta^{(1)}_b", b1b),
+        Derivation("eta1_max", "Largest admissible phase-1 step size", r"\eta_1^{\max}", sym.eta1_max(lengths),
+                   "Below it both phase-1 output weights stay under 1, so the attention step raises the weight on a."),
+        Derivation("eta1_max_balanced", "Largest admissible phase-1 step size at the balancing p",
+                   r"\eta_1^{\max}\big|_{p=p^\star}", sym.eta1_max_balanced(lengths)),
+        Derivation("grad_alpha_a_1", "Phase 2: attention gradient after phase 1, marked coordinate",
+                   r"\partial_{\alpha_a} R(0,\beta^{(1)})", g2a),
+        Derivation("grad_alpha_b_1", "Phase 2: attention gradient after phase 1, unmarked coordinate",
+                   r"\partial_{\alpha_b} R(0,\beta^{(1)})", g2b),
+        Derivation("alpha2_a", "Phase 2: attention weight on a", r"\alpha^{(2)}_a", a2a),
+        Derivation("alpha2_b", "Phase 2: attention weight on each unmarked symbol", r"\alpha^{(2)}_b", a2b),
+        Derivation("kappa", "Phase 2: attention gap per unit of the phase-2 step size",
+                   r"\kappa(\eta_1) = (\alpha^{(2)}_a-\alpha^{(2)}_b)/\eta_2", sym.attention_gap_rate(lengths)),
+        Derivation("kappa_balanced", "Phase 2: gap rate at the balancing p", r"\kappa(\eta_1)\big|_{p=p^\star}",
+                   sym.attention_gap_rate_balanced(lengths)),
+        Derivation("A_diag", "Uniform-attention quadratic: coefficient of the identity",
+                   r"a_I", a_diag, ("R(0, beta) = beta.A beta/2 - b.beta + 1/2, where the matrix A is this coefficient times the identity "
+                    "plus the next one times the all-ones matrix.")),
+        Derivation("A_all", "Uniform-attention quadratic: coefficient of the all-ones matrix", r"a_{\mathbf 1}", a_all),
+        Derivation("b_a", "Uniform-attention quadratic: linear coefficient on a", r"b_a = \mathbb{E}[y\, w_a]", bq_a),
+        Derivation("b_b", "Uniform-attention quadratic: linear coefficient on each unmarked symbol",
+                   r"b_b = \mathbb{E}[y\, w_k]", bq_b),
+        Derivation("c_general", "Output-only floor c(d, p), the infimum over all output weights of R(0, beta)",
+                   r"c(d,p)", sym.uniform_attention_min_risk(lengths, balanced=False), variant_note,
+                   display=c_tex, form=c_form),
+        Derivation("c_balanced", "Output-only floor at the balancing p", r"c(d)", sym.uniform_attention_min_risk(lengths),
+                   display=cb_tex, form=cb_form),
+        Derivation("B2", "Shifted second length moment", r"B_2=\mathbb{E}[\mathbf 1\{n\ge1\}(n-1)^2]",
+                   sym.shifted_second_length_moment(lengths)),
+        Derivation("floor", "Irreducible risk (empty string, f = 0)", r"R_{\mathrm{floor}}", sym.risk_floor(lengths)),
+        Derivation("u_min", "Attention ratio sufficient for an infimum over beta of R at most floor + epsilon/2",
+                   r"u_{\min}(\epsilon)", sym.u_min(lengths),
+                   "u, the exponential of the attention gap, is the ratio of the attention on a to that on an unmarked symbol."),
+        Derivation("eta2_min", "Phase-2 step size sufficient for that ratio", r"\eta_2^{\min}(\epsilon,\eta_1)",
+                   sym.eta2_min(lengths), "With the ratio and the gap rate kappa above; any larger phase-2 step gives a larger gap.",
+                   display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
+    ]
+    return tuple(out)
+
+
+def entry(key: str, lengths: str = "positive") -> Derivation:
+    """The catalogue entry ``key``; a SettingError names the known keys otherwise."""
+    ders = _derivations(check_variant(lengths))
+    for der in ders:
+        if der.key == key:
+            return der
+    raise SettingError(f"unknown closed form {key!r}; known: {sorted(d.key for d in ders)}")
+
+
+def phase3_series_display(lengths: str = "positive") -> list[Display]:
+    """The five distinct entries of M = E[phi phi'] and m = E[y phi] as SymPy writes the double series."""
+    M, m = sym.phase3_series(lengths)
+    entries = [
+        ("Phase 3: curvature on the marked coordinate", "M_{11}", M[0, 0]),
+        ("Phase 3: cross curvature", "M_{12} = M_{21}", M[0, 1]),
+        ("Phase 3: curvature on the unmarked coordinates", "M_{22}", M[1, 1]),
+        ("Phase 3: label correlation of the attention on a", "m_1", m[0]),
+        ("Phase 3: label correlation of the attention on the unmarked symbols", "m_2", m[1]),
+    ]
+    return [Display(title, lhs, sp.latex(e, ln_notation=True)) for title, lhs, e in entries]
+
+
+def phase3_display() -> list[Display]:
+    """The phase-3 matrix closed forms (output weights and gradient after T steps)."""
+    T = sp.Symbol("T", integer=True, nonnegative=True)
+    return [
+        Display("Phase 3: output weights after T steps", r"\beta^{(2+T)}", sp.latex(sym.phase3_closed_form(T))),
+        Display("Phase 3: per-coordinate output gradient after T steps", r"\nabla_{\beta} R(\alpha^{(2)}, \beta^{(2+T)})",
+                sp.latex(sym.phase3_gradient(T))),
+    ]
