@@ -205,26 +205,24 @@ def _float_weights(counts, p, lo, probs, L):
     return Ps * nbinom.pmf(counts[:, L], s + 1, 1 - xL)
 
 
-def _exact_weights(counts, ctx, p, lo, d, sizes, L):
-    """Weights as context numbers: exact rational row starts, then w(r+1) = w(r) (n+1)/(r+1) (1-p) pi_L
-    along each row (ball arithmetic in arb, so every weight is an enclosure)."""
+def _exact_weights(counts, rows, ctx, p, lo, d, sizes, L):
+    """Weights as context numbers: an exact rational start per row, then w(r+1) = w(r) (1-p) pi_L n / r
+    along the row (n = s + r; ball arithmetic in arb, so every weight is an enclosure)."""
     pq = Fraction(p)
     pis = [Fraction(sz, d) for sz in sizes]
     step = ctx.number((1 - pq) * pis[L])
     out = np.empty(len(counts), dtype=object)
-    prev_key, w = None, None
-    for i, row in enumerate(counts.tolist()):
-        r = row[L]
-        key = tuple(row[:L] + row[L + 1:])
-        n = sum(row)
-        if key != prev_key:
-            exact = pq * (1 - pq) ** (n - lo) * math.factorial(n)
-            for k, c in enumerate(row):
-                exact = exact * pis[k] ** c / math.factorial(c)
-            w, prev_key = ctx.number(exact), key
-        else:
-            w = w * step * n / r
-        out[i] = w
+    bounds = np.flatnonzero(np.diff(rows, prepend=-1, append=len(rows) + 1))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        first = counts[a].tolist()
+        n = sum(first)
+        exact = pq * (1 - pq) ** (n - lo) * math.factorial(n)
+        for k, c in enumerate(first):
+            exact = exact * pis[k] ** c / math.factorial(c)
+        w = out[a] = ctx.number(exact)
+        r0 = first[L]
+        for i, r in enumerate(range(r0 + 1, r0 + b - a), start=a + 1):
+            w = out[i] = w * step * (n + r - r0) / r
     return out
 
 
@@ -237,7 +235,7 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
     comps, R = _rows(float(p), lo, probs, L, tol, max_terms)
     if int((R + 1).sum()) > max_terms:
         raise SettingError(_too_many(max_terms, K))
-    counts, _ = _term_counts(comps, R, L, K, lo)
+    counts, rows = _term_counts(comps, R, L, K, lo)
     ctx = _make_context(ctx_key, guard=True)
     with ctx:
         empty = ctx.number(Fraction(p) if lo == 0 else 0)
@@ -245,7 +243,7 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
             weights = _float_weights(counts, float(p), lo, probs, L)
             omitted = max(1.0 - math.fsum(weights.tolist()) - float(empty), 0.0)
         else:
-            weights = _exact_weights(counts, ctx, p, lo, d, sizes, L)
+            weights = _exact_weights(counts, rows, ctx, p, lo, d, sizes, L)
             omitted = 1 - (weights.sum() + empty)
     labels = np.where(counts[:, 0] > 0, 1.0, -1.0)
     E = _Enumeration(counts, weights, labels, empty, omitted)
