@@ -102,7 +102,7 @@ class QuadraticMoments:
 
 def _length_law(setting: Setting) -> tuple[Fraction | float, int]:
     """(p, lo): n ~ Geometric(p) on {lo, lo + 1, ...}; the one place this module reads the length law."""
-    return setting.p_value, (1 if setting.lengths == "positive" else 0)
+    return setting.law.p, setting.law.start
 
 
 @dataclass

@@ -210,9 +210,10 @@ class Trainer:
         aa, ab, ba, bb = state
         if phase.steps == 0:
             return state
-        M, m, moment_bound = self.evaluator.phase3_moments(aa - ab)
-        M = np.array([[float(x) for x in row] for row in M])
-        m = np.array([float(x) for x in m])
+        moments = self.evaluator.quadratic_moments(aa, ab)
+        M = np.array([[float(x) for x in row] for row in moments.M])
+        m = np.array([float(x) for x in moments.m])
+        moment_bound = moments.bound
         D = np.array([1.0, 1.0 / (self.d - 1)])
         beta = np.array([ba, bb])
         for t in range(1, phase.steps + 1):
