@@ -36,6 +36,7 @@ from theory.validation import SettingError, check_epsilon
 
 STATUSES = ("PASS", "FAIL", "PENDING", "SKIP")
 DEFAULT_PREC_BITS = 128
+ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
 _SYMBOLS = {"eta_1": S.eta1, "eta_2": S.eta2, "eta_3": S.eta3, "epsilon": S.eps, "u": S.u,
             "beta_a": S.beta_a, "beta_b": S.beta_b}
@@ -294,13 +295,15 @@ class Plan:
 
 
 def choose_plan(setting: Setting, cf: ArbClosedForms, epsilon: Fraction, steps: int, evaluator=None) -> Plan:
-    """eta_1 = eta1_max / 2, eta_2 = the double just above the eta2_min ball, eta_3 = 1, T = the float T_min;
-    then the four plans are run in float by numerics.training (exact population gradients, float)."""
+    """eta_1 = eta1_max / 2, eta_2 = the top of the eta2_min ball times (1 + ETA2_MARGIN), eta_3 = 1,
+    T = the float T_min; then the four plans are run in float by numerics.training (exact population
+    gradients, float).  The margin absorbs the rounding of the float attention step, so that the gap
+    reached, alpha_a - alpha_b, still certifiably exceeds log u_min (checked in certify_series_items)."""
     from numerics.series import SeriesEvaluator
     from numerics.training import Trainer, three_phase_regime
 
     eta_1 = float(cf.eta1_max().mid()) / 2
-    eta_2 = _float_upper(cf.eta2_min(epsilon, eta_1))
+    eta_2 = _float_upper(cf.eta2_min(epsilon, eta_1) * (1 + arb(ETA2_MARGIN)))
     ev = evaluator or SeriesEvaluator(setting)
     reg = three_phase_regime(setting, float(epsilon), eta_1, eta_2=eta_2, eta_3=1.0, evaluator=ev)
     if reg.T_min is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 import sympy as sp
 from flint import arb, ctx, fmpq
@@ -192,6 +193,7 @@ def _with_x(expr):
 # the claims
 
 
+@lru_cache(maxsize=None)
 def prove_balancing_p(p_expr=None) -> ProofResult:
     """P(y = +1) = 1/2 at p = p_expr (default the derived 1/(d-1)), and p in (0, 1), for all real d > 2."""
     p_expr = S.balanced_p() if p_expr is None else sp.sympify(p_expr)
@@ -204,6 +206,7 @@ def prove_balancing_p(p_expr=None) -> ProofResult:
                    gap == 0 and in_range, steps)
 
 
+@lru_cache(maxsize=None)
 def prove_phase1_signs(p_expr=None) -> ProofResult:
     """dR/dbeta_a(0) < 0 < dR/dbeta_b(0) at p = p_expr, hence beta1_a > 0 > beta1_b and eta1_max = d."""
     p_expr = S.balanced_p() if p_expr is None else sp.sympify(p_expr)
@@ -225,6 +228,7 @@ def prove_phase1_signs(p_expr=None) -> ProofResult:
                    "phase-1 gradient signs (-, +), beta1 = (+, -), eta1_max = d", ok, steps)
 
 
+@lru_cache(maxsize=None)
 def prove_output_floor_positive(c_expr=None) -> ProofResult:
     """c(d) > 0 for all real d > 2 (default: the derived balanced floor c(d))."""
     c_expr = S.uniform_attention_min_risk() if c_expr is None else sp.sympify(c_expr)
@@ -275,6 +279,7 @@ def _phase2_gradient_steps(kappa_expr) -> tuple[bool, list[str]]:
     return ok, [f"phase-2 gradients = (-(d-1)/d, 1/d) * kappa identically: {'shown' if ok else 'not shown'}"]
 
 
+@lru_cache(maxsize=None)
 def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> ProofResult:
     """kappa(eta_1) > 0 on 0 < eta_1 <= range_factor * d (eta1_max = d), all real d > 2, via Li_2(z) >= z."""
     kappa_expr = S.attention_gap_rate() if kappa_expr is None else sp.sympify(kappa_expr)
@@ -300,6 +305,7 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> Pro
                    ok0 and okd and okg, steps)
 
 
+@lru_cache(maxsize=None)
 def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 10) -> ProofResult:
     """Same claim as the symbolic proof, endpoint eta_1 = range_factor * d by a second method:
     arb branch and bound over real d in [3, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity."""
@@ -324,6 +330,7 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 1
                    "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {range_factor} eta1_max", ok0 and okd, steps)
 
 
+@lru_cache(maxsize=None)
 def prove_regime_positive(eps_max=12) -> ProofResult:
     """eta1_max = d > 0; u_min(epsilon) > 1 for every epsilon < eps_max (so log u_min > 0 and
     eta2_min = log u_min / kappa > 0, kappa > 0 by ``prove_kappa_positive_symbolic``), for all d >= 3."""
@@ -340,6 +347,7 @@ def prove_regime_positive(eps_max=12) -> ProofResult:
                    ok_b2 and kappa.passed and e1.passed, steps)
 
 
+@lru_cache(maxsize=None)
 def prove_attention_only(loss: str = "squared") -> ProofResult:
     """At beta = 0, f = 0 on every string for every alpha and d, so grad_alpha = 0, beta never moves
     under attention steps, and R(alpha, 0) = E[loss(0, y)], which is 1/2 for the squared loss."""
