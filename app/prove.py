@@ -93,10 +93,30 @@ def _version() -> str:
         return "unknown"
 
 
+def run_all_d(doc_path: str | None) -> int:
+    """The all-d proofs and their mutation controls: one line each; optionally write docs/proofs.md.
+    Returns the number of failures (a proof that FAILs, or a control that does not)."""
+    from theory.proofs import all_proofs, mutation_controls, proofs_markdown
+
+    results, controls = all_proofs(), mutation_controls()
+    for r in results:
+        print(f"{'proof':<8} {r.claim:<24} {r.domain:<18} {r.method:<60} {r.status}", flush=True)
+    for name, r in controls:
+        print(f"{'control':<8} {name:<60} {'FAIL (as it must)' if r.status == 'FAIL' else 'PASSED: broken'}")
+    if doc_path:
+        path = Path(doc_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(proofs_markdown(results, controls))
+        print(f"wrote {path}")
+    return sum(not r.passed for r in results) + sum(r.status != "FAIL" for _, r in controls)
+
+
 def cmd_prove(args) -> int:
     """Validate the flags, certify every claim at every d, print the lines, write certificate.json."""
     from numerics.certify import certify_claims
 
+    if args.proofs_doc is not None and not args.proofs_doc:
+        raise SettingError("--proofs-doc needs a file path")
     ds = parse_ds(args.d)
     eps = parse_epsilon(args.epsilon)
     steps = parse_steps(args.steps)
@@ -121,6 +141,11 @@ def cmd_prove(args) -> int:
         "ball_format": "[mid, rad]: the exact value lies in [mid - rad, mid + rad]",
         "certificates": [c.as_json() for c in certs],
     }
+    if args.all_d or args.proofs_doc:
+        failures = run_all_d(args.proofs_doc)
+        payload["all_d_failures"] = failures
+        counts["FAIL"] += failures
+        payload["all_pass"] = counts["FAIL"] == 0
     write_json_atomic(out / "certificate.json", payload)
     print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['PENDING']} PENDING (not certified), "
           f"{counts['SKIP']} SKIP; wrote {out / 'certificate.json'} in {payload['seconds']['total']:.1f} s")
@@ -136,6 +161,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     pr.add_argument("--steps", default="300", help="steps of the output-only and attention-first plans (default 300)")
     pr.add_argument("--prec-bits", default="128", help="arb working precision in bits (default 128)")
     pr.add_argument("--out", default="results", help="output folder for certificate.json (default results/)")
+    pr.add_argument("--all-d", action="store_true", help="also run the proofs for all d and their mutation controls")
+    pr.add_argument("--proofs-doc", default=None, help="with the all-d proofs, write docs/proofs.md to this path")
     pr.set_defaults(func=cmd_prove)
     return pr
 

@@ -68,3 +68,11 @@ def test_constant_sign_uses_balls_not_floats():
     assert P.constant_sign(sp.Integer(6) - 5 * sp.log(3)) == 1
     assert P.constant_sign(sp.log(2) + sp.log(3) - sp.log(6)) == 0
     assert P.constant_sign(1 - sp.log(10) / sp.log(9)) == -1
+
+
+def test_docs_proofs_md_is_current(proofs, controls):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "proofs.md"
+    assert path.read_text() == P.proofs_markdown(proofs, controls), \
+        "docs/proofs.md is stale: run `python3 -m app.prove --d 3 --all-d --proofs-doc docs/proofs.md`"

@@ -263,6 +263,10 @@ def _kappa_endpoints(kappa_expr, range_factor):
     return ok0, sp.expand(Q.subs(S.eta1, range_factor * (X + 1))), steps
 
 
+def _range_label(range_factor: int) -> str:
+    return "eta1_max" if range_factor == 1 else f"{range_factor} eta1_max"
+
+
 def _split_li2(expr):
     """expr = coeff * Li_2(1 - 1/x) + rest; returns (coeff, rest) or None when Li_2 enters otherwise."""
     li = sp.polylog(2, 1 - 1 / X)
@@ -293,7 +297,7 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> Pro
             coeff, rest = split
             if _sign_on(coeff, X, 1) == 1:
                 lower = sp.factor(sp.together(rest + coeff * (1 - 1 / X)))
-                steps.append(f"Q({range_factor}d) >= {lower} (Li_2 coefficient {coeff} > 0, Li_2(z) >= z)")
+                steps.append(f"Q(eta_1 = {_range_label(range_factor)}) >= {lower} (Li_2 coefficient {coeff} > 0, Li_2(z) >= z)")
                 okd, more = prove_positive(lower, X, 1)
                 steps += more
             else:
@@ -301,7 +305,8 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> Pro
     okg, sg = _phase2_gradient_steps(kappa_expr)
     steps += sg
     return _result("kappa_positive", "symbolic (linearity in eta_1, Li_2 >= z, monotonicity)", "all real d > 2",
-                   f"kappa(eta_1) > 0 for 0 < eta_1 <= {range_factor} eta1_max; phase-2 gradient signs (-, +)",
+                   f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)} (= {range_factor} d); "
+                   "phase-2 gradient signs (-, +)",
                    ok0 and okd and okg, steps)
 
 
@@ -327,7 +332,7 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 1
             steps.append(f"for d >= {D0}: the Li_2 >= 0 bound does not apply")
         okd = ok_box and ok_tail
     return _result("kappa_positive", f"branch and bound on d in [3, {D0}] (arb) + asymptotic bound for d >= {D0}",
-                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {range_factor} eta1_max", ok0 and okd, steps)
+                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)} (= {range_factor} d)", ok0 and okd, steps)
 
 
 @lru_cache(maxsize=None)
@@ -391,3 +396,60 @@ def mutation_controls() -> list[tuple[str, ProofResult]]:
         ("u_min > 1 for every epsilon < 13 (false at d = 3)", prove_regime_positive(13)),
         ("R(0, 0) = 1/2 under the logistic loss (it is log 2)", prove_attention_only("logistic")),
     ]
+
+
+# ----------------------------------------------------------------------------------------------
+# docs/proofs.md
+
+CHECKED_ONLY_AT_GIVEN_D = (
+    ("three_phase", "phase-3 curvature lambda_min(D^1/2 M D^1/2) > 0 and T_min",
+     "needs the phase-3 series M, m (no closed form); certified per d from the arb series by `prove`"),
+    ("three_phase", "the three-phase end point has risk < floor + epsilon",
+     "the plan is run in float; its end point is certified per d with the arb series by `prove`"),
+    ("output_only", "every output-only trajectory point has R(0, beta_t) > c(d)",
+     "per d and per point, from the closed-form quadratic R(0, beta) in arb (exact for alpha = 0)"),
+    ("attention_then_output", "every attention-first trajectory point has R(0, beta_t) > c(d)",
+     "as above (the attention step leaves alpha = 0 exactly)"),
+    ("output_only", "c(d, p) = inf over beta in R^d of R(0, beta)",
+     "a derivation (SymPy's solve of the stationarity equations, convexity and symmetry), not re-proved here"),
+    ("finite_sample", "held-out risk <= epsilon with N = ceil(30 d ln d)",
+     "statistical: estimated by checks/test_finite_sample.py, neither proved nor certified"),
+    ("all", "the nonnegative-length variant and p other than the balancing p",
+     "the all-d proofs here are for the default length law at p = 1/(d-1)"),
+)
+
+
+def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofResult]]) -> str:
+    """docs/proofs.md: which claims are proved for all d (and how), which are only checked at given d."""
+    out = ["# Proofs for all d, and what is only checked at given d", "",
+           "Generated from `theory/proofs.py` (`python3 -m app.prove --proofs-doc docs/proofs.md`); a check "
+           "(`checks/test_proofs_all_d.py`) fails when this file is stale.", "",
+           "Words: *proved* means a proof for every d >= 3 (symbolic, or arb branch and bound plus an "
+           "asymptotic bound proved symbolically); *certified* means an arb ball enclosure at one given d "
+           "(`occ-companion prove`); anything else is an *estimate*.", "",
+           "Trusted ingredients: SymPy's derivations in `theory/symbolic.py` (summation, solve), its exact "
+           "simplification of rational identities, its rule-based sign inference for sums and products of "
+           "positive terms after substituting x = a + t with t > 0, and its limits at points of continuity; "
+           "python-flint's arb enclosures (constant signs and the branch and bound); the series "
+           "Li_2(z) = sum_k z^k/k^2 on [0, 1] as SymPy sums it. Variable: x = d - 1, so x > 1 covers every real d > 2.",
+           "", "## Proved for all d", "",
+           "| claim | method | domain | shown | status |", "|---|---|---|---|---|"]
+    for r in results:
+        out.append(f"| `{r.claim}` | {r.method} | {r.domain} | {r.shown} | {r.status} |")
+    out += ["", "### The steps", ""]
+    for r in results:
+        out.append(f"**`{r.claim}`** ({r.method}): {r.shown}.")
+        out.append("")
+        out += [f"1. `{s}`" if len(s) < 400 else f"1. `{s[:400]}...`" for s in r.steps]
+        out.append("")
+    out += ["## Mutation controls (each must FAIL)", "",
+            "The same procedures on false variants of the claims; a procedure that passed one would prove nothing.", "",
+            "| false variant | method | status |", "|---|---|---|"]
+    for name, r in controls:
+        out.append(f"| {name} | {r.method} | {r.status} |")
+    out += ["", "## Checked only at given d", "",
+            "`occ-companion prove --d 3,5,10,50` certifies these per d (PASS needs an arb ball on the right "
+            "side); they are not proved for all d.", "", "| claim | item | how |", "|---|---|---|"]
+    for key, item, how in CHECKED_ONLY_AT_GIVEN_D:
+        out.append(f"| `{key}` | {item} | {how} |")
+    return "\n".join(out) + "\n"
