@@ -50,24 +50,15 @@ def parse_epsilon(text: str) -> Fraction:
     return eps
 
 
-def parse_steps(text: str) -> int:
+def parse_int(text: str, flag: str, minimum: int) -> int:
+    """An integer flag (--steps, --prec-bits) with a lower bound; the error names the flag."""
     try:
-        steps = int(text)
+        value = int(text)
     except ValueError:
-        raise SettingError(f"--steps must be a non-negative integer, got {text!r}") from None
-    if steps < 0:
-        raise SettingError(f"--steps must be a non-negative integer, got {text!r}")
-    return steps
-
-
-def parse_prec(text: str) -> int:
-    try:
-        prec = int(text)
-    except ValueError:
-        raise SettingError(f"--prec-bits must be an integer >= 53, got {text!r}") from None
-    if prec < 53:
-        raise SettingError(f"--prec-bits must be an integer >= 53, got {text!r}")
-    return prec
+        value = None
+    if value is None or value < minimum:
+        raise SettingError(f"{flag} must be an integer >= {minimum}, got {text!r}")
+    return value
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:
@@ -119,8 +110,8 @@ def cmd_prove(args) -> int:
         raise SettingError("--proofs-doc needs a file path")
     ds = parse_ds(args.d)
     eps = parse_epsilon(args.epsilon)
-    steps = parse_steps(args.steps)
-    prec = parse_prec(args.prec_bits)
+    steps = parse_int(args.steps, "--steps", 0)
+    prec = parse_int(args.prec_bits, "--prec-bits", 53)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SettingError(f"--out must be a folder, {out} is a file")

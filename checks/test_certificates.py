@@ -142,6 +142,20 @@ def test_series_items_pass_with_balls_pending_without_and_fail_when_shifted():
     assert shifted[1].status == "FAIL"
 
 
+def test_series_items_with_the_arb_series_of_this_checkout():
+    """With the arb series context the end point and T_min are certified; without it they stay PENDING."""
+    setting = Setting(3)
+    eps = Fraction(1, 1000)
+    cf = C.ArbClosedForms(setting, PREC)
+    plan = C.choose_plan(setting, cf, eps, steps=5)
+    ev, reason = C.arb_series_evaluator(setting, PREC)
+    items = C.certify_series_items(setting, eps, plan, cf, ev, reason)
+    expected = ["PENDING", "PENDING"] if ev is None else ["PASS", "PASS"]
+    assert [c.status for c in items] == expected, [c.line() for c in items]
+    if ev is not None:
+        assert all(isinstance(c.ball, arb) for c in items)
+
+
 def test_ball_json_encloses_the_ball():
     with ctx.workprec(PREC):
         x = arb(1) / 3
