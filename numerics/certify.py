@@ -403,8 +403,8 @@ def _is_ball(x) -> bool:
     return isinstance(x, arb)
 
 
-def phase3_curvature_lower(ev_arb, d: int, alpha_a, alpha_b, prec_bits: int) -> arb:
-    """Ball of lambda_min(S), S = D^1/2 M D^1/2, from three arb gradient evaluations at alpha^(2).
+def phase3_curvature(ev_arb, d: int, alpha_a, alpha_b, prec_bits: int) -> tuple[arb, arb]:
+    """Balls of (lambda_min, lambda_max) of S = D^1/2 M D^1/2, from three arb gradient evaluations at alpha^(2).
 
     The per-coordinate output gradient at (alpha, beta) is D (M beta - m) (theory.symbolic.phase3_series),
     so M's columns are D^-1 (G(e_j) - G(0)); balls of differences contain the exact differences.
@@ -418,12 +418,19 @@ def phase3_curvature_lower(ev_arb, d: int, alpha_a, alpha_b, prec_bits: int) -> 
         root = arb(d - 1).sqrt()
         s11, s22 = M[0][0], M[1][1] / (d - 1)
         s12 = (M[0][1] + M[1][0]) / (2 * root)  # M is symmetric: the mean of both balls encloses the entry
-        return (s11 + s22 - ((s11 - s22) ** 2 + 4 * s12**2).sqrt()) / 2
+        root_disc = ((s11 - s22) ** 2 + 4 * s12**2).sqrt()
+        return (s11 + s22 - root_disc) / 2, (s11 + s22 + root_disc) / 2
 
 
 def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: ArbClosedForms,
                          ev_arb, reason: str = "") -> list[Certificate]:
-    """T_min and the three-phase end point, certified with the arb series; PENDING without it."""
+    """T_min and the three-phase end point, certified with the arb series; PENDING without it.
+
+    T_min is certified for exact output gradient descent from the phase-3 start point the float run
+    reached: its gap alpha_a - alpha_b >= log u_min (so inf_beta R <= floor + epsilon/2), the curvature
+    balls from the arb series, and the excess R(start) - floor.  The end-point item certifies the risk
+    of the float run's actual end point, which is the claim as run.
+    """
     d = setting.d
     tp = "three_phase"
     final = plan.trajectories["three_phase"].final
@@ -435,7 +442,7 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
     prec = cf.prec_bits
     # the float plan ran from its own (double-rounded) phase-2 point: certify at that very point
     start = plan.trajectories["three_phase"].points[2]
-    lam = phase3_curvature_lower(ev_arb, d, start.alpha_a, start.alpha_b, prec)
+    lam, lam_max = phase3_curvature(ev_arb, d, start.alpha_a, start.alpha_b, prec)
     r0 = ev_arb.evaluate_symmetric(start.alpha_a, start.alpha_b, start.beta_a, start.beta_b).risk
     rT = ev_arb.evaluate_symmetric(final.alpha_a, final.alpha_b, final.beta_a, final.beta_b).risk
     if not (_is_ball(lam) and _is_ball(r0) and _is_ball(rT)):
@@ -448,7 +455,8 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
         eps = arb_of(epsilon)
         # inf_beta R(alpha, beta) <= floor + epsilon/2 needs the gap of the point actually reached
         gap_ok = arb_of(start.alpha_a) - arb_of(start.alpha_b) >= cf.u_min(epsilon).log()
-        if lam > 0 and lam <= 1 / arb_of(plan.eta_3):
+        # excess contracts by (1 - eta_3 lambda_min)^2 per step when 0 < eta_3 lambda <= 1 for every eigenvalue
+        if lam > 0 and lam_max <= 1 / arb_of(plan.eta_3):
             t_ball = ((r0 - floor) / (eps / 2)).log() / (-2 * (1 - plan.eta_3 * lam).log())
             t_need = max(0, math.ceil(float(t_ball.upper()))) if t_ball.is_finite() else None
         else:
