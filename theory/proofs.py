@@ -184,9 +184,10 @@ def polylog2_bounds_lemma() -> tuple[bool, str]:
     return ok, "Li_2(z) = sum_{k>=1} z^k/k^2 on [0, 1] (SymPy summation), so 0 <= z <= Li_2(z) for z in [0, 1)"
 
 
-def _with_x(expr):
-    """Substitute d = x + 1 and the balancing p = p*(d) (default length law)."""
-    return sp.together(sp.sympify(expr).subs(S.p, S.balanced_p()).subs(S.d, X + 1))
+def _with_x(expr, p_expr=None):
+    """Substitute p = p_expr (default the balancing p*(d) of the default length law), then d = x + 1."""
+    p_expr = S.balanced_p() if p_expr is None else p_expr
+    return sp.together(sp.sympify(expr).subs(S.p, p_expr).subs(S.d, X + 1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -211,17 +212,15 @@ def prove_phase1_signs(p_expr=None) -> ProofResult:
     """dR/dbeta_a(0) < 0 < dR/dbeta_b(0) at p = p_expr, hence beta1_a > 0 > beta1_b and eta1_max = d."""
     p_expr = S.balanced_p() if p_expr is None else sp.sympify(p_expr)
     g = S.zero_init_gradients()
-    ga = sp.together(g["grad_beta_a"].subs(S.p, p_expr).subs(S.d, X + 1))
-    gb = sp.together(g["grad_beta_b"].subs(S.p, p_expr).subs(S.d, X + 1))
+    ga, gb = _with_x(g["grad_beta_a"], p_expr), _with_x(g["grad_beta_b"], p_expr)
     sa, sb = _sign_on(ga, X, 1), _sign_on(gb, X, 1)
     steps = [f"dR/dbeta_a(0) = {ga}: sign {sa}", f"dR/dbeta_b(0) = {gb}: sign {sb}"]
-    at = lambda e: sp.together(sp.sympify(e).subs(S.p, p_expr).subs(S.d, X + 1))  # noqa: E731
     e1_expr = S.eta1_max()
     (mx,) = e1_expr.atoms(sp.Max)
     others = [a for a in mx.args if sp.simplify(a - 1 / S.d) != 0]
-    largest = len(others) == len(mx.args) - 1 and all(_sign_on(at(1 / S.d - a), X, 1) == 1 for a in others)
+    largest = len(others) == len(mx.args) - 1 and all(_sign_on(_with_x(1 / S.d - a, p_expr), X, 1) == 1 for a in others)
     steps.append(f"in eta1_max = {e1_expr}: 1/d exceeds {others} for x > 1: {'shown' if largest else 'not shown'}")
-    e1 = sp.simplify(at(e1_expr.subs(mx, 1 / S.d))) if largest else None
+    e1 = sp.simplify(_with_x(e1_expr.subs(mx, 1 / S.d), p_expr)) if largest else None
     ok = sa == -1 and sb == 1 and e1 is not None and sp.simplify(e1 - (X + 1)) == 0
     steps.append(f"so eta1_max = {e1} (= d: {'shown' if ok else 'not shown'})")
     return _result("phase1_signs", "symbolic", "all real d > 2",
@@ -297,7 +296,8 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> Pro
             coeff, rest = split
             if _sign_on(coeff, X, 1) == 1:
                 lower = sp.factor(sp.together(rest + coeff * (1 - 1 / X)))
-                steps.append(f"Q(eta_1 = {_range_label(range_factor)}) >= {lower} (Li_2 coefficient {coeff} > 0, Li_2(z) >= z)")
+                steps.append(f"Q(eta_1 = {_range_label(range_factor)}) >= {lower} "
+                             f"(Li_2 coefficient {coeff} > 0, Li_2(z) >= z)")
                 okd, more = prove_positive(lower, X, 1)
                 steps += more
             else:
@@ -332,7 +332,8 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 1
             steps.append(f"for d >= {D0}: the Li_2 >= 0 bound does not apply")
         okd = ok_box and ok_tail
     return _result("kappa_positive", f"branch and bound on d in [3, {D0}] (arb) + asymptotic bound for d >= {D0}",
-                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)} (= {range_factor} d)", ok0 and okd, steps)
+                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)} "
+                   f"(= {range_factor} d)", ok0 and okd, steps)
 
 
 @lru_cache(maxsize=None)
