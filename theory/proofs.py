@@ -370,7 +370,8 @@ def prove_attention_only(loss: str = "squared") -> ProofResult:
              "so df/dalpha = 0, the attention gradient vanishes and beta is never changed: f = 0 for ever",
              f"{loss} loss at f = 0: {vals[1]} for y = +1 and {vals[-1]} for y = -1, so R(alpha, 0) = E[loss(0, y)]"]
     return _result("attention_only", "symbolic", "all d >= 2, any length law",
-                   f"R stays R(0, 0) = 1/2 ({loss} loss)", ok, steps)
+                   f"grad_alpha R(alpha, 0) = 0 for every alpha (so an attention-first step leaves alpha = 0), "
+                   f"and R stays R(0, 0) = 1/2 ({loss} loss)", ok, steps)
 
 
 def all_proofs() -> list[ProofResult]:
@@ -401,6 +402,16 @@ def mutation_controls() -> list[tuple[str, ProofResult]]:
 
 # ----------------------------------------------------------------------------------------------
 # docs/proofs.md
+
+USED_BY = {
+    "balancing_p": "three_phase (and every claim: the default law's p)",
+    "phase1_signs": "three_phase",
+    "output_floor_positive": "output_only, attention_then_output",
+    "kappa_positive": "three_phase",
+    "regime_positive": "three_phase",
+    "attention_only": "attention_only, attention_then_output",
+}
+"""Which claims of theory.claims each all-d proof serves."""
 
 CHECKED_ONLY_AT_GIVEN_D = (
     ("three_phase", "phase-3 curvature lambda_min(D^1/2 M D^1/2) > 0 and T_min",
@@ -434,9 +445,9 @@ def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofR
            "python-flint's arb enclosures (constant signs and the branch and bound); the series "
            "Li_2(z) = sum_k z^k/k^2 on [0, 1] as SymPy sums it. Variable: x = d - 1, so x > 1 covers every real d > 2.",
            "", "## Proved for all d", "",
-           "| claim | method | domain | shown | status |", "|---|---|---|---|---|"]
+           "| proof | used by (theory/claims.py) | method | domain | shown | status |", "|---|---|---|---|---|---|"]
     for r in results:
-        out.append(f"| `{r.claim}` | {r.method} | {r.domain} | {r.shown} | {r.status} |")
+        out.append(f"| `{r.claim}` | {USED_BY[r.claim]} | {r.method} | {r.domain} | {r.shown} | {r.status} |")
     out += ["", "### The steps", ""]
     for r in results:
         out.append(f"**`{r.claim}`** ({r.method}): {r.shown}.")
