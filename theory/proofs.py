@@ -263,7 +263,7 @@ def _kappa_endpoints(kappa_expr, range_factor):
 
 
 def _range_label(range_factor: int) -> str:
-    return "eta1_max" if range_factor == 1 else f"{range_factor} eta1_max"
+    return "eta1_max = d" if range_factor == 1 else f"{range_factor} eta1_max = {range_factor} d"
 
 
 def _split_li2(expr):
@@ -305,7 +305,7 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> Pro
     okg, sg = _phase2_gradient_steps(kappa_expr)
     steps += sg
     return _result("kappa_positive", "symbolic (linearity in eta_1, Li_2 >= z, monotonicity)", "all real d > 2",
-                   f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)} (= {range_factor} d); "
+                   f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}; "
                    "phase-2 gradient signs (-, +)",
                    ok0 and okd and okg, steps)
 
@@ -332,8 +332,8 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 1
             steps.append(f"for d >= {D0}: the Li_2 >= 0 bound does not apply")
         okd = ok_box and ok_tail
     return _result("kappa_positive", f"branch and bound on d in [3, {D0}] (arb) + asymptotic bound for d >= {D0}",
-                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)} "
-                   f"(= {range_factor} d)", ok0 and okd, steps)
+                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}",
+                   ok0 and okd, steps)
 
 
 @lru_cache(maxsize=None)
