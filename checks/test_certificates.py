@@ -47,8 +47,8 @@ def _needed(expr):
 def test_every_closed_form_ball_contains_the_60_digit_value(d):
     setting = Setting(d)
     cf = C.ArbClosedForms(setting, PREC)
-    exprs = [(der.key, der.expr) for der in S.all_derivations()]
-    exprs += [("eta1_max", S.eta1_max()), ("eta2_min", S.eta2_min()), ("u_min", S.gap_needed())]
+    exprs = [(der.key, der.expr) for der in S.all_derivations("positive")]
+    exprs += [("eta1_max", S.eta1_max("positive")), ("eta2_min", S.eta2_min("positive")), ("u_min", S.gap_needed("positive"))]
     for key, expr in exprs:
         expr = expr if hasattr(expr, "free_symbols") else S.sp.sympify(expr)
         vals = _needed(expr)
@@ -61,14 +61,14 @@ def test_alpha0_risk_quadratic_contains_the_60_digit_value():
     setting = Setting(10)
     cf = C.ArbClosedForms(setting, PREC)
     ball = cf.risk_alpha0(VALUES["beta_a"], VALUES["beta_b"])
-    ref = mp_reference(S.uniform_attention_risk(), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
+    ref = mp_reference(S.uniform_attention_risk("positive"), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
     assert contains_mp(ball, ref)
 
 
 def test_a_shifted_zero_radius_ball_is_caught():
     setting = Setting(50)
     cf = C.ArbClosedForms(setting, PREC)
-    for expr in (S.uniform_attention_min_risk(), S.attention_gap_rate(), S.inverse_length_moment(2)):
+    for expr in (S.uniform_attention_min_risk("positive"), S.attention_gap_rate("positive"), S.inverse_length_moment(2, "positive")):
         vals = _needed(expr)
         ball = cf.expr(expr, **vals)
         ref = mp_reference(expr, setting, **vals)

@@ -212,7 +212,8 @@ class ArbClosedForms:
 
     def output_floor(self, balanced: bool) -> arb:
         """c(d, p) = inf_beta R(0, beta); ``balanced`` uses the form with p = p* substituted (c(d))."""
-        return self.expr(S.uniform_attention_min_risk(self.setting.lengths, balanced=balanced))
+        law = self.setting.lengths  # called as theory.symbolic.all_derivations does, to share its cache
+        return self.expr(S.uniform_attention_min_risk(law) if balanced else S.uniform_attention_min_risk(law, balanced=False))
 
     def risk_alpha0(self, beta_a, beta_b) -> arb:
         """R(0, beta) for symmetric beta from the closed-form quadratic: exact for alpha = 0."""
