@@ -103,7 +103,8 @@ def run_all_d(doc_path: str | None) -> int:
 
 def cmd_prove(args) -> int:
     """Validate the flags, certify every claim at every d, print the lines, write certificate.json."""
-    from numerics.certify import certify_claims
+    from numerics.certify import certify_claims, claim_verdict
+    from theory.claims import CLAIMS
 
     if args.proofs_doc is not None and not args.proofs_doc:
         raise SettingError("--proofs-doc needs a file path")
@@ -115,13 +116,18 @@ def cmd_prove(args) -> int:
     if out.exists() and not out.is_dir():
         raise SettingError(f"--out must be a folder, {out} is a file")
     t0 = time.time()
-    certs, timings = [], {}
+    certs, verdicts, timings = [], [], {}
     for d in ds:
         print(f"certifying d = {d} ...", file=sys.stderr, flush=True)
         t = time.time()
-        for c in certify_claims(d, eps, steps=steps, prec_bits=prec):
+        at_d = certify_claims(d, eps, steps=steps, prec_bits=prec)
+        for c in at_d:
             print(c.line(), flush=True)
-            certs.append(c)
+        for cl in CLAIMS:
+            v = claim_verdict([c for c in at_d if c.claim == cl.key])
+            verdicts.append({"claim": cl.key, "d": d, "status": v})
+            print(f"== {cl.key:<22} d={d:<4} {v}", flush=True)
+        certs += at_d
         timings[str(d)] = round(time.time() - t, 3)
     counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "PENDING", "SKIP")}
     payload = {
@@ -129,6 +135,7 @@ def cmd_prove(args) -> int:
         "prec_bits": prec, "steps": steps, "counts": counts, "all_pass": counts["FAIL"] == 0,
         "seconds": {"total": round(time.time() - t0, 3), "per_d": timings},
         "ball_format": "[mid, rad]: the exact value lies in [mid - rad, mid + rad]",
+        "claims": verdicts,
         "certificates": [c.as_json() for c in certs],
     }
     if args.all_d or args.proofs_doc:

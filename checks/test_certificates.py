@@ -176,6 +176,18 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
         if c["status"] == "PASS" and c["ball"] is not None:
             assert len(c["ball"]) == 2 and c["ball"][1] >= 0
     assert out.count("\n") >= len(data["certificates"])
+    verdicts = {c["claim"]: c["status"] for c in data["claims"]}
+    assert verdicts["finite_sample"] == "SKIP" and verdicts["output_only"] == "PASS"
+    assert verdicts["three_phase"] in ("PASS", "PENDING")  # PENDING only without the arb series
+
+
+def test_claim_verdict_is_the_worst_item():
+    def item(status):
+        return C.Certificate("output_only", "x", 3, None, "-", status)
+    assert C.claim_verdict([item("PASS"), item("PENDING")]) == "PENDING"
+    assert C.claim_verdict([item("PASS"), item("FAIL"), item("PENDING")]) == "FAIL"
+    assert C.claim_verdict([item("SKIP")]) == "SKIP"
+    assert C.claim_verdict([item("PASS"), item("SKIP")]) == "PASS"
 
 
 @pytest.mark.parametrize("argv, flag", [(["--d", "2"], "--d"), (["--d", "3,x"], "--d"),

@@ -473,6 +473,15 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
 # ----------------------------------------------------------------------------------------------
 
 
+def claim_verdict(items: list[Certificate]) -> str:
+    """One verdict per claim: FAIL if an item fails, else PENDING if one is pending, SKIP if all skip, else PASS."""
+    statuses = {c.status for c in items}
+    for s in ("FAIL", "PENDING"):
+        if s in statuses:
+            return s
+    return "SKIP" if statuses == {"SKIP"} else "PASS"
+
+
 def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAULT_PREC_BITS,
                    lengths: str = "positive", series_evaluator=None) -> list[Certificate]:
     """All certificates at one d, ordered as the claims table.
