@@ -333,14 +333,16 @@ def _trajectory_above_floor(claim: str, d: int, cf: ArbClosedForms, traj, c: arb
 
 def certify_closed_form_items(setting: Setting, epsilon: Fraction, plan: Plan,
                               prec_bits: int = DEFAULT_PREC_BITS) -> list[Certificate]:
-    """Every item that the closed forms decide (no series): see the module docstring."""
+    """Every item that the closed forms decide (no series), default length law: see the module docstring."""
+    if setting.lengths != "positive":
+        raise SettingError("the certificates are stated for the default length law (lengths='positive')")
     d = setting.d
     cf = ArbClosedForms(setting, prec_bits)
     out: list[Certificate] = []
     add = out.append
     tp = "three_phase"
     with ctx.workprec(prec_bits):
-        p_star = fmpq(1, d - 1) if setting.lengths == "positive" else fmpq(1, d + 1)
+        p_star = fmpq(1, d - 1)
         pb = cf.balanced_p()
         add(Certificate(tp, "balancing p", d, pb, f"contains {p_star}", _verdict(pb.contains(p_star))))
         pp = cf.prob_positive()
@@ -483,13 +485,16 @@ def claim_verdict(items: list[Certificate]) -> str:
 
 
 def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAULT_PREC_BITS,
-                   lengths: str = "positive", series_evaluator=None) -> list[Certificate]:
-    """All certificates at one d, ordered as the claims table.
+                   series_evaluator=None) -> list[Certificate]:
+    """All certificates at one d under the default length law, ordered as the claims table.
+
+    (Under the nonnegative-length variant some items state other facts, e.g. dR/dbeta_b(0) = 0 at its
+    balancing p = 1/(d+1); ``prove`` covers the default law only.)
 
     ``series_evaluator`` is a factory ``(setting, prec_bits) -> (evaluator or None, reason)``; by
     default ``arb_series_evaluator``.  The finite-sample claim is statistical and reported as SKIP.
     """
-    setting = Setting(d, lengths=lengths)
+    setting = Setting(d)
     if setting.d < 3:
         raise SettingError(f"--d: the claims are stated for d >= 3, got {d}")
     epsilon = Fraction(epsilon) if not isinstance(epsilon, Fraction) else epsilon
