@@ -462,7 +462,11 @@ def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofR
         out.append(f"| {name} | {r.method} | {r.status} |")
     out += ["", "## Checked only at given d", "",
             "`occ-companion prove --d 3,5,10,50` certifies these per d (PASS needs an arb ball on the right "
-            "side); they are not proved for all d.", "", "| claim | item | how |", "|---|---|---|"]
+            "side); they are not proved for all d. `prove` also certifies, per d, each closed-form item proved "
+            "above (balancing p, gradient signs, eta1_max, kappa(eta_1), log u_min, eta2_min, c(d), R(0, 0)) as an "
+            "arb ball, a cross-check of the proofs at those d. Items that need the arb series are reported "
+            "PENDING (with the float estimate) where the arb series context is not available.", "",
+            "| claim | item | how |", "|---|---|---|"]
     for key, item, how in CHECKED_ONLY_AT_GIVEN_D:
         out.append(f"| `{key}` | {item} | {how} |")
     return "\n".join(out) + "\n"
