@@ -16,7 +16,8 @@ from flint import arb, ctx
 
 from app.prove import main as prove_main
 from numerics import certify as C
-from theory import symbolic as S
+from theory import catalogue
+from theory import symbolic as sym
 from theory.setting import Setting
 
 MP_DPS = 60
@@ -26,10 +27,10 @@ VALUES = {"eta_1": 1.25, "eta_2": 7.5, "epsilon": 0.001, "beta_a": 0.75, "beta_b
 
 
 def mp_reference(expr, setting: Setting, **values):
-    """The mpmath value of a closed form at MP_DPS digits (switch to ClosedForms(setting, dps) here)."""
-    from numerics.closed_forms import evaluate
+    """The mpmath value of a closed form at MP_DPS digits."""
+    from numerics.closed_forms import ClosedForms
 
-    return evaluate(expr, setting, dps=MP_DPS, **values)
+    return ClosedForms(setting, dps=MP_DPS).expr(expr, **values)
 
 
 def contains_mp(ball: arb, value) -> bool:
@@ -47,10 +48,10 @@ def _needed(expr):
 def test_every_closed_form_ball_contains_the_60_digit_value(d):
     setting = Setting(d)
     cf = C.ArbClosedForms(setting, PREC)
-    exprs = [(der.key, der.expr) for der in S.all_derivations("positive")]
-    exprs += [("eta1_max", S.eta1_max("positive")), ("eta2_min", S.eta2_min("positive")), ("u_min", S.gap_needed("positive"))]
+    exprs = [(der.key, der.expr) for der in catalogue.all_derivations("positive")]
+    exprs += [("eta1_max", sym.eta1_max("positive")), ("eta2_min", sym.eta2_min("positive")), ("u_min", sym.u_min("positive"))]
     for key, expr in exprs:
-        expr = expr if hasattr(expr, "free_symbols") else S.sp.sympify(expr)
+        expr = expr if hasattr(expr, "free_symbols") else sym.sp.sympify(expr)
         vals = _needed(expr)
         ball = cf.expr(expr, **vals)
         assert ball.is_finite() and ball.rad() < arb(2) ** -100 * (1 + abs(ball)), (key, ball)
@@ -61,14 +62,14 @@ def test_alpha0_risk_quadratic_contains_the_60_digit_value():
     setting = Setting(10)
     cf = C.ArbClosedForms(setting, PREC)
     ball = cf.risk_alpha0(VALUES["beta_a"], VALUES["beta_b"])
-    ref = mp_reference(S.uniform_attention_risk("positive"), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
+    ref = mp_reference(sym.uniform_attention_risk("positive"), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
     assert contains_mp(ball, ref)
 
 
 def test_a_shifted_zero_radius_ball_is_caught():
     setting = Setting(50)
     cf = C.ArbClosedForms(setting, PREC)
-    for expr in (S.uniform_attention_min_risk("positive"), S.attention_gap_rate("positive"), S.inverse_length_moment(2, "positive")):
+    for expr in (sym.uniform_attention_min_risk("positive"), sym.attention_gap_rate("positive"), sym.inverse_length_moment(2, "positive")):
         vals = _needed(expr)
         ball = cf.expr(expr, **vals)
         ref = mp_reference(expr, setting, **vals)
@@ -94,11 +95,11 @@ def test_a_shrunk_floor_makes_the_trajectory_certificate_fail():
 
 def test_to_arb_refuses_inexact_constants_and_unknown_nodes():
     with pytest.raises(C.SettingError):
-        C.to_arb(S.sp.Float(0.1) * S.d, {S.d: arb(3)})
+        C.to_arb(sym.sp.Float(0.1) * sym.d, {sym.d: arb(3)})
     with pytest.raises(C.SettingError):
-        C.to_arb(S.sp.gamma(S.d), {S.d: arb(3)})
+        C.to_arb(sym.sp.gamma(sym.d), {sym.d: arb(3)})
     with pytest.raises(C.SettingError):
-        C.to_arb(S.d + S.p, {S.d: arb(3)})
+        C.to_arb(sym.d + sym.p, {sym.d: arb(3)})
 
 
 class _StandIn:

@@ -29,7 +29,7 @@ from functools import lru_cache
 import sympy as sp
 from flint import arb, ctx, fmpq
 
-from theory import symbolic as S
+from theory import symbolic as sym
 from theory.claims import CLAIMS
 from theory.setting import Setting
 from theory.validation import SettingError, check_epsilon
@@ -38,8 +38,8 @@ STATUSES = ("PASS", "FAIL", "PENDING", "SKIP")
 DEFAULT_PREC_BITS = 128
 ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
-_SYMBOLS = {"eta_1": S.eta1, "eta_2": S.eta2, "eta_3": S.eta3, "epsilon": S.eps, "u": S.u,
-            "beta_a": S.beta_a, "beta_b": S.beta_b}
+_SYMBOLS = {"eta_1": sym.eta1, "eta_2": sym.eta2, "eta_3": sym.eta3, "epsilon": sym.eps, "u": sym.u,
+            "beta_a": sym.beta_a, "beta_b": sym.beta_b}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def to_arb(expr, values: dict) -> arb:
 @lru_cache(maxsize=None)
 def _alpha0_risk_coefficients(lengths: str):
     """R(0, beta) for symmetric beta as {(i, j): coefficient of beta_a^i beta_b^j} (a quadratic)."""
-    poly = sp.Poly(sp.expand(S.uniform_attention_risk(lengths)), S.beta_a, S.beta_b)
+    poly = sp.Poly(sp.expand(sym.uniform_attention_risk(lengths)), sym.beta_a, sym.beta_b)
     return tuple((monom, coeff) for monom, coeff in poly.terms())
 
 
@@ -162,45 +162,45 @@ class ArbClosedForms:
         if unknown:
             raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {sorted(_SYMBOLS)}")
         with ctx.workprec(self.prec_bits):
-            values = {S.d: arb(self.setting.d), S.p: arb_of(self.p_exact)}
+            values = {sym.d: arb(self.setting.d), sym.p: arb_of(self.p_exact)}
             values.update({_SYMBOLS[k]: arb_of(v) for k, v in symbols.items()})
             return to_arb(expr, values)
 
     # closed forms by name ------------------------------------------------------------------
     def balanced_p(self) -> arb:
         """p* = the root of P(y = +1) = 1/2 (the SymPy solution, evaluated at d)."""
-        return self.expr(S.balanced_p(self.setting.lengths))
+        return self.expr(sym.balanced_p(self.setting.lengths))
 
     def prob_positive(self) -> arb:
         """P(y = +1) at this setting's p."""
-        return self.expr(1 - S.prob_no_marked(self.setting.lengths))
+        return self.expr(1 - sym.prob_no_marked(self.setting.lengths))
 
     def risk_zero(self) -> arb:
         """R(0, 0) from the closed-form risk at uniform attention."""
-        return self.expr(S.uniform_attention_risk(self.setting.lengths).subs({S.beta_a: 0, S.beta_b: 0}))
+        return self.expr(sym.uniform_attention_risk(self.setting.lengths).subs({sym.beta_a: 0, sym.beta_b: 0}))
 
     def zero_gradients(self) -> dict:
         """Output and attention gradients at (0, 0): grad_beta_a, grad_beta_b, grad_alpha_a, grad_alpha_b."""
-        return {k: self.expr(v) for k, v in S.zero_init_gradients(self.setting.lengths).items()}
+        return {k: self.expr(v) for k, v in sym.zero_init_gradients(self.setting.lengths).items()}
 
     def phase1_beta(self, eta_1) -> tuple[arb, arb]:
-        return tuple(self.expr(e, eta_1=eta_1) for e in S.phase1_beta(self.setting.lengths))
+        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase1_beta(self.setting.lengths))
 
     def phase2_gradient(self, eta_1) -> tuple[arb, arb]:
         """Attention gradient at (0, beta^(1)): (marked coordinate, each unmarked coordinate)."""
-        return tuple(self.expr(e, eta_1=eta_1) for e in S.phase2_attention_gradient(self.setting.lengths))
+        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase2_attention_gradient(self.setting.lengths))
 
     def phase2_alpha(self, eta_1, eta_2) -> tuple[arb, arb]:
-        return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in S.phase2_alpha(self.setting.lengths))
+        return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in sym.phase2_alpha(self.setting.lengths))
 
     def eta1_max(self) -> arb:
-        return self.expr(S.eta1_max(self.setting.lengths))
+        return self.expr(sym.eta1_max(self.setting.lengths))
 
     def kappa(self, eta_1) -> arb:
-        return self.expr(S.attention_gap_rate(self.setting.lengths), eta_1=eta_1)
+        return self.expr(sym.attention_gap_rate(self.setting.lengths), eta_1=eta_1)
 
     def u_min(self, epsilon) -> arb:
-        return self.expr(S.gap_needed(self.setting.lengths), epsilon=epsilon)
+        return self.expr(sym.u_min(self.setting.lengths), epsilon=epsilon)
 
     def eta2_min(self, epsilon, eta_1) -> arb:
         """max(log u_min, 0) / kappa(eta_1), as the regime of the three-phase claim states it."""
@@ -208,12 +208,12 @@ class ArbClosedForms:
             return self.u_min(epsilon).log().max(arb(0)) / self.kappa(eta_1)
 
     def risk_floor(self) -> arb:
-        return self.expr(S.risk_floor(self.setting.lengths))
+        return self.expr(sym.risk_floor(self.setting.lengths))
 
     def output_floor(self, balanced: bool) -> arb:
         """c(d, p) = inf_beta R(0, beta); ``balanced`` uses the form with p = p* substituted (c(d))."""
         law = self.setting.lengths  # called as theory.symbolic.all_derivations does, to share its cache
-        return self.expr(S.uniform_attention_min_risk(law) if balanced else S.uniform_attention_min_risk(law, balanced=False))
+        return self.expr(sym.uniform_attention_min_risk(law) if balanced else sym.uniform_attention_min_risk(law, balanced=False))
 
     def risk_alpha0(self, beta_a, beta_b) -> arb:
         """R(0, beta) for symmetric beta from the closed-form quadratic: exact for alpha = 0."""
@@ -300,8 +300,9 @@ def choose_plan(setting: Setting, cf: ArbClosedForms, epsilon: Fraction, steps: 
     T = the float T_min; then the four plans are run in float by numerics.training (exact population
     gradients, float).  The margin absorbs the rounding of the float attention step, so that the gap
     reached, alpha_a - alpha_b, still certifiably exceeds log u_min (checked in certify_series_items)."""
+    from numerics import training
+    from numerics.regime import three_phase_regime
     from numerics.series import SeriesEvaluator
-    from numerics.training import Trainer, three_phase_regime
 
     eta_1 = float(cf.eta1_max().mid()) / 2
     eta_2 = _float_upper(cf.eta2_min(epsilon, eta_1) * (1 + arb(ETA2_MARGIN)))
@@ -309,12 +310,12 @@ def choose_plan(setting: Setting, cf: ArbClosedForms, epsilon: Fraction, steps: 
     reg = three_phase_regime(setting, float(epsilon), eta_1, eta_2=eta_2, eta_3=1.0, evaluator=ev)
     if reg.T_min is None:
         raise SettingError("the float regime found no positive phase-3 curvature; cannot choose T")
-    tr = Trainer(ev)
+    tr = training.Trainer(ev)
     trajectories = {
-        "three_phase": tr.three_phase(eta_1, eta_2, 1.0, reg.T_min),
-        "output_only": tr.output_only(1.0, steps),
-        "attention_then_output": tr.attention_then_output(eta_2, 1.0, steps),
-        "attention_only": tr.attention_only(eta_2, steps),
+        "three_phase": tr.run(training.three_phase(eta_1, eta_2, 1.0, reg.T_min)),
+        "output_only": tr.run(training.output_only(1.0, steps)),
+        "attention_then_output": tr.run(training.attention_then_output(eta_2, 1.0, steps)),
+        "attention_only": tr.run(training.attention_only(eta_2, steps)),
     }
     return Plan(eta_1, eta_2, 1.0, reg.T_min, trajectories)
 

@@ -32,7 +32,7 @@ from functools import lru_cache
 import sympy as sp
 from flint import arb, ctx, fmpq
 
-from . import symbolic as S
+from . import symbolic as sym
 
 X = sp.Symbol("x", positive=True)  # x = d - 1
 _T = sp.Symbol("t", positive=True)
@@ -187,8 +187,8 @@ def polylog2_bounds_lemma() -> tuple[bool, str]:
 
 def _with_x(expr, p_expr=None):
     """Substitute p = p_expr (default the balancing p*(d) of the default length law), then d = x + 1."""
-    p_expr = S.balanced_p(LAW) if p_expr is None else p_expr
-    return sp.together(sp.sympify(expr).subs(S.p, p_expr).subs(S.d, X + 1))
+    p_expr = sym.balanced_p(LAW) if p_expr is None else p_expr
+    return sp.together(sp.sympify(expr).subs(sym.p, p_expr).subs(sym.d, X + 1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -198,10 +198,10 @@ def _with_x(expr, p_expr=None):
 @lru_cache(maxsize=None)
 def prove_balancing_p(p_expr=None) -> ProofResult:
     """P(y = +1) = 1/2 at p = p_expr (default the derived 1/(d-1)), and p in (0, 1), for all real d > 2."""
-    p_expr = S.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
-    gap = sp.simplify(S.prob_no_marked(LAW).subs(S.p, p_expr) - sp.Rational(1, 2))
+    p_expr = sym.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
+    gap = sp.simplify(sym.prob_no_marked(LAW).subs(sym.p, p_expr) - sp.Rational(1, 2))
     steps = [f"P(y=-1) - 1/2 at p = {p_expr} simplifies to {gap}"]
-    px = p_expr.subs(S.d, X + 1)
+    px = p_expr.subs(sym.d, X + 1)
     in_range = _sign_on(px, X, 1) == 1 and _sign_on(1 - px, X, 1) == 1
     steps.append(f"0 < p = {px} < 1 for x = d - 1 > 1: {'shown' if in_range else 'not shown'}")
     return _result("balancing_p", "symbolic", "all real d > 2", f"P(y=+1) = 1/2 at p = {p_expr}",
@@ -211,17 +211,17 @@ def prove_balancing_p(p_expr=None) -> ProofResult:
 @lru_cache(maxsize=None)
 def prove_phase1_signs(p_expr=None) -> ProofResult:
     """dR/dbeta_a(0) < 0 < dR/dbeta_b(0) at p = p_expr, hence beta1_a > 0 > beta1_b and eta1_max = d."""
-    p_expr = S.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
-    g = S.zero_init_gradients(LAW)
+    p_expr = sym.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
+    g = sym.zero_init_gradients(LAW)
     ga, gb = _with_x(g["grad_beta_a"], p_expr), _with_x(g["grad_beta_b"], p_expr)
     sa, sb = _sign_on(ga, X, 1), _sign_on(gb, X, 1)
     steps = [f"dR/dbeta_a(0) = {ga}: sign {sa}", f"dR/dbeta_b(0) = {gb}: sign {sb}"]
-    e1_expr = S.eta1_max(LAW)
+    e1_expr = sym.eta1_max(LAW)
     (mx,) = e1_expr.atoms(sp.Max)
-    others = [a for a in mx.args if sp.simplify(a - 1 / S.d) != 0]
-    largest = len(others) == len(mx.args) - 1 and all(_sign_on(_with_x(1 / S.d - a, p_expr), X, 1) == 1 for a in others)
+    others = [a for a in mx.args if sp.simplify(a - 1 / sym.d) != 0]
+    largest = len(others) == len(mx.args) - 1 and all(_sign_on(_with_x(1 / sym.d - a, p_expr), X, 1) == 1 for a in others)
     steps.append(f"in eta1_max = {e1_expr}: 1/d exceeds {others} for x > 1: {'shown' if largest else 'not shown'}")
-    e1 = sp.simplify(_with_x(e1_expr.subs(mx, 1 / S.d), p_expr)) if largest else None
+    e1 = sp.simplify(_with_x(e1_expr.subs(mx, 1 / sym.d), p_expr)) if largest else None
     ok = sa == -1 and sb == 1 and e1 is not None and sp.simplify(e1 - (X + 1)) == 0
     steps.append(f"so eta1_max = {e1} (= d: {'shown' if ok else 'not shown'})")
     return _result("phase1_signs", "symbolic", "all real d > 2",
@@ -231,8 +231,8 @@ def prove_phase1_signs(p_expr=None) -> ProofResult:
 @lru_cache(maxsize=None)
 def prove_output_floor_positive(c_expr=None) -> ProofResult:
     """c(d) > 0 for all real d > 2 (default: the derived balanced floor c(d))."""
-    c_expr = S.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
-    num, den = sp.fraction(sp.together(c_expr.subs(S.d, X + 1)))
+    c_expr = sym.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
+    num, den = sp.fraction(sp.together(c_expr.subs(sym.d, X + 1)))
     steps = [f"c = N/D with N = {num}, D = {den} (x = d - 1)"]
     den_ok = _sign_on(den, X, 1) == 1
     steps.append(f"D > 0 for x > 1: {'shown' if den_ok else 'not shown'}")
@@ -246,10 +246,10 @@ def _kappa_linear(kappa_expr):
     """kappa = eta_1 * Q(eta_1) / |den| with Q linear in eta_1; returns (Q, steps) or (None, steps)."""
     num, den = sp.fraction(sp.together(sp.expand(_with_x(kappa_expr))))
     sd = _sign_on(den, X, 1)
-    poly = sp.Poly(sp.expand(num), S.eta1)
+    poly = sp.Poly(sp.expand(num), sym.eta1)
     if sd is None or poly.degree() > 2 or poly.coeff_monomial(1) != 0:
         return None, [f"kappa not of the form eta_1 (A + B eta_1) / den with den of known sign (den = {den})"]
-    Q = sp.expand(sd * sp.quo(poly, sp.Poly(S.eta1, S.eta1)).as_expr())
+    Q = sp.expand(sd * sp.quo(poly, sp.Poly(sym.eta1, sym.eta1)).as_expr())
     return Q, [f"kappa = eta_1 Q(eta_1) / |den|, den = {sp.factor(den)} of sign {sd}, Q linear in eta_1"]
 
 
@@ -258,9 +258,9 @@ def _kappa_endpoints(kappa_expr, range_factor):
     Q, steps = _kappa_linear(kappa_expr)
     if Q is None:
         return False, None, steps
-    ok0, s0 = prove_positive(sp.factor(Q.subs(S.eta1, 0)), X, 1)
+    ok0, s0 = prove_positive(sp.factor(Q.subs(sym.eta1, 0)), X, 1)
     steps += ["Q(0):"] + s0
-    return ok0, sp.expand(Q.subs(S.eta1, range_factor * (X + 1))), steps
+    return ok0, sp.expand(Q.subs(sym.eta1, range_factor * (X + 1))), steps
 
 
 def _range_label(range_factor: int) -> str:
@@ -278,15 +278,15 @@ def _split_li2(expr):
 
 def _phase2_gradient_steps(kappa_expr) -> tuple[bool, list[str]]:
     """dR/dalpha_a(0, beta1) = -(d-1)/d kappa and dR/dalpha_b = -dR/dalpha_a/(d-1): signs follow from kappa."""
-    g_a, g_b = S.phase2_attention_gradient(LAW)
-    ok = _is_zero(g_a + (S.d - 1) / S.d * kappa_expr) and _is_zero(g_b + g_a / (S.d - 1))
+    g_a, g_b = sym.phase2_attention_gradient(LAW)
+    ok = _is_zero(g_a + (sym.d - 1) / sym.d * kappa_expr) and _is_zero(g_b + g_a / (sym.d - 1))
     return ok, [f"phase-2 gradients = (-(d-1)/d, 1/d) * kappa identically: {'shown' if ok else 'not shown'}"]
 
 
 @lru_cache(maxsize=None)
 def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> ProofResult:
     """kappa(eta_1) > 0 on 0 < eta_1 <= range_factor * d (eta1_max = d), all real d > 2, via Li_2(z) >= z."""
-    kappa_expr = S.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
+    kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False
     if Qd is not None:
@@ -315,7 +315,7 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> Pro
 def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 10) -> ProofResult:
     """Same claim as the symbolic proof, endpoint eta_1 = range_factor * d by a second method:
     arb branch and bound over real d in [3, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity."""
-    kappa_expr = S.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
+    kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False
     if Qd is not None:
@@ -341,7 +341,7 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 1
 def prove_regime_positive(eps_max=12) -> ProofResult:
     """eta1_max = d > 0; u_min(epsilon) > 1 for every epsilon < eps_max (so log u_min > 0 and
     eta2_min = log u_min / kappa > 0, kappa > 0 by ``prove_kappa_positive_symbolic``), for all d >= 3."""
-    B2 = sp.factor(_with_x(S.shifted_second_length_moment(LAW)))
+    B2 = sp.factor(_with_x(sym.shifted_second_length_moment(LAW)))
     steps = [f"B_2 = {B2} at p = 1/(d-1); u_min^2 = 4 B_2 / epsilon"]
     ok_b2, more = prove_positive(sp.expand(4 * B2 - eps_max), X, 2)
     steps += [f"4 B_2 - {eps_max} >= 0 for x >= 2 (d >= 3):"] + more
@@ -384,13 +384,13 @@ def all_proofs() -> list[ProofResult]:
 
 def mutation_controls() -> list[tuple[str, ProofResult]]:
     """The same proof procedures on false variants of the claims; each must FAIL."""
-    c = S.uniform_attention_min_risk(LAW)
+    c = sym.uniform_attention_min_risk(LAW)
     c_log10 = c.replace(sp.log, lambda a: sp.log(a) / sp.log(10))
-    kap = S.attention_gap_rate(LAW)
+    kap = sym.attention_gap_rate(LAW)
     kap_li2 = kap.replace(sp.polylog, lambda s, z: -sp.polylog(s, z))
     return [
-        ("p = 1/d instead of 1/(d-1)", prove_balancing_p(1 / S.d)),
-        ("p = 1/(d+2): beta1_b > 0", prove_phase1_signs(1 / (S.d + 2))),
+        ("p = 1/d instead of 1/(d-1)", prove_balancing_p(1 / sym.d)),
+        ("p = 1/(d+2): beta1_b > 0", prove_phase1_signs(1 / (sym.d + 2))),
         ("c(d) with log10 instead of ln (c(3) < 0)", prove_output_floor_positive(c_log10)),
         ("kappa on 0 < eta_1 <= 10 eta1_max (false at d = 3), symbolic", prove_kappa_positive_symbolic(range_factor=10)),
         ("kappa on 0 < eta_1 <= 10 eta1_max, branch and bound", prove_kappa_positive_bnb(range_factor=10)),
