@@ -49,7 +49,8 @@ def three_phase_finite(setting: Setting, eta_1, eta_2, eta_3, T, N_1, N_3, *, se
 
     The N_1 sample gives the phase-1 output gradient at 0 and the phase-2 attention gradient at
     (0, beta^(1)); a fresh N_3 sample drives the T phase-3 output steps.  The test risk is the mean
-    loss on ``test_size`` further strings.
+    loss on ``test_size`` further strings.  ``progress``, when given, is ``make(desc, total)``
+    returning a bar with ``update(n)`` and ``close()`` (e.g. ``app.progress.progress_factory``).
     """
     if setting.loss != "squared":
         raise SettingError("the finite-sample plan is stated for the squared loss")
@@ -69,11 +70,14 @@ def three_phase_finite(setting: Setting, eta_1, eta_2, eta_3, T, N_1, N_3, *, se
     beta1 = beta.copy()
     g = estimate(setting, alpha, beta, counts=c1)
     alpha = alpha - float(eta_2) * g.grad_alpha
-    for t in range(T):
+    bar = progress(f"seed {seed}: phase 3", T) if progress is not None else None
+    for _ in range(T):
         g = estimate(setting, alpha, beta, counts=c3)
         beta = beta - float(eta_3) * g.grad_beta
-        if progress is not None and (t + 1) % max(1, T // 10) == 0:
-            print(f"  [finite-sample phase 3] {t + 1}/{T} steps", file=progress, flush=True)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     train = estimate(setting, alpha, beta, counts=c3).risk
     test = estimate(setting, alpha, beta, counts=ctest)
     return FiniteSampleRun(alpha, beta, beta1, train, test.risk, test.risk_se, N_1, N_3, seed)

@@ -54,18 +54,14 @@ class Trajectory:
         return min(pt.risk - pt.risk_bound for pt in self.points)
 
 
-class _Progress:
-    def __init__(self, label, total, stream):
-        self.label, self.total, self.stream = label, max(total, 1), stream
-        self.last = -1
+class _NoBar:
+    """Progress bar stand-in when no ``progress`` factory is given."""
 
-    def __call__(self, i):
-        if self.stream is None:
-            return
-        pct = int(100 * i / self.total)
-        if pct >= self.last + 10 or i == self.total:
-            self.last = pct
-            print(f"  [{self.label}] {i}/{self.total} steps ({pct}%)", file=self.stream, flush=True)
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
 
 
 class Trainer:
@@ -75,7 +71,7 @@ class Trainer:
         self.ev = evaluator
         self.d = evaluator.setting.d
         self.record_every = max(1, int(record_every))
-        self.progress = progress  # a stream (e.g. sys.stderr) or None
+        self.progress = progress  # None, or make(desc, total) -> bar with .update(n) and .close() (tqdm works)
         self._last = (None, None)  # (state, evaluation) of the latest series evaluation
 
     # --------------------------------------------------------------------------------------
@@ -94,7 +90,7 @@ class Trainer:
 
     def _steps(self, traj, st, eta, T, step0, phase, layer):
         """T gradient steps of size eta on one layer ("output" or "attention"), the other frozen."""
-        prog = _Progress(f"{traj.plan}: {phase}", T, self.progress)
+        bar = self._bar(f"{traj.plan}: {phase}", T)
         aa, ab, ba, bb = st
         for t in range(1, T + 1):
             ev = self._eval((aa, ab, ba, bb))
@@ -103,8 +99,13 @@ class Trainer:
             else:
                 aa, ab = aa - eta * float(ev.grad_alpha[0]), ab - eta * float(ev.grad_alpha[1])
             self._record(traj, step0 + t, phase, (aa, ab, ba, bb), force=(t == T))
-            prog(t)
+            bar.update(1)
+        bar.close()
         return (aa, ab, ba, bb)
+
+    def _bar(self, desc, total):
+        """A progress bar from the ``progress`` factory, or one that does nothing."""
+        return self.progress(desc, total) if self.progress is not None else _NoBar()
 
     def _start(self, plan):
         """A new trajectory at the zero initialisation, with its first point recorded."""
@@ -154,13 +155,14 @@ class Trainer:
         eta_att = float(eta if eta_attention is None else check_step("eta_attention", eta_attention))
         T = check_steps_count("T", T)
         traj, (aa, ab, ba, bb) = self._start("joint")
-        prog = _Progress("joint", T, self.progress)
+        bar = self._bar("joint", T)
         for t in range(1, T + 1):
             ev = self._eval((aa, ab, ba, bb))
             aa, ab = aa - eta_att * float(ev.grad_alpha[0]), ab - eta_att * float(ev.grad_alpha[1])
             ba, bb = ba - eta * float(ev.grad_beta[0]), bb - eta * float(ev.grad_beta[1])
             self._record(traj, t, "joint", (aa, ab, ba, bb), force=(t == T))
-            prog(t)
+            bar.update(1)
+        bar.close()
         return traj
 
 
