@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import sys
 from typing import Sequence
 
@@ -53,7 +52,7 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     if "closed forms are stated for p < 1" in text:
         return (f"at --d {args.d} the balancing p is 1 (every string has length 1), where the closed forms are not "
                 f"defined: give --p below 1 (e.g. `{PROG} {args.cmd} --d {args.d} --p 0.5`) or use --d 3")
-    return re.sub(r"\beta(\d)\b", r"eta_\1", text)
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,21 +15,20 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from theory.setting import Setting
 from theory.validation import SettingError
 
 from . import __version__
+from .checkout import git_commit
 from .io import OutputFolder
-from .options import (HelpFormatter, add_setting_options, float_in, fraction, int_at_least, positive, positive_int,
+from .options import (HelpFormatter, add_setting_options, float_in, fraction, positive, positive_int,
                       setting_from_args)
 from .progress import ProgressFactory, progress_factory
 
 if TYPE_CHECKING:  # numerics is imported when a run starts, so that --help stays fast
     from numerics.training import Regime, Trajectory
-from .checkout import git_commit
 
 SUMMARY = "summary.json"
 FIGURE = "risk_curves.png"

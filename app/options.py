@@ -46,6 +46,7 @@ def int_at_least(low: int, high: int | None = None, *, why: str = "") -> Callabl
         return value
 
     parse.__name__ = "integer"
+    parse.__doc__ = f"Parse an integer >= {low}" + (f" and <= {high}" if high is not None else "") + "."
     return parse
 
 
@@ -65,6 +66,7 @@ def float_in(low: float | None, high: float | None, *, low_open: bool = True,
         return value
 
     parse.__name__ = "number"
+    parse.__doc__ = f"Parse a finite number {_interval(low, high, low_open, high_open)}."
     return parse
 
 
@@ -82,7 +84,6 @@ positive = float_in(0, None)
 nonnegative = float_in(0, None, low_open=False)
 fraction = float_in(0, 1)
 probability = float_in(0, 1, high_open=False)
-finite = float_in(None, None)
 
 
 def number_list(text: str) -> list[float]:

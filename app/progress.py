@@ -18,9 +18,11 @@ from tqdm import tqdm
 class ProgressBar(Protocol):
     """What numerics needs from a progress bar."""
 
-    def update(self, n: int = 1) -> object: ...  # noqa: D102
+    def update(self, n: int = 1) -> object:
+        """Advance the bar by ``n`` units."""
 
-    def close(self) -> None: ...  # noqa: D102
+    def close(self) -> None:
+        """Finish the bar."""
 
 
 ProgressFactory = Callable[[str, int], ProgressBar]
