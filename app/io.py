@@ -32,6 +32,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; artifacts get the usual 0666 minus the umask
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -40,6 +41,12 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_text(path: Path, text: str) -> None:

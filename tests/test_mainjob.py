@@ -1,6 +1,7 @@
 """The main job (`occ-companion run`): results that rebuild their run, atomic and locked output
 folders, stale artifacts, Ctrl-C, the logistic loss, the figure."""
 import json
+import os
 
 import pytest
 
@@ -24,6 +25,9 @@ def test_run_reaches_the_target_and_keeps_the_floors(small_run):
     assert summary["plans"]["attention-only"]["final_risk"] == pytest.approx(0.5, abs=1e-9)
     assert (out / "risk_curves.png").stat().st_size > 10_000
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "summary.json").stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
 
 
 def test_summary_records_everything_needed_to_rebuild_the_run(small_run):
