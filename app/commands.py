@@ -6,14 +6,13 @@ remaining combinations (vector lengths, precision against backend, ...) before p
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from decimal import Decimal
 from pathlib import Path
 
 import mpmath
 
 from .checkout import checkout_root
+from .formatting import supported_digits
 from .io import atomic_write_text
 from .options import (HelpFormatter, UsageError, add_setting_options, float_in, fraction, int_at_least, nonnegative,
                       nonnegative_int, number_list, positive, positive_int, setting_from_args)
@@ -134,25 +133,6 @@ def cmd_values(args: argparse.Namespace) -> int:
             else mpmath.nstr(val, args.dps)
         print(f"{key:<18} {shown}    # {title}")
     return 0
-
-
-def supported_digits(x: object, bound: float, max_digits: int) -> str:
-    """``x`` rounded to the last decimal place its absolute error ``bound`` supports (and to at most
-    ``max_digits`` significant digits), so no printed digit is noise.
-
-    >>> supported_digits(0.123456789, 6e-5, 17)
-    '0.1235'
-    >>> supported_digits(2.0, 0.0, 5)
-    '2.0'
-    """
-    value = mpmath.mpf(x)
-    if bound <= 0 or not math.isfinite(bound):
-        return mpmath.nstr(value, max_digits)
-    decimals = max(0, -math.floor(math.log10(bound)) - 1)
-    if value != 0:
-        decimals = min(decimals, max(0, max_digits - 1 - int(mpmath.floor(mpmath.log10(abs(value))))))
-    rounded = Decimal(mpmath.nstr(value, max_digits + 5, min_fixed=-math.inf, max_fixed=math.inf))
-    return f"{rounded.quantize(Decimal(1).scaleb(-decimals)):f}"
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from theory.validation import SettingError
 
 from . import __version__
 from .checkout import git_commit
+from .formatting import supported_digits
 from .io import OutputFolder
 from .options import (HelpFormatter, add_setting_options, float_in, fraction, positive, positive_int,
                       setting_from_args)
@@ -245,6 +245,6 @@ def print_table(result: JobResult, setting: Setting) -> None:
           f"output-only floor c(d) = {s['output_only_floor_c']:.6g}")
     check = s["plans"][THREE_PHASE].get("mp_check")
     if check is not None:
-        digits = max(1, -math.floor(math.log10(check["bound"]))) if check["bound"] > 0 else 17
         print(f"mpmath re-evaluation ({check['dps']} digits) of the three-phase end point: risk = "
-              f"{check['risk']:.{min(digits, 17)}f} +- {check['bound']:.1e} (series truncation bound)")
+              f"{supported_digits(check['risk'], check['bound'], 17)} +- {check['bound']:.1e} "
+              "(series truncation bound)")

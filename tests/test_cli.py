@@ -9,7 +9,7 @@ import pytest
 
 from app import __version__
 from app.cli import build_parser, main
-from app.commands import supported_digits
+from app.formatting import supported_digits
 from app.progress import progress_factory
 
 ROOT = Path(__file__).resolve().parents[1]
