@@ -75,10 +75,14 @@ def test_second_run_into_a_busy_folder_is_refused(tmp_path, capsys):
 def test_ctrl_c_exits_130_with_one_line_and_no_results(tmp_path, capsys, monkeypatch):
     from numerics import training
 
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+    real_run = training.Trainer.run
 
-    monkeypatch.setattr(training.Trainer, "joint", interrupted)
+    def interrupted(self, plan):
+        if plan.name == "joint":  # the last plan: every other result is in memory, none written yet
+            raise KeyboardInterrupt
+        return real_run(self, plan)
+
+    monkeypatch.setattr(training.Trainer, "run", interrupted)
     assert main(["run", "--d", "4", "--steps", "3", "--quiet", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "occ-companion run: interrupted; no results were written"
