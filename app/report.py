@@ -29,6 +29,14 @@ def _fmt(x: mpmath.mpf) -> str:
     return mpmath.nstr(x, TABLE_DIGITS)
 
 
+def _displays(displays: list[catalogue.Display]) -> list[str]:
+    """Markdown of displayed formulas, each under its caption."""
+    out = []
+    for disp in displays:
+        out += [f"**{text_with_math(disp.title, markdown=True)}**", "", "$$", disp.equation, "$$", ""]
+    return out
+
+
 def value_table(lengths: str) -> list[str]:
     """Markdown rows of the main closed forms evaluated at d = 3, 5, 10, 50 (balancing p)."""
     rows = ["| d | p | c(d) output-only floor | L_1 | E[r^2] | kappa(eta_1 = 1) | B_2 |", "|---|---|---|---|---|---|---|"]
@@ -80,8 +88,7 @@ def derivations_markdown() -> str:
         "default length law)",
         "",
     ]
-    for disp in catalogue.phase3_series_display():
-        out += [f"**{text_with_math(disp.title, markdown=True)}**", "", "$$", disp.equation, "$$", ""]
+    out += _displays(catalogue.phase3_series_display())
     out += [
         "which `numerics/series.py` sums with a truncation bound. Gradient descent in $\\mathbb{R}^d$ moves",
         "$(\\beta_a, \\beta_b)$ by $-\\eta_3 D (M\\beta - m)$ with $D = \\mathrm{diag}(1, 1/(d-1))$, starting from",
@@ -89,8 +96,7 @@ def derivations_markdown() -> str:
         "`checks/test_closed_forms_agree.py`):",
         "",
     ]
-    for disp in catalogue.phase3_display():
-        out += [f"**{text_with_math(disp.title, markdown=True)}**", "", "$$", disp.equation, "$$", ""]
+    out += _displays(catalogue.phase3_display())
     out += [
         "In orthonormal coordinates the Hessian is $D^{1/2} M D^{1/2}$, whose eigenvalues lie in $(0, 1]$ because",
         "$\\|D^{1/2}\\phi\\|$ is at most the Euclidean norm of an attention vector.",
