@@ -106,9 +106,9 @@ def test_every_context_agrees_with_the_naive_double_sum(d, lengths, loss, p):
 
 @pytest.mark.parametrize("lengths", ["positive", "nonnegative"])
 def test_arb_contains_mp_at_60_digits_at_a_larger_alphabet(lengths):
-    """d = 5 (longer strings, the count cut active): the arb ball contains the mp value computed at 60
+    """d = 4 (longer strings, the count cut active): the arb ball contains the mp value computed at 60
     digits with a negligible tail; float lies within its estimate of it."""
-    d, point = 5, (2.1, -0.3, 1.7, -1.1)
+    d, point = 4, (2.1, -0.3, 1.7, -1.1)
     s = Setting(d, lengths=lengths)
     mp = SeriesEvaluator(s, context="mp", dps=60, tol=1e-34).evaluate_symmetric(*point)
     ball = SeriesEvaluator(s, context="arb", tol=1e-24).evaluate_symmetric(*point)
@@ -141,11 +141,11 @@ def test_the_empty_string_term():
     """Lengths on {0, 1, ...} at beta = 0: the risk is exactly 1/2 (squared) and log 2 (logistic) for every
     string, the empty one included; at attention gap 30 and beta = (1, -1) the risk tends to P(n = 0)/2."""
     for loss, value in (("squared", mpmath.mpf(1) / 2), ("logistic", mpmath.log(2))):
-        s = Setting(5, lengths="nonnegative", loss=loss)
+        s = Setting(3, lengths="nonnegative", loss=loss)
         for ctx in ("float", "mp", "arb"):
             res = SeriesEvaluator(s, context=ctx, tol=1e-14).evaluate_symmetric(0.3, 0.0, 0.0, 0.0)
             assert abs(float(res.risk) - float(value)) <= res.risk_bound + 1e-16
-    s = Setting(5, lengths="nonnegative")
+    s = Setting(3, lengths="nonnegative")
     floor = float(s.p_value) / 2
     for ctx in ("float", "mp", "arb"):
         res = SeriesEvaluator(s, context=ctx, tol=1e-14).evaluate_symmetric(60.0, 0.0, 1.0, -1.0)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from checks.strategies import examples, evaluator, lengths_st, setting
 from numerics.closed_forms import ClosedForms, to_mpf
 from numerics.montecarlo import estimate
+from numerics.series import SeriesEvaluator
 from theory import symbolic as sym
 
 general_p = st.floats(min_value=0.05, max_value=0.95)
@@ -164,17 +165,35 @@ def test_series_matches_monte_carlo(d, loss, lengths):
         assert abs(est[1:].mean() - ser[1:].mean()) <= 5 * se[1:].max() + res.grad_bound
 
 
-@pytest.mark.parametrize("d,mp_tol", [(5, 1e-25), (50, 1e-18)])
-def test_mp_and_float_backends_agree_within_bounds(d, mp_tol):
-    """The float backend's bound (truncation + rounding allowance) covers its distance to a
-    high-precision evaluation whose own bound is negligible; d = 50 is the largest alphabet used."""
+def test_float_estimate_covers_its_distance_to_the_arb_enclosure_at_d50():
+    """At d = 50, the largest alphabet used, the float context's error estimate (truncation + rounding
+    allowance) covers its distance to the certified arb ball, whose radius is negligible beside it
+    (every context on every variant: checks/test_backends.py)."""
     point = (2.3, -0.1, 1.5, -0.9)
-    f = evaluator(d, tol=1e-15).evaluate_symmetric(*point)
-    m = evaluator(d, tol=mp_tol, backend="mp").evaluate_symmetric(*point)
-    assert m.risk_bound < 1e-15
-    assert abs(float(f.risk) - float(m.risk)) <= f.risk_bound + m.risk_bound
-    for a, b in zip(f.grad_alpha + f.grad_beta, m.grad_alpha + m.grad_beta):
-        assert abs(float(a) - float(b)) <= f.grad_bound + m.grad_bound
+    f = evaluator(50, tol=1e-15).evaluate_symmetric(*point)
+    ball = SeriesEvaluator(setting(50), context="arb", tol=1e-18).evaluate_symmetric(*point)
+    assert ball.certified and ball.risk_bound < 1e-16
+    for a, b in zip([f.risk] + f.grad_alpha + f.grad_beta, [ball.risk] + ball.grad_alpha + ball.grad_beta):
+        assert abs(a - float(b.mid())) <= f.grad_bound + float(b.rad())
+
+
+def test_quadratic_moments_give_the_squared_risk_and_gradient():
+    """R(beta) = 1/2 beta^T M beta - m^T beta + 1/2 and its gradient M beta - m, from one series pass at
+    fixed attention, against the evaluator at several beta (float), and as a certified ball (arb)."""
+    for lengths in ("positive", "nonnegative"):
+        ev = evaluator(7, lengths)
+        q = ev.quadratic_moments(1.4, -0.2)
+        for beta in ((0.0, 0.0), (1.2, -0.8), (-2.0, 3.0)):
+            res = ev.evaluate_symmetric(1.4, -0.2, *beta)
+            assert abs(q.risk(*beta) - res.risk) <= res.risk_bound + 20 * q.bound
+            grad = np.array(q.M) @ np.array(beta) - np.array(q.m)
+            assert abs(grad[0] - res.grad_beta[0]) <= res.grad_bound + 10 * q.bound
+            assert abs(grad[1] / 6 - res.grad_beta[1]) <= res.grad_bound + 10 * q.bound
+        qa = SeriesEvaluator(setting(7, lengths), context="arb", tol=1e-20).quadratic_moments(1.4, -0.2)
+        assert qa.certified and qa.bound < 1e-18
+        ball = SeriesEvaluator(setting(7, lengths), context="arb", tol=1e-20).evaluate_symmetric(1.4, -0.2, 1.2, -0.8)
+        assert qa.risk(1.2, -0.8).overlaps(ball.risk)
+        assert abs(float(qa.M[0][1].mid()) - q.M[0][1]) <= q.bound + 1e-18
 
 
 @given(d=st.integers(3, 8), eta_1=st.floats(0.2, 2.5), eta_2=st.floats(0.0, 200.0), eta_3=st.floats(0.1, 1.0),
@@ -190,8 +209,8 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     ev = evaluator(d)
     traj = Trainer(ev).run(three_phase(eta_1, eta_2, eta_3, T))
     after2 = traj.points[2]
-    M, m, mb = ev.phase3_moments(after2.alpha_a - after2.alpha_b)
-    Mn, mn = np.array(M, float), np.array(m, float)
+    q = ev.quadratic_moments(after2.alpha_a, after2.alpha_b)
+    Mn, mn = np.array(q.M, float), np.array(q.m, float)
     D = np.diag([1.0, 1.0 / (d - 1)])
     b0 = np.array([[after2.beta_a], [after2.beta_b]])
 
@@ -212,7 +231,7 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
 @examples(8)
 def test_phase3_series_matches_the_evaluator(lengths, d, gap):
     """SymPy's double series for M and m (theory.symbolic.phase3_series), summed term by term over
-    n <= N, against SeriesEvaluator.phase3_moments; entries lie in [-1, 1], so the omitted tail of the
+    n <= N, against SeriesEvaluator.quadratic_moments; entries lie in [-1, 1], so the omitted tail of the
     SymPy sum is at most P(n > N)."""
     import sympy as sp
     from scipy.special import binom
@@ -224,7 +243,8 @@ def test_phase3_series_matches_the_evaluator(lengths, d, gap):
     keep = c_grid <= n_grid
     n_grid, c_grid = n_grid[keep].astype(float), c_grid[keep].astype(float)
     M, m = sym.phase3_series(lengths)
-    Mn, mn, bound = evaluator(d, lengths).phase3_moments(gap)
+    q = evaluator(d, lengths).quadratic_moments(gap, 0.0)
+    Mn, mn, bound = q.M, q.m, q.bound
     for entry, value in ((M[0, 0], Mn[0][0]), (M[0, 1], Mn[0][1]), (M[1, 1], Mn[1][1]), (m[0], mn[0]), (m[1], mn[1])):
         summand = entry
         while isinstance(summand, sp.Sum):

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from itertools import product as _product
+from typing import Sequence, Union
 
 import numpy as np
 
@@ -50,6 +51,8 @@ FLOAT_ROUNDING_ALLOWANCE = 1e-13
 """Rounding allowance of the float context, relative to the integrand bound: weights to a few ulp,
 the integrand to a dozen operations, pairwise sums to O(log terms) ulp -- a few hundred ulp in all."""
 CONTEXTS = ("float", "mp", "arb")
+Number = Union[float, int, Fraction, object]
+"""A real number: float, int, Fraction, mpf or arb (arb inputs are used as balls in the arb context)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class QuadraticMoments:
     bound: float
     certified: bool = False
 
-    def risk(self, beta_a, beta_b):
+    def risk(self, beta_a: Number, beta_b: Number):
         """R(beta) from the moments (numbers of the context)."""
         (a, b), (_, c) = self.M
         return (a * beta_a * beta_a + 2 * b * beta_a * beta_b + c * beta_b * beta_b) / 2 \
@@ -251,6 +254,7 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
         with ctx:
             E.lean["c"] = ctx.asarray(counts[:, 0])
             E.lean["r"] = ctx.asarray(counts[:, 1])
+            E.lean["y"] = ctx.asarray(labels)  # context numbers: no float conversion per operation
         if ctx is FLOAT:
             T = len(counts)
             E.lean["buffers"] = {name: np.empty(T) for name in ("cu", "rr", "f", "w", "g", "loss", "tmp")}
@@ -303,8 +307,11 @@ class SeriesEvaluator:
     >>> result = evaluator.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)   # the zero initialisation
     >>> round(result.risk, 12), result.risk_bound < 1e-11, result.certified
     (0.5, True, False)
-    >>> ball = SeriesEvaluator(Setting(5), context="arb", tol=1e-25).evaluate_symmetric(1.0, 0.0, 1.0, -1.0).risk
-    >>> ball.rad() < 1e-23 and ball.overlaps(evaluator.evaluate_symmetric(1.0, 0.0, 1.0, -1.0).risk)
+    >>> certified = SeriesEvaluator(Setting(5), context="arb", tol=1e-25).evaluate_symmetric(1.0, 0.0, 1.0, -1.0)
+    >>> estimate = evaluator.evaluate_symmetric(1.0, 0.0, 1.0, -1.0)
+    >>> certified.certified, certified.risk.rad() < 1e-23           # a ball that contains the exact risk
+    (True, True)
+    >>> abs(float(certified.risk.mid()) - estimate.risk) <= estimate.risk_bound
     True
     """
 
@@ -343,8 +350,8 @@ class SeriesEvaluator:
         return _enumeration(self.setting.d, p, lo, tuple(sizes), self.tol, self._key, self.max_terms)
 
     # ------------------------------------------------------------------------------------------
-    def evaluate(self, alpha, beta) -> Evaluation:
-        """Risk and full gradients at arbitrary (alpha, beta) in R^d x R^d."""
+    def evaluate(self, alpha: Sequence[Number], beta: Sequence[Number]) -> Evaluation:
+        """Risk and full gradients at arbitrary (alpha, beta) in R^d x R^d (per coordinate)."""
         d = self.setting.d
         alpha = check_vector("alpha", alpha, d)
         beta = check_vector("beta", beta, d)
@@ -359,7 +366,7 @@ class SeriesEvaluator:
                     grad_beta[k] = gb[j] / sizes[j]
             return self._result(risk, grad_alpha, grad_beta, out)
 
-    def evaluate_symmetric(self, alpha_a, alpha_b, beta_a, beta_b) -> Evaluation:
+    def evaluate_symmetric(self, alpha_a: Number, alpha_b: Number, beta_a: Number, beta_b: Number) -> Evaluation:
         """``evaluate`` for parameters symmetric in the unmarked symbols; the gradients are two-element
         lists [marked coordinate, each unmarked coordinate]."""
         d = self.setting.d
@@ -369,7 +376,7 @@ class SeriesEvaluator:
             risk, ga, gb, out = self._classes([alpha_a, alpha_b], [beta_a, beta_b], [1, d - 1])
             return self._result(risk, [ga[0], ga[1] / (d - 1)], [gb[0], gb[1] / (d - 1)], out)
 
-    def quadratic_moments(self, alpha_a, alpha_b) -> QuadraticMoments:
+    def quadratic_moments(self, alpha_a: Number, alpha_b: Number) -> QuadraticMoments:
         """Moments of the squared-loss risk as a quadratic in the symmetric readout (beta_a, beta_b) at
         fixed symmetric attention (alpha_a on the marked symbol, alpha_b on the others): one series pass,
         after which output-only gradient descent is a linear recurrence.  Squared loss only (the
@@ -383,7 +390,7 @@ class SeriesEvaluator:
             _, g = self._pair_forward(E, alpha_a, alpha_b, 1, 0)
             W = E.weights
             Wg, h = W * g, 1 - g
-            Wy = W * E.labels
+            Wy = W * E.lean["y"]
             sums = [np.dot(Wg, g), np.dot(Wg, h), np.dot(W * h, h), np.dot(Wy, g), np.dot(Wy, h)]
             tail = self._tail(E)
             if self.context == "arb":
@@ -395,7 +402,7 @@ class SeriesEvaluator:
             return QuadraticMoments([[sums[0], sums[1]], [sums[1], sums[2]]], [sums[3], sums[4]], const,
                                     bound, self.context == "arb")
 
-    def phase3_moments(self, gap):
+    def phase3_moments(self, gap: Number) -> tuple[list, list, float]:
         """(M, m, bound) of ``quadratic_moments(gap, 0)`` as before (for callers not yet switched)."""
         q = self.quadratic_moments(gap, 0.0)
         return q.M, q.m, q.bound
@@ -420,7 +427,12 @@ class SeriesEvaluator:
     def _sup(self, cb):
         """(sup |loss|, sup |gradient integrand|) over all strings, as context numbers (upper bounds)."""
         ctx = self.ctx
-        B = ctx.number(max(abs(float(b)) for b in cb))
+        if self.context == "arb":  # rigorous also for parameters given as balls
+            B = ctx.number(0)
+            for b in cb:
+                B = B.max(ctx.number(b).abs_upper())
+        else:
+            B = ctx.number(max(abs(float(b)) for b in cb))
         one = ctx.number(1)
         if self.setting.loss == "squared":
             sup_loss, sup_dl = (B + 1) ** 2 / 2, B + 1
@@ -477,7 +489,7 @@ class SeriesEvaluator:
         f, w = self._pair_forward(E, ca[0], ca[1], cb[0], cb[1])
         buf = E.lean.get("buffers")
         out = None if buf is None else (buf["loss"], buf["dl"])
-        loss, dl = loss_terms(self.setting.loss, f[:, None], E.labels[:, None], self.ctx, out=out)
+        loss, dl = loss_terms(self.setting.loss, f[:, None], E.lean["y"][:, None], self.ctx, out=out)
         W = E.weights
         ba = self.ctx.number(cb[0])
         if buf is None:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from checks.strategies import examples
 
 from numerics.series import SeriesEvaluator
+from theory.validation import SettingError
 from theory.setting import Setting
 
 
@@ -80,3 +81,55 @@ def test_nonnegative_variant_has_the_empty_string_floor():
     floor = float(s.p_value) / 2
     assert float(res.risk) >= floor - res.risk_bound
     assert float(res.risk) - floor < 1e-6
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import numerics.series
+
+    assert doctest.testmod(numerics.series).failed == 0
+
+
+def test_contexts_and_flags():
+    s = Setting(4)
+    assert SeriesEvaluator(s, backend="mp").context == "mp"  # the old keyword is an alias
+    assert not SeriesEvaluator(s).evaluate_symmetric(0.2, 0, 1, -1).certified
+    res = SeriesEvaluator(s, context="arb", tol=1e-15).evaluate_symmetric(0.2, 0, 1, -1)
+    assert res.certified and all(g.rad() <= res.grad_bound * (1 + 1e-12) for g in res.grad_alpha + res.grad_beta)
+    with pytest.raises(SettingError, match="squared"):
+        SeriesEvaluator(Setting(4, loss="logistic")).quadratic_moments(0.0, 0.0)
+    with pytest.raises(SettingError, match="prec_bits"):
+        SeriesEvaluator(s, context="arb", prec_bits=10)
+
+
+def test_terms_grow_linearly_in_d():
+    """Only the needed count range is enumerated: 4x the alphabet costs about 4x the terms, not 16x."""
+    small = SeriesEvaluator(Setting(100)).evaluate_symmetric(0.5, 0, 1, -1).terms
+    large = SeriesEvaluator(Setting(400)).evaluate_symmetric(0.5, 0, 1, -1).terms
+    assert large < 5 * small
+
+
+@pytest.mark.parametrize("lengths", ["positive", "nonnegative"])
+def test_arb_weights_and_omitted_mass_enclose_the_exact_rationals(lengths):
+    """Every enumerated weight is a ball around its exact rational P(n) multinomial(counts), and the
+    omitted-mass ball contains 1 - (their exact sum + P(n = 0)), computed here in Fractions."""
+    from fractions import Fraction
+    from math import comb
+
+    from flint import arb, fmpq
+
+    from numerics.contexts import ArbContext
+
+    s = Setting(4, lengths=lengths)
+    p, lo, d = s.p_value, (1 if lengths == "positive" else 0), 4
+    enum = SeriesEvaluator(s, context="arb", tol=1e-6)._enum([1, d - 1])
+    total = p if lo == 0 else Fraction(0)
+    with ArbContext(400):  # the exact rationals as far narrower balls than the weights
+        for (c, r), w in zip(enum.counts.tolist(), enum.weights):
+            n = c + r
+            exact = p * (1 - p) ** (n - lo) * comb(n, c) * Fraction(1, d) ** c * Fraction(d - 1, d) ** r
+            assert w.contains(arb(fmpq(exact.numerator, exact.denominator)))
+            total += exact
+        gap = 1 - total
+        assert 0 < gap <= 1e-6 and enum.omitted.contains(arb(fmpq(gap.numerator, gap.denominator)))
