@@ -6,8 +6,10 @@ Every plan has the same budget of T + 2 gradient steps:
 * ``joint``: T + 2 steps on both layers (attention step eta_alpha, output step eta_B);
 * ``output_only``: T + 2 output steps; ``attention_only``: T + 2 attention steps.
 
-The step-size rule (``step_grid``) gives every plan an output step size eta_B and an attention step size
-eta_alpha from the same grid; three-phase uses eta_1 = eta_3 = eta_B and eta_2 = eta_alpha.  Gradients come
+The step-size rule (``step_grid``): every output step size of every plan (eta_1, eta_3, eta_B) ranges over
+one grid and every attention step size (eta_2, eta_alpha) over another, both multiples of 1 / lambda_B with
+lambda_B the output-layer curvature at the start; each plan takes the point of its grid with the least
+validation risk after its T + 2 steps.  Gradients come
 from a :class:`Source`: the exact population (one weighted batch) or a seeded mini-batch sampler with fixed
 validation and test sets.
 
@@ -16,6 +18,7 @@ attention alpha or output B) and t_half(P) = the first step with r_P >= 1/2.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,21 +31,32 @@ from .tasks import Batch
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
 """Plan names, in the order of the table."""
 
-USES = {"three_phase": ("B", "alpha"), "joint": ("B", "alpha"), "output_only": ("B",), "attention_only": ("alpha",)}
-"""Which step sizes each plan uses (the others are not searched)."""
+STEP_SIZES = {"three_phase": ("eta_1", "eta_2", "eta_3"), "joint": ("eta_B", "eta_alpha"),
+              "output_only": ("eta_B",), "attention_only": ("eta_alpha",)}
+"""The step sizes of each plan (each ranges over the grid of ``step_grid``)."""
 
 
-def schedule(plan: str, T: int, eta_B: float, eta_alpha: float) -> list[tuple[float, float]]:
+def schedule(plan: str, T: int, etas: dict) -> list[tuple[float, float]]:
     """Per step (attention step size, output step size) of the plan: T + 2 steps in all."""
     if plan == "three_phase":
-        return [(0.0, eta_B), (eta_alpha, 0.0)] + [(0.0, eta_B)] * T
+        return [(0.0, etas["eta_1"]), (etas["eta_2"], 0.0)] + [(0.0, etas["eta_3"])] * T
     if plan == "joint":
-        return [(eta_alpha, eta_B)] * (T + 2)
+        return [(etas["eta_alpha"], etas["eta_B"])] * (T + 2)
     if plan == "output_only":
-        return [(0.0, eta_B)] * (T + 2)
+        return [(0.0, etas["eta_B"])] * (T + 2)
     if plan == "attention_only":
-        return [(eta_alpha, 0.0)] * (T + 2)
+        return [(etas["eta_alpha"], 0.0)] * (T + 2)
     raise ValueError(f"unknown plan {plan!r}")
+
+
+KIND = {"eta_1": "B", "eta_2": "alpha", "eta_3": "B", "eta_B": "B", "eta_alpha": "alpha"}
+"""Which layer each step size moves: output (B) or attention (alpha)."""
+
+
+def grid_points(plan: str, grid: dict) -> list[dict]:
+    """Every assignment of grid values to the plan's step sizes (``grid`` maps "B" and "alpha" to values)."""
+    names = STEP_SIZES[plan]
+    return [dict(zip(names, vals)) for vals in itertools.product(*(grid[KIND[n]] for n in names))]
 
 
 def output_curvature(batch: Batch) -> float:
@@ -57,9 +71,11 @@ def output_curvature(batch: Batch) -> float:
     return float(np.linalg.eigvalsh((xbar * w[:, None]).T @ xbar)[-1])
 
 
-def step_grid(lam: float, grid_B=(0.25, 0.5, 1.0), grid_alpha=(1.0, 10.0, 100.0)) -> dict:
-    """The stated step-size rule: eta_B in grid_B / lambda_B, eta_alpha in grid_alpha / lambda_B."""
-    return {"B": [g / lam for g in grid_B], "alpha": [g / lam for g in grid_alpha]}
+def step_grid(lam: float, factors_B=(1 / 16, 1 / 4, 1.0), factors_alpha=(1.0, 8.0, 64.0)) -> dict:
+    """The stated step-size rule: output step sizes in factors_B / lambda_B (at most 1 / lambda_B, below the
+    stability limit 2 / lambda_B of the start), attention step sizes in factors_alpha / lambda_B (a wider,
+    larger range: the attention gradient starts at 0 and has no curvature scale there)."""
+    return {"B": [f / lam for f in factors_B], "alpha": [f / lam for f in factors_alpha]}
 
 
 @dataclass
