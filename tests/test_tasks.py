@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -196,3 +197,38 @@ def test_attention_cannot_move_first():
     model = Model(1, 6, 1)
     _, g, _ = model.risk_and_grad(model.zeros(), pop.X, pop.y, pop.m, weights=pop.weights)
     assert np.all(g.alpha == 0) and np.any(g.B != 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the table1 command
+
+
+def _cli(argv) -> int:
+    from app.table1 import main
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse rejects a flag value with exit status 2
+        return exc.code
+
+
+@pytest.mark.parametrize("argv,flag", [(["--tasks", "XOR"], "--tasks"), (["--seeds", "0"], "--seeds"),
+                                       (["--d", "3", "--tasks", "OR"], "--d"), (["--steps", "nan"], "--steps"),
+                                       (["--steps", "inf"], "--steps")])
+def test_table1_bad_input_names_the_flag(argv, flag, capsys, tmp_path):
+    out = tmp_path / "res"
+    assert _cli([*argv, "--out", str(out), "--quiet"]) == 2
+    assert flag in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_table1_writes_and_rebuilds_from_json(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _cli(["--quick", "--tasks", "even_pairs", "--seeds", "1", "--steps", "2", "--jobs", "1", "--quiet",
+                 "--out", str(a)]) == 0
+    res = json.loads((a / "table1.json").read_text())
+    assert res["command"][:2] == ["occ-companion", "table1"] and res["config"]["T"] == 2
+    assert res["version"]
+    assert (a / "table1_even_pairs.png").stat().st_size > 0
+    assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == 0
+    assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
+    assert "| even_pairs | joint |" in capsys.readouterr().out
