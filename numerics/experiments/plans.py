@@ -104,10 +104,9 @@ def evaluate(model: Model, params: Params, batch: Batch, loss: str = "squared") 
 
 @dataclass
 class Run:
-    """One plan run: training risk before each step, distances of alpha and B from their start after each
-    step (index 0 = start), parameters at the snapshot steps, and the final validation risk."""
+    """One plan run: distances of alpha and B from their start after each step (index 0 = start),
+    parameters at the snapshot steps, and the final validation risk."""
 
-    train_risk: list = field(default_factory=list)
     alpha_dist: list = field(default_factory=list)
     B_dist: list = field(default_factory=list)
     snapshots: dict = field(default_factory=dict)
@@ -131,7 +130,6 @@ def run_plan(model: Model, params0: Params, steps: list[tuple[float, float]], so
         if not np.isfinite(r) or not (np.isfinite(g.alpha).all() and np.isfinite(g.B).all()):
             run.diverged = True
             return run
-        run.train_risk.append(float(r))
         p.alpha = p.alpha - ea * g.alpha
         p.B = p.B - eb * g.B
         run.alpha_dist.append(float(np.linalg.norm(p.alpha - params0.alpha)))

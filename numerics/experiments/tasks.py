@@ -185,10 +185,6 @@ def sample_slr(d: int, N: int, rng: np.random.Generator, seed: int) -> Batch:
     return Batch(X, m, y[:, None], extra={"n": n, "J": J, "k": k, "v": v})
 
 
-EVEN_PAIRS_PREV = ("BOS", "a", "b")
-EVEN_PAIRS_NEXT = ("a", "b", "EOS")
-
-
 def sample_even_pairs(N: int, rng: np.random.Generator, return_strings: bool = False) -> Batch:
     """Even pairs over {a, b}: the framed string BOS z_1..z_n EOS as counts of its adjacent pairs
     (prev, next) in {BOS, a, b} x {a, b, EOS} (one-hot, D = 9, index 3 prev + next); y = +1 iff the number of
