@@ -198,31 +198,23 @@ class Model:
         Returns (risk, Params of gradients, f).
         """
         X, s, V = self._scores_values(params, X)
+        N = np.asarray(m).shape[0] if X.ndim == 2 else X.shape[0]
         mh = None if m is None else np.asarray(m, dtype=float)[..., None, :]
         if X.ndim == 2:
-            if m is None:
-                raise SettingError("a shared embedding table X (L, D) needs multiplicities m (N, L)")
-            # shared table: contract over the batch with matrix products instead of expanding V to (N, H, L, K)
-            w = attention_weights(np.broadcast_to(s, mh.shape[:-2] + s.shape), mh, ctx)   # (N, H, L)
-            fh = np.matmul(w.transpose(1, 0, 2), V).transpose(1, 0, 2)                     # (N, H, K)
-            f, risk, g = _loss_and_upstream(fh, y, loss, weights, ctx)
-            vg = np.matmul(V, g.T).transpose(2, 0, 1)                                      # (N, H, L)
-            ds = w * (vg - np.einsum("nhk,nk->nh", fh, g)[..., None])
-            galpha = np.matmul(ds.sum(axis=0), X)
-            gB = np.matmul(X.T, np.matmul(w.transpose(1, 2, 0), g))                        # (H, D, K)
-            return risk, Params(galpha, gB), f
+            s = np.broadcast_to(s, (N,) + s.shape)
+            V = np.broadcast_to(V, (N,) + V.shape)
         fh, w = attend(s, V, mh, ctx)
-        f, risk, g = _loss_and_upstream(fh, y, loss, weights, ctx)
+        f = fh.sum(axis=-2)
+        lv, dl = loss_terms(loss, f, y, ctx)
+        wt = np.full(N, 1.0 / N) if weights is None else weights
+        risk = (wt * lv).sum()
+        g = dl * wt[:, None]
         ds, dV = attend_backward(w, V, fh, g[:, None, :])
-        galpha = np.einsum("nhl,nld->hd", ds, X)
-        gB = np.einsum("nhlk,nld->hdk", dV, X)
+        if X.ndim == 2:
+            ds, dV = ds.sum(axis=0), dV.sum(axis=0)
+            galpha = np.einsum("hl,ld->hd", ds, X)
+            gB = np.einsum("hlk,ld->hdk", dV, X)
+        else:
+            galpha = np.einsum("nhl,nld->hd", ds, X)
+            gB = np.einsum("nhlk,nld->hdk", dV, X)
         return risk, Params(galpha, gB), f
-
-
-def _loss_and_upstream(fh, y, loss, weights, ctx):
-    """Summed output f (N, K), weighted risk and the weighted upstream gradient dR/df (N, K)."""
-    f = fh.sum(axis=-2)
-    N = f.shape[0]
-    lv, dl = loss_terms(loss, f, y, ctx)
-    wt = np.full(N, 1.0 / N) if weights is None else weights
-    return f, (wt * lv).sum(), dl * wt[:, None]
