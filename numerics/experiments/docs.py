@@ -91,6 +91,12 @@ def _claims_md(results: dict) -> list[str]:
         for c in claims:
             verdict = "holds" if c["holds"] else "does NOT hold"
             out.append(f"* Paper: {c['claim']}. Here: **{verdict}** ({c['evidence']}).")
+        r = results["rows"][row]
+        if len(r["seeds_run"]) > 1:
+            for plan in ("three_phase", "joint"):
+                per = ", ".join(f"{x['test_risk']:.3g}" if x["test_risk"] is not None else "n/a"
+                                for x in r["plans"][plan]["seeds"])
+                out.append(f"* Per-seed held-out risk of {plan.replace('_', ' ')}: {per}.")
         edges = grid_edges(results, row)
         if edges:
             out.append(f"* Step sizes chosen at the top of their grid: {', '.join(edges)} (a wider grid "
@@ -170,7 +176,7 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
         *_claims_md(quick),
         "## Figures (example run)",
         "",
-        "Left: held-out risk by plan over steps (mean over seeds, log scale). Right: relative progress",
+        "Left: held-out risk by plan over steps (median over seeds, log scale). Right: relative progress",
         "r_alpha(t) and r_B(t) under joint GD (mean over seeds), the dotted line at 1/2 giving t_half.",
         "",
         *figs,

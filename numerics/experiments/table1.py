@@ -321,7 +321,8 @@ def table_rows_markdown(results: dict) -> list[str]:
             etas = ", ".join(f"{k}={v:.3g}" for k, v in pr["chosen"].items())
             gap = [_fmt(g["t_half_alpha_stats"]), _fmt(g["t_half_B_stats"]), _fmt(g["ratio_stats"])] \
                 if plan == "joint" else ["", "", ""]
-            div = f" (diverged: seeds {pr['diverged']})" if pr["diverged"] else ""
+            bad = unstable_seeds(pr)
+            div = f" (unstable: seeds {bad})" if bad else ""
             out.append(f"| {name} | {plan} | {_fmt(pr['risk'])}{div} | {_fmt(pr['acc'])} | {etas} | " + " | ".join(gap) + " |")
     return out
 
@@ -354,7 +355,7 @@ def markdown(results: dict) -> str:
 
 
 def figures(results: dict, folder: Path) -> list[Path]:
-    """One figure per row: held-out risk by plan over steps (mean over seeds, log scale) and the relative
+    """One figure per row: held-out risk by plan over steps (median over seeds, log scale) and the relative
     progress r_alpha(t), r_B(t) under joint GD."""
     import matplotlib
     matplotlib.use("Agg")
@@ -370,10 +371,10 @@ def figures(results: dict, folder: Path) -> list[Path]:
             risks = np.array([[np.nan if v is None else v for v in r["curve"]["risk"]] for r in recs
                               if len(r["curve"]["risk"]) == len(steps)])
             if risks.size:
-                ax.plot(steps, np.nanmean(risks, axis=0), marker="o", ms=3, label=plan.replace("_", " "))
+                ax.plot(steps, np.nanmedian(risks, axis=0), marker="o", ms=3, label=plan.replace("_", " "))
         ax.set_yscale("log")
         ax.set_xlabel("gradient step")
-        ax.set_ylabel("held-out risk (mean over seeds)")
+        ax.set_ylabel("held-out risk (median over seeds)")
         ax.set_title(f"{name}: risk by plan")
         ax.legend(fontsize=8)
         ax = axes[1]
@@ -450,8 +451,27 @@ def excess(results: dict, row: str, plan: str, reference: str = "joint") -> tupl
     return a["mean"] - b["mean"], max(3 * se, MATCH_SHARE * abs(effect))
 
 
+UNSTABLE_FACTOR = 10.0
+"""A seed's run is unstable when its final held-out risk is missing (diverged) or above UNSTABLE_FACTOR times
+the risk at its start."""
+
+
+def unstable_seeds(plan_result: dict) -> list[int]:
+    """Seeds whose run of this plan diverged or ended far above its starting risk (see UNSTABLE_FACTOR)."""
+    out = []
+    for r in plan_result["seeds"]:
+        start = r["curve"]["risk"][0] if r["curve"]["risk"] else None
+        if r["test_risk"] is None or start is None or r["test_risk"] > UNSTABLE_FACTOR * start:
+            out.append(r["seed"])
+    return out
+
+
 def matches(results: dict, row: str, plan: str = "three_phase", reference: str = "joint") -> bool:
-    """The plan's held-out risk is not worse than the reference's beyond the margin of ``excess``."""
+    """The plan's held-out risk is not worse than the reference's beyond the margin of ``excess``, and the
+    plan has no unstable seed where the reference has none (an outlier must not widen the margin)."""
+    plans = results["rows"][row]["plans"]
+    if unstable_seeds(plans[plan]) and not unstable_seeds(plans[reference]):
+        return False
     e, margin = excess(results, row, plan, reference)
     return e <= margin
 
@@ -473,6 +493,9 @@ def assess(results: dict) -> list[dict]:
         task = rows[row]["task"]
         e, margin = excess(results, row, "three_phase")
         ev = f"{risk(row, 'three_phase')} vs {risk(row, 'joint')}: excess {e:.3g}, margin {margin:.3g}"
+        bad = unstable_seeds(rows[row]["plans"]["three_phase"])
+        if bad:
+            ev += f"; three-phase unstable on seeds {bad}"
         if task in PAPER_MATCH:
             out.append({"row": row, "claim": "three-phase matches joint GD", "expected": True,
                         "holds": matches(results, row), "evidence": ev})
