@@ -232,3 +232,7 @@ def test_table1_writes_and_rebuilds_from_json(tmp_path, capsys):
     assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == 0
     assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
     assert "| even_pairs | joint |" in capsys.readouterr().out
+    c = tmp_path / "c"
+    assert _cli(["--rerun", str(a / "table1.json"), "--jobs", "1", "--quiet", "--out", str(c)]) == 0
+    table = lambda path: [ln for ln in path.read_text().splitlines() if ln.startswith("| even_pairs")]  # noqa: E731
+    assert table(a / "table1.md") == table(c / "table1.md")

@@ -80,6 +80,13 @@ def grid_edges(results: dict, row: str) -> list[str]:
     return edges
 
 
+def _summary_md(results: dict) -> list[str]:
+    out = ["| row | paper's claim | here |", "|---|---|---|"]
+    for c in T1.assess(results):
+        out.append(f"| {c['row']} | {c['claim']} | {'holds' if c['holds'] else '**does not hold**'} |")
+    return out + [""]
+
+
 def _claims_md(results: dict) -> list[str]:
     out = []
     by_row: dict = {}
@@ -161,8 +168,11 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
         "Criterion: a plan *matches* joint GD when its excess held-out risk is at most 3 standard errors of the",
         f"seed spread or {T1.MATCH_SHARE:g} of the task's attention effect (output-only risk minus joint-GD risk),",
         "whichever is larger; otherwise it *falls short*. 'Competitive' applies the same criterion against",
-        "three-phase. 'Lags' needs the mean t_half ratio above 1 by 3 standard errors.",
+        "three-phase. 'Lags' needs the mean t_half ratio above 1 by 3 standard errors. A seed whose final",
+        f"held-out risk is above {T1.UNSTABLE_FACTOR:g} times its starting risk is unstable, and a plan with an",
+        "unstable seed never matches a reference without one.",
         "",
+        *_summary_md(full),
         *_claims_md(full),
         f"## Quick size ({_size(quick)})",
         "",
