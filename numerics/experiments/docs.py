@@ -58,7 +58,11 @@ METHOD = """\
 * **Held-out risk and accuracy**: population risk and population accuracy on the exact tasks, test-set
   values otherwise; accuracy is sign(f) (f = 0 counts as -1) for +-1 targets and argmax for ICL; SLR is a
   regression (no accuracy). Mean ± standard deviation over seeds; rows trained on the exact population from
-  zero (H = 1) are deterministic and run once.
+  zero (H = 1) are deterministic and run once. Deterministic means no sampling, not robustness to
+  rounding: joint GD at large attention step sizes amplifies rounding, and at the quick size changing only
+  the summation order of the gradient (a relative change near 1e-16) moved the final population risk of
+  joint GD on AND (H=1) from 0.292 to 0.263. Runs are reproducible bit for bit with the same code and numpy
+  (`checks/test_table1.py` re-runs a recorded configuration), not across changes of floating-point order.
 * **Gap metric** under joint GD: r_P(t) = |P_t - P_0| / |P_{T+2} - P_0| (Frobenius norm of the block P =
   attention alpha or output B), t_half(P) = the first step with r_P >= 1/2; attention lags output when
   t_half(attention) > t_half(output). The table gives both and their ratio (mean over seeds of the per-seed
