@@ -236,8 +236,9 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None) -> dict:
     bars = {name: tqdm(total=len(P.PLANS) * len(seeds_of[name]), desc=f"{name:<14}", file=sys.stderr,
                        disable=quiet, leave=True, position=i) for i, (name, _, _) in enumerate(table_rows)}
     records: dict = {name: {plan: {} for plan in P.PLANS} for name, _, _ in table_rows}
-    order = sorted(table_rows, key=lambda r: -_cost(r[1], r[2]))
-    first = [(name, t, h, plan) for name, t, h in order for plan in P.PLANS]
+    sizes = {plan: len(P.grid_points(plan, {"B": cfg.grid_B, "alpha": cfg.grid_alpha})) for plan in P.PLANS}
+    first = sorted(((name, t, h, plan) for name, t, h in table_rows for plan in P.PLANS),
+                   key=lambda j: -_cost(j[1], j[2]) * sizes[j[3]])   # longest searches first
 
     def finish(name, rec):
         records[name][rec["plan"]][rec["seed"]] = rec
