@@ -1,0 +1,94 @@
+"""Exact population sums of occurrence, OR and AND by the class reduction.
+
+With parameters symmetric over the unmarked symbols, a string enters the model only through its length n
+and the counts of the marked symbols (a; a and b for OR and AND).  The population risk and gradient are then
+weighted sums over count classes, which the model evaluates as a shared table of class tokens
+[e_a, (e_b,) u] with u = the mean of the unmarked one-hot vectors, counts (c_a, (c_b,) n - c_a - c_b) and
+probability weights P(n) P(counts | n).  The table row u gives the score and value of every unmarked symbol
+(they are equal by symmetry), and its gradient row is the per-coordinate gradient of each unmarked symbol,
+so gradient descent stays symmetric and the sums are exact.
+
+Truncation (stated, parameters): lengths n <= n_max with tail mass P(n > n_max) = (1 - p)^n_max <=
+``len_tol`` (default 1e-12); counts above the binomial 1 - 1e-16 quantile are left out (mass < 1e-16 per
+length); then the lightest classes are dropped while their total mass stays <= ``mass_tol``.  The weights
+are not renormalised: the neglected mass ``dropped`` (reported) bounds the error of the risk by
+dropped * max loss.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import gammaln
+from scipy.stats import binom
+
+from theory.validation import SettingError
+
+from .tasks import Batch, check_task, length_parameter
+
+QUANTILE_TAIL = 1e-16
+
+
+def marked_symbols(task: str) -> int:
+    """Number of marked symbols of the task's class reduction (a; or a and b)."""
+    return 1 if task == "occurrence" else 2
+
+
+def class_table(d: int, marked: int) -> np.ndarray:
+    """Rows e_0, ..., e_{marked-1} and the mean of the unmarked one-hot vectors."""
+    X = np.zeros((marked + 1, d))
+    X[np.arange(marked), np.arange(marked)] = 1.0
+    X[marked, marked:] = 1.0 / (d - marked)
+    return X
+
+
+@lru_cache(maxsize=8)
+def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12) -> Batch:
+    """The population of ``task`` at alphabet size d as a weighted batch of count classes (see module doc).
+
+    ``extra`` holds n_max, the number of classes and the dropped probability mass.
+    """
+    check_task(task, d)
+    if task not in ("occurrence", "OR", "AND"):
+        raise SettingError(f"the class reduction is for occurrence, OR and AND, not {task}")
+    if not (0 < mass_tol < 1 and 0 < len_tol < 1):
+        raise SettingError(f"mass_tol and len_tol must be in (0, 1), got {mass_tol}, {len_tol}")
+    p = length_parameter(task, d)
+    k = marked_symbols(task)
+    n_max = max(1, int(np.ceil(np.log(len_tol) / np.log1p(-p)))) if p < 1 else 1
+    logp_n = lambda n: np.log(p) + (n - 1) * np.log1p(-p)  # noqa: E731
+    rows, logw = [], []
+    lq, lr = np.log(1.0 / d), np.log1p(-k / d)
+    for n in range(1, n_max + 1):
+        hi = int(min(n, binom.isf(QUANTILE_TAIL, n, 1.0 / d) + 1))
+        c = np.arange(hi + 1)
+        if k == 1:
+            ca, cb = c, np.zeros_like(c)
+        else:
+            ca, cb = (a.ravel() for a in np.meshgrid(c, c, indexing="ij"))
+            keep = ca + cb <= n
+            ca, cb = ca[keep], cb[keep]
+        cr = n - ca - cb
+        lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cb + 1) - gammaln(cr + 1)
+              + (ca + cb) * lq + cr * lr + logp_n(n))
+        rows.append(np.stack([ca, cb, cr], axis=1) if k == 2 else np.stack([ca, cr], axis=1))
+        logw.append(lw)
+    counts = np.concatenate(rows).astype(float)
+    w = np.exp(np.concatenate(logw))
+    order = np.argsort(w)
+    light = np.cumsum(w[order]) <= mass_tol
+    keep = np.sort(order[~light])
+    counts, w = counts[keep], w[keep]
+    present = counts[:, :k] > 0
+    pos = {"occurrence": present[:, 0], "OR": present.any(axis=1), "AND": present.all(axis=1)}[task]
+    lab = np.where(pos, 1, -1)
+    extra = {"n_max": n_max, "classes": int(len(w)), "dropped": float(1.0 - w.sum()),
+             "mass_tol": mass_tol, "len_tol": len_tol, "p": p}
+    return Batch(class_table(d, k), counts, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
+
+
+def expand(values: np.ndarray, d: int, marked: int) -> np.ndarray:
+    """Class values (..., marked + 1, ...) on axis -2 expanded to the d symbols (the last class value
+    repeated for every unmarked symbol): used for symmetric initial parameters."""
+    idx = np.minimum(np.arange(d), marked)
+    return np.take(values, idx, axis=-2)

@@ -1,0 +1,226 @@
+"""The six tasks of the paper's Table 1, as this suite reconstructs them: seeded, vectorised samplers.
+
+The paper's own protocols are not at hand; the definitions below are the suite's reconstruction from the
+primary source of each task (see docs/table1.md).  Every choice is a parameter with the stated default.
+
+A sample is a :class:`Batch` in the model's input format (``numerics.model.Model.risk_and_grad``): either a
+shared table of distinct tokens ``X`` (L, D) with counts ``m`` (N, L) (the one-hot tasks: a string without
+positional encoding is the bag of its tokens), or per-string embeddings ``X`` (N, L, D) padded to the batch
+maximum with multiplicity 0 (single-location regression).
+
+Length laws and their parameters (``length_parameter``):
+
+* occurrence: n ~ Geometric(p) on {1, 2, ...}; P(a occurs) = 1/2 at p = 1/(d-1) (closed form);
+* OR: P(a or b occurs) = 1/2 at p = 2/(d-2) (closed form);
+* AND: P(a and b occur) = 1/2 has no closed form in p; solved with brentq to 1e-12 (about 0.0113 at d = 50);
+* ICL bigram: n ~ Geometric(p) on {2, 3, ...} with mean 1 + 1/p = 2d, so p = 1/(2d - 1);
+* single-location regression (SLR): Geometric on {1, ...}, mean 10, p = 1/10;
+* even pairs: Geometric on {1, ...}, mean 20, p = 1/20 (not balanced: P(y = +1) = (1 + p)/2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import brentq
+
+from theory.validation import SettingError
+
+TASKS = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
+"""Task names, in the order of the table."""
+
+POPULATION_TASKS = ("occurrence", "OR", "AND")
+"""Tasks whose population gradient is a finite sum over count classes (see ``population``)."""
+
+MIN_D = {"occurrence": 3, "OR": 4, "AND": 3, "ICL": 3, "SLR": 2, "even_pairs": 1}
+"""Smallest alphabet size (embedding dimension for SLR) at which each task is defined
+(OR needs p = 2/(d-2) <= 1; the class reduction needs an unmarked symbol; ICL needs two answers; SLR
+needs two orthonormal vectors; even pairs is binary whatever d is)."""
+
+SLR_MEAN_LENGTH = 10
+EVEN_PAIRS_MEAN_LENGTH = 20
+SLR_GAMMA2 = 0.5
+SLR_NOISE = 0.1
+BRENTQ_XTOL = 1e-15
+
+
+def check_task(task: str, d: int) -> None:
+    """Raise SettingError unless ``task`` is known and defined at alphabet size ``d``."""
+    if task not in TASKS:
+        raise SettingError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
+    if d < MIN_D[task]:
+        raise SettingError(f"task {task} needs d >= {MIN_D[task]}, got d = {d}")
+
+
+def _geometric_pgf(p: float, q: float) -> float:
+    """E[q^n] for n ~ Geometric(p) on {1, 2, ...}."""
+    return p * q / (1.0 - (1.0 - p) * q)
+
+
+def and_balance(p: float, d: int) -> float:
+    """P(a and b both occur) - 1/2 under Geometric(p) lengths on {1, ...}, tokens uniform over d symbols."""
+    return 1.0 - 2.0 * _geometric_pgf(p, 1.0 - 1.0 / d) + _geometric_pgf(p, 1.0 - 2.0 / d) - 0.5
+
+
+def length_parameter(task: str, d: int) -> float:
+    """The geometric parameter p of the task's length law (balancing for occurrence, OR and AND)."""
+    check_task(task, d)
+    if task == "occurrence":
+        return 1.0 / (d - 1)
+    if task == "OR":
+        return 2.0 / (d - 2)
+    if task == "AND":
+        # and_balance decreases from +1/2 (p -> 0: both occur) to -1/2 (p = 1: one token)
+        return brentq(and_balance, 1e-12, 1.0, args=(d,), xtol=BRENTQ_XTOL, rtol=4 * np.finfo(float).eps)
+    if task == "ICL":
+        return 1.0 / (2 * d - 1)
+    if task == "SLR":
+        return 1.0 / SLR_MEAN_LENGTH
+    return 1.0 / EVEN_PAIRS_MEAN_LENGTH
+
+
+@dataclass
+class Batch:
+    """Model inputs of a batch: embeddings X, multiplicities m, targets y (N, K), probability weights
+    (None: uniform), integer labels for accuracy (class index, or +-1), and task-specific extras."""
+
+    X: np.ndarray
+    m: np.ndarray
+    y: np.ndarray
+    weights: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return self.m.shape[0]
+
+
+def _lengths(rng: np.random.Generator, p: float, N: int, start: int = 1) -> np.ndarray:
+    """N lengths ~ Geometric(p) on {start, start + 1, ...}."""
+    return rng.geometric(p, N) + (start - 1)
+
+
+def _counts(index: np.ndarray, valid: np.ndarray, cells: int) -> np.ndarray:
+    """Counts (N, cells) of the token indices ``index`` (N, L) at the ``valid`` positions."""
+    N = index.shape[0]
+    flat = (np.arange(N)[:, None] * cells + index)[valid]
+    return np.bincount(flat, minlength=N * cells).reshape(N, cells).astype(float)
+
+
+def sample_symbols(task: str, d: int, N: int, rng: np.random.Generator) -> Batch:
+    """Occurrence, OR or AND: symbol counts (N, d) over the one-hot table I_d; a = symbol 0, b = symbol 1."""
+    n = _lengths(rng, length_parameter(task, d), N)
+    c = rng.multinomial(n, np.full(d, 1.0 / d)).astype(float)
+    has_a, has_b = c[:, 0] > 0, c[:, 1] > 0
+    pos = {"occurrence": has_a, "OR": has_a | has_b, "AND": has_a & has_b}[task]
+    lab = np.where(pos, 1, -1)
+    return Batch(np.eye(d), c, lab[:, None].astype(float), labels=lab, extra={"n": n})
+
+
+def icl_table(d: int) -> np.ndarray:
+    """Pair embeddings x = [e_z; e_prev] (D = 2d) of every (z, prev) with prev in {none, 0, ..., d-1};
+    row index z * (d + 1) + (prev + 1), prev = -1 meaning the first position (zero vector)."""
+    X = np.zeros((d * (d + 1), 2 * d))
+    z, prev = np.divmod(np.arange(d * (d + 1)), d + 1)
+    X[np.arange(len(z)), z] = 1.0
+    has = prev > 0
+    X[np.flatnonzero(has), d + prev[has] - 1] = 1.0
+    return X
+
+
+def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = False) -> Batch:
+    """ICL bigram with trigger q = symbol 0: each string draws an answer o uniform over 1..d-1, tokens are
+    uniform except that every token after q is o; strings without a q before the last position are redrawn
+    (rejection, so the law is conditioned on that event).  Target: one-hot of o (K = d)."""
+    p = length_parameter("ICL", d)
+    n = np.empty(N, dtype=int)
+    o = np.empty(N, dtype=int)
+    m = np.zeros((N, d * (d + 1)))
+    todo = np.arange(N)
+    strings: list = [None] * N
+    while todo.size:
+        k = todo.size
+        nk = _lengths(rng, p, k, start=2)
+        ok_ = 1 + rng.integers(0, d - 1, k)
+        L = int(nk.max())
+        z = rng.integers(0, d, (k, L))
+        for i in range(1, L):
+            z[:, i] = np.where(z[:, i - 1] == 0, ok_, z[:, i])
+        pos = np.arange(L)[None, :]
+        good = ((z == 0) & (pos < nk[:, None] - 1)).any(axis=1)
+        idx = todo[good]
+        n[idx], o[idx] = nk[good], ok_[good]
+        zg = z[good]
+        if return_strings:
+            for j, r in enumerate(idx):
+                strings[r] = zg[j, : nk[good][j]]
+        prev = np.concatenate([np.full((zg.shape[0], 1), -1), zg[:, :-1]], axis=1)
+        cells = zg * (d + 1) + prev + 1
+        m[idx] = _counts(cells, pos < nk[good][:, None], d * (d + 1))
+        todo = todo[~good]
+    extra = {"n": n, "strings": strings} if return_strings else {"n": n}
+    return Batch(icl_table(d), m, np.eye(d)[o], labels=o, extra=extra)
+
+
+def slr_directions(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The key k* and value v* of SLR: orthonormal, drawn from the task seed (QR of a Gaussian d x 2)."""
+    q, _ = np.linalg.qr(np.random.default_rng([seed, 7]).standard_normal((d, 2)))
+    return q[:, 0], q[:, 1]
+
+
+def sample_slr(d: int, N: int, rng: np.random.Generator, seed: int) -> Batch:
+    """Single-location regression: x_i ~ N(0, I_d) except x_J ~ N(sqrt(d/2) k*, gamma^2 I) at one uniform
+    location J; y = <x_J, v*> + 0.1 xi.  Strings padded to the batch maximum with multiplicity 0."""
+    k, v = slr_directions(d, seed)
+    n = _lengths(rng, length_parameter("SLR", d), N)
+    L = int(n.max())
+    X = rng.standard_normal((N, L, d))
+    J = rng.integers(0, n)
+    rows = np.arange(N)
+    X[rows, J] = np.sqrt(d / 2) * k + np.sqrt(SLR_GAMMA2) * rng.standard_normal((N, d))
+    y = X[rows, J] @ v + SLR_NOISE * rng.standard_normal(N)
+    m = (np.arange(L)[None, :] < n[:, None]).astype(float)
+    X[m == 0] = 0.0
+    return Batch(X, m, y[:, None], extra={"n": n, "J": J, "k": k, "v": v})
+
+
+def sample_even_pairs(N: int, rng: np.random.Generator, return_strings: bool = False) -> Batch:
+    """Even pairs over {a, b}: the framed string BOS z_1..z_n EOS as counts of its adjacent pairs
+    (prev, next) in {BOS, a, b} x {a, b, EOS} (one-hot, D = 9, index 3 prev + next); y = +1 iff the number of
+    ab and ba pairs is even."""
+    n = _lengths(rng, length_parameter("even_pairs", 2), N)
+    L = int(n.max())
+    z = rng.integers(0, 2, (N, L))          # 0 = a, 1 = b
+    rows = np.arange(N)
+    framed_prev = np.concatenate([np.full((N, 1), -1), z], axis=1)      # BOS = -1
+    framed_next = np.concatenate([z, np.full((N, 1), 2)], axis=1)       # EOS = 2
+    framed_next[rows, n] = 2
+    cells = 3 * (framed_prev + 1) + framed_next
+    valid = np.arange(L + 1)[None, :] <= n[:, None]
+    m = _counts(cells, valid, 9)
+    changes = m[:, 3 * 1 + 1] + m[:, 3 * 2 + 0]
+    lab = np.where(changes % 2 == 0, 1, -1)
+    extra = {"n": n}
+    if return_strings:
+        extra["strings"] = [z[i, : n[i]] for i in range(N)]
+    return Batch(np.eye(9), m, lab[:, None].astype(float), labels=lab, extra=extra)
+
+
+def sample(task: str, d: int, N: int, rng: np.random.Generator, seed: int = 0) -> Batch:
+    """N strings of ``task`` at alphabet size d from ``rng`` (``seed`` fixes the SLR directions)."""
+    check_task(task, d)
+    if task in POPULATION_TASKS:
+        return sample_symbols(task, d, N, rng)
+    if task == "ICL":
+        return sample_icl(d, N, rng)
+    if task == "SLR":
+        return sample_slr(d, N, rng, seed)
+    return sample_even_pairs(N, rng)
+
+
+def model_shape(task: str, d: int, heads: int = 1) -> tuple[int, int, int]:
+    """(H, D, K) of the model for the task."""
+    D = {"ICL": 2 * d, "even_pairs": 9}.get(task, d)
+    return heads, D, d if task == "ICL" else 1
+

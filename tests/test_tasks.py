@@ -1,0 +1,238 @@
+"""The Table 1 task samplers follow their rules; the class-reduced populations are the exact sums."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+from scipy.stats import chi2
+
+from numerics.experiments import plans as P
+from numerics.experiments import tasks as TK
+from numerics.experiments.population import expand, marked_symbols, population
+from numerics.model import Model, Params
+from theory.validation import SettingError
+
+N = 20000
+Z = 4.5  # Monte Carlo bands: 4.5 standard errors
+
+
+def _balance_exact(task: str, d: int, p: float) -> float:
+    """P(y = +1) from the geometric generating function."""
+    G = lambda q: p * q / (1 - (1 - p) * q)  # noqa: E731
+    if task == "occurrence":
+        return 1 - G(1 - 1 / d)
+    if task == "OR":
+        return 1 - G(1 - 2 / d)
+    return 1 - 2 * G(1 - 1 / d) + G(1 - 2 / d)
+
+
+@pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
+@pytest.mark.parametrize("d", [5, 12, 50])
+def test_balancing_parameter_balances(task, d):
+    p = TK.length_parameter(task, d)
+    assert abs(_balance_exact(task, d, p) - 0.5) < 1e-12
+    if task == "AND":  # the root is bracketed to 1e-12: the balance changes sign across it
+        assert TK.and_balance(p - 1e-12, d) > 0 > TK.and_balance(p + 1e-12, d)
+
+
+def test_closed_forms_and_and_root_at_50():
+    assert TK.length_parameter("occurrence", 50) == 1 / 49
+    assert TK.length_parameter("OR", 50) == 2 / 48
+    assert abs(TK.length_parameter("AND", 50) - 0.0113) < 5e-5
+    assert TK.length_parameter("ICL", 50) == 1 / 99  # mean length 1 + 1/p = 2d
+
+
+@pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
+def test_sampled_classes_balance(task):
+    b = TK.sample(task, 20, N, np.random.default_rng(1))
+    assert abs((b.labels == 1).mean() - 0.5) < Z * math.sqrt(0.25 / N)
+    assert np.all(b.m.sum(axis=1) == b.extra["n"])
+    a, bb = b.m[:, 0] > 0, b.m[:, 1] > 0
+    rule = {"occurrence": a, "OR": a | bb, "AND": a & bb}[task]
+    assert np.array_equal(b.labels == 1, rule)
+
+
+def test_seeded_and_reproducible():
+    for task in TK.TASKS:
+        b1 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2)
+        b2 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2)
+        assert np.array_equal(b1.m, b2.m) and np.array_equal(b1.y, b2.y)
+        assert np.array_equal(np.asarray(b1.X), np.asarray(b2.X))
+
+
+def test_even_pairs_label_is_first_equals_last():
+    b = TK.sample_even_pairs(4000, np.random.default_rng(5), return_strings=True)
+    first_eq_last = np.array([s[0] == s[-1] for s in b.extra["strings"]])
+    assert np.array_equal(b.labels == 1, first_eq_last)
+    # the pair counts are those of the framed string
+    for s, row in zip(b.extra["strings"][:200], b.m[:200]):
+        framed_prev, framed_next = [-1, *s], [*s, 2]
+        want = np.zeros(9)
+        for u, v in zip(framed_prev, framed_next):
+            want[3 * (u + 1) + v] += 1
+        assert np.array_equal(row, want)
+    p = TK.length_parameter("even_pairs", 2)
+    assert abs((b.labels == 1).mean() - (1 + p) / 2) < Z * math.sqrt(0.25 / 4000)
+
+
+def test_icl_bigram_rule():
+    d = 7
+    b = TK.sample_icl(d, 3000, np.random.default_rng(6), return_strings=True)
+    X = TK.icl_table(d)
+    for z, o, row in zip(b.extra["strings"], b.labels, b.m):
+        assert o != 0
+        after = z[1:][z[:-1] == 0]
+        assert after.size >= 1 and np.all(after == o)           # every token after q is o, and one exists
+        assert np.any(z[:-1] == 0)                               # a trigger not in the last position
+        prev = np.concatenate([[-1], z[:-1]])
+        want = np.bincount(z * (d + 1) + prev + 1, minlength=d * (d + 1))
+        assert np.array_equal(row, want)
+    # the pair embedding [e_z; e_prev]
+    assert np.array_equal(X[3 * (d + 1) + 0], np.eye(2 * d)[3])
+    assert np.array_equal(X[3 * (d + 1) + 2], np.eye(2 * d)[3] + np.eye(2 * d)[d + 1])
+    assert abs(np.bincount(b.labels, minlength=d)[1:].std() / 3000) < 0.05
+    assert np.array_equal(b.y, np.eye(d)[b.labels])
+
+
+def test_slr_target_and_noise():
+    d, n = 6, 6000
+    b = TK.sample_slr(d, n, np.random.default_rng(7), seed=3)
+    k, v = b.extra["k"], b.extra["v"]
+    assert abs(k @ v) < 1e-12 and abs(k @ k - 1) < 1e-12 and abs(v @ v - 1) < 1e-12
+    xJ = b.X[np.arange(n), b.extra["J"]]
+    assert np.all(b.m[np.arange(n), b.extra["J"]] == 1)
+    resid = b.y[:, 0] - xJ @ v
+    assert abs(resid.mean()) < Z * TK.SLR_NOISE / math.sqrt(n)
+    s2 = resid.var(ddof=1) * (n - 1) / TK.SLR_NOISE ** 2
+    assert chi2.ppf(1e-6, n - 1) < s2 < chi2.isf(1e-6, n - 1)
+    assert abs((xJ @ k).mean() - math.sqrt(d / 2)) < Z * math.sqrt(TK.SLR_GAMMA2 / n)
+    assert np.all(b.X[b.m == 0] == 0) and np.all(b.m.sum(axis=1) == b.extra["n"])
+    assert abs(b.extra["n"].mean() - TK.SLR_MEAN_LENGTH) < Z * math.sqrt(90 / n)
+
+
+def test_bad_task_and_small_d():
+    with pytest.raises(SettingError, match="task"):
+        TK.length_parameter("XOR", 10)
+    with pytest.raises(SettingError, match="d >= 4"):
+        TK.length_parameter("OR", 3)
+
+
+# ------------------------------------------------------------------------------------------------
+# the class reduction is the exact sum over all strings
+
+
+def _full_population(task: str, d: int, n_max: int):
+    """All count vectors of n <= n_max over d symbols with their probabilities (one-hot table I_d)."""
+    p = TK.length_parameter(task, d)
+    rows, w = [], []
+    for n in range(1, n_max + 1):
+        for cut in itertools.combinations(range(n + d - 1), d - 1):
+            c = np.diff([-1, *cut, n + d - 1]) - 1
+            rows.append(c)
+            w.append(math.exp(gammaln(n + 1) - gammaln(c + 1).sum() - n * math.log(d) + math.log(p)
+                              + (n - 1) * math.log1p(-p)))
+    c = np.array(rows, float)
+    a, b = c[:, 0] > 0, c[:, 1] > 0
+    y = np.where({"occurrence": a, "OR": a | b, "AND": a & b}[task], 1.0, -1.0)[:, None]
+    return c, y, np.array(w)
+
+
+@pytest.mark.parametrize("task,d,H", [("occurrence", 4, 1), ("OR", 5, 1), ("AND", 3, 2)])
+def test_class_reduction_is_exact(task, d, H):
+    len_tol = 1e-3
+    pop = population(task, d, mass_tol=1e-300, len_tol=len_tol)
+    n_max = pop.extra["n_max"]
+    c, y, w = _full_population(task, d, n_max)
+    k = marked_symbols(task)
+    rng = np.random.default_rng(8)
+    model = Model(H, d, 1)
+    params = Params(expand(rng.standard_normal((H, k + 1, 1)), d, k)[..., 0],
+                    expand(rng.standard_normal((H, k + 1, 1)), d, k))
+    r_red, g_red, _ = model.risk_and_grad(params, pop.X, pop.y, pop.m, weights=pop.weights)
+    r_full, g_full, _ = model.risk_and_grad(params, np.eye(d), y, c, weights=w)
+    assert abs(r_red - r_full) < 1e-13
+    assert np.allclose(g_red.alpha, g_full.alpha, rtol=0, atol=1e-13)
+    assert np.allclose(g_red.B, g_full.B, rtol=0, atol=1e-13)
+    # the unmarked coordinates of the gradient are equal: descent stays symmetric
+    assert np.ptp(g_red.alpha[:, k:], axis=1).max() < 1e-15
+    assert abs(w.sum() - pop.weights.sum()) < 1e-13
+
+
+@pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
+def test_population_truncation_is_stated(task):
+    pop = population(task, 5, mass_tol=1e-6)
+    ex = pop.extra
+    assert (1 - ex["p"]) ** ex["n_max"] <= ex["len_tol"]
+    assert 0 <= ex["dropped"] <= ex["mass_tol"] + 2 * ex["len_tol"]
+    assert abs((pop.weights * (pop.labels == 1)).sum() - 0.5) <= ex["dropped"] + 1e-12
+
+
+# ------------------------------------------------------------------------------------------------
+# plans and the gap metric
+
+
+def test_every_plan_has_the_same_budget():
+    etas = {"eta_1": 1.0, "eta_2": 2.0, "eta_3": 3.0, "eta_B": 4.0, "eta_alpha": 5.0}
+    for plan in P.PLANS:
+        steps = P.schedule(plan, 7, etas)
+        assert len(steps) == 9
+    tp = P.schedule("three_phase", 7, etas)
+    assert tp[0] == (0.0, 1.0) and tp[1] == (2.0, 0.0) and set(tp[2:]) == {(0.0, 3.0)}
+    assert len(P.grid_points("three_phase", {"B": [1, 2], "alpha": [3, 4, 5]})) == 12
+
+
+def test_t_half_and_relative_progress():
+    assert P.t_half([0, 1, 2, 3, 4]) == 2
+    assert P.t_half([0, 3, 3.5, 4]) == 1
+    assert P.t_half([0, 0, 0]) is None
+    assert P.relative_progress([0, 2, 4]).tolist() == [0, 0.5, 1]
+
+
+def test_attention_cannot_move_first():
+    pop = population("occurrence", 6, mass_tol=1e-8)
+    model = Model(1, 6, 1)
+    _, g, _ = model.risk_and_grad(model.zeros(), pop.X, pop.y, pop.m, weights=pop.weights)
+    assert np.all(g.alpha == 0) and np.any(g.B != 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the table1 command
+
+
+def _cli(argv) -> int:
+    from app.table1 import main
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse rejects a flag value with exit status 2
+        return exc.code
+
+
+@pytest.mark.parametrize("argv,flag", [(["--tasks", "XOR"], "--tasks"), (["--seeds", "0"], "--seeds"),
+                                       (["--d", "3", "--tasks", "OR"], "--d"), (["--steps", "nan"], "--steps"),
+                                       (["--steps", "inf"], "--steps")])
+def test_table1_bad_input_names_the_flag(argv, flag, capsys, tmp_path):
+    out = tmp_path / "res"
+    assert _cli([*argv, "--out", str(out), "--quiet"]) == 2
+    assert flag in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_table1_writes_and_rebuilds_from_json(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _cli(["--quick", "--tasks", "even_pairs", "--seeds", "1", "--steps", "2", "--jobs", "1", "--quiet",
+                 "--out", str(a)]) == 0
+    res = json.loads((a / "table1.json").read_text())
+    assert res["command"][:2] == ["occ-companion", "table1"] and res["config"]["T"] == 2
+    assert res["version"]
+    assert (a / "table1_even_pairs.png").stat().st_size > 0
+    assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == 0
+    assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
+    assert "| even_pairs | joint |" in capsys.readouterr().out
+    c = tmp_path / "c"
+    assert _cli(["--rerun", str(a / "table1.json"), "--jobs", "1", "--quiet", "--out", str(c)]) == 0
+    table = lambda path: [ln for ln in path.read_text().splitlines() if ln.startswith("| even_pairs")]  # noqa: E731
+    assert table(a / "table1.md") == table(c / "table1.md")
