@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.mainjob",   # run
     "app.commands",  # finite, values, evaluate, latex, docs
     "app.prove",     # prove
+    "app.table1",    # table1
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""

@@ -14,6 +14,7 @@ import numpy as np
 from theory.setting import Setting
 from theory.validation import SettingError, check_step, check_steps_count
 
+from .model import attention_weights
 from .montecarlo import estimate, sample_counts
 
 
@@ -72,10 +73,15 @@ def three_phase_finite(setting: Setting, eta_1, eta_2, eta_3, T, N_1, N_3, *, se
     beta1 = beta.copy()
     g = estimate(setting, alpha, beta, counts=c1)
     alpha = alpha - float(eta_2) * g.grad_alpha
+    # phase 3: the empirical squared risk at fixed alpha is the quadratic beta' M beta / 2 - m' beta + 1/2
+    # with M = W'W / N_3, m = W'y / N_3 (W the attention weights per string), so each step
+    # beta <- beta - eta_3 (M beta - m) is exactly the sample-gradient step
+    weights = attention_weights(np.broadcast_to(alpha, c3.shape), c3)
+    M = weights.T @ weights / N_3
+    m = weights.T @ setting.label(c3[:, 0]) / N_3
     bar = progress(desc=f"finite-sample phase 3 (seed {seed})", total=T) if progress else None
     for _ in range(T):
-        g = estimate(setting, alpha, beta, counts=c3)
-        beta = beta - float(eta_3) * g.grad_beta
+        beta = beta - float(eta_3) * (M @ beta - m)
         if bar is not None:
             bar.update(1)
     if bar is not None:

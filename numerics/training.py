@@ -227,7 +227,8 @@ class Trainer:
                 risk, bound = float(end.risk), end.risk_bound
             elif self._keep(t, phase.steps):
                 size = abs(beta[0]) + abs(beta[1])
-                bound = moment_bound * (0.5 * size * size + size)
+                with np.errstate(over="ignore"):
+                    bound = moment_bound * (0.5 * size * size + size)
             else:
                 bar.update(1)
                 continue

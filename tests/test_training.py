@@ -70,3 +70,19 @@ def test_bad_phases_and_divergence_are_refused():
         Trainer(SeriesEvaluator(Setting(4)), record_every=0)
     with pytest.raises(SettingError, match="diverged"):
         Trainer(SeriesEvaluator(Setting(4))).run(output_only(1e6, 200))
+
+
+def test_finite_sample_phase3_equals_sample_gradient_steps():
+    """The quadratic form of phase 3 reproduces T steps of the per-string sample gradient."""
+    from numerics.finite_sample import three_phase_finite
+    from numerics.montecarlo import estimate, sample_counts
+
+    s = Setting(6)
+    run = three_phase_finite(s, 2.0, 30.0, 0.8, 15, 400, 300, seed=4, test_size=50)
+    rng = np.random.default_rng(4)
+    sample_counts(s, 400, rng)
+    _, c3 = sample_counts(s, 300, rng)
+    beta = run.beta_phase1.copy()
+    for _ in range(15):
+        beta = beta - 0.8 * estimate(s, run.alpha, beta, counts=c3).grad_beta
+    assert np.allclose(run.beta, beta, rtol=0, atol=1e-12)
