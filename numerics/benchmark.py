@@ -79,7 +79,8 @@ def monte_carlo(d: int, point=POINT, budget_entries: int = 20_000_000):
 
 
 def main_job_seconds(d: int) -> str:
-    """Wall time of the main job at alphabet size d, if ``app.mainjob`` exists (the lead's hook)."""
+    """Wall time of the main job at alphabet size d: calls ``app.mainjob.run(d=d)`` if that module exists
+    (the lead's hook: adapt this call to the main job's entry point), else "n/a"."""
     try:
         from app import mainjob  # type: ignore[attr-defined]
     except ImportError:
