@@ -12,10 +12,13 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from theory.validation import SettingError
 
-from numerics.experiments import table1 as T1
+if TYPE_CHECKING:
+    from numerics.experiments import table1 as T1
+
 from numerics.experiments.tasks import MIN_D, TASKS
 
 EXIT_USAGE = 2
@@ -80,8 +83,10 @@ def _steps(text: str | None) -> int | None:
     return int(v)
 
 
-def config_from_args(args: argparse.Namespace) -> T1.Config:
+def config_from_args(args: argparse.Namespace) -> "T1.Config":
     """The run configuration of the parsed flags; SettingError naming the flag on bad input."""
+    from numerics.experiments import table1 as T1  # heavy (scipy): only when the command runs
+
     if args.rerun is not None:
         cfg = T1.Config.from_dict(T1.load(args.rerun)["config"])
         cfg.jobs = args.jobs
@@ -106,6 +111,8 @@ def config_from_args(args: argparse.Namespace) -> T1.Config:
 
 def main_args(args: argparse.Namespace) -> int:
     """Run the subcommand; 0 on success, 2 on bad input (message on stderr, before any work)."""
+    from numerics.experiments import table1 as T1  # heavy (scipy): only when the command runs
+
     try:
         if args.from_json is not None:
             results = T1.load(args.from_json)

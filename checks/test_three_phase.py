@@ -51,15 +51,15 @@ def test_three_phase_small_targets_and_large_alphabet(d, eps):
     assert eps < floor_c(d)  # the impossibility plans cannot get there
 
 
-def test_three_phase_certified_in_high_precision():
-    """The end point re-evaluated by the mpmath backend at 1e-25 truncation."""
+def test_three_phase_end_point_certified_in_ball_arithmetic():
+    """The float plan's end point, re-evaluated as an arb ball (an enclosure of the exact risk)."""
     d, eps = 4, 1e-3
     reg, traj = run_in_regime(d, "positive", eps, 0.5, 1.0, 1.0, 0)
     fin = traj.final
-    mp = SeriesEvaluator(setting(d), backend="mp", tol=1e-25, dps=35).evaluate_symmetric(
+    ball = SeriesEvaluator(setting(d), context="arb", tol=1e-22).evaluate_symmetric(
         fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
-    assert mp.risk_bound < 1e-22
-    assert float(mp.risk) + mp.risk_bound <= eps
+    assert ball.certified and ball.risk_bound < 1e-20
+    assert ball.risk.upper() <= eps
 
 
 @given(d=st.integers(3, 6), lengths=lengths_st, p=st.floats(0.1, 0.7), log_eps=st.floats(math.log(1e-3), math.log(0.3)),

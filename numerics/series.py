@@ -402,12 +402,6 @@ class SeriesEvaluator:
             return QuadraticMoments([[sums[0], sums[1]], [sums[1], sums[2]]], [sums[3], sums[4]], const,
                                     bound, self.context == "arb")
 
-    def phase3_moments(self, gap: Number) -> tuple[list, list, float]:
-        """(M, m, bound) of ``quadratic_moments(gap, 0)`` as before (for callers not yet switched)."""
-        q = self.quadratic_moments(gap, 0.0)
-        return q.M, q.m, q.bound
-
-    # ------------------------------------------------------------------------------------------
     def _allowance(self) -> float:
         return FLOAT_ROUNDING_ALLOWANCE if self.context == "float" else 10.0 ** (-self.dps + 2)
 

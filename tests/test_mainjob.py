@@ -49,10 +49,12 @@ def test_certify_prints_numbers_and_a_rerun_removes_the_stale_figure(tmp_path, c
     rc = main(["run", "--d", "4", "--epsilon", "0.05", "--steps", "5", "--no-plot", "--certify", "--quiet",
                "--out", str(tmp_path)])
     assert rc == 0
-    check = json.loads((tmp_path / "summary.json").read_text())["plans"]["three-phase"]["mp_check"]
-    assert isinstance(check["risk"], float) and 0 < check["bound"] < 1e-13
+    summary = json.loads((tmp_path / "summary.json").read_text())["plans"]["three-phase"]
+    check = summary["certified"]
+    assert isinstance(check["risk"], float) and 0 < check["radius"] < 1e-19
     assert check["risk_lower"] <= check["risk"] <= check["risk_upper"] <= 0.05
-    assert "mpmath re-evaluation" in capsys.readouterr().out
+    assert abs(check["risk"] - summary["final_risk"]) <= summary["bound"]  # the float estimate was honest
+    assert "certified (arb) risk" in capsys.readouterr().out
     assert not (tmp_path / "risk_curves.png").exists()
 
 
