@@ -111,3 +111,13 @@ def test_every_catalogue_entry_matches_sympy_evalf(d, lengths, p):
         assert _close(cf.value(der.key), ref), der.key
         checked += 1
     assert checked >= 15
+
+
+@pytest.mark.parametrize("d,lengths", CASES)
+def test_balanced_specialisations_match_the_general_forms(d, lengths):
+    """Entries simplified at the balancing p (functions of d) against the general ones at p = p*."""
+    cf = ClosedForms(Setting(d, lengths=lengths), dps=DPS)
+    for eta_1 in (Fraction(1, 3), Fraction(5, 2)):
+        assert _close(cf.value("kappa_balanced", eta_1=eta_1), cf.kappa(eta_1))
+    assert _close(cf.value("eta1_max_balanced"), cf.eta1_max())
+    assert cf.value("eta1_max_balanced") == (d if lengths == "positive" else d + 1)
