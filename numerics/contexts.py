@@ -150,6 +150,9 @@ class ArbContext(_ObjectContext):
             raise SettingError(f"prec_bits must be an integer >= 53, got {prec_bits!r}")
         self.prec_bits = prec_bits
         self._saved = []
+        from flint import arb, fmpq
+
+        self._arb, self._fmpq = arb, fmpq
         self.exp = np.frompyfunc(self._exp1, 1, 1)
         self.log = np.frompyfunc(lambda v: v.log(), 1, 1)
         self.log1p = np.frompyfunc(lambda v: v.log1p(), 1, 1)
@@ -176,12 +179,11 @@ class ArbContext(_ObjectContext):
         return v.mid()
 
     def _convert(self, x):
-        from flint import arb, fmpq
-
+        arb = self._arb
         if isinstance(x, arb):
             return x
         if isinstance(x, Fraction):
-            return arb(fmpq(x.numerator, x.denominator))
+            return arb(self._fmpq(x.numerator, x.denominator))
         if isinstance(x, (int, np.integer)):
             return arb(int(x))
         return arb(float(x))  # exact: a double is a dyadic rational

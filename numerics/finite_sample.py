@@ -19,6 +19,8 @@ from .montecarlo import estimate, sample_counts
 
 @dataclass(frozen=True)
 class FiniteSampleRun:
+    """The end point of one finite-sample run, its train and held-out risks (estimates) and sizes."""
+
     alpha: np.ndarray
     beta: np.ndarray
     beta_phase1: np.ndarray

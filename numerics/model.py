@@ -74,6 +74,27 @@ def attend(s, V, m=None, ctx=FLOAT):
     return f, w
 
 
+def attend_pair(cu, r, beta_a, beta_b, out=None):
+    """``attend`` for non-empty strings of two token types, vectorised over count arrays (the lean path).
+
+    Token a occurs c times and token b r times (c + r >= 1), with scores alpha_a, alpha_b and values
+    beta_a, beta_b.  The caller passes ``cu`` = c e^(alpha_a - alpha_b), so the weight on a is
+    w = cu / (cu + r) and f = beta_b + (beta_a - beta_b) w; numbers of any context.  ``out`` (float
+    arrays only) is a pair of buffers (f, w) reused across calls.  The backward pass is
+    ``attend_backward`` with two tokens: dL/dalpha_a = -dL/dalpha_b = w (beta_a - f) g,
+    dL/dbeta_a = w g and dL/dbeta_b = (1 - w) g for g = dL/df.  Returns (f, w).
+    """
+    if out is None:
+        w = cu / (cu + r)
+        return beta_b + (beta_a - beta_b) * w, w
+    f, w = out
+    np.add(cu, r, out=w)
+    np.divide(cu, w, out=w)
+    np.multiply(w, beta_a - beta_b, out=f)
+    f += beta_b
+    return f, w
+
+
 def attend_backward(w, V, f, g):
     """Vector-Jacobian product of ``attend``: (dL/ds (..., L), dL/dV (..., L, K)) for g = dL/df (..., K)."""
     vg = np.einsum("...lk,...k->...l", V, g)
@@ -88,9 +109,17 @@ def attend_backward(w, V, f, g):
 # (N,) integer class labels for cross-entropy
 
 
-def _squared(f, y, ctx):
+def _squared(f, y, ctx, out=None):
+    if out is not None:  # float buffers (loss (N,), r (N, 1)): no allocation on the lean series path
+        loss, r = out
+        np.subtract(f, y, out=r)
+        np.multiply(r[:, 0], r[:, 0], out=loss)
+        loss *= 0.5
+        return loss, r
     r = f - y
-    return 0.5 * (r * r).sum(axis=-1), r
+    sq = r * r
+    # numpy reduces a length-1 axis with one strided loop per row (slow): skip it for K = 1
+    return 0.5 * (sq[..., 0] if sq.shape[-1] == 1 else sq.sum(axis=-1)), r
 
 
 def _logistic(f, y, ctx):
@@ -118,10 +147,16 @@ LOSSES = {"squared": _squared, "logistic": _logistic, "cross_entropy": _cross_en
 """Loss name -> function (f, y, ctx) -> (loss per example, dloss/df)."""
 
 
-def loss_terms(name: str, f, y, ctx=FLOAT):
-    """(loss per example, dloss/df) of loss ``name`` at outputs f (N, K)."""
+def loss_terms(name: str, f, y, ctx=FLOAT, out=None):
+    """(loss per example, dloss/df) of loss ``name`` at outputs f (N, K).
+
+    ``out``: optional float buffers (loss (N,), dloss/df (N, 1)) that the squared loss (K = 1) fills
+    in place; the other losses allocate their results.
+    """
     if name not in LOSSES:
         raise SettingError(f"loss must be one of {tuple(LOSSES)}, got {name!r}")
+    if out is not None and name == "squared":
+        return _squared(f, y, ctx, out)
     return LOSSES[name](f, y, ctx)
 
 

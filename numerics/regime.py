@@ -91,11 +91,12 @@ def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=No
     evaluator = evaluator or SeriesEvaluator(setting, tol=1e-13)
     b1a, b1b = (float(x) for x in cf.phase1_beta(eta_1))
     a2a, a2b = (float(x) for x in cf.phase2_alpha(eta_1, eta_2))
-    M, m, moment_bound = evaluator.phase3_moments(a2a - a2b)
+    moments = evaluator.quadratic_moments(a2a, a2b)
+    (m_aa, m_ab), (_, m_bb) = moments.M
     d = setting.d
-    s_off = float(M[0][1]) / math.sqrt(d - 1)
-    S_mat = np.array([[float(M[0][0]), s_off], [s_off, float(M[1][1]) / (d - 1)]])
-    lam_lower = float(np.linalg.eigvalsh(S_mat)[0]) - 2 * moment_bound - 1e-15
+    s_off = float(m_ab) / math.sqrt(d - 1)
+    S_mat = np.array([[float(m_aa), s_off], [s_off, float(m_bb) / (d - 1)]])
+    lam_lower = float(np.linalg.eigvalsh(S_mat)[0]) - 2 * moments.bound - 1e-15
     start = evaluator.evaluate_symmetric(a2a, a2b, b1a, b1b)
     excess = float(start.risk) + start.risk_bound - floor
     if lam_lower <= 0:

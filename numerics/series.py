@@ -1,47 +1,65 @@
-"""Exact series evaluation of the population risk and gradients, with a rigorous truncation bound.
+"""Exact series evaluation of the population risk and gradients, one algorithm over three number contexts.
 
 The population risk is E_n E_{counts | n}[loss(f(X), y)], a series over the length n and the token
-counts.  Symbols are grouped into classes with equal (alpha_k, beta_k) -- the marked symbol is always
-a class of its own -- so f depends on the counts per class only, which are multinomial given n.
-The series is enumerated term by term (length by length, counts by conditional binomials) and
-truncated; the error bound is then computed *a posteriori*:
+counts.  Symbols are grouped into classes with equal (alpha_k, beta_k) -- the marked symbol is always a
+class of its own -- so f depends on the counts per class only.  With n ~ Geometric(p) on {lo, lo+1, ...}
+the counts have a simple joint law: write the counts as the "prefix" (every class but the largest, L)
+and r (the count of class L).  The prefix total s is geometric (P(s) ~ X^s with X < 1, about 1/2 for
+the marked symbol alone), and given the prefix, r is negative binomial.  The series is enumerated as
+rows: prefixes with s <= S (the geometric tail decides S), then r = 0..R_t per prefix (a negative
+binomial quantile decides R_t).  For d = 50 and tol = 1e-12 that is about 50k terms, linear in d.
 
-    |true - computed| <= sup |integrand| * (1 - total probability of the enumerated terms)
+The integrand is the model of ``numerics.model``: ``Model.risk_and_grad`` on bags of class tokens with
+their counts as multiplicities, or for the symmetric two-class case its lean form ``attend_pair`` with
+``loss_terms``; the empty string (lengths on {0, 1, ...}) goes through ``Model.risk_and_grad``.
 
-which holds whatever truncation rule was used, since every term is a probability weight times a
-bounded integrand.  Bounds used: |f| <= B = max_k |beta_k|; squared loss <= (B+1)^2/2 with
-|dloss/df| <= B+1; logistic loss <= log(1 + e^B) with |dloss/df| <= 1; attention weights lie in [0, 1]
-and |beta_k - f| <= 2B.  The enumerated mass is summed exactly in the ``mp`` backend (at the working
-precision) and with ``math.fsum`` in the ``float`` backend, whose bound adds a rounding allowance of
-``FLOAT_ROUNDING_ALLOWANCE`` times the integrand bound.  That allowance covers, relative to the integrand
-bound: the weights (binomial pmf to a few ulp, length pmf to O(log n) ulp), the integrand (a dozen
-operations), and pairwise summation (at most about (128 + log2 terms) ulp) -- a few hundred ulp, about
-5e-14, in all.  It is an error budget for IEEE double arithmetic, not an interval-arithmetic proof;
-the ``mp`` backend carries 10 guard digits instead and is the one to use for certification.
+Number contexts (``context=``): ``"float"`` (numpy float64, fast), ``"mp"`` (mpmath at ``dps`` digits)
+and ``"arb"`` (python-flint balls at ``prec_bits`` bits).  The truncation error is bounded *a posteriori*:
+
+    |true - computed| <= sup |integrand| * omitted,   omitted = 1 - (total weight of the enumerated terms)
+
+which holds whatever truncation rule was used, since every term is a probability weight times a bounded
+integrand and the weights of all strings sum to 1.  Bounds: |f| <= B = max_k |beta_k|; squared loss
+<= (B+1)^2/2 with |dloss/df| <= B+1; logistic loss <= log(1 + e^B) with |dloss/df| <= 1; attention
+weights lie in [0, 1] and |beta_k - f| <= 2B.
+
+* ``arb``: weights are balls from exact rational row starts and exact recurrences, the integrand is
+  ball arithmetic, ``omitted`` is the upper end of the ball 1 - sum, and the tail term
+  sup * omitted is added to every radius.  Risk and gradient coordinates are balls that contain the
+  exact population values: **certified** (``Evaluation.certified`` is True).
+* ``float`` and ``mp``: the same bound plus a rounding allowance (``FLOAT_ROUNDING_ALLOWANCE``, or
+  10^(2 - dps)) times the integrand bound: an error *estimate*, not an enclosure.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
+from itertools import product as _product
 
-import mpmath
 import numpy as np
 
 from theory.setting import Setting
 from theory.validation import SettingError, check_vector
 
+from .contexts import FLOAT, ArbContext, MPContext
+from .model import Model, Params, attend_pair, loss_terms
+
 FLOAT_ROUNDING_ALLOWANCE = 1e-13
-BACKENDS = ("float", "mp")
+"""Rounding allowance of the float context, relative to the integrand bound: weights to a few ulp,
+the integrand to a dozen operations, pairwise sums to O(log terms) ulp -- a few hundred ulp in all."""
+CONTEXTS = ("float", "mp", "arb")
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Population risk and gradient at one parameter point, with truncation bounds.
+    """Population risk and gradient at one parameter point, with the truncation error.
 
-    ``risk_bound``/``grad_bound`` bound |exact - computed| for the risk and for every gradient
-    coordinate.  Gradients are per coordinate of alpha and beta in R^d.
+    ``risk``, ``grad_alpha``, ``grad_beta`` are numbers of the context (float, mpf, or arb balls).
+    ``risk_bound``/``grad_bound``: the error of the risk / of every gradient coordinate -- an estimate
+    in the float and mp contexts, the largest ball radius in the arb context, where ``certified`` is
+    True and every value is an enclosure of the exact population value.
     """
 
     risk: object
@@ -51,15 +69,209 @@ class Evaluation:
     grad_bound: float
     omitted_mass: float
     terms: int
-
-    def risk_interval(self):
-        return float(self.risk) - self.risk_bound, float(self.risk) + self.risk_bound
+    certified: bool = False
 
 
-def _group(alpha, beta):
+@dataclass(frozen=True)
+class QuadraticMoments:
+    """Squared-loss risk at fixed symmetric attention as a quadratic in (beta_a, beta_b).
+
+    With phi = (g, 1 - g) on non-empty strings (g the attention weight on the marked class) and phi = 0
+    on the empty one, f = beta . phi and R(beta) = 1/2 beta^T M beta - m^T beta + const, with
+    M = E[phi phi^T], m = E[y phi], const = E[y^2]/2 = 1/2.  The class gradient is M beta - m (per
+    unmarked coordinate: divide its entry by d - 1).  ``bound`` bounds the error of every entry of M
+    and m (an estimate; ball radii included when ``certified``).
+    """
+
+    M: list
+    m: list
+    const: object
+    bound: float
+    certified: bool = False
+
+    def risk(self, beta_a, beta_b):
+        """R(beta) from the moments (numbers of the context)."""
+        (a, b), (_, c) = self.M
+        return (a * beta_a * beta_a + 2 * b * beta_a * beta_b + c * beta_b * beta_b) / 2 \
+            - self.m[0] * beta_a - self.m[1] * beta_b + self.const
+
+
+# ------------------------------------------------------------------------------------------------
+# the enumeration of the series
+
+
+def _length_law(setting: Setting) -> tuple[Fraction | float, int]:
+    """(p, lo): n ~ Geometric(p) on {lo, lo + 1, ...}; the one place this module reads the length law."""
+    return setting.law.p, setting.law.start
+
+
+@dataclass
+class _Enumeration:
+    """The enumerated terms: non-empty strings as count rows (classes in the caller's order), their
+    probability weights as context numbers, the empty string's weight apart, and the omitted mass."""
+
+    counts: np.ndarray            # (T, K) int64
+    weights: np.ndarray           # (T,) context numbers
+    labels: np.ndarray            # (T,) float +-1: does the marked class occur
+    empty_weight: object          # P(n = 0) (0 when lengths are positive)
+    omitted: object               # 1 - total enumerated weight (a ball in arb)
+    lean: dict = field(default_factory=dict)  # two classes: counts as context numbers, float buffers
+
+
+def _compositions(s: int, parts: int):
+    """All tuples of ``parts`` non-negative integers summing to s."""
+    if parts == 1:
+        yield (s,)
+        return
+    for first in range(s, -1, -1):
+        for rest in _compositions(s - first, parts - 1):
+            yield (first,) + rest
+
+
+def _too_many(max_terms: int, K: int) -> str:
+    return (f"series enumeration exceeds max_terms={max_terms} ({K} parameter classes); group equal "
+            "parameters, loosen tol, or use numerics.montecarlo for this point")
+
+
+def _rows(p: float, lo: int, probs: list[float], L: int, tol: float, max_terms: int):
+    """Choose the rows: (prefix count tuples (R x K-1), row lengths); float arithmetic (any rule is valid,
+    the bound is computed afterwards)."""
+    from scipy.special import gammaln
+    from scipy.stats import nbinom
+
+    K = len(probs)
+    prefix = [k for k in range(K) if k != L]
+    if p >= 1.0:  # every string has length lo
+        tuples = [t for t in _product(range(lo + 1), repeat=K - 1) if sum(t) <= lo]
+        comps = np.array(tuples, dtype=np.int64).reshape(-1, K - 1)
+        return comps, lo - comps.sum(axis=1)
+    xL = probs[L] * (1 - p)
+    X = (1 - p) * (1 - probs[L]) / (1 - xL)
+    scale = p / (1 - xL) / (1 - p) ** lo  # P(s) = scale X^s
+    if X > 0:
+        S = max(0, math.ceil(math.log(tol / 3 * (1 - X) / scale) / math.log(X)) - 1)
+    else:
+        S = 0
+    if math.comb(S + K - 1, K - 1) > max_terms:
+        raise SettingError(_too_many(max_terms, K))
+    comps = np.array([c for s in range(S + 1) for c in _compositions(s, K - 1)], dtype=np.int64)
+    s = comps.sum(axis=1)
+    logq = np.log([probs[k] * (1 - p) / (1 - xL) / X for k in prefix]) if X > 0 else np.zeros(K - 1)
+    logP = np.log(scale) + s * (math.log(X) if X > 0 else 0.0) + gammaln(s + 1.0) \
+        - gammaln(comps + 1.0).sum(axis=1) + (comps * logq).sum(axis=1)
+    P = np.exp(logP)
+    keep = P >= tol / (3 * len(P))
+    comps, s, P = comps[keep], s[keep], P[keep]
+    q = np.minimum(tol / (3 * len(P) * P), 1.0)
+    R = np.maximum(nbinom.isf(q, s + 1, 1 - xL), 0).astype(np.int64)
+    return comps, R
+
+
+def _term_counts(comps: np.ndarray, R: np.ndarray, L: int, K: int, lo: int):
+    """Count rows (T, K) of the non-empty strings of the rows; r runs 0..R_t (from 1 on the empty prefix)."""
+    lens = R + 1
+    T = int(lens.sum())
+    row = np.repeat(np.arange(len(R)), lens)
+    starts = np.cumsum(lens) - lens
+    r = np.arange(T) - np.repeat(starts, lens)
+    counts = np.empty((T, K), dtype=np.int64)
+    prefix = [k for k in range(K) if k != L]
+    counts[:, prefix] = comps[row]
+    counts[:, L] = r
+    nonempty = counts.sum(axis=1) >= max(lo, 1)
+    return counts[nonempty], row[nonempty]
+
+
+def _float_weights(counts, p, lo, probs, L):
+    """Weights in float64: P(prefix) times the negative binomial pmf of r (scipy: a few ulp)."""
+    from scipy.special import gammaln
+    from scipy.stats import nbinom
+
+    K = len(probs)
+    prefix = [k for k in range(K) if k != L]
+    n = counts.sum(axis=1)
+    if p >= 1.0:
+        logw = gammaln(n + 1.0) - gammaln(counts + 1.0).sum(axis=1) + (counts * np.log(probs)).sum(axis=1)
+        return np.exp(logw)
+    xL = probs[L] * (1 - p)
+    X = (1 - p) * (1 - probs[L]) / (1 - xL)
+    scale = p / (1 - xL) / (1 - p) ** lo
+    pre = counts[:, prefix]
+    s = pre.sum(axis=1)
+    Ps = scale * X ** s.astype(float)
+    if K > 2:
+        logq = np.log([probs[k] * (1 - p) / (1 - xL) / X for k in prefix])
+        Ps = Ps * np.exp(gammaln(s + 1.0) - gammaln(pre + 1.0).sum(axis=1) + (pre * logq).sum(axis=1))
+    return Ps * nbinom.pmf(counts[:, L], s + 1, 1 - xL)
+
+
+def _exact_weights(counts, rows, ctx, p, lo, d, sizes, L):
+    """Weights as context numbers: an exact rational start per row, then w(r+1) = w(r) (1-p) pi_L n / r
+    along the row (n = s + r; ball arithmetic in arb, so every weight is an enclosure)."""
+    pq = Fraction(p)
+    pis = [Fraction(sz, d) for sz in sizes]
+    step = ctx.number((1 - pq) * pis[L])
+    out = np.empty(len(counts), dtype=object)
+    bounds = np.flatnonzero(np.diff(rows, prepend=-1, append=len(rows) + 1))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        first = counts[a].tolist()
+        n = sum(first)
+        exact = pq * (1 - pq) ** (n - lo) * math.factorial(n)
+        for k, c in enumerate(first):
+            exact = exact * pis[k] ** c / math.factorial(c)
+        w = out[a] = ctx.number(exact)
+        r0 = first[L]
+        for i, r in enumerate(range(r0 + 1, r0 + b - a), start=a + 1):
+            w = out[i] = w * step * (n + r - r0) / r
+    return out
+
+
+@lru_cache(maxsize=32)
+def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, max_terms: int) -> _Enumeration:
+    """Enumerate the series for class sizes ``sizes`` (sizes[0] == 1: the marked class) in one context."""
+    K = len(sizes)
+    probs = [sz / d for sz in sizes]
+    L = 1 + int(np.argmax(sizes[1:]))
+    comps, R = _rows(float(p), lo, probs, L, tol, max_terms)
+    if int((R + 1).sum()) > max_terms:
+        raise SettingError(_too_many(max_terms, K))
+    counts, rows = _term_counts(comps, R, L, K, lo)
+    ctx = _make_context(ctx_key, guard=True)
+    with ctx:
+        empty = ctx.number(Fraction(p) if lo == 0 else 0)
+        if ctx is FLOAT:
+            weights = _float_weights(counts, float(p), lo, probs, L)
+            omitted = max(1.0 - math.fsum(weights.tolist()) - float(empty), 0.0)
+        else:
+            weights = _exact_weights(counts, rows, ctx, p, lo, d, sizes, L)
+            omitted = 1 - (weights.sum() + empty)
+    labels = np.where(counts[:, 0] > 0, 1.0, -1.0)
+    E = _Enumeration(counts, weights, labels, empty, omitted)
+    if K == 2:
+        with ctx:
+            E.lean["c"] = ctx.asarray(counts[:, 0])
+            E.lean["r"] = ctx.asarray(counts[:, 1])
+        if ctx is FLOAT:
+            T = len(counts)
+            E.lean["buffers"] = {name: np.empty(T) for name in ("cu", "rr", "f", "w", "g", "loss", "tmp")}
+            E.lean["buffers"]["dl"] = np.empty((T, 1))
+    return E
+
+
+def _make_context(key: tuple, guard: bool = False):
+    """The context of a cache key: ("float",), ("mp", dps) or ("arb", prec_bits); ``guard`` adds 10
+    digits (mp) for building weights."""
+    if key[0] == "float":
+        return FLOAT
+    if key[0] == "mp":
+        return MPContext(key[1] + (10 if guard else 0))
+    return ArbContext(key[1])
+
+
+def _group(alpha: list, beta: list) -> list[list[int]]:
     """Classes of coordinates with identical (alpha_k, beta_k); class 0 is the marked symbol alone."""
     classes = [[0]]
-    keys = {}
+    keys: dict = {}
     for k in range(1, len(alpha)):
         key = (alpha[k], beta[k])
         if key not in keys:
@@ -69,316 +281,237 @@ def _group(alpha, beta):
     return classes
 
 
-@dataclass
-class _Table:
-    weights: object  # np.ndarray (float) or list of mpf
-    n: np.ndarray
-    counts: np.ndarray  # terms x K
-    omitted: float
-
-
-def _len_pmf(n, p, lengths):
-    """P(n) in double precision: p (1-p)^(n-1) (or p (1-p)^n), a relative error of O(log n) ulp."""
-    k = n - 1 if lengths == "positive" else n
-    if p >= 1:
-        return 1.0 if k == 0 else 0.0
-    return p * (1.0 - p) ** k
-
-
-@lru_cache(maxsize=64)
-def _table(d, p, lengths, sizes, tol, backend, dps, max_terms):
-    """Enumerate (weight, n, counts) for class sizes ``sizes`` (sizes[0] == 1: the marked class)."""
-    K = len(sizes)
-    lo = 1 if lengths == "positive" else 0
-    p_f = float(p)
-    # each of the K-1 conditional binomial levels may drop at most level_tol of conditional mass,
-    # and the length tail drops at most tol/2, so the omitted mass stays below tol
-    level_tol = tol / (2 * max(K - 1, 1))
-    Ns, Cs, Ws = [], [], []
-    # choose N with P(n > N) <= tol / 2
-    if p_f >= 1:
-        N = lo
-    else:
-        N = max(lo, math.ceil(math.log(tol / 2) / math.log1p(-p_f)) + 1)
-    if backend == "mp":
-        with mpmath.workdps(dps + 10):
-            pm = mpmath.mpf(p.numerator) / p.denominator if isinstance(p, Fraction) else mpmath.mpf(p)
-            probs = [mpmath.mpf(s) / d for s in sizes]
-            total = mpmath.mpf(0)
-            for n in range(lo, N + 1):
-                ln = pm * (1 - pm) ** (n - lo)
-                for comp, w in _compositions_mp(n, probs, level_tol):
-                    Ns.append(n)
-                    Cs.append(comp)
-                    Ws.append(ln * w)
-                    total += ln * w
-                if len(Ws) > max_terms:
-                    raise SettingError(_too_many(max_terms, K))
-            omitted = float(max(1 - total, 0))
-    else:
-        probs = [s / d for s in sizes]
-        count = 0
-        for n in range(lo, N + 1):
-            ln = _len_pmf(n, p_f, lengths)
-            for comp, w in _compositions_float(n, probs, level_tol):
-                Ns.append(np.full(len(w), n))
-                Cs.append(comp)
-                Ws.append(ln * w)
-                count += len(w)
-            if count > max_terms:
-                raise SettingError(_too_many(max_terms, K))
-        Ns = np.concatenate(Ns)
-        Cs = np.concatenate(Cs, axis=0)
-        Ws = np.concatenate(Ws)
-        omitted = max(1.0 - math.fsum(Ws.tolist()), 0.0)
-    counts = np.array(Cs, dtype=np.int64).reshape(-1, K)
-    return _Table(Ws, np.asarray(Ns, dtype=np.int64), counts, omitted)
-
-
-def _too_many(max_terms, K):
-    return (f"series enumeration exceeds max_terms={max_terms} ({K} parameter classes); group equal "
-            "parameters, loosen tol, or use numerics.montecarlo for this point")
-
-
-def _compositions_mp(n, probs, level_tol):
-    """Yield (counts, multinomial probability) with conditional-binomial truncation (mp)."""
-    K = len(probs)
-    if K == 1:
-        yield (n,), mpmath.mpf(1)
-        return
-    rest = sum(probs[1:])
-    q = probs[0] / (probs[0] + rest)
-    ratio = q / (1 - q)
-    cum = mpmath.mpf(0)
-    w = (1 - q) ** n
-    for c in range(0, n + 1):
-        if c:
-            w = w * (n - c + 1) / c * ratio
-        cum += w
-        for sub, ws in _compositions_mp(n - c, probs[1:], level_tol):
-            yield (c,) + sub, w * ws
-        if 1 - cum < level_tol:
-            break
-
-
-def _compositions_float(n, probs, level_tol):
-    """Yield (counts array [m x K], probabilities [m]) with the last level vectorised.
-
-    Binomial weights come from scipy.stats.binom.pmf (Loader's saddle-point method: a few ulp of
-    relative error, unlike exp of lgamma differences, which loses about n * eps).
-    """
-    from scipy.stats import binom
-
-    K = len(probs)
-    if K == 1:
-        yield np.array([[n]]), np.ones(1)
-        return
-    q = probs[0] / sum(probs)
-    c = np.arange(n + 1)
-    w = binom.pmf(c, n, q)
-    tail_after = np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]])  # sum_{c' > c} w[c']
-    stop = int(np.argmax(tail_after < level_tol)) + 1
-    if K == 2:
-        comps = np.stack([c[:stop], n - c[:stop]], axis=1)
-        yield comps, w[:stop]
-        return
-    for ci in range(stop):
-        if w[ci] == 0:
-            continue
-        for sub, ws in _compositions_float(n - ci, probs[1:], level_tol):
-            comps = np.concatenate([np.full((len(ws), 1), ci), sub], axis=1)
-            yield comps, w[ci] * ws
-
-
-def _psum(x):
-    """Pairwise sum over the first axis (numpy sums contiguous data pairwise: error O(log n) ulp)."""
-    x = np.asarray(x)
-    if x.ndim == 1:
-        return float(x.sum())
-    return np.ascontiguousarray(x.T).sum(axis=1)
+# ------------------------------------------------------------------------------------------------
 
 
 class SeriesEvaluator:
-    """Evaluate R(alpha, beta) and its gradient exactly up to a stated truncation bound.
+    """Evaluate R(alpha, beta) and its gradient exactly up to a stated truncation error.
 
     Parameters
     ----------
-    setting : Setting
-    tol : target for the omitted probability mass (the bound is reported, not assumed).
-    backend : ``"float"`` (numpy, fast) or ``"mp"`` (mpmath at ``dps`` digits).
+    setting : the Setting (alphabet, length law, loss).
+    tol : target for the omitted probability mass (the bound is computed afterwards, not assumed).
+    context : ``"float"`` (numpy, fast; error estimate), ``"mp"`` (mpmath at ``dps`` digits; error
+        estimate) or ``"arb"`` (python-flint balls at ``prec_bits`` bits; certified enclosures).
+        ``backend`` is accepted as an alias.
+    dps : decimal digits of the mp context (and of the arb context when ``prec_bits`` is None).
+    prec_bits : working precision of the arb context (default: dps digits plus 32 guard bits).
     max_terms : refuse enumerations larger than this (many distinct parameter values).
+
+    >>> from theory.setting import Setting
+    >>> evaluator = SeriesEvaluator(Setting(5))
+    >>> result = evaluator.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)   # the zero initialisation
+    >>> round(result.risk, 12), result.risk_bound < 1e-11, result.certified
+    (0.5, True, False)
+    >>> ball = SeriesEvaluator(Setting(5), context="arb", tol=1e-25).evaluate_symmetric(1.0, 0.0, 1.0, -1.0).risk
+    >>> ball.rad() < 1e-23 and ball.overlaps(evaluator.evaluate_symmetric(1.0, 0.0, 1.0, -1.0).risk)
+    True
     """
 
-    def __init__(self, setting: Setting, *, tol: float = 1e-12, backend: str = "float", dps: int = 30,
-                 max_terms: int = 3_000_000):
-        if backend not in BACKENDS:
-            raise SettingError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if not (isinstance(tol, (int, float)) and 0 < tol < 1):
+    def __init__(self, setting: Setting, *, tol: float = 1e-12, context: str = "float", dps: int = 30,
+                 prec_bits: int | None = None, max_terms: int = 3_000_000, backend: str | None = None):
+        context = backend if backend is not None else context
+        if context not in CONTEXTS:
+            raise SettingError(f"context (backend) must be one of {CONTEXTS}, got {context!r}")
+        if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and 0 < tol < 1):
             raise SettingError(f"tol must be a number in (0, 1), got {tol!r}")
-        if not (isinstance(dps, int) and dps >= 15):
+        if isinstance(dps, bool) or not (isinstance(dps, int) and dps >= 15):
             raise SettingError(f"dps must be an integer >= 15, got {dps!r}")
-        if backend == "float" and tol < 1e-15:
-            raise SettingError("the float backend cannot certify tol < 1e-15; use backend='mp'")
+        if context == "float" and tol < 1e-15:
+            raise SettingError("the float context cannot resolve tol < 1e-15; use context='mp' or 'arb'")
+        if isinstance(max_terms, bool) or not (isinstance(max_terms, int) and max_terms >= 1):
+            raise SettingError(f"max_terms must be a positive integer, got {max_terms!r}")
+        if prec_bits is None:
+            prec_bits = math.ceil(dps * math.log2(10)) + 32
         self.setting = setting
         self.tol = tol
-        self.backend = backend
+        self.context = context
         self.dps = dps
+        self.prec_bits = prec_bits
         self.max_terms = max_terms
+        self._key = {"float": ("float",), "mp": ("mp", dps), "arb": ("arb", prec_bits)}[context]
+        self.ctx = _make_context(self._key)  # validates prec_bits
+        self._model = Model(H=1, D=2, K=1)
+
+    @property
+    def backend(self) -> str:
+        """Alias of ``context`` (the name used before the number contexts)."""
+        return self.context
+
+    def _enum(self, sizes: list[int]) -> _Enumeration:
+        p, lo = _length_law(self.setting)
+        return _enumeration(self.setting.d, p, lo, tuple(sizes), self.tol, self._key, self.max_terms)
 
     # ------------------------------------------------------------------------------------------
-    def _tab(self, sizes):
-        s = self.setting
-        p = s.p_value if isinstance(s.p_value, Fraction) else s.p_value
-        return _table(s.d, p, s.lengths, tuple(sizes), self.tol, self.backend, self.dps, self.max_terms)
-
     def evaluate(self, alpha, beta) -> Evaluation:
         """Risk and full gradients at arbitrary (alpha, beta) in R^d x R^d."""
         d = self.setting.d
         alpha = check_vector("alpha", alpha, d)
         beta = check_vector("beta", beta, d)
         classes = _group(alpha, beta)
-        ca = [alpha[c[0]] for c in classes]
-        cb = [beta[c[0]] for c in classes]
         sizes = [len(c) for c in classes]
-        risk, ga_cls, gb_cls, rb, gbnd, om, terms = self._evaluate_classes(ca, cb, sizes)
-        grad_alpha = [None] * d
-        grad_beta = [None] * d
-        for j, cls in enumerate(classes):
-            for k in cls:
-                grad_alpha[k] = ga_cls[j] / sizes[j]
-                grad_beta[k] = gb_cls[j] / sizes[j]
-        return Evaluation(risk, grad_alpha, grad_beta, rb, gbnd, om, terms)
+        with self.ctx:
+            risk, ga, gb, out = self._classes([alpha[c[0]] for c in classes], [beta[c[0]] for c in classes], sizes)
+            grad_alpha, grad_beta = [None] * d, [None] * d
+            for j, cls in enumerate(classes):
+                for k in cls:
+                    grad_alpha[k] = ga[j] / sizes[j]
+                    grad_beta[k] = gb[j] / sizes[j]
+            return self._result(risk, grad_alpha, grad_beta, out)
 
     def evaluate_symmetric(self, alpha_a, alpha_b, beta_a, beta_b) -> Evaluation:
-        """Same as ``evaluate`` for parameters symmetric in the unmarked symbols; the returned
-        gradients are two-element lists [marked coordinate, each unmarked coordinate]."""
+        """``evaluate`` for parameters symmetric in the unmarked symbols; the gradients are two-element
+        lists [marked coordinate, each unmarked coordinate]."""
         d = self.setting.d
         for name, v in (("alpha_a", alpha_a), ("alpha_b", alpha_b), ("beta_a", beta_a), ("beta_b", beta_b)):
             check_vector(name, [v], 1)
-        risk, ga, gb, rb, gbnd, om, terms = self._evaluate_classes([alpha_a, alpha_b], [beta_a, beta_b], [1, d - 1])
-        return Evaluation(risk, [ga[0], ga[1] / (d - 1)], [gb[0], gb[1] / (d - 1)], rb, gbnd, om, terms)
+        with self.ctx:
+            risk, ga, gb, out = self._classes([alpha_a, alpha_b], [beta_a, beta_b], [1, d - 1])
+            return self._result(risk, [ga[0], ga[1] / (d - 1)], [gb[0], gb[1] / (d - 1)], out)
+
+    def quadratic_moments(self, alpha_a, alpha_b) -> QuadraticMoments:
+        """Moments of the squared-loss risk as a quadratic in the symmetric readout (beta_a, beta_b) at
+        fixed symmetric attention (alpha_a on the marked symbol, alpha_b on the others): one series pass,
+        after which output-only gradient descent is a linear recurrence.  Squared loss only (the
+        quadratic form is the squared loss; logistic risk is not quadratic)."""
+        if self.setting.loss != "squared":
+            raise SettingError(f"quadratic_moments is for the squared loss, the setting has loss={self.setting.loss!r}")
+        check_vector("alpha_a", [alpha_a], 1)
+        check_vector("alpha_b", [alpha_b], 1)
+        E = self._enum([1, self.setting.d - 1])
+        with self.ctx:
+            _, g = self._pair_forward(E, alpha_a, alpha_b, 1, 0)
+            W = E.weights
+            Wg, h = W * g, 1 - g
+            Wy = W * E.labels
+            sums = [np.dot(Wg, g), np.dot(Wg, h), np.dot(W * h, h), np.dot(Wy, g), np.dot(Wy, h)]
+            tail = self._tail(E)
+            if self.context == "arb":
+                sums = [v + self._ball(tail) for v in sums]
+                bound = max(float(v.rad()) for v in sums)
+            else:
+                bound = tail + self._allowance()
+            const = self.ctx.number(Fraction(1, 2))
+            return QuadraticMoments([[sums[0], sums[1]], [sums[1], sums[2]]], [sums[3], sums[4]], const,
+                                    bound, self.context == "arb")
+
+    def phase3_moments(self, gap):
+        """(M, m, bound) of ``quadratic_moments(gap, 0)`` as before (for callers not yet switched)."""
+        q = self.quadratic_moments(gap, 0.0)
+        return q.M, q.m, q.bound
 
     # ------------------------------------------------------------------------------------------
-    def _bounds(self, cb, omitted):
-        B = max(abs(float(b)) for b in cb)
+    def _allowance(self) -> float:
+        return FLOAT_ROUNDING_ALLOWANCE if self.context == "float" else 10.0 ** (-self.dps + 2)
+
+    def _tail(self, E: _Enumeration):
+        """Upper bound of the omitted mass: a float (estimate), or the upper end of the arb ball."""
+        if self.context == "arb":
+            return max(E.omitted.upper(), 0)
+        return max(float(E.omitted), 0.0)
+
+    @staticmethod
+    def _ball(radius):
+        """The arb ball [-radius, radius]."""
+        from flint import arb
+
+        return arb(0, radius)
+
+    def _sup(self, cb):
+        """(sup |loss|, sup |gradient integrand|) over all strings, as context numbers (upper bounds)."""
+        ctx = self.ctx
+        B = ctx.number(max(abs(float(b)) for b in cb))
+        one = ctx.number(1)
         if self.setting.loss == "squared":
             sup_loss, sup_dl = (B + 1) ** 2 / 2, B + 1
         else:
-            sup_loss, sup_dl = math.log1p(math.exp(B)) if B < 700 else B, 1.0
-        sup_grad = sup_dl * max(1.0, 2 * B)
-        allowance = FLOAT_ROUNDING_ALLOWANCE if self.backend == "float" else 10.0 ** (-self.dps + 2)
-        risk_bound = sup_loss * (omitted + allowance)
-        grad_bound = sup_grad * (omitted + allowance)
-        return risk_bound, grad_bound
+            sup_loss, sup_dl = ctx.log1pexp(np.array([B]))[0], one
+        two_b = 2 * B
+        return sup_loss, sup_dl * (two_b if float(two_b) > 1 else one)
 
-    def _evaluate_classes(self, ca, cb, sizes):
-        tab = self._tab(sizes)
-        if self.backend == "float":
-            out = self._eval_float(tab, [float(a) for a in ca], [float(b) for b in cb])
+    def _classes(self, ca, cb, sizes):
+        """Class sums (risk, dR/dalpha_class, dR/dbeta_class) and the enumeration."""
+        E = self._enum(sizes)
+        if len(sizes) == 2:
+            risk, ga, gb = self._pair_sums(E, ca, cb)
         else:
-            with mpmath.workdps(self.dps):
-                out = self._eval_mp(tab, [mpmath.mpf(a) for a in ca], [mpmath.mpf(b) for b in cb])
-        risk, ga, gb = out
-        rb, gbnd = self._bounds(cb, tab.omitted)
-        return risk, ga, gb, rb, gbnd, tab.omitted, len(tab.n)
+            risk, ga, gb = self._model_sums(E.counts, E.labels, E.weights, ca, cb)
+        if self.setting.lengths == "nonnegative":
+            r0, ga0, gb0 = self._model_sums(np.zeros((1, len(sizes)), dtype=np.int64), np.array([-1.0]),
+                                            np.array([E.empty_weight], dtype=self.ctx.dtype), ca, cb)
+            risk = risk + r0
+            ga = [a + b for a, b in zip(ga, ga0)]
+            gb = [a + b for a, b in zip(gb, gb0)]
+        return risk, ga, gb, (E, cb)
 
-    def _eval_float(self, tab, ca, cb):
-        a = np.array(ca) - max(ca)
-        e = np.exp(a)
-        b = np.array(cb)
-        C = tab.counts.astype(float)
-        W = tab.weights
-        nonempty = tab.n > 0
-        S0 = C @ e
-        S0safe = np.where(nonempty, S0, 1.0)
-        att = (C * e) / S0safe[:, None]  # per-class attention mass, terms x K
-        att[~nonempty] = 0.0
-        f = att @ b
-        y = np.where(tab.counts[:, 0] > 0, 1.0, -1.0)
-        if self.setting.loss == "squared":
-            loss = 0.5 * (f - y) ** 2
-            dl = f - y
-        else:
-            z = -y * f
-            loss = np.logaddexp(0.0, z)
-            dl = -y * _sigmoid(z)
-        risk = _psum(W * loss)
-        watt = att * (W * dl)[:, None]
-        gb = _psum(watt)
-        ga = _psum(watt * (b[None, :] - f[:, None]))
-        return risk, [float(v) for v in ga], [float(v) for v in gb]
-
-    def _eval_mp(self, tab, ca, cb):
+    def _model_sums(self, counts, labels, weights, ca, cb):
+        """The generic path: ``Model.risk_and_grad`` on bags of class tokens (counts as multiplicities)."""
+        ctx = self.ctx
         K = len(ca)
-        amax = max(ca)
-        e = [mpmath.exp(a - amax) for a in ca]
-        risk = mpmath.mpf(0)
-        ga = [mpmath.mpf(0)] * K
-        gb = [mpmath.mpf(0)] * K
-        squared = self.setting.loss == "squared"
-        for w, n, comp in zip(tab.weights, tab.n, tab.counts):
-            y = 1 if comp[0] > 0 else -1
-            if n == 0:
-                f = mpmath.mpf(0)
-                risk += w * (mpmath.mpf(1) / 2 if squared else mpmath.log(2))
-                continue
-            ce = [int(comp[j]) * e[j] for j in range(K)]
-            S0 = mpmath.fsum(ce)
-            att = [x / S0 for x in ce]
-            f = mpmath.fsum(att[j] * cb[j] for j in range(K))
-            if squared:
-                risk += w * (f - y) ** 2 / 2
-                dl = f - y
+        params = Params(ctx.asarray([ca]), ctx.asarray([cb]).reshape(1, K, 1))
+        risk, grad, _ = Model(H=1, D=K, K=1).risk_and_grad(
+            params, np.eye(K), labels[:, None], counts, loss=self.setting.loss, weights=weights, ctx=ctx)
+        return risk, list(grad.alpha[0]), list(grad.B[0, :, 0])
+
+    def _pair_forward(self, E: _Enumeration, alpha_a, alpha_b, beta_a, beta_b):
+        """(f, w) of ``attend_pair`` on every non-empty term (float: into the reused buffers)."""
+        ctx = self.ctx
+        gap = ctx.number(alpha_a) - ctx.number(alpha_b)
+        c, r = E.lean["c"], E.lean["r"]
+        ba, bb = ctx.number(beta_a), ctx.number(beta_b)
+        buf = E.lean.get("buffers")
+        if buf is not None:
+            if gap <= 0:
+                cu, rr = np.multiply(c, math.exp(gap), out=buf["cu"]), r
             else:
-                z = -y * f
-                risk += w * mpmath.log1p(mpmath.exp(z))
-                dl = -y / (1 + mpmath.exp(-z))
-            wdl = w * dl
-            for j in range(K):
-                if att[j]:
-                    gb[j] += wdl * att[j]
-                    ga[j] += wdl * att[j] * (cb[j] - f)
-        return risk, ga, gb
+                cu, rr = c, np.multiply(r, math.exp(-gap), out=buf["rr"])
+            return attend_pair(cu, rr, ba, bb, out=(buf["f"], buf["w"]))
+        if float(gap) <= 0:
+            cu, rr = c * ctx.exp(np.array([gap]))[0], r
+        else:
+            cu, rr = c, r * ctx.exp(np.array([-gap]))[0]
+        return attend_pair(cu, rr, ba, bb)
 
-    # ------------------------------------------------------------------------------------------
-    def phase3_moments(self, gap):
-        """M = E[phi phi^T], m = E[y phi] for phi = (g, 1 - g) on n >= 1 (phi = 0 on the empty string),
-        g the attention mass on the marked symbol when alpha_a - alpha_b = ``gap``.  Returns
-        (M as 2x2 nested list, m as list, bound on every entry)."""
-        d = self.setting.d
-        tab = self._tab([1, d - 1])
-        allowance = FLOAT_ROUNDING_ALLOWANCE if self.backend == "float" else 10.0 ** (-self.dps + 2)
-        bound = tab.omitted + allowance
-        if self.backend == "float":
-            u = math.exp(min(float(gap), 700.0))
-            c = tab.counts[:, 0].astype(float)
-            n = tab.n.astype(float)
-            nonempty = n > 0
-            denom = np.where(nonempty, c * u + (n - c), 1.0)
-            g = np.where(nonempty, c * u / denom, 0.0)
-            h = np.where(nonempty, 1.0 - g, 0.0)
-            y = np.where(c > 0, 1.0, -1.0)
-            W = tab.weights
-            M = [[_psum(W * g * g), _psum(W * g * h)], [_psum(W * g * h), _psum(W * h * h)]]
-            m = [_psum(W * y * g), _psum(W * y * h)]
-            return M, m, bound
-        with mpmath.workdps(self.dps):
-            uu = mpmath.exp(mpmath.mpf(gap))
-            acc = [mpmath.mpf(0)] * 5
-            for w, n, comp in zip(tab.weights, tab.n, tab.counts):
-                if n == 0:
-                    continue
-                c = int(comp[0])
-                g = c * uu / (c * uu + (n - c))
-                h = 1 - g
-                y = 1 if c > 0 else -1
-                acc[0] += w * g * g
-                acc[1] += w * g * h
-                acc[2] += w * h * h
-                acc[3] += w * y * g
-                acc[4] += w * y * h
-            return [[acc[0], acc[1]], [acc[1], acc[2]]], [acc[3], acc[4]], bound
+    def _pair_sums(self, E: _Enumeration, ca, cb):
+        """The lean two-class path: ``attend_pair``, ``loss_terms`` and the two-token backward pass."""
+        f, w = self._pair_forward(E, ca[0], ca[1], cb[0], cb[1])
+        buf = E.lean.get("buffers")
+        out = None if buf is None else (buf["loss"], buf["dl"])
+        loss, dl = loss_terms(self.setting.loss, f[:, None], E.labels[:, None], self.ctx, out=out)
+        W = E.weights
+        ba = self.ctx.number(cb[0])
+        if buf is None:
+            g = W * dl[:, 0]
+            gw = np.dot(g, w)
+            return np.dot(W, loss), *self._alpha_beta(np.dot(g * w, ba - f), gw, g.sum())
+        tmp, g = buf["tmp"], buf["g"]
+        risk = np.multiply(W, loss, out=tmp).sum()  # pairwise sums, no BLAS threads
+        np.multiply(W, dl[:, 0], out=g)
+        gw = np.multiply(g, w, out=tmp).sum()
+        g_total = g.sum()
+        ga = np.multiply(tmp, np.subtract(ba, f, out=f), out=tmp).sum()
+        return risk, *self._alpha_beta(ga, gw, g_total)
 
+    @staticmethod
+    def _alpha_beta(ga, gw, g_total):
+        """Class gradients of the two-token backward pass: alpha (a, -a), beta (sum w g, sum (1 - w) g)."""
+        return [ga, -ga], [gw, g_total - gw]
 
-def _sigmoid(z):
-    return np.where(z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))), np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z))))
+    def _result(self, risk, grad_alpha, grad_beta, out) -> Evaluation:
+        E, cb = out
+        sup_loss, sup_grad = self._sup(cb)
+        tail = self._tail(E)
+        terms = len(E.weights) + (self.setting.lengths == "nonnegative")
+        if self.context == "arb":
+            risk = risk + self._ball((sup_loss * tail).upper())
+            gpad = self._ball((sup_grad * tail).upper())
+            grad_alpha = [g + gpad for g in grad_alpha]
+            grad_beta = [g + gpad for g in grad_beta]
+            rb = float(risk.rad())
+            gbnd = max(float(g.rad()) for g in grad_alpha + grad_beta)
+            return Evaluation(risk, grad_alpha, grad_beta, rb, gbnd, float(tail), terms, True)
+        slack = tail + self._allowance()
+        if self.context == "float":
+            risk, grad_alpha, grad_beta = float(risk), [float(g) for g in grad_alpha], [float(g) for g in grad_beta]
+        return Evaluation(risk, grad_alpha, grad_beta, float(sup_loss) * slack, float(sup_grad) * slack,
+                          float(tail), terms)

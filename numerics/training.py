@@ -9,7 +9,8 @@ exact series gradients (per coordinate, as in R^d).
 Output phases under the squared loss are gradient descent on a quadratic in beta at fixed attention:
 one series pass gives its moments (M, m) and the phase is iterated in closed form,
 beta <- beta - eta D (M beta - m) with D = diag(1, 1/(d-1)), R = beta^T M beta / 2 - m^T beta + 1/2.
-Attention and joint phases evaluate the series at every step.
+Attention and joint phases evaluate the series at every step; the last point of every phase is a
+fresh series evaluation.
 
 The step-size regime of the three-phase theorem is in ``numerics.regime``.
 
@@ -192,8 +193,8 @@ class Trainer:
         aa, ab, ba, bb = state
         eta_att = phase.eta if phase.eta_attention is None else phase.eta_attention
         for t in range(1, phase.steps + 1):
-            ev = self._evaluation((aa, ab, ba, bb))
-            ga, gb = [float(x) for x in ev.grad_alpha], [float(x) for x in ev.grad_beta]
+            here = self._evaluation((aa, ab, ba, bb))
+            ga, gb = [float(x) for x in here.grad_alpha], [float(x) for x in here.grad_beta]
             if phase.layer in ("attention", "joint"):
                 aa, ab = aa - eta_att * ga[0], ab - eta_att * ga[1]
             if phase.layer in ("output", "joint"):
@@ -209,21 +210,29 @@ class Trainer:
         aa, ab, ba, bb = state
         if phase.steps == 0:
             return state
-        M, m, moment_bound = self.evaluator.phase3_moments(aa - ab)
-        M = np.array([[float(x) for x in row] for row in M])
-        m = np.array([float(x) for x in m])
+        moments = self.evaluator.quadratic_moments(aa, ab)
+        M = np.array([[float(x) for x in row] for row in moments.M])
+        m = np.array([float(x) for x in moments.m])
+        moment_bound = moments.bound
         D = np.array([1.0, 1.0 / (self.d - 1)])
         beta = np.array([ba, bb])
         for t in range(1, phase.steps + 1):
-            beta = beta - phase.eta * D * (M @ beta - m)
-            if self._keep(t, phase.steps):
+            with np.errstate(over="ignore", invalid="ignore"):
+                beta = beta - phase.eta * D * (M @ beta - m)
                 risk = 0.5 * beta @ M @ beta - m @ beta + 0.5
+            if not np.all(np.isfinite(beta)):
+                raise SettingError(f"output steps of size {phase.eta} diverged (non-finite weights)")
+            if t == phase.steps:  # the end of the phase: a fresh series evaluation, not the quadratic
+                end = self._evaluation((aa, ab, beta[0], beta[1]))
+                risk, bound = float(end.risk), end.risk_bound
+            elif self._keep(t, phase.steps):
                 size = abs(beta[0]) + abs(beta[1])
                 bound = moment_bound * (0.5 * size * size + size)
-                traj.points.append(Point(step0 + t, phase.name, aa, ab, float(beta[0]), float(beta[1]),
-                                         float(risk), bound))
+            else:
+                bar.update(1)
+                continue
+            traj.points.append(Point(step0 + t, phase.name, aa, ab, float(beta[0]), float(beta[1]),
+                                     float(risk), bound))
             bar.update(1)
-        if not np.all(np.isfinite(beta)):
-            raise SettingError(f"output steps of size {phase.eta} diverged (non-finite weights)")
         return (aa, ab, float(beta[0]), float(beta[1]))
 

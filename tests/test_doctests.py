@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 MODULES = ["theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.regime",
-           "numerics.training"]
+           "numerics.training", "numerics.montecarlo"]
 
 
 @pytest.mark.parametrize("name", MODULES)

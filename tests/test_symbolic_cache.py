@@ -152,7 +152,7 @@ def test_sympy_ground_types_are_pinned_in_this_process():
     assert GROUND_TYPES == os.environ["SYMPY_GROUND_TYPES"] == theory.PINNED_GROUND_TYPES
 
 
-@pytest.mark.parametrize("entry_point", ["numerics.cli", "theory.setting"])
+@pytest.mark.parametrize("entry_point", ["app.cli", "theory.setting"])
 def test_entry_points_pin_the_ground_types_before_sympy_loads(entry_point):
     """Without SYMPY_GROUND_TYPES in the environment, importing an entry point gives the pinned types
     even though python-flint is installed (SymPy would pick flint on its own)."""

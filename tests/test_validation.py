@@ -76,7 +76,7 @@ def test_bad_evaluator_options():
         SeriesEvaluator(Setting(3), backend="gpu")
     with pytest.raises(SettingError, match="tol"):
         SeriesEvaluator(Setting(3), tol=0)
-    with pytest.raises(SettingError, match="float backend cannot certify"):
+    with pytest.raises(SettingError, match="float context cannot resolve"):
         SeriesEvaluator(Setting(3), tol=1e-20)
     with pytest.raises(SettingError, match="dps"):
         SeriesEvaluator(Setting(3), backend="mp", dps=5)

@@ -1,0 +1,8 @@
+"""``python -m app``: the occ-companion command line."""
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,206 @@
+"""The subcommands besides the main job: finite, values, evaluate, latex, docs.
+
+Each ``cmd_*`` receives parsed, already validated options (``app.options`` types) and checks the
+remaining combinations (vector lengths, precision against backend, ...) before printing anything.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import mpmath
+
+from .checkout import checkout_root
+from .formatting import supported_digits
+from .io import atomic_write_text
+from .options import (HelpFormatter, UsageError, add_setting_options, float_in, fraction, int_at_least, nonnegative,
+                      nonnegative_int, number_list, positive, positive_int, setting_from_args)
+from .progress import progress_factory
+
+FINITE_EPSILON = 1e-2
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register finite, values, evaluate, latex and docs on the subcommand parser ``sub``."""
+    fs = sub.add_parser("finite", help="finite-sample three-phase plan (N_1, N_3 = C d ln d by default)",
+                        description=cmd_finite.__doc__, formatter_class=HelpFormatter)
+    add_setting_options(fs, 50, d_min=3, loss=False, p_one=False)
+    fs.add_argument("--epsilon", type=positive, default=FINITE_EPSILON,
+                    help="target held-out risk; looser than run's 1e-3 because finitely many samples leave an "
+                         "excess risk: at d = 50 and N_1 = N_3 = ceil(30 d ln d) the held-out risk is about 4.5e-3 "
+                         "(seeds 0, 1), so 1e-3 needs a larger --constant")
+    fs.add_argument("--eta1-frac", type=fraction, default=0.5, help="eta_1 as a fraction of eta1_max, in (0, 1)")
+    fs.add_argument("--constant", type=positive, default=30.0, help="C in N_1 = N_3 = ceil(C d ln d)")
+    fs.add_argument("--n1", type=positive_int, default=None,
+                    help="strings for phases 1-2 (default: ceil(C d ln d))")
+    fs.add_argument("--n3", type=positive_int, default=None, help="fresh strings for phase 3 (default: ceil(C d ln d))")
+    fs.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (runs) to try")
+    fs.add_argument("--seed", type=nonnegative_int, default=0, help="first seed; runs use seed, seed + 1, ...")
+    fs.add_argument("--test-size", type=int_at_least(2), default=100_000,
+                    help="held-out strings per seed for the risk estimate and its standard error")
+    fs.add_argument("--quiet", action="store_true", help="no progress bars (they appear only on a terminal)")
+    fs.set_defaults(func=cmd_finite)
+
+    va = sub.add_parser("values", help="every derived expression evaluated by mpmath at a chosen precision",
+                        description=cmd_values.__doc__, formatter_class=HelpFormatter)
+    add_setting_options(va, 50, loss=False, p_one=False)
+    va.add_argument("--dps", type=int_at_least(5, 10_000), default=30, help="significant digits, in [5, 10000]")
+    va.add_argument("--eta1", type=positive, default=None,
+                    help="phase-1 step eta_1, in (0, eta1_max) (eta1_max = d at the balancing p)")
+    va.add_argument("--eta2", type=nonnegative, default=None, help="phase-2 step eta_2, >= 0")
+    va.add_argument("--epsilon", type=positive, default=None, help="target risk epsilon, > 0")
+    va.set_defaults(func=cmd_values)
+
+    ev = sub.add_parser("evaluate", help="exact series risk and gradients at a parameter point",
+                        description=cmd_evaluate.__doc__, formatter_class=HelpFormatter)
+    add_setting_options(ev, 5)
+    ev.add_argument("--alpha", type=number_list, default=None, help="attention weights, d comma-separated numbers "
+                                                                     "(default: zeros)")
+    ev.add_argument("--beta", type=number_list, default=None, help="output weights, d comma-separated numbers "
+                                                                    "(default: zeros)")
+    ev.add_argument("--backend", choices=["float", "mp"], default="float",
+                    help="float (numpy doubles) or mp (mpmath at --dps digits)")
+    ev.add_argument("--tol", type=float_in(0, 1), default=1e-12,
+                    help="target omitted probability mass of the series, in (0, 1); >= 1e-15 for the float "
+                         "backend. Only the digits the resulting error bound supports are printed")
+    ev.add_argument("--dps", type=int_at_least(15, 10_000), default=30, help="working digits of the mp backend")
+    ev.add_argument("--max-terms", type=positive_int, default=3_000_000, help="largest series enumeration allowed")
+    ev.add_argument("--mc", type=nonnegative_int, default=0,
+                    help="also a Monte Carlo estimate from this many strings (0: none)")
+    ev.add_argument("--seed", type=nonnegative_int, default=0, help="Monte Carlo seed")
+    ev.set_defaults(func=cmd_evaluate)
+
+    lx = sub.add_parser("latex", help="export the derived formulas as a standalone LaTeX document",
+                        description=cmd_latex.__doc__, formatter_class=HelpFormatter)
+    lx.add_argument("--lengths", choices=["positive", "nonnegative"], default="positive", help="length law")
+    lx.add_argument("--only", default="", help="comma-separated derivation keys as in docs/derivations.md (default: all)")
+    lx.add_argument("--out", default="-", help="file to write (- for stdout)")
+    lx.set_defaults(func=cmd_latex)
+
+    dc = sub.add_parser("docs", help="regenerate docs/derivations.md and README's claims block (or --check them)",
+                        description=cmd_docs.__doc__, formatter_class=HelpFormatter)
+    dc.add_argument("--check", action="store_true", help="only check that they are current (exit 1 when stale)")
+    dc.add_argument("--root", type=Path, default=None,
+                    help="repository checkout to work on (default: the checkout this package runs from)")
+    dc.set_defaults(func=cmd_docs)
+
+
+# ------------------------------------------------------------------------------------------------
+def cmd_finite(args: argparse.Namespace) -> int:
+    """Finite-sample three-phase plan: phases 1-2 on N_1 strings, phase 3 on N_3 fresh strings, at
+    N_1 = N_3 = ceil(C d ln d) unless given; held-out risk per seed.  Exits 1 unless every seed
+    reaches the target (held-out mean + 3 standard errors <= floor + --epsilon; the floor is 0 under
+    the default length law)."""
+    from numerics.finite_sample import d_log_d, three_phase_finite
+    from numerics.series import SeriesEvaluator
+    from numerics.regime import regime_plan
+
+    setting = setting_from_args(args)
+    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=SeriesEvaluator(setting))
+    target = args.epsilon + reg.floor
+    N_1 = args.n1 if args.n1 is not None else d_log_d(setting.d, args.constant)
+    N_3 = args.n3 if args.n3 is not None else d_log_d(setting.d, args.constant)
+    print(f"setting: {setting.describe()}; eta_1={reg.eta_1:.4g}, eta_2={reg.eta_2:.4g}, eta_3=1, T={reg.T_min}, "
+          f"N_1={N_1}, N_3={N_3}", file=sys.stderr)
+    progress = progress_factory(args.quiet)
+    hits = 0
+    for k in range(args.seeds):
+        run = three_phase_finite(setting, reg.eta_1, reg.eta_2, 1.0, reg.T_min, N_1, N_3, seed=args.seed + k,
+                                 test_size=args.test_size, progress=progress)
+        hits += run.test_risk + 3 * run.test_se <= target
+        print(f"seed {run.seed}: held-out risk {run.test_risk:.5g} +- {run.test_se:.2g} (train {run.train_risk:.5g})")
+    goal = f"{args.epsilon:g}" if reg.floor == 0 else f"floor + epsilon = {reg.floor:.3g} + {args.epsilon:g}"
+    print(f"{hits}/{args.seeds} seeds reach risk <= {goal} (held-out mean + 3 SE)")
+    return 0 if hits == args.seeds else 1
+
+
+def cmd_values(args: argparse.Namespace) -> int:
+    """Every derived expression of the catalogue evaluated by mpmath at --dps digits; expressions
+    that need eta_1, eta_2 or epsilon are shown once those flags are given."""
+    from numerics.closed_forms import ClosedForms
+
+    setting = setting_from_args(args)
+    if args.eta1 is not None:
+        top = float(ClosedForms(setting).eta1_max())
+        if not args.eta1 < top:
+            raise UsageError(f"--eta1 must lie in (0, eta1_max) = (0, {top:.6g}) for this setting, got {args.eta1:g}")
+    given = {k: v for k, v in (("eta_1", args.eta1), ("eta_2", args.eta2), ("epsilon", args.epsilon)) if v is not None}
+    print(f"setting: {setting.describe()}; {args.dps} significant digits")
+    for key, title, val, missing in ClosedForms(setting, dps=args.dps).all(**given):
+        shown = "(needs " + ", ".join("--" + m.replace("_", "") for m in missing) + ")" if val is None \
+            else mpmath.nstr(val, args.dps)
+        print(f"{key:<18} {shown}    # {title}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Exact series risk and gradients at (alpha, beta), with their error bounds, printed to the
+    digits the bounds support; optionally a Monte Carlo estimate beside them."""
+    from numerics.series import SeriesEvaluator
+
+    setting = setting_from_args(args)
+    d = setting.d
+    for flag, values in (("--alpha", args.alpha), ("--beta", args.beta)):
+        if values is not None and len(values) != d:
+            raise UsageError(f"{flag} must have d = {d} entries (--d {d}), got {len(values)}")
+    if args.backend == "float" and args.tol < 1e-15:
+        raise UsageError(f"--tol {args.tol:g} is below what the float backend can honour (1e-15): "
+                         "add --backend mp or raise --tol")
+    alpha = args.alpha or [0.0] * d
+    beta = args.beta or [0.0] * d
+    evaluator = SeriesEvaluator(setting, backend=args.backend, tol=args.tol, dps=args.dps, max_terms=args.max_terms)
+    result = evaluator.evaluate(alpha, beta)
+    digits = args.dps if args.backend == "mp" else 17
+    print(f"setting: {setting.describe()}")
+    print(f"risk = {supported_digits(result.risk, result.risk_bound, digits)}  "
+          f"(|error| <= {result.risk_bound:.3e}, {result.terms} terms)")
+    for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
+        print(f"{name} = [" + ", ".join(supported_digits(x, result.grad_bound, digits) for x in grad) + "]")
+    print(f"every gradient coordinate: |error| <= {result.grad_bound:.3e} (digits shown: those the bounds support; "
+          "lower --tol for more)")
+    if args.mc:
+        from numerics.montecarlo import estimate
+
+        mc = estimate(setting, alpha, beta, size=args.mc, seed=args.seed)
+        print(f"Monte Carlo ({args.mc} strings, seed {args.seed}): risk = {mc.risk:.6g} +- {mc.risk_se:.2g}")
+    return 0
+
+
+def cmd_latex(args: argparse.Namespace) -> int:
+    """A standalone LaTeX document of the derived formulas (all, or the --only keys)."""
+    from .latex import latex_document
+
+    keys = [k for k in args.only.split(",") if k] if args.only else None
+    text = latex_document(args.lengths, keys)
+    if args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    target = Path(args.out)
+    if not target.parent.is_dir():
+        raise UsageError(f"--out {args.out}: folder {target.parent} does not exist")
+    atomic_write_text(target, text)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Regenerate docs/derivations.md and the claims block of README.md in the repository checkout
+    (never in the working directory), or with --check report which of them are stale."""
+    from .report import generated_docs, stale_docs
+
+    root = args.root.resolve() if args.root is not None else checkout_root()
+    if args.check:
+        stale = stale_docs(root)
+        for path in stale:
+            print(f"{path} is stale: run `occ-companion docs`", file=sys.stderr)
+        if not stale:
+            print(f"{root / 'docs/derivations.md'} and the claims block of {root / 'README.md'} are up to date")
+        return 1 if stale else 0
+    for path, text in generated_docs(root).items():
+        if not path.exists() or path.read_text() != text:
+            atomic_write_text(path, text)
+            print(f"wrote {path}")
+        else:
+            print(f"{path} is up to date")
+    return 0

@@ -1,0 +1,112 @@
+"""Output folders of the suite's commands: atomic writes, a lock, stale artifacts, early checks.
+
+Every artifact is written to a temporary file in its folder and renamed over the target
+(``os.replace``), so a reader, a crash or Ctrl-C never sees half a file.  ``OutputFolder`` checks
+that ``--out`` can be written *before* the computation starts, holds an exclusive ``flock`` on the
+folder while the command runs (a second run into the same folder is refused), and removes the
+artifacts of an earlier run that this run does not write again.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, Callable
+
+
+class OutputError(Exception):
+    """The output folder cannot be used (not creatable, not writable, or held by another run)."""
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through ``write(binary_file)`` into a temporary sibling, then rename it over ``path``.
+
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
+    >>> atomic_write(target, lambda f: f.write(b"hello"))
+    >>> target.read_bytes()
+    b'hello'
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; artifacts get the usual 0666 minus the umask
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+class OutputFolder:
+    """The ``--out`` folder of a command, used as a context manager.
+
+    On entry the folder is created, probed for writability and locked (``fcntl.flock`` on the
+    folder itself, so no lock file is left behind); on exit the lock is released.  ``flag`` is the
+    option name used in messages.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, flag: str = "--out") -> None:
+        self.path = Path(path)
+        self.flag = flag
+        self._fd: int | None = None
+
+    def __enter__(self) -> "OutputFolder":
+        where = f"{self.flag} {self.path}"
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            probe_fd, probe = tempfile.mkstemp(dir=self.path, prefix=".write-probe.")
+            os.close(probe_fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise OutputError(f"{where} is not a writable folder ({exc.strerror or exc}); "
+                              f"choose another {self.flag}") from None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputError(f"{where} is in use by another occ-companion run; wait for it to finish "
+                              f"or choose another {self.flag}") from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def remove(self, *names: str) -> None:
+        """Delete these artifacts of an earlier run, where present."""
+        for name in names:
+            (self.path / name).unlink(missing_ok=True)
+
+    def write_text(self, name: str, text: str) -> Path:
+        """Write one text artifact atomically; returns its path."""
+        target = self.path / name
+        atomic_write_text(target, text)
+        return target
+
+    def write(self, name: str, write: Callable[[BinaryIO], object]) -> Path:
+        """Write one binary artifact atomically through ``write(file)``; returns its path."""
+        target = self.path / name
+        atomic_write(target, write)
+        return target

@@ -1,0 +1,252 @@
+"""The main job, ``occ-companion run``: the three-phase plan in its certified regime beside the
+output-only, attention-only, attention-then-output and joint plans, with exact population gradients.
+
+Artifacts in ``--out``: ``summary.json`` (everything needed to rebuild the run: every option, the
+version, the git commit, timestamp and wall time) and ``risk_curves.png`` (unless ``--no-plot``).
+The three-phase regime is derived for the squared loss; under ``--loss logistic`` the comparison
+plans run and the three-phase plan is skipped (the JSON and the output say so).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from theory.setting import Setting
+from theory.validation import SettingError
+
+from . import __version__
+from .checkout import git_commit
+from .formatting import supported_digits
+from .io import OutputFolder
+from .options import (HelpFormatter, add_setting_options, float_in, fraction, positive, positive_int,
+                      setting_from_args)
+from .progress import ProgressFactory, progress_factory
+
+if TYPE_CHECKING:  # numerics is imported when a run starts, so that --help stays fast
+    from numerics.regime import Regime
+    from numerics.training import Trajectory
+
+SUMMARY = "summary.json"
+FIGURE = "risk_curves.png"
+ARTIFACTS = (SUMMARY, FIGURE)
+THREE_PHASE = "three-phase"
+MP_CHECK_DPS = 30
+MP_CHECK_TOL = 1e-15
+NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss only; "
+               "under the logistic loss the three-phase plan is skipped")
+
+
+RUN_DESCRIPTION = (
+    "The main job: certify the three-phase step sizes for --epsilon, run the three-phase plan there and the "
+    "output-only, attention-only, attention-then-output and joint plans beside it with exact population "
+    "gradients; write summary.json and risk_curves.png into --out and print a table.  Exits 1 when the "
+    "three-phase plan misses its target.  The regime is derived for the squared loss: under --loss logistic "
+    "only the comparison plans run.")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``run`` (the main job) on the subcommand parser ``sub``."""
+    r = sub.add_parser("run", help="main job: three-phase plan vs output-only / attention-only / attention-first / joint",
+                       description=RUN_DESCRIPTION, formatter_class=HelpFormatter)
+    add_setting_options(r, 50, d_min=3, p_one=False)
+    r.add_argument("--epsilon", type=positive, default=1e-3,
+                   help="target risk above the floor for the three-phase plan")
+    r.add_argument("--eta1-frac", type=fraction, default=0.5,
+                   help="phase-1 output step eta_1 as a fraction of eta1_max, in (0, 1)")
+    r.add_argument("--eta2-factor", type=float_in(1, None, low_open=False), default=1.0,
+                   help="phase-2 attention step eta_2 as a multiple (>= 1) of eta2_min(epsilon, eta_1)")
+    r.add_argument("--eta3", type=float_in(0, 1, high_open=False), default=1.0,
+                   help="phase-3 and output-only step size, in (0, 1]")
+    r.add_argument("--attention-eta", type=positive, default=None,
+                   help="attention step of the attention-only and attention-then-output plans "
+                        "(default: eta_2 of the three-phase regime; 1 under --loss logistic)")
+    r.add_argument("--steps", type=positive_int, default=300, help="steps of the comparison plans")
+    r.add_argument("--joint-eta", type=positive, default=1.0, help="step size of joint GD (both layers)")
+    r.add_argument("--tol", type=float_in(1e-15, 1, low_open=False), default=1e-12,
+                   help="target for the omitted probability mass of the exact series, in [1e-15, 1)")
+    r.add_argument("--max-terms", type=positive_int, default=3_000_000,
+                   help="largest series enumeration allowed (small --p means long strings and many terms)")
+    r.add_argument("--certify", action="store_true",
+                   help=f"re-evaluate the three-phase end point with mpmath at {MP_CHECK_DPS} digits "
+                        f"(series tol {MP_CHECK_TOL:g}) and print it")
+    r.add_argument("--no-plot", action="store_true", help=f"do not draw {FIGURE} (an old one is removed)")
+    r.add_argument("--out", default="results", help="output folder")
+    r.add_argument("--quiet", action="store_true", help="no progress bars (they appear only on a terminal)")
+    r.set_defaults(func=run_command)
+
+
+@dataclass
+class JobResult:
+    """What the main job computed: the summary (as written to JSON), the trajectories, the exit code."""
+
+    summary: dict[str, Any]
+    plans: dict[str, Trajectory]
+    ok: bool
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``occ-companion run``: check --out, compute, write the artifacts, print the table."""
+    started = time.time()
+    setting = setting_from_args(args)
+    with OutputFolder(args.out) as out:  # unwritable or busy --out fails here, before the work
+        print(f"setting: {setting.describe()}", file=sys.stderr)
+        result = main_job(setting, args, progress_factory(args.quiet))
+        result.summary["run"]["wall_seconds"] = round(time.time() - started, 2)
+        write_artifacts(out, result, setting, args)
+    print_table(result, setting)
+    written = [str(out.path / SUMMARY)] + ([] if args.no_plot else [str(out.path / FIGURE)])
+    print("wrote " + " and ".join(written))
+    return 0 if result.ok else 1
+
+
+def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFactory | None = None) -> JobResult:
+    """Run every plan for ``setting`` with the options of ``run`` (see ``add_parser``)."""
+    from numerics.series import SeriesEvaluator
+    from numerics import training
+    from numerics.regime import regime_plan
+
+    evaluator = SeriesEvaluator(setting, tol=args.tol, max_terms=args.max_terms)
+    squared = setting.loss == "squared"
+    reg: Regime | None = None
+    if squared:
+        reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
+                          eta_3=args.eta3, evaluator=evaluator)
+        if reg.T_min is None:
+            raise SettingError("could not certify a positive curvature for phase 3; lower --tol")
+        print(f"regime: eta_1={reg.eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={reg.eta_2:.6g} >= {reg.eta2_min:.6g}, "
+              f"eta_3={args.eta3}, T_min={reg.T_min}", file=sys.stderr)
+    else:
+        print(f"note: {NOT_COVERED}", file=sys.stderr)
+    attention_eta = args.attention_eta or (reg.eta_2 if reg is not None else 1.0)
+    trainer = training.Trainer(evaluator, record_every=1, progress=progress)
+    plans: dict[str, Trajectory] = {}
+    if reg is not None:
+        plans[THREE_PHASE] = trainer.run(training.three_phase(reg.eta_1, reg.eta_2, args.eta3, reg.T_min))
+    plans["output-only"] = trainer.run(training.output_only(args.eta3, args.steps))
+    plans["attention-only"] = trainer.run(training.attention_only(attention_eta, args.steps))
+    plans["attention-then-output"] = trainer.run(training.attention_then_output(attention_eta, args.eta3, args.steps))
+    plans["joint"] = trainer.run(training.joint(args.joint_eta, args.steps))
+    summary = _summary(setting, args, reg, plans, attention_eta)
+    ok = True
+    if reg is not None:
+        fin = plans[THREE_PHASE].final
+        ok = fin.risk + fin.risk_bound <= args.epsilon + reg.floor
+        summary["three_phase_reaches_target"] = ok
+        if args.certify:
+            summary["plans"][THREE_PHASE]["mp_check"] = mp_check(setting, plans[THREE_PHASE])
+    return JobResult(summary, plans, ok)
+
+
+def mp_check(setting: Setting, traj: Trajectory) -> dict[str, float]:
+    """The end point of ``traj`` re-evaluated by the mpmath series (risk, truncation bound, the
+    interval risk +- bound).  The bound covers the series truncation; rounding at the working
+    precision is far below it but is not enclosed, so this is a check, not an interval enclosure."""
+    from numerics.series import SeriesEvaluator
+
+    print(f"re-evaluating the three-phase end point with mpmath ({MP_CHECK_DPS} digits) ...", file=sys.stderr)
+    fin = traj.final
+    evaluation = SeriesEvaluator(setting, backend="mp", tol=MP_CHECK_TOL, dps=MP_CHECK_DPS).evaluate_symmetric(
+        fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
+    risk = float(evaluation.risk)
+    bound = float(evaluation.risk_bound)
+    return {"risk": risk, "bound": bound, "risk_lower": risk - bound, "risk_upper": risk + bound,
+            "dps": MP_CHECK_DPS, "tol": MP_CHECK_TOL}
+
+
+def _summary(setting: Setting, args: argparse.Namespace, reg: Regime | None, plans: dict[str, Trajectory],
+             attention_eta: float) -> dict[str, Any]:
+    from numerics.closed_forms import ClosedForms
+
+    squared = setting.loss == "squared"
+    c_d = float(ClosedForms(setting).output_only_floor()) if squared else None
+    summary: dict[str, Any] = {
+        "run": run_record(args),
+        "setting": {"d": setting.d, "p": float(setting.p_value), "lengths": setting.lengths, "loss": setting.loss},
+        "epsilon": args.epsilon,
+        "risk_floor": reg.floor if reg is not None else None,
+        "output_only_floor_c": c_d,
+        "attention_eta": attention_eta,
+    }
+    if reg is not None:
+        summary["regime"] = {"eta_1": reg.eta_1, "eta1_max": reg.eta1_max, "eta_2": reg.eta_2,
+                             "eta2_min": reg.eta2_min, "eta_3": args.eta3, "T_min": reg.T_min,
+                             "lambda_min_lower": reg.lambda_min_lower}
+    else:
+        summary["regime"] = None
+        summary["not_covered"] = NOT_COVERED
+    summary["plans"] = {name: _plan_record(traj) for name, traj in plans.items()}
+    return summary
+
+
+def _plan_record(traj: Trajectory) -> dict[str, Any]:
+    fin = traj.final
+    return {"final_risk": fin.risk, "bound": fin.risk_bound, "min_risk_lower": traj.min_risk_lower(),
+            "steps": fin.step,
+            "final_params": {"alpha_a": fin.alpha_a, "alpha_b": fin.alpha_b, "beta_a": fin.beta_a,
+                             "beta_b": fin.beta_b}}
+
+
+def run_record(args: argparse.Namespace) -> dict[str, Any]:
+    """Provenance of a run: version, git commit, UTC timestamp, every option and the command that rebuilds it."""
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "cmd")}
+    commit, dirty = git_commit()
+    return {"version": __version__, "git_commit": commit, "git_dirty": dirty,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "options": options, "command": rebuild_command(args.cmd, options), "wall_seconds": None}
+
+
+def rebuild_command(cmd: str, options: dict[str, Any]) -> str:
+    """The command line that repeats a run with every option spelled out.
+
+    >>> rebuild_command("run", {"d": 5, "p": None, "no_plot": True, "certify": False})
+    'occ-companion run --d 5 --no-plot'
+    """
+    parts = ["occ-companion", cmd]
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            parts.append(flag)
+        elif value is not None and value is not False:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
+def write_artifacts(out: OutputFolder, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
+    """Write the figure (or remove an old one) and then summary.json, each atomically; the summary
+    goes last, so a folder with a summary.json holds one complete run."""
+    out.remove(*ARTIFACTS)
+    if not args.no_plot:
+        from .plotting import plot_plans
+
+        s = result.summary
+        regime = s["regime"]
+        out.write(FIGURE, lambda fh: plot_plans(
+            result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
+            target=None if regime is None else args.epsilon + s["risk_floor"],
+            phase_ends=None if regime is None else (1, 2), title=setting.describe()))
+    out.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
+
+
+def print_table(result: JobResult, setting: Setting) -> None:
+    """The plans' final risks, the verdict on the target and the mpmath re-evaluation, on stdout."""
+    s = result.summary
+    print(f"{'plan':<24}{'steps':>7}{'final risk':>14}{'bound':>10}")
+    for name, rec in s["plans"].items():
+        print(f"{name:<24}{rec['steps']:>7}{rec['final_risk']:>14.6g}{rec['bound']:>10.1e}")
+    if s["regime"] is None:
+        print(f"note: {s['not_covered']}")
+        return
+    floor, eps = s["risk_floor"], s["epsilon"]
+    goal = f"epsilon = {eps:.3g}" if floor == 0 else f"floor + epsilon = {floor:.3g} + {eps:.3g}"
+    print(f"three-phase reaches risk <= {goal}: {'yes' if result.ok else 'NO'};  "
+          f"output-only floor c(d) = {s['output_only_floor_c']:.6g}")
+    check = s["plans"][THREE_PHASE].get("mp_check")
+    if check is not None:
+        print(f"mpmath re-evaluation ({check['dps']} digits) of the three-phase end point: risk = "
+              f"{supported_digits(check['risk'], check['bound'], 17)} +- {check['bound']:.1e} "
+              "(series truncation bound)")

@@ -1,0 +1,138 @@
+"""Option types and shared options of the command line.
+
+Every flag is parsed by one of these argparse types, so a bad value stops the command before any
+work or output, with exit status 2 and a message naming the flag (``argument --steps: must be an
+integer >= 1, got '-1'``).  Subcommand modules (``app.prove``, ``app.table1``, ...) reuse
+``add_setting_options`` and ``setting_from_args``.
+
+>>> positive_int("3")
+3
+>>> fraction("0.5")
+0.5
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Callable
+
+from theory.setting import Setting
+from theory.validation import LENGTH_VARIANTS, LOSSES
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def int_at_least(low: int, high: int | None = None, *, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high] (no upper limit when ``high`` is None); ``why``
+    is added to the message."""
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if value < low or (high is not None and value > high):
+            rng = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"must be an integer {rng}{' (' + why + ')' if why else ''}, "
+                                             f"got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    parse.__doc__ = f"Parse an integer >= {low}" + (f" and <= {high}" if high is not None else "") + "."
+    return parse
+
+
+def float_in(low: float | None, high: float | None, *, low_open: bool = True,
+             high_open: bool = True) -> Callable[[str], float]:
+    """An argparse type: a finite number in the interval from ``low`` to ``high`` (None: unbounded)."""
+    def parse(text: str) -> float:
+        value = _number(text)
+        ok = math.isfinite(value)
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value < high if high_open else value <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be a finite number {_interval(low, high, low_open, high_open)}, "
+                                             f"got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    parse.__doc__ = f"Parse a finite number {_interval(low, high, low_open, high_open)}."
+    return parse
+
+
+def _interval(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    if high is None:
+        return f"{'>' if low_open else '>='} {low:g}" if low is not None else ""
+    if low is None:
+        return f"{'<' if high_open else '<='} {high:g}"
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+positive_int = int_at_least(1)
+nonnegative_int = int_at_least(0)
+positive = float_in(0, None)
+nonnegative = float_in(0, None, low_open=False)
+fraction = float_in(0, 1)
+probability = float_in(0, 1, high_open=False)
+
+
+def number_list(text: str) -> list[float]:
+    """An argparse type: comma-separated finite numbers (their count is checked against --d later)."""
+    parts = [x.strip() for x in text.split(",")]
+    try:
+        values = [float(x) for x in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"must be finite numbers, got {text!r}")
+    return values
+
+
+def add_setting_options(parser: argparse.ArgumentParser, d_default: int, *, d_min: int = 2,
+                        loss: bool = True, p_one: bool = True) -> None:
+    """--d, --p, --lengths (and --loss) for a subcommand.
+
+    ``d_min`` is the smallest d it accepts (3 for the three-phase theorem); ``p_one`` whether p = 1
+    (every string of length 1) is allowed -- the closed forms need p < 1.
+    """
+    why = "the three-phase theorem needs d >= 3; try --d 3" if d_min == 3 else ""
+    parser.add_argument("--d", type=int_at_least(d_min, why=why), default=d_default,
+                        help=f"alphabet size (an integer >= {d_min})")
+    parser.add_argument("--p", type=probability if p_one else fraction, default=None,
+                        help=f"parameter of the geometric length law, in (0, 1{']' if p_one else ')'}; "
+                             "default: the balancing value (P(y = +1) = 1/2)")
+    parser.add_argument("--lengths", choices=LENGTH_VARIANTS, default="positive",
+                        help="length law: n on {1, 2, ...} (positive) or on {0, 1, ...} (nonnegative; the "
+                             "empty string is labelled -1)")
+    if loss:
+        parser.add_argument("--loss", choices=LOSSES, default="squared", help="training loss")
+
+
+def setting_from_args(args: argparse.Namespace) -> Setting:
+    """The Setting the parsed options describe."""
+    return Setting(args.d, p=args.p, lengths=args.lengths, loss=getattr(args, "loss", "squared"))
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's ArgumentDefaultsHelpFormatter, except where the help already explains the default
+    (``default:`` in its text) or there is nothing to show (None, or an off switch)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+class UsageError(Exception):
+    """A combination of flags the command cannot run; the message names the flags (exit status 2)."""

@@ -1,0 +1,180 @@
+"""``occ-companion prove``: certificates in ball arithmetic for every claim of the claims table.
+
+For each d and each claim, one line per certified item: claim, d, item, the arb ball, the test, and
+PASS / FAIL / PENDING (not certified: the arb series is not available; a float estimate is shown) /
+SKIP (a statistical claim).  Writes ``<out>/certificate.json`` atomically and exits 1 if any item
+FAILs, 2 on bad flags (checked before any work).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+from theory.validation import SettingError
+
+DEFAULT_DS = "3,5,10,50"
+
+
+def parse_ds(text: str) -> list[int]:
+    """--d: comma-separated integers >= 3."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            d = int(part)
+        except ValueError:
+            raise SettingError(f"--d must be comma-separated integers >= 3, got {part!r} in {text!r}") from None
+        if d < 3:
+            raise SettingError(f"--d: every alphabet size must be >= 3 (the claims need d >= 3), got {d}")
+        out.append(d)
+    if not out:
+        raise SettingError("--d needs at least one alphabet size")
+    return out
+
+
+def parse_epsilon(text: str) -> Fraction:
+    """--epsilon: a finite number > 0, kept as the exact decimal it was written as (1e-3 = 1/1000)."""
+    try:
+        eps = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise SettingError(f"--epsilon must be a finite number > 0, got {text!r}") from None
+    if eps <= 0:
+        raise SettingError(f"--epsilon must be > 0, got {text!r}")
+    return eps
+
+
+def parse_int(text: str, flag: str, minimum: int) -> int:
+    """An integer flag (--steps, --prec-bits) with a lower bound; the error names the flag."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise SettingError(f"{flag} must be an integer >= {minimum}, got {text!r}")
+    return value
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("occurrence-companion")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def run_all_d(doc_path: str | None) -> int:
+    """The all-d proofs and their mutation controls: one line each; optionally write docs/proofs.md.
+    Returns the number of failures (a proof that FAILs, or a control that does not)."""
+    from theory.proofs import all_proofs, mutation_controls, proofs_markdown
+
+    results, controls = all_proofs(), mutation_controls()
+    for r in results:
+        print(f"{'proof':<8} {r.claim:<24} {r.domain:<18} {r.method:<60} {r.status}", flush=True)
+    for name, r in controls:
+        print(f"{'control':<8} {name:<60} {'FAIL (as it must)' if r.status == 'FAIL' else 'PASSED: broken'}")
+    if doc_path:
+        path = Path(doc_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(proofs_markdown(results, controls))
+        print(f"wrote {path}")
+    return sum(not r.passed for r in results) + sum(r.status != "FAIL" for _, r in controls)
+
+
+def cmd_prove(args) -> int:
+    """Validate the flags, certify every claim at every d, print the lines, write certificate.json."""
+    from numerics.certify import certify_claims, claim_verdict
+    from theory.claims import CLAIMS
+
+    if args.proofs_doc is not None and not args.proofs_doc:
+        raise SettingError("--proofs-doc needs a file path")
+    ds = parse_ds(args.d)
+    eps = parse_epsilon(args.epsilon)
+    steps = parse_int(args.steps, "--steps", 0)
+    prec = parse_int(args.prec_bits, "--prec-bits", 53)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SettingError(f"--out must be a folder, {out} is a file")
+    t0 = time.time()
+    certs, verdicts, timings = [], [], {}
+    for d in ds:
+        print(f"certifying d = {d} ...", file=sys.stderr, flush=True)
+        t = time.time()
+        at_d = certify_claims(d, eps, steps=steps, prec_bits=prec)
+        for c in at_d:
+            print(c.line(), flush=True)
+        for cl in CLAIMS:
+            v = claim_verdict([c for c in at_d if c.claim == cl.key])
+            verdicts.append({"claim": cl.key, "d": d, "status": v})
+            print(f"== {cl.key:<22} d={d:<4} {v}", flush=True)
+        certs += at_d
+        timings[str(d)] = round(time.time() - t, 3)
+    counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "PENDING", "SKIP")}
+    payload = {
+        "version": _version(), "d": ds, "epsilon": float(eps), "epsilon_exact": str(eps),
+        "prec_bits": prec, "steps": steps, "counts": counts, "all_pass": counts["FAIL"] == 0,
+        "seconds": {"total": round(time.time() - t0, 3), "per_d": timings},
+        "ball_format": "[mid, rad]: the exact value lies in [mid - rad, mid + rad]",
+        "claims": verdicts,
+        "certificates": [c.as_json() for c in certs],
+    }
+    if args.all_d or args.proofs_doc:
+        failures = run_all_d(args.proofs_doc)
+        payload["all_d_failures"] = failures
+        counts["FAIL"] += failures
+        payload["all_pass"] = counts["FAIL"] == 0
+    write_json_atomic(out / "certificate.json", payload)
+    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['PENDING']} PENDING (not certified), "
+          f"{counts['SKIP']} SKIP; wrote {out / 'certificate.json'} in {payload['seconds']['total']:.1f} s")
+    return 1 if counts["FAIL"] else 0
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``prove`` subcommand to an argparse subparsers object and set its func."""
+    pr = subparsers.add_parser("prove", help="certify every claim in ball arithmetic (arb) at the given d",
+                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("--d", default=DEFAULT_DS, help=f"comma-separated alphabet sizes >= 3 (default {DEFAULT_DS})")
+    pr.add_argument("--epsilon", default="1e-3", help="target risk above the floor, > 0 (default 1e-3, taken exactly)")
+    pr.add_argument("--steps", default="300", help="steps of the output-only and attention-first plans (default 300)")
+    pr.add_argument("--prec-bits", default="128", help="arb working precision in bits (default 128)")
+    pr.add_argument("--out", default="results", help="output folder for certificate.json (default results/)")
+    pr.add_argument("--all-d", action="store_true", help="also run the proofs for all d and their mutation controls")
+    pr.add_argument("--proofs-doc", default=None, help="with the all-d proofs, write docs/proofs.md to this path")
+    pr.set_defaults(func=cmd_prove)
+    return pr
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry point (``python3 -m app.prove``) until the lead wires ``prove`` into app.cli."""
+    ap = argparse.ArgumentParser(prog="occ-companion")
+    add_parser(ap.add_subparsers(dest="cmd", required=True))
+    args = ap.parse_args(["prove", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except SettingError as exc:
+        print(f"occ-companion prove: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Certificates in ball arithmetic: the arb balls enclose the exact closed forms, a shrunk enclosure is
+caught, and ``occ-companion prove`` runs at d = 50.
+
+The reference values are mpmath evaluations at 60 significant digits (``mp_reference``, the one place
+that calls the mpmath closed forms); the balls are computed at 128 bits (about 38 digits), so a
+correct ball must contain the reference and a ball shifted by 1e-25 must not.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import mpmath
+import pytest
+from flint import arb, ctx
+
+from app.prove import main as prove_main
+from numerics import certify as C
+from theory import catalogue
+from theory import symbolic as sym
+from theory.setting import Setting
+
+MP_DPS = 60
+PREC = 128
+# exact doubles for the symbols the closed forms need (eta_1 inside (0, eta1_max) for every d here)
+VALUES = {"eta_1": 1.25, "eta_2": 7.5, "epsilon": 0.001, "beta_a": 0.75, "beta_b": -0.625}
+
+
+def mp_reference(expr, setting: Setting, **values):
+    """The mpmath value of a closed form at MP_DPS digits."""
+    from numerics.closed_forms import ClosedForms
+
+    return ClosedForms(setting, dps=MP_DPS).expr(expr, **values)
+
+
+def contains_mp(ball: arb, value) -> bool:
+    """Does the ball contain the 60-digit reference (entered as a 400-bit point)?"""
+    with ctx.workprec(400):
+        return ball.contains(arb(mpmath.nstr(value, MP_DPS + 5, strip_zeros=False)))
+
+
+def _needed(expr):
+    free = {str(s) for s in expr.free_symbols} - {"d", "p"}
+    return {k: v for k, v in VALUES.items() if k in free}
+
+
+@pytest.mark.parametrize("d", [3, 5, 50])
+def test_every_closed_form_ball_contains_the_60_digit_value(d):
+    setting = Setting(d)
+    cf = C.ArbClosedForms(setting, PREC)
+    exprs = [(der.key, der.expr) for der in catalogue.all_derivations("positive")]
+    exprs += [("eta1_max", sym.eta1_max("positive")), ("eta2_min", sym.eta2_min("positive")), ("u_min", sym.u_min("positive"))]
+    for key, expr in exprs:
+        expr = expr if hasattr(expr, "free_symbols") else sym.sp.sympify(expr)
+        vals = _needed(expr)
+        ball = cf.expr(expr, **vals)
+        assert ball.is_finite() and ball.rad() < arb(2) ** -100 * (1 + abs(ball)), (key, ball)
+        assert contains_mp(ball, mp_reference(expr, setting, **vals)), (key, ball)
+
+
+def test_alpha0_risk_quadratic_contains_the_60_digit_value():
+    setting = Setting(10)
+    cf = C.ArbClosedForms(setting, PREC)
+    ball = cf.risk_alpha0(VALUES["beta_a"], VALUES["beta_b"])
+    ref = mp_reference(sym.uniform_attention_risk("positive"), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
+    assert contains_mp(ball, ref)
+
+
+def test_a_shifted_zero_radius_ball_is_caught():
+    setting = Setting(50)
+    cf = C.ArbClosedForms(setting, PREC)
+    for expr in (sym.uniform_attention_min_risk("positive"), sym.attention_gap_rate("positive"), sym.inverse_length_moment(2, "positive")):
+        vals = _needed(expr)
+        ball = cf.expr(expr, **vals)
+        ref = mp_reference(expr, setting, **vals)
+        assert contains_mp(ball, ref)
+        with ctx.workprec(PREC):
+            shrunk = arb(ball.mid() + arb("1e-25"))  # radius 0, midpoint off by 1e-25
+        assert not contains_mp(shrunk, ref)
+
+
+def test_a_shrunk_floor_makes_the_trajectory_certificate_fail():
+    """Raise c(d) by the smallest margin of the trajectory: the certificate must turn to FAIL."""
+    setting = Setting(3)
+    cf = C.ArbClosedForms(setting, PREC)
+    plan = C.choose_plan(setting, cf, Fraction(1, 1000), steps=20)
+    c = cf.output_floor(True)
+    good = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], c)
+    assert good.status == "PASS"
+    with ctx.workprec(PREC):
+        bad_c = c + good.ball.mid()
+    bad = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], bad_c)
+    assert bad.status == "FAIL"
+
+
+def test_to_arb_refuses_inexact_constants_and_unknown_nodes():
+    with pytest.raises(C.SettingError):
+        C.to_arb(sym.sp.Float(0.1) * sym.d, {sym.d: arb(3)})
+    with pytest.raises(C.SettingError):
+        C.to_arb(sym.sp.gamma(sym.d), {sym.d: arb(3)})
+    with pytest.raises(C.SettingError):
+        C.to_arb(sym.d + sym.p, {sym.d: arb(3)})
+
+
+class _StandIn:
+    """A stand-in for the arb series built on the mp evaluator with balls mid +- its bound.
+
+    Its bound is an estimate, not an enclosure: this exercises the certificate logic only.  ``shrink``
+    replaces every ball by a zero-radius ball shifted by ``shift``.
+    """
+
+    def __init__(self, setting, shift=None):
+        from numerics.series import SeriesEvaluator
+
+        self.ev = SeriesEvaluator(setting, backend="mp", tol=1e-15, dps=40)
+        self.shift = shift
+
+    def _ball(self, v, r):
+        with ctx.workprec(PREC):
+            if self.shift is not None:
+                return arb(mpmath.nstr(v, 40)) + arb(self.shift)
+            return arb(mpmath.nstr(v, 40), r)
+
+    def evaluate_symmetric(self, aa, ab, ba, bb):
+        res = self.ev.evaluate_symmetric(aa, ab, ba, bb)
+
+        class R:
+            risk = self._ball(res.risk, res.risk_bound)
+            grad_beta = [self._ball(g, res.grad_bound) for g in res.grad_beta]
+        return R()
+
+
+def test_series_items_pass_with_balls_pending_without_and_fail_when_shifted():
+    setting = Setting(3)
+    eps = Fraction(1, 1000)
+    cf = C.ArbClosedForms(setting, PREC)
+    plan = C.choose_plan(setting, cf, eps, steps=5)
+    pending = C.certify_series_items(setting, eps, plan, cf, None, "no arb series")
+    assert [c.status for c in pending] == ["PENDING", "PENDING"]
+    ok = C.certify_series_items(setting, eps, plan, cf, _StandIn(setting))
+    assert [c.status for c in ok] == ["PASS", "PASS"], [c.line() for c in ok]
+    shifted = C.certify_series_items(setting, eps, plan, cf, _StandIn(setting, shift=float(eps)))
+    assert shifted[1].status == "FAIL"
+
+
+def test_series_items_with_the_arb_series_of_this_checkout():
+    """With the arb series context the end point and T_min are certified; without it they stay PENDING."""
+    setting = Setting(3)
+    eps = Fraction(1, 1000)
+    cf = C.ArbClosedForms(setting, PREC)
+    plan = C.choose_plan(setting, cf, eps, steps=5)
+    ev, reason = C.arb_series_evaluator(setting, PREC)
+    items = C.certify_series_items(setting, eps, plan, cf, ev, reason)
+    expected = ["PENDING", "PENDING"] if ev is None else ["PASS", "PASS"]
+    assert [c.status for c in items] == expected, [c.line() for c in items]
+    if ev is not None:
+        assert all(isinstance(c.ball, arb) for c in items)
+
+
+def test_ball_json_encloses_the_ball():
+    with ctx.workprec(PREC):
+        x = arb(1) / 3
+        mid, rad = C.ball_json(x)
+        assert arb(mid, rad).contains(x)
+
+
+def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
+    rc = prove_main(["--d", "50", "--steps", "40", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "certificate.json").read_text())
+    assert rc == 0 and data["all_pass"] and data["d"] == [50] and data["epsilon_exact"] == "1/1000"
+    assert data["counts"]["FAIL"] == 0 and data["counts"]["PASS"] >= 15
+    keys = {c["claim"] for c in data["certificates"]}
+    assert keys == {"three_phase", "output_only", "attention_then_output", "attention_only", "finite_sample"}
+    for c in data["certificates"]:
+        assert c["status"] in C.STATUSES
+        if c["status"] == "PASS" and c["ball"] is not None:
+            assert len(c["ball"]) == 2 and c["ball"][1] >= 0
+    assert out.count("\n") >= len(data["certificates"])
+    verdicts = {c["claim"]: c["status"] for c in data["claims"]}
+    assert verdicts["finite_sample"] == "SKIP" and verdicts["output_only"] == "PASS"
+    assert verdicts["three_phase"] in ("PASS", "PENDING")  # PENDING only without the arb series
+
+
+def test_claim_verdict_is_the_worst_item():
+    def item(status):
+        return C.Certificate("output_only", "x", 3, None, "-", status)
+    assert C.claim_verdict([item("PASS"), item("PENDING")]) == "PENDING"
+    assert C.claim_verdict([item("PASS"), item("FAIL"), item("PENDING")]) == "FAIL"
+    assert C.claim_verdict([item("SKIP")]) == "SKIP"
+    assert C.claim_verdict([item("PASS"), item("SKIP")]) == "PASS"
+
+
+@pytest.mark.parametrize("argv, flag", [(["--d", "2"], "--d"), (["--d", "3,x"], "--d"),
+                                        (["--epsilon", "0"], "--epsilon"), (["--epsilon", "nan"], "--epsilon"),
+                                        (["--steps", "-1"], "--steps"), (["--prec-bits", "20"], "--prec-bits")])
+def test_prove_refuses_bad_flags_before_work(argv, flag, tmp_path, capsys):
+    assert prove_main([*argv, "--out", str(tmp_path)]) == 2
+    assert flag in capsys.readouterr().err
+    assert not (tmp_path / "certificate.json").exists()

@@ -1,0 +1,144 @@
+"""The command line: every flag validated before any work, messages in the CLI's terms, exits,
+version, ``python -m app``, help text, progress bars, printed digits."""
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app import __version__
+from app.cli import build_parser, main
+from app.formatting import supported_digits
+from app.progress import progress_factory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BAD_FLAGS = [
+    (["run", "--steps", "-1"], "--steps"),
+    (["run", "--joint-eta", "nan"], "--joint-eta"),
+    (["run", "--epsilon", "0"], "--epsilon"),
+    (["run", "--eta1-frac", "1"], "--eta1-frac"),
+    (["run", "--eta2-factor", "0.5"], "--eta2-factor"),
+    (["run", "--eta3", "1.5"], "--eta3"),
+    (["run", "--tol", "1e-20"], "--tol"),
+    (["run", "--p", "1"], "--p"),
+    (["run", "--max-terms", "0"], "--max-terms"),
+    (["evaluate", "--mc", "-5"], "--mc"),
+    (["evaluate", "--beta", "1,x,-1"], "--beta"),
+    (["evaluate", "--alpha", "1,inf"], "--alpha"),
+    (["evaluate", "--dps", "3"], "--dps"),
+    (["values", "--epsilon", "-1"], "--epsilon"),
+    (["values", "--eta1", "nan"], "--eta1"),
+    (["values", "--eta2", "inf"], "--eta2"),
+    (["values", "--eta1", "-3"], "--eta1"),
+    (["values", "--dps", "0"], "--dps"),
+    (["finite", "--seeds", "0"], "--seeds"),
+    (["finite", "--seeds", "-1"], "--seeds"),
+    (["finite", "--n1", "0"], "--n1"),
+    (["finite", "--n3", "-2"], "--n3"),
+    (["finite", "--test-size", "1"], "--test-size"),
+    (["finite", "--constant", "0"], "--constant"),
+    (["run", "--d", "1"], "--d"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", BAD_FLAGS, ids=[" ".join(a) for a, _ in BAD_FLAGS])
+def test_every_bad_flag_is_refused_before_any_output(argv, flag, capsys, tmp_path):
+    assert main([*argv, *(["--out", str(tmp_path / "o")] if argv[0] == "run" else [])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"argument {flag}" in err
+    assert not (tmp_path / "o").exists()  # refused before the output folder was touched
+
+
+def test_combinations_are_checked_before_output(capsys):
+    assert main(["evaluate", "--d", "3", "--beta", "1,-1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--beta must have d = 3 entries" in err
+    assert main(["evaluate", "--tol", "1e-20"]) == 2
+    assert "--backend mp" in capsys.readouterr().err
+    assert main(["values", "--d", "5", "--eta1", "7"]) == 2  # eta1_max = 5 at d = 5
+    out, err = capsys.readouterr()
+    assert out == "" and "--eta1 must lie in (0, eta1_max) = (0, 5)" in err
+
+
+def test_messages_give_advice_the_user_can_type(capsys, tmp_path):
+    assert main(["run", "--d", "2", "--out", str(tmp_path)]) == 2
+    assert "needs d >= 3; try --d 3" in capsys.readouterr().err
+    assert main(["run", "--d", "3", "--p", "1e-4", "--max-terms", "1000", "--no-plot", "--quiet",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--max-terms 1000" in err and "raise --max-terms" in err and "occ-companion run --d 3" in err
+    assert "numerics" not in err and "max_terms" not in err
+    assert main(["values", "--d", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--p below 1" in err and "occ-companion values --d 2 --p 0.5" in err
+
+
+def test_version_and_python_dash_m():
+    assert __version__ and __version__[0].isdigit()
+    proc = subprocess.run([sys.executable, "-m", "app", "--version"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"occ-companion {__version__}"
+
+
+def test_every_option_has_help_with_its_default():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "cmd").choices
+    for name, sub in subparsers.items():
+        text = sub.format_help()
+        for action in sub._actions:
+            if action.dest == "help":
+                continue
+            assert action.help, f"{name} {action.option_strings} has no help"
+            if action.default not in (None, False):
+                assert "default" in sub._get_formatter()._get_help_string(action), (name, action.dest)
+        assert "%(default)" not in text
+    finite_help = subparsers["finite"].format_help()
+    assert "looser than run's 1e-3" in " ".join(finite_help.split())
+
+
+def test_progress_bars_only_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    shown, hidden, quiet = Tty(), io.StringIO(), Tty()
+    for stream, q in ((shown, False), (hidden, False), (quiet, True)):
+        bar = progress_factory(q, stream)("phase 3", 4)
+        bar.update(4)
+        bar.close()
+    assert "phase 3" in shown.getvalue() and "/4 [" in shown.getvalue()
+    assert hidden.getvalue() == "" and quiet.getvalue() == ""
+
+
+def test_printed_digits_follow_the_error_bound(capsys):
+    assert supported_digits(0.123456789, 6e-5, 17) == "0.1235"
+    assert supported_digits(-1.5, 1e-3, 3) == "-1.50"
+    assert main(["evaluate", "--d", "3", "--beta", "1,-1,-1", "--backend", "mp", "--dps", "40", "--tol", "1e-10"]) == 0
+    out = capsys.readouterr().out
+    risk_line = next(ln for ln in out.splitlines() if ln.startswith("risk ="))
+    value, bound = risk_line.split()[2], float(risk_line.split("<=")[1].split(",")[0])
+    decimals = len(value.split(".")[1])
+    assert 10.0 ** -decimals >= bound / 10 and decimals <= 12  # no digit below what the bound supports
+
+
+def test_evaluate_command_with_monte_carlo(capsys):
+    assert main(["evaluate", "--d", "3", "--beta", "1,-1,-1", "--alpha", "2,0,0", "--mc", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "risk =" in out and "Monte Carlo (2000 strings" in out
+
+
+def test_values_command_and_precision(capsys):
+    assert main(["values", "--d", "7", "--dps", "40", "--eta1", "1"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("c_balanced"))
+    assert len(line.split()[1].replace(".", "").lstrip("0")) >= 35  # really 40 significant digits
+    assert "(needs --epsilon)" in out
+
+
+def test_finite_exit_status_follows_the_seeds(capsys):
+    assert main(["finite", "--d", "5", "--seeds", "1", "--test-size", "5000", "--quiet"]) == 0
+    assert "1/1 seeds reach" in capsys.readouterr().out
+    assert main(["finite", "--d", "5", "--constant", "0.2", "--seeds", "2", "--test-size", "2000", "--quiet"]) == 1
+    assert "0/2 seeds reach" in capsys.readouterr().out

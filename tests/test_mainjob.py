@@ -1,0 +1,105 @@
+"""The main job (`occ-companion run`): results that rebuild their run, atomic and locked output
+folders, stale artifacts, Ctrl-C, the logistic loss, the figure."""
+import json
+import os
+
+import pytest
+
+from app.cli import build_parser, main
+from app.io import OutputFolder
+from app.plotting import first_crossing
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    rc = main(["run", "--d", "5", "--epsilon", "0.01", "--steps", "20", "--quiet", "--out", str(out)])
+    return rc, out, json.loads((out / "summary.json").read_text())
+
+
+def test_run_reaches_the_target_and_keeps_the_floors(small_run):
+    rc, out, summary = small_run
+    assert rc == 0 and summary["three_phase_reaches_target"] is True
+    assert summary["plans"]["three-phase"]["final_risk"] <= 0.01
+    assert summary["plans"]["output-only"]["min_risk_lower"] >= summary["output_only_floor_c"] - 1e-12
+    assert summary["plans"]["attention-only"]["final_risk"] == pytest.approx(0.5, abs=1e-9)
+    assert (out / "risk_curves.png").stat().st_size > 10_000
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "summary.json").stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
+
+
+def test_summary_records_everything_needed_to_rebuild_the_run(small_run):
+    _, out, summary = small_run
+    run_parser = next(a for a in build_parser()._actions if a.dest == "cmd").choices["run"]
+    dests = {a.dest for a in run_parser._actions if a.dest != "help"}
+    record = summary["run"]
+    assert set(record["options"]) == dests
+    assert record["options"]["steps"] == 20 and record["options"]["out"] == str(out)
+    assert record["version"] and "git_commit" in record and record["timestamp"].endswith("+00:00")
+    assert record["wall_seconds"] > 0
+    assert record["command"].startswith("occ-companion run --d 5") and "--steps 20" in record["command"]
+    params = summary["plans"]["three-phase"]["final_params"]
+    assert set(params) == {"alpha_a", "alpha_b", "beta_a", "beta_b"} and params["alpha_a"] > params["alpha_b"]
+
+
+def test_certify_prints_numbers_and_a_rerun_removes_the_stale_figure(tmp_path, capsys):
+    (tmp_path / "risk_curves.png").write_bytes(b"figure of an earlier run")
+    rc = main(["run", "--d", "4", "--epsilon", "0.05", "--steps", "5", "--no-plot", "--certify", "--quiet",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    check = json.loads((tmp_path / "summary.json").read_text())["plans"]["three-phase"]["mp_check"]
+    assert isinstance(check["risk"], float) and 0 < check["bound"] < 1e-13
+    assert check["risk_lower"] <= check["risk"] <= check["risk_upper"] <= 0.05
+    assert "mpmath re-evaluation" in capsys.readouterr().out
+    assert not (tmp_path / "risk_curves.png").exists()
+
+
+def test_unwritable_out_fails_before_the_computation(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["run", "--d", "5", "--out", str(blocker / "sub")]) == 2
+    out, err = capsys.readouterr()
+    assert "--out" in err and "not a writable folder" in err and "regime" not in err and out == ""
+
+
+def test_second_run_into_a_busy_folder_is_refused(tmp_path, capsys):
+    with OutputFolder(tmp_path):
+        assert main(["run", "--d", "5", "--out", str(tmp_path)]) == 2
+    assert "in use by another occ-companion run" in capsys.readouterr().err
+    with OutputFolder(tmp_path):  # released again
+        pass
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_results(tmp_path, capsys, monkeypatch):
+    from numerics import training
+
+    real_run = training.Trainer.run
+
+    def interrupted(self, plan):
+        if plan.name == "joint":  # the last plan: every other result is in memory, none written yet
+            raise KeyboardInterrupt
+        return real_run(self, plan)
+
+    monkeypatch.setattr(training.Trainer, "run", interrupted)
+    assert main(["run", "--d", "4", "--steps", "3", "--quiet", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "occ-companion run: interrupted; no results were written"
+    assert "Traceback" not in "\n".join(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_logistic_loss_runs_the_comparison_plans_only(tmp_path, capsys):
+    assert main(["run", "--d", "4", "--loss", "logistic", "--steps", "5", "--no-plot", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "three-phase" not in summary["plans"] and summary["regime"] is None
+    assert "squared loss only" in summary["not_covered"] and "squared loss only" in out
+    assert summary["plans"]["joint"]["final_risk"] < summary["plans"]["attention-only"]["final_risk"]
+
+
+def test_first_crossing_marks_where_the_attention_gap_overtakes():
+    assert first_crossing([0, 1, 2, 3], [0, 2, 2, 2], [0, 1, 3, 4]) == 2
+    assert first_crossing([0, 1], [0, 2], [0, 1]) is None

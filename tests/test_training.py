@@ -1,0 +1,72 @@
+"""The simulator: output phases iterated in closed form follow the series-gradient descent step by step;
+phases, plans and recording behave as documented."""
+import numpy as np
+import pytest
+
+from numerics.series import SeriesEvaluator
+from numerics.training import Phase, Trainer, Trajectory, joint, output_only, three_phase
+from theory.setting import Setting
+from theory.validation import SettingError
+
+
+def _series_descent(evaluator, state, eta, T):
+    """Output GD with a series gradient at every step (the definition the closed form must match)."""
+    aa, ab, ba, bb = state
+    risks = []
+    for _ in range(T):
+        g = evaluator.evaluate_symmetric(aa, ab, ba, bb).grad_beta
+        ba, bb = ba - eta * float(g[0]), bb - eta * float(g[1])
+        risks.append(float(evaluator.evaluate_symmetric(aa, ab, ba, bb).risk))
+    return (ba, bb), risks
+
+
+@pytest.mark.parametrize("d,lengths,gap", [(4, "positive", 0.0), (5, "positive", 2.5), (4, "nonnegative", 1.5)])
+def test_closed_form_output_phase_matches_series_descent(d, lengths, gap):
+    evaluator = SeriesEvaluator(Setting(d, lengths=lengths))
+    trainer = Trainer(evaluator)
+    start = (gap, 0.0, 0.3, -0.2)  # an output phase from attention gap `gap` and some output weights
+    expected, risks = _series_descent(evaluator, start, 0.7, 12)
+    got = Trajectory("probe")
+    end = trainer._output_closed_form(got, start, Phase("output", "output", 0.7, 12), 0, _Bar())
+    assert np.allclose(end[2:], expected, rtol=0, atol=1e-11)
+    assert np.allclose([pt.risk for pt in got.points], risks, rtol=0, atol=1e-11)
+
+
+class _Bar:
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_plans_record_phase_ends_and_progress():
+    calls = []
+
+    class Bar(_Bar):
+        def __init__(self, desc, total):
+            calls.append((desc, total))
+
+    trainer = Trainer(SeriesEvaluator(Setting(4)), record_every=None, progress=Bar)
+    traj = trainer.run(three_phase(2.0, 10.0, 1.0, 7))
+    assert traj.phase_ends == [1, 2, 9]
+    assert [pt.step for pt in traj.points] == [0, 1, 2, 9]
+    assert calls == [("three-phase: phase 1 (output)", 1), ("three-phase: phase 2 (attention)", 1),
+                     ("three-phase: phase 3 (output)", 7)]
+
+
+def test_joint_moves_both_layers_and_output_only_keeps_attention():
+    trainer = Trainer(SeriesEvaluator(Setting(4)), record_every=5)
+    j = trainer.run(joint(1.0, 10))
+    assert j.final.alpha_a != 0 and j.final.beta_a != 0
+    o = trainer.run(output_only(1.0, 10))
+    assert o.final.alpha_a == o.final.alpha_b == 0 and [pt.step for pt in o.points] == [0, 5, 10]
+
+
+def test_bad_phases_and_divergence_are_refused():
+    with pytest.raises(SettingError, match="layer must be one of"):
+        Phase("x", "both", 1.0, 1)
+    with pytest.raises(SettingError, match="record_every"):
+        Trainer(SeriesEvaluator(Setting(4)), record_every=0)
+    with pytest.raises(SettingError, match="diverged"):
+        Trainer(SeriesEvaluator(Setting(4))).run(output_only(1e6, 200))
