@@ -111,3 +111,26 @@ def test_every_catalogue_entry_matches_sympy_evalf(d, lengths, p):
         assert _close(cf.value(der.key), ref), der.key
         checked += 1
     assert checked >= 15
+
+
+@pytest.mark.parametrize("d,lengths", CASES)
+def test_balanced_specialisations_match_the_general_forms(d, lengths):
+    """Entries simplified at the balancing p (functions of d) against the general ones at p = p*."""
+    cf = ClosedForms(Setting(d, lengths=lengths), dps=DPS)
+    for eta_1 in (Fraction(1, 3), Fraction(5, 2)):
+        assert _close(cf.value("kappa_balanced", eta_1=eta_1), cf.kappa(eta_1))
+    assert _close(cf.value("eta1_max_balanced"), cf.eta1_max())
+    assert cf.value("eta1_max_balanced") == (d if lengths == "positive" else d + 1)
+
+
+@pytest.mark.parametrize("d,lengths", [(3, "positive"), (5, "nonnegative"), (10, "positive")])
+def test_uniform_attention_risk_at_40_digits(d, lengths):
+    """R(0, beta) from the assembled quadratic against the symmetric-beta risk derived as an expectation
+    (theory.symbolic.uniform_attention_risk), and invariant under permuting the unmarked coordinates."""
+    cf = ClosedForms(Setting(d, lengths=lengths), dps=DPS)
+    b_a, b_b = Fraction(7, 5), Fraction(-3, 4)
+    symmetric = cf.uniform_attention_risk([b_a] + [b_b] * (d - 1))
+    assert _close(symmetric, cf.expr(sym.uniform_attention_risk(lengths), beta_a=b_a, beta_b=b_b))
+    beta = [Fraction(1, 2)] + [Fraction(k - 2, 3) for k in range(d - 1)]
+    swapped = [beta[0]] + beta[:0:-1]
+    assert _close(cf.uniform_attention_risk(beta), cf.uniform_attention_risk(swapped))

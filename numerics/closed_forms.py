@@ -10,7 +10,7 @@ moments L_s = E[1{n>=1} n^-s], can also be summed directly with
 ``ClosedForms.inverse_length_moment_series``, which returns a partial sum and a rigorous bound on the
 tail, for cross-checking.
 
->>> from theory.setting import LengthLaw, Setting, balanced_p_exact
+>>> from theory.setting import Setting
 >>> cf = ClosedForms(Setting(5), dps=30)
 >>> cf.balanced_p
 mpf('0.25')

@@ -54,6 +54,7 @@ def cache_dir() -> Path | None:
     return Path(base) / APP_NAME
 
 
+@functools.lru_cache(maxsize=None)
 def package_version() -> str:
     """The installed version of occurrence-companion ("unknown" when it is run from an uninstalled checkout)."""
     try:

@@ -285,8 +285,9 @@ def attention_gap_rate(lengths: str = "positive") -> sp.Expr:
 
 @derivation
 def attention_gap_rate_balanced(lengths: str = "positive") -> sp.Expr:
-    """kappa(eta_1) at the balancing p (a function of d and eta_1)."""
-    return sp.simplify(attention_gap_rate(lengths).subs(p, balanced_p(lengths)))
+    """kappa(eta_1) at the balancing p (a function of d and eta_1), collected on ln and Li_2."""
+    val = tidy(sp.simplify(attention_gap_rate(lengths).subs(p, balanced_p(lengths))))
+    return val.replace(lambda e: isinstance(e, sp.polylog), lambda e: sp.polylog(e.args[0], sp.factor(e.args[1])))
 
 
 @derivation
