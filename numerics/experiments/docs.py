@@ -181,7 +181,7 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
         f"## Quick size ({_size(quick)})",
         "",
         "`checks/test_table1.py` asserts at this size only the claims that hold robustly here (three-phase",
-        "matches joint GD on occurrence and OR; it falls short on AND, one and two heads; attention-only stays",
+        "matches joint GD on occurrence and OR; it falls short on AND with one head; attention-only stays",
         "at the starting risk), each with a control that fails, and that a recorded configuration re-runs to",
         "the same numbers.",
         "",
