@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+import theory  # noqa: F401  (first: pins SymPy's ground types before anything imports SymPy)
+
 try:
     __version__: str = version("occurrence-companion")
 except PackageNotFoundError:  # running from a checkout that was never installed
