@@ -5,7 +5,7 @@ the float series, the arb series (certified balls), a naive mpmath double sum ov
 Monte Carlo sized for a standard error of 1e-6 (from a pilot run, extrapolated when the full run would
 take minutes), with digits of agreement against the most precise value at hand; also one float
 evaluation at d = 50, one 30-digit evaluation (arb at 30 digits, and mp), and the main job's wall time
-(``main_job_seconds``: ``app.mainjob`` when it exists).  Prints a table and writes docs/benchmarks.md.
+(``main_job_seconds``: a fresh ``python3 -m app run`` process).  Prints a table and writes docs/benchmarks.md.
 Timings are wall-clock on a shared machine: read them as orders of magnitude and as ratios.
 """
 from __future__ import annotations
@@ -79,15 +79,19 @@ def monte_carlo(d: int, point=POINT, budget_entries: int = 20_000_000):
 
 
 def main_job_seconds(d: int) -> str:
-    """Wall time of the main job at alphabet size d: calls ``app.mainjob.run(d=d)`` if that module exists
-    (the lead's hook: adapt this call to the main job's entry point), else "n/a"."""
-    try:
-        from app import mainjob  # type: ignore[attr-defined]
-    except ImportError:
-        return "n/a"
-    t = time.perf_counter()
-    mainjob.run(d=d)
-    return f"{time.perf_counter() - t:.2f} s"
+    """Wall time of the main job at alphabet size d, as a user runs it: a fresh process of
+    ``python3 -m app run --d D --quiet`` (imports, SymPy cache load, every plan, JSON and figure)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "app", "run", "--d", str(d), "--quiet", "--out", out],
+                              capture_output=True, text=True)
+        seconds = time.perf_counter() - t
+    status = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
+    return f"{seconds:.2f} s{status}"
 
 
 def _digits(x, ref) -> str:
