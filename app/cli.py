@@ -1,6 +1,6 @@
 """occ-companion: proof companion for the occurrence language with geometric lengths.
 
-run: the main job (three-phase plan in its certified regime vs the impossibility plans and joint GD);
+run: the main job (three-phase plan in its step-size regime vs the impossibility plans and joint GD);
 finite: the finite-sample plan; values / evaluate: closed forms and exact series at a point;
 docs / latex: regenerate docs/derivations.md and README's claims, export LaTeX."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The main job, ``occ-companion run``: the three-phase plan in its certified regime beside the
+"""The main job, ``occ-companion run``: the three-phase plan in its step-size regime beside the
 output-only, attention-only, attention-then-output and joint plans, with exact population gradients.
 
 Artifacts in ``--out``: ``summary.json`` (everything needed to rebuild the run: every option, the
@@ -41,7 +41,7 @@ NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss
 
 
 RUN_DESCRIPTION = (
-    "The main job: certify the three-phase step sizes for --epsilon, run the three-phase plan there and the "
+    "The main job: compute the three-phase step sizes for --epsilon, run the three-phase plan there and the "
     "output-only, attention-only, attention-then-output and joint plans beside it with exact population "
     "gradients; write summary.json and risk_curves.png into --out and print a table.  Exits 1 when the "
     "three-phase plan misses its target.  The regime is derived for the squared loss: under --loss logistic "
@@ -116,7 +116,7 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
         reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
                           eta_3=args.eta3, evaluator=evaluator)
         if reg.T_min is None:
-            raise SettingError("could not certify a positive curvature for phase 3; lower --tol")
+            raise SettingError("no positive lower bound on the phase-3 curvature was found; lower --tol")
         print(f"regime: eta_1={reg.eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={reg.eta_2:.6g} >= {reg.eta2_min:.6g}, "
               f"eta_3={args.eta3}, T_min={reg.T_min}", file=sys.stderr)
     else:
