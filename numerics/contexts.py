@@ -72,6 +72,26 @@ class _ObjectContext(FloatContext):
 
     dtype = object
 
+    def _setup(self, label: str, precision, minimum: int, exp, log, log1p) -> None:
+        """Validate the precision and build the elementwise functions from scalar ones."""
+        if isinstance(precision, bool) or not isinstance(precision, int) or precision < minimum:
+            raise SettingError(f"{label} must be an integer >= {minimum}, got {precision!r}")
+        self._working = precision
+        self._saved: list[int] = []
+        self._exp1 = exp
+        self.exp = np.frompyfunc(exp, 1, 1)
+        self.log = np.frompyfunc(log, 1, 1)
+        self.log1p = np.frompyfunc(log1p, 1, 1)
+
+    def __enter__(self):
+        self._saved.append(self._precision())
+        self._set_precision(self._working)
+        return self
+
+    def __exit__(self, *exc):
+        self._set_precision(self._saved.pop())
+        return False
+
     def _convert(self, x):  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -106,26 +126,16 @@ class MPContext(_ObjectContext):
     name = "mp"
 
     def __init__(self, dps: int = 30):
-        if isinstance(dps, bool) or not isinstance(dps, int) or dps < 15:
-            raise SettingError(f"dps must be an integer >= 15, got {dps!r}")
+        self._setup("dps", dps, 15, mpmath.exp, mpmath.log, mpmath.log1p)
         self.dps = dps
-        self._saved = []
-        self.exp = np.frompyfunc(self._exp1, 1, 1)
-        self.log = np.frompyfunc(mpmath.log, 1, 1)
-        self.log1p = np.frompyfunc(mpmath.log1p, 1, 1)
-
-    def __enter__(self):
-        self._saved.append(mpmath.mp.dps)
-        mpmath.mp.dps = self.dps
-        return self
-
-    def __exit__(self, *exc):
-        mpmath.mp.dps = self._saved.pop()
-        return False
 
     @staticmethod
-    def _exp1(v):
-        return mpmath.exp(v)
+    def _precision() -> int:
+        return mpmath.mp.dps
+
+    @staticmethod
+    def _set_precision(value: int) -> None:
+        mpmath.mp.dps = value
 
     @staticmethod
     def _mid(v):
@@ -146,33 +156,18 @@ class ArbContext(_ObjectContext):
     name = "arb"
 
     def __init__(self, prec_bits: int = 128):
-        if isinstance(prec_bits, bool) or not isinstance(prec_bits, int) or prec_bits < 53:
-            raise SettingError(f"prec_bits must be an integer >= 53, got {prec_bits!r}")
+        import flint
+
+        self._flint = flint
+        self._arb, self._fmpq = flint.arb, flint.fmpq
+        self._setup("prec_bits", prec_bits, 53, lambda v: v.exp(), lambda v: v.log(), lambda v: v.log1p())
         self.prec_bits = prec_bits
-        self._saved = []
-        from flint import arb, fmpq
 
-        self._arb, self._fmpq = arb, fmpq
-        self.exp = np.frompyfunc(self._exp1, 1, 1)
-        self.log = np.frompyfunc(lambda v: v.log(), 1, 1)
-        self.log1p = np.frompyfunc(lambda v: v.log1p(), 1, 1)
+    def _precision(self) -> int:
+        return self._flint.ctx.prec
 
-    def __enter__(self):
-        import flint
-
-        self._saved.append(flint.ctx.prec)
-        flint.ctx.prec = self.prec_bits
-        return self
-
-    def __exit__(self, *exc):
-        import flint
-
-        flint.ctx.prec = self._saved.pop()
-        return False
-
-    @staticmethod
-    def _exp1(v):
-        return v.exp()
+    def _set_precision(self, value: int) -> None:
+        self._flint.ctx.prec = value
 
     @staticmethod
     def _mid(v):
