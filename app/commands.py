@@ -52,24 +52,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     va.add_argument("--epsilon", type=positive, default=None, help="target risk epsilon, > 0")
     va.set_defaults(func=cmd_values)
 
-    ev = sub.add_parser("evaluate", help="exact series risk and gradients at a parameter point",
-                        description=cmd_evaluate.__doc__, formatter_class=HelpFormatter)
-    add_setting_options(ev, 5)
-    ev.add_argument("--alpha", type=number_list, default=None, help="attention weights, d comma-separated numbers "
-                                                                     "(default: zeros)")
-    ev.add_argument("--beta", type=number_list, default=None, help="output weights, d comma-separated numbers "
-                                                                    "(default: zeros)")
-    ev.add_argument("--backend", choices=["float", "mp"], default="float",
-                    help="float (numpy doubles) or mp (mpmath at --dps digits)")
-    ev.add_argument("--tol", type=float_in(0, 1), default=1e-12,
-                    help="target omitted probability mass of the series, in (0, 1); >= 1e-15 for the float "
-                         "backend. Only the digits the resulting error bound supports are printed")
-    ev.add_argument("--dps", type=int_at_least(15, 10_000), default=30, help="working digits of the mp backend")
-    ev.add_argument("--max-terms", type=positive_int, default=3_000_000, help="largest series enumeration allowed")
-    ev.add_argument("--mc", type=nonnegative_int, default=0,
-                    help="also a Monte Carlo estimate from this many strings (0: none)")
-    ev.add_argument("--seed", type=nonnegative_int, default=0, help="Monte Carlo seed")
-    ev.set_defaults(func=cmd_evaluate)
+    evaluate = sub.add_parser("evaluate", help="exact series risk and gradients at a parameter point",
+                              description=cmd_evaluate.__doc__, formatter_class=HelpFormatter)
+    add_setting_options(evaluate, 5)
+    evaluate.add_argument("--alpha", type=number_list, default=None,
+                          help="attention weights, d comma-separated numbers (default: zeros)")
+    evaluate.add_argument("--beta", type=number_list, default=None,
+                          help="output weights, d comma-separated numbers (default: zeros)")
+    evaluate.add_argument("--backend", choices=["float", "mp", "arb"], default="float",
+                          help="float (numpy doubles) or mp (mpmath at --dps digits): values with an error "
+                               "estimate; arb (python-flint balls): enclosures of the exact values")
+    evaluate.add_argument("--tol", type=float_in(0, 1), default=1e-12,
+                          help="target omitted probability mass of the series, in (0, 1); >= 1e-15 for the float "
+                               "backend. Only the digits the resulting error bound supports are printed")
+    evaluate.add_argument("--dps", type=int_at_least(15, 10_000), default=30, help="working digits of the mp backend")
+    evaluate.add_argument("--max-terms", type=positive_int, default=3_000_000,
+                          help="largest series enumeration allowed")
+    evaluate.add_argument("--mc", type=nonnegative_int, default=0,
+                          help="also a Monte Carlo estimate from this many strings (0: none)")
+    evaluate.add_argument("--seed", type=nonnegative_int, default=0, help="Monte Carlo seed")
+    evaluate.set_defaults(func=cmd_evaluate)
 
     lx = sub.add_parser("latex", help="export the derived formulas as a standalone LaTeX document",
                         description=cmd_latex.__doc__, formatter_class=HelpFormatter)
@@ -151,19 +153,31 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     beta = args.beta or [0.0] * d
     evaluator = SeriesEvaluator(setting, backend=args.backend, tol=args.tol, dps=args.dps, max_terms=args.max_terms)
     result = evaluator.evaluate(alpha, beta)
-    digits = args.dps if args.backend == "mp" else 17
     print(f"setting: {setting.describe()}")
+    if result.certified:
+        print(f"risk in {result.risk.str(20, radius=True)}  (arb ball: an enclosure of the exact risk, "
+              f"{result.terms} terms)")
+        for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
+            print(f"{name} in [" + ", ".join(x.str(17, radius=True) for x in grad) + "]")
+        return _monte_carlo_line(args, setting, alpha, beta)
+    digits = args.dps if args.backend == "mp" else 17
     print(f"risk = {supported_digits(result.risk, result.risk_bound, digits)}  "
           f"(|error| <= {result.risk_bound:.3e}, {result.terms} terms)")
     for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
         print(f"{name} = [" + ", ".join(supported_digits(x, result.grad_bound, digits) for x in grad) + "]")
     print(f"every gradient coordinate: |error| <= {result.grad_bound:.3e} (digits shown: those the bounds support; "
           "lower --tol for more)")
+    return _monte_carlo_line(args, setting, alpha, beta)
+
+
+def _monte_carlo_line(args: argparse.Namespace, setting, alpha, beta) -> int:
+    """The optional Monte Carlo estimate beside the series (``--mc N``); returns the exit status 0."""
     if args.mc:
         from numerics.montecarlo import estimate
 
         mc = estimate(setting, alpha, beta, size=args.mc, seed=args.seed)
-        print(f"Monte Carlo ({args.mc} strings, seed {args.seed}): risk = {mc.risk:.6g} +- {mc.risk_se:.2g}")
+        print(f"Monte Carlo ({args.mc} strings, seed {args.seed}): risk = {mc.risk:.6g} +- {mc.risk_se:.2g} "
+              "(an estimate with its standard error)")
     return 0
 
 

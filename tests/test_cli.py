@@ -142,3 +142,18 @@ def test_finite_exit_status_follows_the_seeds(capsys):
     assert "1/1 seeds reach" in capsys.readouterr().out
     assert main(["finite", "--d", "5", "--constant", "0.2", "--seeds", "2", "--test-size", "2000", "--quiet"]) == 1
     assert "0/2 seeds reach" in capsys.readouterr().out
+
+
+def test_evaluate_arb_prints_enclosures(capsys):
+    from flint import arb, ctx
+
+    assert main(["evaluate", "--d", "4", "--alpha", "1,0,0,0", "--beta", "1,-1,-1,-1", "--backend", "arb",
+                 "--tol", "1e-20"]) == 0
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("risk in "))
+    with ctx.workprec(128):
+        ball = arb(line.split("risk in ", 1)[1].split("  (", 1)[0])
+    assert ball.rad() < 1e-18
+    assert main(["evaluate", "--d", "4", "--alpha", "1,0,0,0", "--beta", "1,-1,-1,-1"]) == 0
+    float_risk = float(capsys.readouterr().out.split("risk = ", 1)[1].split()[0])
+    assert abs(float_risk - float(ball.mid())) < 1e-11

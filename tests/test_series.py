@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checks.strategies import examples
 
 from numerics.series import SeriesEvaluator
 from theory.validation import SettingError
@@ -24,7 +23,7 @@ def test_bound_tracks_tolerance():
 
 
 @given(shift=st.floats(-50, 50), d=st.integers(3, 6))
-@examples(15)
+@settings(max_examples=15)
 def test_softmax_shift_invariance_and_zero_sum_attention_gradient(shift, d):
     ev = SeriesEvaluator(Setting(d))
     a = ev.evaluate_symmetric(0.7, -0.3, 1.2, -0.8)
