@@ -80,15 +80,17 @@ def monte_carlo(d: int, point=POINT, budget_entries: int = 20_000_000):
 
 def main_job_seconds(d: int) -> str:
     """Wall time of the main job at alphabet size d, as a user runs it: a fresh process of
-    ``python3 -m app run --d D --quiet`` (imports, SymPy cache load, every plan, JSON and figure)."""
+    ``python3 -m app run --d D --quiet --max-terms 30000000`` (imports, SymPy cache load, every plan, JSON and
+    figure)."""
     import subprocess
     import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "app", "run", "--d", str(d), "--quiet", "--out", out],
-                              capture_output=True, text=True)
+        # the default --max-terms (3e6) protects memory; d = 10^4 needs about 1.1e7 terms
+        proc = subprocess.run([sys.executable, "-m", "app", "run", "--d", str(d), "--quiet", "--out", out,
+                               "--max-terms", "30000000"], capture_output=True, text=True)
         seconds = time.perf_counter() - t
     status = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
     return f"{seconds:.2f} s{status}"
