@@ -136,11 +136,28 @@ def _too_many(max_terms: int, K: int) -> str:
             "parameters, loosen tol, or use numerics.montecarlo for this point")
 
 
+def _nbinom():
+    """(pmf, isf) of the negative binomial law, as scipy.stats.nbinom computes them (Boost).
+
+    scipy.stats costs over a second of import time, most of the main job's start-up; the Boost ufuncs
+    that its ``nbinom`` calls live in scipy.special._ufuncs and are used directly (isf rounded up to the
+    integer quantile, as rv_discrete does).  A SciPy without them falls back to scipy.stats;
+    tests/test_series.py checks both agree.
+    """
+    try:
+        from scipy.special._ufuncs import _nbinom_isf, _nbinom_pmf
+    except ImportError:  # pragma: no cover - other SciPy versions
+        from scipy.stats import nbinom
+
+        return nbinom.pmf, nbinom.isf
+    return (lambda k, n, q: _nbinom_pmf(np.asarray(k, dtype=float), n, q),
+            lambda y, n, q: np.ceil(_nbinom_isf(y, n, q)))
+
+
 def _rows(p: float, lo: int, probs: list[float], L: int, tol: float, max_terms: int):
     """Choose the rows: (prefix count tuples (R x K-1), row lengths); float arithmetic (any rule is valid,
     the bound is computed afterwards)."""
     from scipy.special import gammaln
-    from scipy.stats import nbinom
 
     K = len(probs)
     prefix = [k for k in range(K) if k != L]
@@ -166,7 +183,7 @@ def _rows(p: float, lo: int, probs: list[float], L: int, tol: float, max_terms: 
     keep = P >= tol / (3 * len(P))
     comps, s, P = comps[keep], s[keep], P[keep]
     q = np.minimum(tol / (3 * len(P) * P), 1.0)
-    R = np.maximum(nbinom.isf(q, s + 1, 1 - xL), 0).astype(np.int64)
+    R = np.maximum(_nbinom()[1](q, s + 1, 1 - xL), 0).astype(np.int64)
     return comps, R
 
 
@@ -188,7 +205,6 @@ def _term_counts(comps: np.ndarray, R: np.ndarray, L: int, K: int, lo: int):
 def _float_weights(counts, p, lo, probs, L):
     """Weights in float64: P(prefix) times the negative binomial pmf of r (scipy: a few ulp)."""
     from scipy.special import gammaln
-    from scipy.stats import nbinom
 
     K = len(probs)
     prefix = [k for k in range(K) if k != L]
@@ -205,7 +221,7 @@ def _float_weights(counts, p, lo, probs, L):
     if K > 2:
         logq = np.log([probs[k] * (1 - p) / (1 - xL) / X for k in prefix])
         Ps = Ps * np.exp(gammaln(s + 1.0) - gammaln(pre + 1.0).sum(axis=1) + (pre * logq).sum(axis=1))
-    return Ps * nbinom.pmf(counts[:, L], s + 1, 1 - xL)
+    return Ps * _nbinom()[0](counts[:, L], s + 1, 1 - xL)
 
 
 def _exact_weights(counts, rows, ctx, p, lo, d, sizes, L):

@@ -132,3 +132,17 @@ def test_arb_weights_and_omitted_mass_enclose_the_exact_rationals(lengths):
             total += exact
         gap = 1 - total
         assert 0 < gap <= 1e-6 and enum.omitted.contains(arb(fmpq(gap.numerator, gap.denominator)))
+
+
+def test_negative_binomial_fast_path_equals_scipy_stats():
+    """series uses the Boost ufuncs behind scipy.stats.nbinom directly (import time): same values."""
+    from scipy.stats import nbinom
+
+    from numerics.series import _nbinom
+
+    pmf, isf = _nbinom()
+    rng = np.random.default_rng(0)
+    k, n, q = rng.integers(0, 3000, 2000), rng.integers(1, 60, 2000) + 0.0, rng.uniform(1e-3, 0.5, 2000)
+    assert np.array_equal(pmf(k, n, q), nbinom.pmf(k, n, q))
+    y = 10 ** rng.uniform(-22, -1, 2000)
+    assert np.array_equal(isf(y, n, q), nbinom.isf(y, n, q))
