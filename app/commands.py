@@ -14,8 +14,20 @@ import mpmath
 from .checkout import checkout_root
 from .formatting import supported_digits
 from .io import atomic_write_text
-from .options import (HelpFormatter, UsageError, add_setting_options, float_in, fraction, int_at_least, nonnegative,
-                      nonnegative_int, number_list, positive, positive_int, setting_from_args)
+from .options import (
+    HelpFormatter,
+    UsageError,
+    add_setting_options,
+    float_in,
+    fraction,
+    int_at_least,
+    nonnegative,
+    nonnegative_int,
+    number_list,
+    positive,
+    positive_int,
+    setting_from_args,
+)
 from .progress import progress_factory
 
 FINITE_EPSILON = 1e-2
@@ -95,8 +107,8 @@ def cmd_finite(args: argparse.Namespace) -> int:
     reaches the target (held-out mean + 3 standard errors <= floor + --epsilon; the floor is 0 under
     the default length law)."""
     from numerics.finite_sample import d_log_d, three_phase_finite
-    from numerics.series import SeriesEvaluator
     from numerics.regime import regime_plan
+    from numerics.series import SeriesEvaluator
 
     setting = setting_from_args(args)
     reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=SeriesEvaluator(setting))

@@ -23,8 +23,7 @@ from theory.validation import SettingError
 from . import __version__
 from .checkout import git_commit
 from .io import OutputFolder
-from .options import (HelpFormatter, add_setting_options, float_in, fraction, positive, positive_int,
-                      setting_from_args)
+from .options import HelpFormatter, add_setting_options, float_in, fraction, positive, positive_int, setting_from_args
 from .progress import ProgressFactory, progress_factory
 
 if TYPE_CHECKING:  # numerics is imported when a run starts, so that --help stays fast
@@ -105,9 +104,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFactory | None = None) -> JobResult:
     """Run every plan for ``setting`` with the options of ``run`` (see ``add_parser``)."""
-    from numerics.series import SeriesEvaluator
     from numerics import training
     from numerics.regime import regime_plan
+    from numerics.series import SeriesEvaluator
 
     evaluator = SeriesEvaluator(setting, tol=args.tol, max_terms=args.max_terms)
     squared = setting.loss == "squared"

@@ -11,7 +11,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import examples, evaluator, lengths_st
+from checks.strategies import evaluator, examples, lengths_st
 from numerics.training import Trainer, attention_only
 from theory.claims import claim
 

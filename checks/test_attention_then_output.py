@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import examples, evaluator, floor_c, lengths_st, step_st
+from checks.strategies import evaluator, examples, floor_c, lengths_st, step_st
 from numerics.training import Trainer, attention_then_output, output_only, three_phase
 from theory.claims import claim
 

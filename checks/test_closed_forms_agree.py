@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import examples, evaluator, lengths_st, setting
+from checks.strategies import evaluator, examples, lengths_st, setting
 from numerics.closed_forms import ClosedForms, to_mpf
 from numerics.montecarlo import estimate
 from numerics.series import SeriesEvaluator

@@ -15,8 +15,8 @@ from checks.strategies import evaluator, setting
 from numerics.finite_sample import d_log_d, three_phase_finite
 from numerics.montecarlo import estimate, sample_counts
 from numerics.regime import regime_plan
-from theory.validation import SettingError
 from theory.claims import claim
+from theory.validation import SettingError
 
 CLAIM = claim("finite_sample")
 

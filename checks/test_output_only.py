@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import examples, evaluator, floor_c, lengths_st, setting, step_st
+from checks.strategies import evaluator, examples, floor_c, lengths_st, setting, step_st
 from numerics.closed_forms import ClosedForms
 from numerics.training import Trainer, output_only
 from theory.claims import claim

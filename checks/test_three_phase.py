@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.strategies import examples, evaluator, floor_c, lengths_st, setting
-from numerics.series import SeriesEvaluator
+from checks.strategies import evaluator, examples, floor_c, lengths_st, setting
 from numerics.regime import regime_plan, three_phase_regime
+from numerics.series import SeriesEvaluator
 from numerics.training import Trainer, three_phase
-from theory.validation import SettingError
 from theory.claims import claim
+from theory.validation import SettingError
 
 CLAIM = claim("three_phase")
 

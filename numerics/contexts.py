@@ -23,7 +23,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from theory.validation import SettingError
+from theory.validation import check_int
 
 
 class FloatContext:
@@ -74,8 +74,7 @@ class _ObjectContext(FloatContext):
 
     def _setup(self, label: str, precision, minimum: int, exp, log, log1p) -> None:
         """Validate the precision and build the elementwise functions from scalar ones."""
-        if isinstance(precision, bool) or not isinstance(precision, int) or precision < minimum:
-            raise SettingError(f"{label} must be an integer >= {minimum}, got {precision!r}")
+        precision = check_int(label, precision, minimum)
         self._working = precision
         self._saved: list[int] = []
         self._exp1 = exp

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.setting import Setting
-from theory.validation import SettingError, check_step, check_steps_count
+from theory.validation import SettingError, check_int, check_real, check_step, check_steps_count
 
 from .model import attention_weights
 from .montecarlo import estimate, sample_counts
@@ -35,15 +35,8 @@ class FiniteSampleRun:
 
 def d_log_d(d: int, constant: float = 1.0) -> int:
     """ceil(constant * d * ln d): the O(d ln d) sample size scale of the finite-sample theorem."""
-    if not (isinstance(constant, (int, float)) and math.isfinite(constant) and constant > 0):
-        raise SettingError(f"constant must be a finite number > 0, got {constant!r}")
+    constant = check_real("constant", constant, 0, None)
     return max(1, math.ceil(constant * d * math.log(d)))
-
-
-def _check_size(name, N):
-    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
-        raise SettingError(f"{name} must be a positive integer, got {N!r}")
-    return int(N)
 
 
 def three_phase_finite(setting: Setting, eta_1, eta_2, eta_3, T, N_1, N_3, *, seed: int = 0,
@@ -60,7 +53,7 @@ def three_phase_finite(setting: Setting, eta_1, eta_2, eta_3, T, N_1, N_3, *, se
     for name, eta in (("eta_1", eta_1), ("eta_2", eta_2), ("eta_3", eta_3)):
         check_step(name, eta)
     T = check_steps_count("T", T)
-    N_1, N_3, test_size = _check_size("N_1", N_1), _check_size("N_3", N_3), _check_size("test_size", test_size)
+    N_1, N_3, test_size = check_int("N_1", N_1), check_int("N_3", N_3), check_int("test_size", test_size)
     d = setting.d
     rng = np.random.default_rng(seed)
     _, c1 = sample_counts(setting, N_1, rng)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from theory.validation import SettingError
+from theory.validation import SettingError, check_choice, check_int
 
 from .contexts import FLOAT
 
@@ -153,8 +153,7 @@ def loss_terms(name: str, f, y, ctx=FLOAT, out=None):
     ``out``: optional float buffers (loss (N,), dloss/df (N, 1)) that the squared loss (K = 1) fills
     in place; the other losses allocate their results.
     """
-    if name not in LOSSES:
-        raise SettingError(f"loss must be one of {tuple(LOSSES)}, got {name!r}")
+    check_choice("loss", name, LOSSES)
     if out is not None and name == "squared":
         return _squared(f, y, ctx, out)
     return LOSSES[name](f, y, ctx)
@@ -188,9 +187,7 @@ class Model:
 
     def __post_init__(self):
         for name in ("H", "D", "K"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise SettingError(f"{name} must be a positive integer, got {v!r}")
+            object.__setattr__(self, name, check_int(name, getattr(self, name)))
 
     def zeros(self) -> Params:
         """The zero initialisation."""

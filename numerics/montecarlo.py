@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.setting import Setting
-from theory.validation import SettingError, check_vector
+from theory.validation import check_int, check_vector
 
 from .model import attend, attend_backward, loss_terms
 
@@ -36,8 +36,7 @@ class MCEstimate:
 
 def sample_counts(setting: Setting, size: int, rng: np.random.Generator):
     """Draw ``size`` strings; return (lengths [size], counts [size x d]); symbol 0 is the marked one."""
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise SettingError(f"sample size must be a positive integer, got {size!r}")
+    size = check_int("sample size", size)
     n = setting.law.sample(rng, size)
     counts = rng.multinomial(n, np.full(setting.d, 1.0 / setting.d))
     return n, counts

@@ -18,7 +18,7 @@ import mpmath
 import numpy as np
 
 from theory.setting import Setting
-from theory.validation import SettingError, check_epsilon, check_step
+from theory.validation import SettingError, check_epsilon, check_real, check_step
 
 from .closed_forms import ClosedForms
 from .series import SeriesEvaluator
@@ -113,10 +113,8 @@ def regime_plan(setting: Setting, epsilon, *, eta1_frac: float = 0.5, eta2_facto
                 eta_3: float = 1.0, evaluator: SeriesEvaluator | None = None, dps: int = 50) -> Regime:
     """Step sizes inside the regime, chosen relative to its bounds: eta_1 = eta1_frac * eta1_max,
     eta_2 = eta2_factor * eta2_min(epsilon, eta_1); returns the Regime with T_min."""
-    if not (isinstance(eta1_frac, (int, float)) and 0 < eta1_frac < 1):
-        raise SettingError(f"eta1_frac must lie in (0, 1), got {eta1_frac!r}")
-    if not (isinstance(eta2_factor, (int, float)) and math.isfinite(eta2_factor) and eta2_factor >= 1):
-        raise SettingError(f"eta2_factor must be a finite number >= 1, got {eta2_factor!r}")
+    eta1_frac = check_real("eta1_frac", eta1_frac, 0, 1)
+    eta2_factor = check_real("eta2_factor", eta2_factor, 1, None, closed="low")
     _check_regime_setting(setting)
     eta_1 = eta1_frac * float(ClosedForms(setting, dps=dps).eta1_max())
     eta_2 = eta2_factor * three_phase_regime(setting, epsilon, eta_1, dps=dps).eta2_min

@@ -42,7 +42,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from theory.setting import Setting
-from theory.validation import SettingError, check_vector
+from theory.validation import SettingError, check_choice, check_int, check_real, check_vector
 
 from .contexts import FLOAT, ArbContext, MPContext
 from .model import Model, Params, attend_pair, loss_terms
@@ -334,16 +334,12 @@ class SeriesEvaluator:
     def __init__(self, setting: Setting, *, tol: float = 1e-12, context: str = "float", dps: int = 30,
                  prec_bits: int | None = None, max_terms: int = 3_000_000, backend: str | None = None):
         context = backend if backend is not None else context
-        if context not in CONTEXTS:
-            raise SettingError(f"context (backend) must be one of {CONTEXTS}, got {context!r}")
-        if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and 0 < tol < 1):
-            raise SettingError(f"tol must be a number in (0, 1), got {tol!r}")
-        if isinstance(dps, bool) or not (isinstance(dps, int) and dps >= 15):
-            raise SettingError(f"dps must be an integer >= 15, got {dps!r}")
+        check_choice("context (backend)", context, CONTEXTS)
+        tol = check_real("tol", tol, 0, 1)
+        dps = check_int("dps", dps, 15)
         if context == "float" and tol < 1e-15:
             raise SettingError("the float context cannot resolve tol < 1e-15; use context='mp' or 'arb'")
-        if isinstance(max_terms, bool) or not (isinstance(max_terms, int) and max_terms >= 1):
-            raise SettingError(f"max_terms must be a positive integer, got {max_terms!r}")
+        max_terms = check_int("max_terms", max_terms)
         if prec_bits is None:
             prec_bits = math.ceil(dps * math.log2(10)) + 32
         self.setting = setting

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from theory.validation import SettingError, check_step, check_steps_count
+from theory.validation import SettingError, check_choice, check_int, check_step, check_steps_count
 
 from .series import SeriesEvaluator
 
@@ -47,8 +47,7 @@ class Phase:
     eta_attention: float | None = None
 
     def __post_init__(self):
-        if self.layer not in LAYERS:
-            raise SettingError(f"layer must be one of {LAYERS}, got {self.layer!r}")
+        check_choice("layer", self.layer, LAYERS)
         object.__setattr__(self, "eta", float(check_step(f"step size of {self.name}", self.eta)))
         object.__setattr__(self, "steps", check_steps_count(f"steps of {self.name}", self.steps))
         if self.eta_attention is not None:
@@ -148,9 +147,8 @@ class Trainer:
 
     def __init__(self, evaluator: SeriesEvaluator, *, record_every: int | None = 1,
                  progress: ProgressFactory | None = None):
-        if record_every is not None and (isinstance(record_every, bool) or not isinstance(record_every, int)
-                                         or record_every < 1):
-            raise SettingError(f"record_every must be a positive integer or None, got {record_every!r}")
+        if record_every is not None:
+            record_every = check_int("record_every (or None)", record_every)
         self.evaluator = evaluator
         self.setting = evaluator.setting
         self.d = evaluator.setting.d

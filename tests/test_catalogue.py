@@ -6,6 +6,7 @@ import importlib
 
 import pytest
 import sympy as sp
+
 from theory import catalogue
 
 LENGTHS = ("positive", "nonnegative")

@@ -5,10 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-
 from numerics.series import SeriesEvaluator
-from theory.validation import SettingError
 from theory.setting import Setting
+from theory.validation import SettingError
 
 
 def test_bound_tracks_tolerance():

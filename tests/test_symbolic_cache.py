@@ -12,6 +12,7 @@ from pathlib import Path
 import theory  # isort: skip  (first: pins SymPy's ground types)
 import pytest
 import sympy as sp
+
 from theory import cache, catalogue
 from theory import symbolic as sym
 

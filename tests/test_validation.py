@@ -5,8 +5,8 @@ import pytest
 
 from numerics.closed_forms import ClosedForms
 from numerics.montecarlo import estimate
-from numerics.series import SeriesEvaluator
 from numerics.regime import three_phase_regime
+from numerics.series import SeriesEvaluator
 from numerics.training import attention_only, joint, output_only, three_phase
 from theory import symbolic as sym
 from theory.setting import Setting

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .validation import SettingError, check_d, check_loss, check_p, check_variant
+from .validation import check_d, check_loss, check_p, check_real, check_variant
 
 
 @lru_cache(maxsize=None)
@@ -62,8 +62,7 @@ class LengthLaw:
 
     def cutoff(self, tol: float) -> int:
         """The smallest N >= start with P(length > N) <= tol (computed in double, then verified exactly)."""
-        if not 0 < tol < 1:
-            raise SettingError(f"tol must lie in (0, 1), got {tol!r}")
+        tol = check_real("tol", tol, 0, 1)
         if self.p == 1:
             return self.start
         N = self.start + max(0, math.ceil(math.log(tol) / math.log1p(-float(self.p))) - 1)

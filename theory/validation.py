@@ -103,3 +103,41 @@ def check_vector(name: str, v, d: int):
         if not math.isfinite(fx):
             raise SettingError(f"{name}[{i}] must be finite, got {x!r}")
     return vals
+
+
+def check_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer in [minimum, maximum] (bools and non-integral numbers refused); returns it as int."""
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
+    if ok:
+        value = int(value)
+        ok = value >= minimum and (maximum is None or value <= maximum)
+    if not ok:
+        if maximum is not None:
+            rule = f"an integer in [{minimum}, {maximum}]"
+        else:
+            rule = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise SettingError(f"{name} must be {rule}, got {value!r}")
+    return value
+
+
+def check_real(name: str, value, low: float | None = None, high: float | None = None, *,
+               closed: str = "") -> float:
+    """A finite real number strictly inside (low, high); ``closed`` may contain "low" and/or "high" to admit
+    the end points.  Returns it as float."""
+    ok = _is_real(value) and math.isfinite(float(value))
+    if ok:
+        v = float(value)
+        ok = ((low is None or v > low or ("low" in closed and v == low))
+              and (high is None or v < high or ("high" in closed and v == high)))
+    if not ok:
+        left = "(-inf" if low is None else ("[" if "low" in closed else "(") + f"{low:g}"
+        right = "inf)" if high is None else f"{high:g}" + ("]" if "high" in closed else ")")
+        raise SettingError(f"{name} must be a finite number in {left}, {right}, got {value!r}")
+    return float(value)
+
+
+def check_choice(name: str, value, choices) -> str:
+    """One of ``choices``."""
+    if value not in tuple(choices):
+        raise SettingError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
