@@ -14,8 +14,10 @@ Location: ``$OCC_CACHE_DIR`` if set, else the user cache directory (``$XDG_CACHE
 ``~/.cache``) under ``occurrence-companion``.  ``OCC_NO_CACHE=1`` disables the disk layer (the
 in-memory memo stays).  Writes are atomic (temporary file in the same directory, then rename), and
 merge with entries another process wrote meanwhile.  A file that cannot be read or unpickled, or whose
-recorded key differs from the expected one, is ignored and rewritten.  The values are pickles: the
-cache directory must be writable only by its user, as for any pickle cache.
+recorded key differs from the expected one, is ignored and rewritten.  Each value is pickled on its
+own and unpickled only when a derivation asks for it (a job needing a few forms does not pay for all);
+a corrupt entry is derived again.  The values are pickles: the cache directory must be writable only
+by its user, as for any pickle cache.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from typing import Any, Callable, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT = 1
+FORMAT = 2  # 2: each entry pickled on its own, unpickled only when asked for
 """Version of the on-disk layout; part of the key."""
 
 APP_NAME = "occurrence-companion"
@@ -144,7 +146,12 @@ def derivation(fn: F) -> F:
         value = _MISSING
         if path is not None:
             key = cache_key(fn.__module__)
-            value = _entries(path, key).get(entry, _MISSING)
+            raw = _entries(path, key).get(entry)
+            if raw is not None:
+                try:
+                    value = pickle.loads(raw)
+                except Exception:  # noqa: BLE001 - a corrupt entry is derived again
+                    value = _MISSING
         if value is _MISSING:
             _depth += 1
             try:
@@ -152,7 +159,7 @@ def derivation(fn: F) -> F:
             finally:
                 _depth -= 1
             if path is not None:
-                _entries(path, key)[entry] = value
+                _entries(path, key)[entry] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 _dirty.add(path)
                 if _depth == 0:
                     _flush()
