@@ -95,6 +95,30 @@ def attend_pair(cu, r, beta_a, beta_b, out=None):
     return f, w
 
 
+def pair_squared_sums(cu, r, y, W, beta_a: float, beta_b: float, buf: dict):
+    """``attend_pair``, the squared loss and the two-token backward pass, fused and summed with
+    probability weights W (float arrays; ``buf`` holds reused buffers "w", "f", "g", "tmp").
+
+    With w = cu / (cu + r), f = beta_b + (beta_a - beta_b) w and g = W (f - y) (= W dL/df), returns
+    (sum W (f - y)^2 / 2, sum g w, sum g, sum g w (beta_a - f)): the risk and the sums the backward pass
+    needs (dL/dbeta_a, dL/dbeta_a + dL/dbeta_b, dL/dalpha_a), using beta_a - f = (beta_a - beta_b)(1 - w).
+    Every sum is numpy's pairwise summation.
+    """
+    w, dl, g, tmp = buf["w"], buf["f"], buf["g"], buf["tmp"]
+    np.add(cu, r, out=w)
+    np.divide(cu, w, out=w)
+    delta = beta_a - beta_b
+    np.multiply(w, delta, out=dl)
+    dl += beta_b
+    dl -= y  # f - y
+    np.multiply(W, dl, out=g)
+    risk = 0.5 * np.multiply(g, dl, out=tmp).sum()
+    g_total = g.sum()
+    gw = np.multiply(g, w, out=tmp).sum()
+    gw2 = np.multiply(tmp, w, out=tmp).sum()
+    return risk, gw, g_total, delta * (gw - gw2)
+
+
 def attend_backward(w, V, f, g):
     """Vector-Jacobian product of ``attend``: (dL/ds (..., L), dL/dV (..., L, K)) for g = dL/df (..., K)."""
     vg = np.einsum("...lk,...k->...l", V, g)

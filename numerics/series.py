@@ -45,7 +45,7 @@ from theory.setting import Setting
 from theory.validation import SettingError, check_choice, check_int, check_real, check_vector
 
 from .contexts import FLOAT, ArbContext, MPContext
-from .model import Model, Params, attend_pair, loss_terms
+from .model import Model, Params, attend_pair, loss_terms, pair_squared_sums
 
 FLOAT_ROUNDING_ALLOWANCE = 1e-13
 """Rounding allowance of the float context, relative to the integrand bound: weights to a few ulp,
@@ -471,29 +471,36 @@ class SeriesEvaluator:
             params, np.eye(K), labels[:, None], counts, loss=self.setting.loss, weights=weights, ctx=ctx)
         return risk, list(grad.alpha[0]), list(grad.B[0, :, 0])
 
-    def _pair_forward(self, E: _Enumeration, alpha_a, alpha_b, beta_a, beta_b):
-        """(f, w) of ``attend_pair`` on every non-empty term (float: into the reused buffers)."""
+    def _scaled_counts(self, E: _Enumeration, alpha_a, alpha_b):
+        """(c e^gap, r) or (c, r e^-gap), whichever keeps the factor <= 1 (float: into the reused buffers)."""
         ctx = self.ctx
         gap = ctx.number(alpha_a) - ctx.number(alpha_b)
         c, r = E.lean["c"], E.lean["r"]
-        ba, bb = ctx.number(beta_a), ctx.number(beta_b)
         buf = E.lean.get("buffers")
         if buf is not None:
             if gap <= 0:
-                cu, rr = np.multiply(c, math.exp(gap), out=buf["cu"]), r
-            else:
-                cu, rr = c, np.multiply(r, math.exp(-gap), out=buf["rr"])
-            return attend_pair(cu, rr, ba, bb, out=(buf["f"], buf["w"]))
+                return np.multiply(c, math.exp(gap), out=buf["cu"]), r
+            return c, np.multiply(r, math.exp(-gap), out=buf["rr"])
         if float(gap) <= 0:
-            cu, rr = c * ctx.exp(np.array([gap]))[0], r
-        else:
-            cu, rr = c, r * ctx.exp(np.array([-gap]))[0]
-        return attend_pair(cu, rr, ba, bb)
+            return c * ctx.exp(np.array([gap]))[0], r
+        return c, r * ctx.exp(np.array([-gap]))[0]
+
+    def _pair_forward(self, E: _Enumeration, alpha_a, alpha_b, beta_a, beta_b):
+        """(f, w) of ``attend_pair`` on every non-empty term (float: into the reused buffers)."""
+        cu, rr = self._scaled_counts(E, alpha_a, alpha_b)
+        ba, bb = self.ctx.number(beta_a), self.ctx.number(beta_b)
+        buf = E.lean.get("buffers")
+        return attend_pair(cu, rr, ba, bb, out=None if buf is None else (buf["f"], buf["w"]))
 
     def _pair_sums(self, E: _Enumeration, ca, cb):
-        """The lean two-class path: ``attend_pair``, ``loss_terms`` and the two-token backward pass."""
-        f, w = self._pair_forward(E, ca[0], ca[1], cb[0], cb[1])
+        """The lean two-class path: ``attend_pair``, ``loss_terms`` and the two-token backward pass
+        (float and squared loss: their fused form ``pair_squared_sums``)."""
         buf = E.lean.get("buffers")
+        if buf is not None and self.setting.loss == "squared":
+            cu, rr = self._scaled_counts(E, ca[0], ca[1])
+            risk, gw, g_total, ga = pair_squared_sums(cu, rr, E.lean["y"], E.weights, float(cb[0]), float(cb[1]), buf)
+            return risk, *self._alpha_beta(ga, gw, g_total)
+        f, w = self._pair_forward(E, ca[0], ca[1], cb[0], cb[1])
         out = None if buf is None else (buf["loss"], buf["dl"])
         loss, dl = loss_terms(self.setting.loss, f[:, None], E.lean["y"][:, None], self.ctx, out=out)
         W = E.weights

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numerics.contexts import ArbContext, MPContext
-from numerics.model import Model, Params, attention_weights, loss_terms
+from numerics.model import Model, Params, attend_backward, attend_pair, attention_weights, loss_terms, pair_squared_sums
 from theory.validation import SettingError
 
 shapes = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 5), st.integers(1, 4))
@@ -139,3 +139,29 @@ def test_bad_shapes_are_refused():
         model.forward(model.zeros(), np.zeros((1, 3, 3)))
     with pytest.raises(SettingError, match="loss must be"):
         loss_terms("hinge", np.zeros((1, 1)), np.zeros((1, 1)))
+
+
+@settings(max_examples=20)
+@given(st.integers(0, 10**6), st.floats(-3, 3), st.floats(-3, 3), st.floats(-30, 30))
+def test_fused_pair_sums_equal_the_model_pieces(seed, beta_a, beta_b, gap):
+    """The fused two-class squared-loss sums of the float series equal attend_pair + loss_terms +
+    attend_backward on two tokens, weighted and summed."""
+    rng = np.random.default_rng(seed)
+    n = 50
+    c = rng.integers(0, 6, n).astype(float)
+    r = rng.integers(0, 6, n).astype(float)
+    r[c + r == 0] = 1.0
+    y = np.where(c > 0, 1.0, -1.0)
+    W = rng.dirichlet(np.ones(n))
+    cu = c * np.exp(gap)
+    buf = {name: np.empty(n) for name in ("w", "f", "g", "tmp")}
+    risk, gw, g_total, ga = pair_squared_sums(cu, r, y, W, beta_a, beta_b, buf)
+    f, w = attend_pair(cu, r, beta_a, beta_b)
+    loss, dl = loss_terms("squared", f[:, None], y[:, None])
+    V = np.stack([np.full(n, beta_a), np.full(n, beta_b)], axis=1)[..., None]
+    ds, dV = attend_backward(np.stack([w, 1 - w], axis=1), V, f[:, None], (W[:, None] * dl))
+    scale = 1 + abs(beta_a) + abs(beta_b)
+    assert abs(risk - W @ loss) <= 1e-14 * scale ** 2
+    assert abs(gw - dV[:, 0, 0].sum()) <= 1e-14 * scale
+    assert abs(g_total - dV[:, :, 0].sum()) <= 1e-14 * scale
+    assert abs(ga - ds[:, 0].sum()) <= 1e-13 * scale ** 2
