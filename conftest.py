@@ -6,8 +6,9 @@ for example counts: ``checks.strategies.examples(n)`` scales with the profile's 
 """
 import os
 
-import theory  # noqa: F401  (first: pins SymPy's ground types before any test module imports SymPy)
 from hypothesis import HealthCheck, settings
+
+import theory  # noqa: F401  (first: pins SymPy's ground types before any test module imports SymPy)
 
 settings.register_profile("default", derandomize=True, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import mpmath
 
+from theory.files import atomic_write_text
+
 from .checkout import checkout_root
 from .formatting import supported_digits
-from .io import atomic_write_text
 from .options import (
     HelpFormatter,
     UsageError,

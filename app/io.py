@@ -15,43 +15,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Callable
 
+from theory.files import atomic_write, atomic_write_text
+
 
 class OutputError(Exception):
     """The output folder cannot be used (not creatable, not writable, or held by another run)."""
-
-
-def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write ``path`` through ``write(binary_file)`` into a temporary sibling, then rename it over ``path``.
-
-    >>> import tempfile, pathlib
-    >>> target = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
-    >>> atomic_write(target, lambda f: f.write(b"hello"))
-    >>> target.read_bytes()
-    b'hello'
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; artifacts get the usual 0666 minus the umask
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _file_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 class OutputFolder:
@@ -60,6 +28,17 @@ class OutputFolder:
     On entry the folder is created, probed for writability and locked (``fcntl.flock`` on the
     folder itself, so no lock file is left behind); on exit the lock is released.  ``flag`` is the
     option name used in messages.
+
+    >>> import tempfile
+    >>> with OutputFolder(tempfile.mkdtemp()) as out:
+    ...     path = out.write_text("a.txt", "hello")
+    ...     with OutputFolder(out.path) as second:  # a second run into the same folder
+    ...         pass
+    Traceback (most recent call last):
+    ...
+    app.io.OutputError: --out ... is in use by another occ-companion run; ...
+    >>> path.read_text()
+    'hello'
     """
 
     def __init__(self, path: str | os.PathLike, *, flag: str = "--out") -> None:

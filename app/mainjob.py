@@ -23,7 +23,15 @@ from theory.validation import SettingError
 from . import __version__
 from .checkout import git_commit
 from .io import OutputFolder
-from .options import HelpFormatter, add_setting_options, float_in, fraction, positive, positive_int, setting_from_args
+from .options import (
+    HelpFormatter,
+    add_setting_options,
+    float_in,
+    fraction,
+    positive,
+    positive_int,
+    setting_from_args,
+)
 from .progress import ProgressFactory, progress_factory
 
 if TYPE_CHECKING:  # numerics is imported when a run starts, so that --help stays fast

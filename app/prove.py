@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from fractions import Fraction
 from pathlib import Path
 
+from theory.files import atomic_write_text
 from theory.validation import SettingError
 
 DEFAULT_DS = "3,5,10,50"
@@ -61,17 +60,8 @@ def parse_int(text: str, flag: str, minimum: int) -> int:
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``payload`` as JSON to ``path`` atomically."""
+    atomic_write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
 
 
 def _version() -> str:

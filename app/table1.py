@@ -85,7 +85,9 @@ def _steps(text: str | None) -> int | None:
 
 def config_from_args(args: argparse.Namespace) -> "T1.Config":
     """The run configuration of the parsed flags; SettingError naming the flag on bad input."""
-    from numerics.experiments import table1 as T1  # heavy (scipy): only when the command runs
+    from numerics.experiments import (
+        table1 as T1,  # heavy (scipy): only when the command runs
+    )
 
     if args.rerun is not None:
         cfg = T1.Config.from_dict(T1.load(args.rerun)["config"])
@@ -111,7 +113,9 @@ def config_from_args(args: argparse.Namespace) -> "T1.Config":
 
 def main_args(args: argparse.Namespace) -> int:
     """Run the subcommand; 0 on success, 2 on bad input (message on stderr, before any work)."""
-    from numerics.experiments import table1 as T1  # heavy (scipy): only when the command runs
+    from numerics.experiments import (
+        table1 as T1,  # heavy (scipy): only when the command runs
+    )
 
     try:
         if args.from_json is not None:

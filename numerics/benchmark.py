@@ -17,6 +17,7 @@ import os
 import platform
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import mpmath
@@ -130,14 +131,14 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
     for d in dims:
         s = Setting(d)
         fl_ev = SeriesEvaluator(s, tol=1e-15 if d <= 500 else 1e-12, max_terms=50_000_000)
-        fl, build = _timed(lambda: fl_ev.evaluate_symmetric(*POINT))
-        fl, secs = _timed(lambda: fl_ev.evaluate_symmetric(*POINT), repeat=5)
+        fl, build = _timed(partial(fl_ev.evaluate_symmetric, *POINT))
+        fl, secs = _timed(partial(fl_ev.evaluate_symmetric, *POINT), repeat=5)
         ref = None
         arb_tol = {50: 1e-21, 500: 1e-16}.get(d)
         if arb_tol is not None and not (quick and d > 50):
             ab_ev = SeriesEvaluator(s, context="arb", tol=arb_tol, max_terms=50_000_000)
-            ball, abuild = _timed(lambda: ab_ev.evaluate_symmetric(*POINT))
-            ball, asecs = _timed(lambda: ab_ev.evaluate_symmetric(*POINT))
+            ball, abuild = _timed(partial(ab_ev.evaluate_symmetric, *POINT))
+            ball, asecs = _timed(partial(ab_ev.evaluate_symmetric, *POINT))
             ref = ball.risk.mid().str(40, radius=False)
             lines.append(f"| {d} | arb series (certified) | {_arb_str(ball.risk)} | {ball.risk_bound:.1e} (radius; "
                          f"gradient {ball.grad_bound:.1e}) | {ball.terms} | {abuild - asecs:.2f} | {asecs:.3f} | - |")
@@ -147,7 +148,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         lines.append(f"| {d} | float series (estimate) | {fl.risk!r} | {fl.risk_bound:.1e} | {fl.terms} | "
                      f"{build - secs:.2f} | {secs:.4f} | {_digits(fl.risk, ref) if ref is not None else '-'} |")
         if d == 50:
-            nv, nsecs = _timed(lambda: naive_double_sum(d))
+            nv, nsecs = _timed(partial(naive_double_sum, d))
             lines.append(f"| {d} | naive mpmath double sum (16 digits) | {mpmath.nstr(nv, 20)} | 1e-16 (tail) | - | - | "
                          f"{nsecs:.1f} | {_digits(nv, ref)} |")
         else:

@@ -31,7 +31,13 @@ import sympy as sp
 from theory import catalogue
 from theory import symbolic as sym
 from theory.setting import LengthLaw, Setting, balanced_p_exact
-from theory.validation import SettingError, check_epsilon, check_step, check_steps_count, check_vector
+from theory.validation import (
+    SettingError,
+    check_epsilon,
+    check_step,
+    check_steps_count,
+    check_vector,
+)
 
 _ARGS = (sym.d, sym.p, sym.eta1, sym.eta2, sym.eta3, sym.eps, sym.u, sym.beta_a, sym.beta_b)
 Number = Union[int, float, Fraction, mpmath.mpf]

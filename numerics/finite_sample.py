@@ -12,7 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.setting import Setting
-from theory.validation import SettingError, check_int, check_real, check_step, check_steps_count
+from theory.validation import (
+    SettingError,
+    check_int,
+    check_real,
+    check_step,
+    check_steps_count,
+)
 
 from .model import attention_weights
 from .montecarlo import estimate, sample_counts

@@ -42,7 +42,13 @@ from typing import Sequence, Union
 import numpy as np
 
 from theory.setting import Setting
-from theory.validation import SettingError, check_choice, check_int, check_real, check_vector
+from theory.validation import (
+    SettingError,
+    check_choice,
+    check_int,
+    check_real,
+    check_vector,
+)
 
 from .contexts import FLOAT, ArbContext, MPContext
 from .model import Model, Params, attend_pair, loss_terms, pair_squared_sums

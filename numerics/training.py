@@ -28,7 +28,13 @@ from typing import Callable
 
 import numpy as np
 
-from theory.validation import SettingError, check_choice, check_int, check_step, check_steps_count
+from theory.validation import (
+    SettingError,
+    check_choice,
+    check_int,
+    check_step,
+    check_steps_count,
+)
 
 from .series import SeriesEvaluator
 

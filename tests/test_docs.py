@@ -10,7 +10,13 @@ import pytest
 from app import checkout
 from app.cli import main
 from app.latex import latex_document, text_with_math, visual_width
-from app.report import CLAIMS_BEGIN, CLAIMS_END, claims_block, derivations_markdown, stale_docs
+from app.report import (
+    CLAIMS_BEGIN,
+    CLAIMS_END,
+    claims_block,
+    derivations_markdown,
+    stale_docs,
+)
 from theory.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numerics.contexts import ArbContext, MPContext
-from numerics.model import Model, Params, attend_backward, attend_pair, attention_weights, loss_terms, pair_squared_sums
+from numerics.model import (
+    Model,
+    Params,
+    attend_backward,
+    attend_pair,
+    attention_weights,
+    loss_terms,
+    pair_squared_sums,
+)
 from theory.validation import SettingError
 
 shapes = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 5), st.integers(1, 4))

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from numerics.series import SeriesEvaluator
-from numerics.training import Phase, Trainer, Trajectory, joint, output_only, three_phase
+from numerics.training import (
+    Phase,
+    Trainer,
+    Trajectory,
+    joint,
+    output_only,
+    three_phase,
+)
 from theory.setting import Setting
 from theory.validation import SettingError
 

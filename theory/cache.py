@@ -28,9 +28,10 @@ import inspect
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
+
+from .files import atomic_write
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -105,16 +106,9 @@ def _read(path: Path, key) -> dict:
 def _write(path: Path, key, entries: dict) -> None:
     """Merge ``entries`` with the file's current ones and replace it atomically; failures are ignored."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         merged = {**_read(path, key), **entries}
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump({"key": key, "entries": merged}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic_write(path, lambda fh: pickle.dump({"key": key, "entries": merged}, fh,
+                                                  protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:  # read-only or full disk: the cache is an optimisation only
         return
 

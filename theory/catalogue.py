@@ -182,7 +182,7 @@ def phase3_series_display(lengths: str = "positive") -> list[Display]:
 
 def phase3_display() -> list[Display]:
     """The phase-3 matrix closed forms (output weights and gradient after T steps)."""
-    T = sp.Symbol("T", integer=True, nonnegative=True)
+    T = sym.T_steps
     return [
         Display("Phase 3: output weights after T steps", r"\beta^{(2+T)}", sp.latex(sym.phase3_closed_form(T))),
         Display("Phase 3: per-coordinate output gradient after T steps", r"\nabla_{\beta} R(\alpha^{(2)}, \beta^{(2+T)})",

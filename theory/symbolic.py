@@ -37,6 +37,7 @@ p = sp.Symbol("p", positive=True)
 eta1, eta2, eta3 = sp.symbols("eta_1 eta_2 eta_3", positive=True)
 eps = sp.Symbol("epsilon", positive=True)
 u = sp.Symbol("u", positive=True)  # u = exp(alpha_a - alpha_b)
+T_steps = sp.Symbol("T", integer=True, nonnegative=True)  # number of phase-3 steps
 n_ = sp.Symbol("n", integer=True, positive=True)
 c_ = sp.Symbol("c", integer=True, nonnegative=True)
 r = sp.Symbol("r", nonnegative=True)  # r = c / n
@@ -384,7 +385,7 @@ def phase3_symbols() -> tuple[sp.MatrixSymbol, sp.MatrixSymbol, sp.MatrixSymbol,
             sp.MatrixSymbol("beta_0", 2, 1))
 
 
-def phase3_closed_form(T: sp.Expr = sp.Symbol("T", integer=True, nonnegative=True)) -> sp.MatrixExpr:
+def phase3_closed_form(T: sp.Expr = T_steps) -> sp.MatrixExpr:
     """beta_T = beta* + (I - eta_3 D M)^T (beta_0 - beta*), beta* = M^{-1} m (when M is invertible).
 
     beta_0 = beta^(1) (phase 3 starts from the phase-1 output weights), D = diag(1, 1/(d-1)).
@@ -394,7 +395,7 @@ def phase3_closed_form(T: sp.Expr = sp.Symbol("T", integer=True, nonnegative=Tru
     return bstar + sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
 
 
-def phase3_gradient(T: sp.Expr = sp.Symbol("T", integer=True, nonnegative=True)) -> sp.MatrixExpr:
+def phase3_gradient(T: sp.Expr = T_steps) -> sp.MatrixExpr:
     """Per-coordinate output gradient after t = T phase-3 steps: D (M beta_T - m) = D M (I - eta_3 D M)^T (beta_0 - beta*).
 
     At T = 0 it is the output gradient at (alpha^(2), beta^(1)), the start of phase 3.

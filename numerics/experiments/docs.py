@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from theory.files import atomic_write_text
+
 from . import plans as P
 from . import table1 as T1
 
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     note = args[2] if len(args) > 2 else ""
     out = Path("docs/table1.md")
     text = page(full, quick, os.path.relpath(Path(args[0]).parent, out.parent), note)
-    T1._atomic(out, lambda f: f.write(text.encode()))
+    atomic_write_text(out, text)
     print(f"wrote {out}")
     return 0
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from numerics.model import Model, Params
+from theory.files import atomic_write
 from theory.validation import SettingError
 
 from . import plans as P
@@ -390,7 +390,7 @@ def figures(results: dict, folder: Path) -> list[Path]:
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = folder / f"table1_{_slug(name)}.png"
-        _atomic(path, lambda f: fig.savefig(f, format="png", dpi=100))
+        atomic_write(path, partial(_save_png, fig))
         plt.close(fig)
         paths.append(path)
     return paths
@@ -400,31 +400,21 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name).strip("_").replace("__", "_")
 
 
-def _atomic(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then os.replace (no half-written results)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _save_png(fig, fh) -> None:
+    fig.savefig(fh, format="png", dpi=100)
 
 
 def write(results: dict, folder: Path) -> list[Path]:
     """Write table1.json, table1.md and the figures into ``folder``."""
     js = Path(folder) / "table1.json"
-    _atomic(js, lambda f: f.write(json.dumps(results, indent=1, allow_nan=False).encode()))
+    atomic_write(js, lambda f: f.write(json.dumps(results, indent=1, allow_nan=False).encode()))
     return [js, *write_rendered(results, folder)]
 
 
 def write_rendered(results: dict, folder: Path) -> list[Path]:
     """Write table1.md and the figures of ``results`` into ``folder`` (the rebuild path of --from-json)."""
     md = Path(folder) / "table1.md"
-    _atomic(md, lambda f: f.write(markdown(results).encode()))
+    atomic_write(md, lambda f: f.write(markdown(results).encode()))
     return [md, *figures(results, Path(folder))]
 
 

@@ -70,7 +70,9 @@ def length_parameter(task: str, d: int) -> float:
         return 2.0 / (d - 2)
     if task == "AND":
         # and_balance decreases from +1/2 (p -> 0: both occur) to -1/2 (p = 1: one token)
-        from scipy.optimize import brentq  # imported here: the CLI loads this module for its task names
+        from scipy.optimize import (
+            brentq,  # imported here: the CLI loads this module for its task names
+        )
 
         return brentq(and_balance, 1e-12, 1.0, args=(d,), xtol=BRENTQ_XTOL, rtol=4 * np.finfo(float).eps)
     if task == "ICL":
