@@ -1,8 +1,7 @@
 """``occ-companion prove``: certificates in ball arithmetic for every claim of the claims table.
 
 For each d and each claim, one line per certified item: claim, d, item, the arb ball, the test, and
-PASS / FAIL / PENDING (not certified: the arb series is not available; a float estimate is shown) /
-SKIP (a statistical claim).  Writes ``<out>/certificate.json`` atomically and exits 1 if any item
+PASS / FAIL / SKIP (a statistical claim).  Writes ``<out>/certificate.json`` atomically and exits 1 if any item
 FAILs, 2 on bad flags (checked before any work).
 """
 from __future__ import annotations
@@ -119,7 +118,7 @@ def cmd_prove(args) -> int:
             print(f"== {cl.key:<22} d={d:<4} {v}", flush=True)
         certs += at_d
         timings[str(d)] = round(time.time() - t, 3)
-    counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "PENDING", "SKIP")}
+    counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "SKIP")}
     payload = {
         "version": _version(), "d": ds, "epsilon": float(eps), "epsilon_exact": str(eps),
         "prec_bits": prec, "steps": steps, "counts": counts, "all_pass": counts["FAIL"] == 0,
@@ -134,7 +133,7 @@ def cmd_prove(args) -> int:
         counts["FAIL"] += failures
         payload["all_pass"] = counts["FAIL"] == 0
     write_json_atomic(out / "certificate.json", payload)
-    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['PENDING']} PENDING (not certified), "
+    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, "
           f"{counts['SKIP']} SKIP; wrote {out / 'certificate.json'} in {payload['seconds']['total']:.1f} s")
     return 1 if counts["FAIL"] else 0
 

@@ -130,13 +130,11 @@ class _StandIn:
         return R()
 
 
-def test_series_items_pass_with_balls_pending_without_and_fail_when_shifted():
+def test_series_items_pass_with_balls_and_fail_when_shifted():
     setting = Setting(3)
     eps = Fraction(1, 1000)
     cf = C.ArbClosedForms(setting, PREC)
     plan = C.choose_plan(setting, cf, eps, steps=5)
-    pending = C.certify_series_items(setting, eps, plan, cf, None, "no arb series")
-    assert [c.status for c in pending] == ["PENDING", "PENDING"]
     ok = C.certify_series_items(setting, eps, plan, cf, _StandIn(setting))
     assert [c.status for c in ok] == ["PASS", "PASS"], [c.line() for c in ok]
     shifted = C.certify_series_items(setting, eps, plan, cf, _StandIn(setting, shift=float(eps)))
@@ -144,17 +142,14 @@ def test_series_items_pass_with_balls_pending_without_and_fail_when_shifted():
 
 
 def test_series_items_with_the_arb_series_of_this_checkout():
-    """With the arb series context the end point and T_min are certified; without it they stay PENDING."""
+    """With the arb series of this checkout the end point and T_min are certified (balls, PASS)."""
     setting = Setting(3)
     eps = Fraction(1, 1000)
     cf = C.ArbClosedForms(setting, PREC)
     plan = C.choose_plan(setting, cf, eps, steps=5)
-    ev, reason = C.arb_series_evaluator(setting, PREC)
-    items = C.certify_series_items(setting, eps, plan, cf, ev, reason)
-    expected = ["PENDING", "PENDING"] if ev is None else ["PASS", "PASS"]
-    assert [c.status for c in items] == expected, [c.line() for c in items]
-    if ev is not None:
-        assert all(isinstance(c.ball, arb) for c in items)
+    items = C.certify_series_items(setting, eps, plan, cf, C.arb_series_evaluator(setting, PREC))
+    assert [c.status for c in items] == ["PASS", "PASS"], [c.line() for c in items]
+    assert all(isinstance(c.ball, arb) for c in items)
 
 
 def test_ball_json_encloses_the_ball():
@@ -179,14 +174,13 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
     assert out.count("\n") >= len(data["certificates"])
     verdicts = {c["claim"]: c["status"] for c in data["claims"]}
     assert verdicts["finite_sample"] == "SKIP" and verdicts["output_only"] == "PASS"
-    assert verdicts["three_phase"] in ("PASS", "PENDING")  # PENDING only without the arb series
+    assert verdicts["three_phase"] == "PASS"
 
 
 def test_claim_verdict_is_the_worst_item():
     def item(status):
         return C.Certificate("output_only", "x", 3, None, "-", status)
-    assert C.claim_verdict([item("PASS"), item("PENDING")]) == "PENDING"
-    assert C.claim_verdict([item("PASS"), item("FAIL"), item("PENDING")]) == "FAIL"
+    assert C.claim_verdict([item("PASS"), item("FAIL"), item("SKIP")]) == "FAIL"
     assert C.claim_verdict([item("SKIP")]) == "SKIP"
     assert C.claim_verdict([item("PASS"), item("SKIP")]) == "PASS"
 

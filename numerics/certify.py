@@ -12,12 +12,10 @@ Two layers:
   above it, the attention-only risk) and says PASS or FAIL.  Items that need the population series at
   a point with alpha != 0 (T_min, the three-phase end point) are computed in ``certify_series_items``
   against the ball-arithmetic series evaluator (``SeriesEvaluator(setting, context="arb",
-  prec_bits=...)``); when that evaluator is not available they are reported as PENDING with the float
-  estimate, never as certified.
+  prec_bits=...)``).
 
 Status words: PASS (the ball inequality holds, certified), FAIL (it does not hold, or the ball is too
-wide to decide), PENDING (not certified: the arb series is not available, a float estimate is shown),
-SKIP (the claim is statistical, not a closed-form statement; see its check module).
+wide to decide), SKIP (the claim is statistical, not a closed-form statement; see its check module).
 """
 from __future__ import annotations
 
@@ -34,7 +32,7 @@ from theory.claims import CLAIMS
 from theory.setting import Setting
 from theory.validation import SettingError, check_epsilon
 
-STATUSES = ("PASS", "FAIL", "PENDING", "SKIP")
+STATUSES = ("PASS", "FAIL", "SKIP")
 DEFAULT_PREC_BITS = 128
 ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
@@ -236,7 +234,7 @@ class Certificate:
     """One certified (or not) item of a claim at one d.
 
     ``ball`` is the arb enclosure the verdict rests on (None when nothing was enclosed); ``test``
-    says what was compared (e.g. "< 0", "contains 1/2"); ``note`` explains PENDING/SKIP verdicts.
+    says what was compared (e.g. "< 0", "contains 1/2"); ``note`` explains SKIP and FAIL verdicts.
     """
 
     claim: str
@@ -393,14 +391,10 @@ def certify_closed_form_items(setting: Setting, epsilon: Fraction, plan: Plan,
 
 
 def arb_series_evaluator(setting: Setting, prec_bits: int):
-    """The ball-arithmetic series evaluator, or (None, reason) when this checkout does not have it."""
-    from numerics import series
+    """The ball-arithmetic series evaluator at ``prec_bits``."""
+    from numerics.series import SeriesEvaluator
 
-    try:
-        ev = series.SeriesEvaluator(setting, context="arb", prec_bits=prec_bits)
-    except TypeError as exc:  # the float/mp evaluator has no ``context`` argument
-        return None, f"arb series context not available ({exc})"
-    return ev, ""
+    return SeriesEvaluator(setting, context="arb", prec_bits=prec_bits)
 
 
 def _is_ball(x) -> bool:
@@ -427,8 +421,8 @@ def phase3_curvature(ev_arb, d: int, alpha_a, alpha_b, prec_bits: int) -> tuple[
 
 
 def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: ArbClosedForms,
-                         ev_arb, reason: str = "") -> list[Certificate]:
-    """T_min and the three-phase end point, certified with the arb series; PENDING without it.
+                         ev_arb) -> list[Certificate]:
+    """T_min and the three-phase end point, certified with the arb series (FAIL if it gives no balls).
 
     T_min is certified for exact output gradient descent from the phase-3 start point the float run
     reached: its gap alpha_a - alpha_b >= log u_min (so inf_beta R <= floor + epsilon/2), the curvature
@@ -438,11 +432,6 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
     d = setting.d
     tp = "three_phase"
     final = plan.trajectories["three_phase"].final
-    if ev_arb is None:
-        note = f"{reason}; float estimate"
-        return [Certificate(tp, f"T_min (float: {plan.T})", d, None, "T >= T_min", "PENDING", note),
-                Certificate(tp, "end-point risk", d, None, f"< epsilon (float {final.risk:.6g} "
-                            f"+- {final.risk_bound:.1e})", "PENDING", note)]
     prec = cf.prec_bits
     # the float plan ran from its own (double-rounded) phase-2 point: certify at that very point
     start = plan.trajectories["three_phase"].points[2]
@@ -450,9 +439,9 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
     r0 = ev_arb.evaluate_symmetric(start.alpha_a, start.alpha_b, start.beta_a, start.beta_b).risk
     rT = ev_arb.evaluate_symmetric(final.alpha_a, final.alpha_b, final.beta_a, final.beta_b).risk
     if not (_is_ball(lam) and _is_ball(r0) and _is_ball(rT)):
-        note = "series returned non-ball values; not certified"
-        return [Certificate(tp, "T_min", d, None, "T >= T_min", "PENDING", note),
-                Certificate(tp, "end-point risk", d, None, "< epsilon", "PENDING", note)]
+        note = "series returned non-ball values: nothing is certified"
+        return [Certificate(tp, "T_min", d, None, "T >= T_min", "FAIL", note),
+                Certificate(tp, "end-point risk", d, None, "< epsilon", "FAIL", note)]
     out = []
     with ctx.workprec(prec):
         floor = cf.risk_floor()
@@ -477,11 +466,10 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
 
 
 def claim_verdict(items: list[Certificate]) -> str:
-    """One verdict per claim: FAIL if an item fails, else PENDING if one is pending, SKIP if all skip, else PASS."""
+    """One verdict per claim: FAIL if an item fails, SKIP if all skip, else PASS."""
     statuses = {c.status for c in items}
-    for s in ("FAIL", "PENDING"):
-        if s in statuses:
-            return s
+    if "FAIL" in statuses:
+        return "FAIL"
     return "SKIP" if statuses == {"SKIP"} else "PASS"
 
 
@@ -492,8 +480,8 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     (Under the nonnegative-length variant some items state other facts, e.g. dR/dbeta_b(0) = 0 at its
     balancing p = 1/(d+1); ``prove`` covers the default law only.)
 
-    ``series_evaluator`` is a factory ``(setting, prec_bits) -> (evaluator or None, reason)``; by
-    default ``arb_series_evaluator``.  The finite-sample claim is statistical and reported as SKIP.
+    ``series_evaluator`` is a factory ``(setting, prec_bits) -> evaluator`` of arb balls; by default
+    ``arb_series_evaluator``.  The finite-sample claim is statistical and reported as SKIP.
     """
     setting = Setting(d)
     if setting.d < 3:
@@ -503,8 +491,8 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     cf = ArbClosedForms(setting, prec_bits)
     plan = choose_plan(setting, cf, epsilon, steps)
     items = certify_closed_form_items(setting, epsilon, plan, prec_bits)
-    ev_arb, reason = (series_evaluator or arb_series_evaluator)(setting, prec_bits)
-    items += certify_series_items(setting, epsilon, plan, cf, ev_arb, reason)
+    ev_arb = (series_evaluator or arb_series_evaluator)(setting, prec_bits)
+    items += certify_series_items(setting, epsilon, plan, cf, ev_arb)
     by_claim = {c.key: [] for c in CLAIMS}
     for it in items:
         by_claim[it.claim].append(it)

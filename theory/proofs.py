@@ -464,8 +464,7 @@ def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofR
             "`occ-companion prove --d 3,5,10,50` certifies these per d (PASS needs an arb ball on the right "
             "side); they are not proved for all d. `prove` also certifies, per d, each closed-form item proved "
             "above (balancing p, gradient signs, eta1_max, kappa(eta_1), log u_min, eta2_min, c(d), R(0, 0)) as an "
-            "arb ball, a cross-check of the proofs at those d. Items that need the arb series are reported "
-            "PENDING (with the float estimate) where the arb series context is not available.", "",
+            "arb ball, a cross-check of the proofs at those d.", "",
             "| claim | item | how |", "|---|---|---|"]
     for key, item, how in CHECKED_ONLY_AT_GIVEN_D:
         out.append(f"| `{key}` | {item} | {how} |")
