@@ -235,7 +235,8 @@ def write_artifacts(out: OutputFolder, result: JobResult, setting: Setting, args
         out.write(FIGURE, lambda fh: plot_plans(
             result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
             target=None if regime is None else args.epsilon + s["risk_floor"],
-            phase_ends=None if regime is None else (1, 2), title=setting.describe()))
+            phase_ends=None if regime is None else tuple(result.plans[THREE_PHASE].phase_ends[:-1]),
+            title=setting.describe()))
     out.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
 
 

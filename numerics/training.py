@@ -157,7 +157,6 @@ class Trainer:
             record_every = check_int("record_every (or None)", record_every)
         self.evaluator = evaluator
         self.setting = evaluator.setting
-        self.d = evaluator.setting.d
         self.record_every = record_every
         self.progress = progress
         self._last = (None, None)  # (state, evaluation) of the latest series evaluation
@@ -218,7 +217,7 @@ class Trainer:
         M = np.array([[float(x) for x in row] for row in moments.M])
         m = np.array([float(x) for x in moments.m])
         moment_bound = moments.bound
-        D = np.array([1.0, 1.0 / (self.d - 1)])
+        D = np.array([1.0, 1.0 / (self.setting.d - 1)])
         beta = np.array([ba, bb])
         for t in range(1, phase.steps + 1):
             with np.errstate(over="ignore", invalid="ignore"):
