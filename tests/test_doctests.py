@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-MODULES = ["theory.files", "theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.regime",
+MODULES = ["theory.arb_forms", "theory.files", "theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.regime",
            "numerics.training", "numerics.montecarlo"]
 
 

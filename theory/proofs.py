@@ -68,7 +68,7 @@ def _result(claim, method, domain, shown, ok, steps) -> ProofResult:
 
 def constant_ball(expr) -> arb:
     """An arb ball of a constant SymPy expression (no free symbols)."""
-    from numerics.certify import to_arb
+    from .arb_forms import to_arb
 
     if sp.sympify(expr).free_symbols:
         raise ValueError(f"not a constant: {expr}")
@@ -154,7 +154,7 @@ def branch_and_bound(f, x, lo: Fraction, hi: Fraction, *, max_boxes: int = 4000)
 
     Fails on a box whose midpoint value is certified <= 0 (a counterexample) or after ``max_boxes``.
     """
-    from numerics.certify import to_arb
+    from .arb_forms import to_arb
 
     boxes, certified, worst = [(Fraction(lo), Fraction(hi))], 0, None
     with ctx.workprec(PREC_BITS):
