@@ -75,10 +75,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--backend", choices=["float", "mp", "arb"], default="float",
                           help="float (numpy doubles) or mp (mpmath at --dps digits): values with an error "
                                "estimate; arb (python-flint balls): enclosures of the exact values")
+    evaluate.add_argument("--method", choices=["series", "integral"], default="series",
+                          help="series: the enumerated series in the --backend context; integral: three arb "
+                               "integrals at --dps digits (squared loss, p < 1, parameters symmetric in the "
+                               "unmarked symbols; cost independent of d; --backend, --tol and --max-terms do "
+                               "not apply)")
     evaluate.add_argument("--tol", type=float_in(0, 1), default=1e-12,
                           help="target omitted probability mass of the series, in (0, 1); >= 1e-15 for the float "
                                "backend. Only the digits the resulting error bound supports are printed")
-    evaluate.add_argument("--dps", type=int_at_least(15, 10_000), default=30, help="working digits of the mp backend")
+    evaluate.add_argument("--dps", type=int_at_least(15, 10_000), default=30,
+                          help="working digits of the mp backend and of --method integral")
     evaluate.add_argument("--max-terms", type=positive_int, default=3_000_000,
                           help="largest series enumeration allowed")
     evaluate.add_argument("--mc", type=nonnegative_int, default=0,
@@ -151,7 +157,9 @@ def cmd_values(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Exact series risk and gradients at (alpha, beta), with their error bounds, printed to the
-    digits the bounds support; optionally a Monte Carlo estimate beside them."""
+    digits the bounds support (or, with --method integral, as arb balls from the integral
+    representation); optionally a Monte Carlo estimate beside them."""
+    from numerics.evaluators import integral_applies
     from numerics.series import SeriesEvaluator
 
     setting = setting_from_args(args)
@@ -159,17 +167,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for flag, values in (("--alpha", args.alpha), ("--beta", args.beta)):
         if values is not None and len(values) != d:
             raise UsageError(f"{flag} must have d = {d} entries (--d {d}), got {len(values)}")
-    if args.backend == "float" and args.tol < 1e-15:
+    integral = args.method == "integral"
+    if integral and not integral_applies(setting):
+        raise UsageError("--method integral covers --loss squared with p < 1; use --method series")
+    if integral and (len(set((args.alpha or [0.0] * d)[1:])) > 1 or len(set((args.beta or [0.0] * d)[1:])) > 1):
+        raise UsageError("--method integral needs --alpha and --beta symmetric in the unmarked symbols "
+                         "(entries 2 to d equal); use --method series")
+    if args.backend == "float" and args.tol < 1e-15 and not integral:
         raise UsageError(f"--tol {args.tol:g} is below what the float backend can honour (1e-15): "
                          "add --backend mp or raise --tol")
     alpha = args.alpha or [0.0] * d
     beta = args.beta or [0.0] * d
-    evaluator = SeriesEvaluator(setting, backend=args.backend, tol=args.tol, dps=args.dps, max_terms=args.max_terms)
+    if integral:
+        from numerics.integral import IntegralEvaluator
+
+        evaluator = IntegralEvaluator(setting, dps=args.dps)
+        how = "three arb integrals"
+    else:
+        evaluator = SeriesEvaluator(setting, backend=args.backend, tol=args.tol, dps=args.dps,
+                                    max_terms=args.max_terms)
+        how = "{} series terms"
     result = evaluator.evaluate(alpha, beta)
     print(f"setting: {setting.describe()}")
     if result.certified:
-        print(f"risk in {result.risk.str(20, radius=True)}  (arb ball: an enclosure of the exact risk, "
-              f"{result.terms} terms)")
+        shown = min(args.dps, 40) if integral else 20
+        print(f"risk in {result.risk.str(shown, radius=True)}  (arb ball: an enclosure of the exact risk, "
+              f"{how.format(result.terms)})")
         for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
             print(f"{name} in [" + ", ".join(x.str(17, radius=True) for x in grad) + "]")
         return _monte_carlo_line(args, setting, alpha, beta)

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from numerics.evaluators import (  # light: the evaluators are imported when used
+    INTEGRAL_FROM_D,
+    METHODS,
+)
 from theory.setting import Setting
 from theory.validation import SettingError
 
@@ -43,6 +47,7 @@ FIGURE = "risk_curves.png"
 ARTIFACTS = (SUMMARY, FIGURE)
 THREE_PHASE = "three-phase"
 CERTIFY_TOL = 1e-21
+CERTIFY_DPS = 25
 NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss only; "
                "under the logistic loss the three-phase plan is skipped")
 
@@ -73,13 +78,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: eta_2 of the three-phase regime; 1 under --loss logistic)")
     r.add_argument("--steps", type=positive_int, default=300, help="steps of the comparison plans")
     r.add_argument("--joint-eta", type=positive, default=1.0, help="step size of joint GD (both layers)")
+    r.add_argument("--evaluator", choices=METHODS, default="auto",
+                   help="exact population evaluator: the float series, or the integral representation (arb balls, "
+                        f"cost independent of d; squared loss); auto takes the integral from d = {INTEGRAL_FROM_D} on")
     r.add_argument("--tol", type=float_in(1e-15, 1, low_open=False), default=1e-12,
                    help="target for the omitted probability mass of the exact series, in [1e-15, 1)")
     r.add_argument("--max-terms", type=positive_int, default=3_000_000,
                    help="largest series enumeration allowed (small --p means long strings and many terms)")
     r.add_argument("--certify", action="store_true",
-                   help=f"re-evaluate the three-phase end point in ball arithmetic (python-flint arb, series "
-                        f"tol {CERTIFY_TOL:g}): an enclosure of its exact risk, printed and stored")
+                   help=f"re-evaluate the three-phase end point in ball arithmetic (python-flint arb, the integral "
+                        f"representation at {CERTIFY_DPS} digits): an enclosure of its exact risk, printed and stored")
     r.add_argument("--no-plot", action="store_true", help=f"do not draw {FIGURE} (an old one is removed)")
     r.add_argument("--out", default="results", help="output folder")
     r.add_argument("--quiet", action="store_true", help="no progress bars (they appear only on a terminal)")
@@ -113,10 +121,13 @@ def run_command(args: argparse.Namespace) -> int:
 def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFactory | None = None) -> JobResult:
     """Run every plan for ``setting`` with the options of ``run`` (see ``add_parser``)."""
     from numerics import training
+    from numerics.evaluators import choose_method, population_evaluator
     from numerics.regime import regime_plan
-    from numerics.series import SeriesEvaluator
 
-    evaluator = SeriesEvaluator(setting, tol=args.tol, max_terms=args.max_terms)
+    method = choose_method(setting, args.evaluator)
+    evaluator = population_evaluator(setting, method, tol=args.tol, max_terms=args.max_terms)
+    print(f"evaluator: {method}" + (" (arb integrals, certified balls)" if method == "integral" else
+                                    f" (float series, tol {args.tol:g})"), file=sys.stderr)
     squared = setting.loss == "squared"
     reg: Regime | None = None
     if squared:
@@ -138,6 +149,7 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
     plans["attention-then-output"] = trainer.run(training.attention_then_output(attention_eta, args.eta3, args.steps))
     plans["joint"] = trainer.run(training.joint(args.joint_eta, args.steps))
     summary = _summary(setting, args, reg, plans, attention_eta)
+    summary["evaluator"] = method
     ok = True
     if reg is not None:
         fin = plans[THREE_PHASE].final
@@ -149,20 +161,31 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
 
 
 def certify_end_point(setting: Setting, traj: Trajectory) -> dict[str, float]:
-    """The end point of ``traj`` re-evaluated by the series in the arb context: a ball that encloses
-    the exact population risk there (truncation tail and rounding included).  Stored as its midpoint,
-    radius and the outward-rounded ends risk_lower <= exact risk <= risk_upper."""
-    from numerics.series import SeriesEvaluator
+    """The end point of ``traj`` re-evaluated in ball arithmetic (python-flint arb): by the integral
+    representation at CERTIFY_DPS digits (any d; ``numerics.integral``), or by the series at tol
+    CERTIFY_TOL where the integral does not apply.  A ball that encloses the exact population risk there
+    (truncation tail and rounding included), stored as its midpoint, radius and the outward-rounded ends
+    risk_lower <= exact risk <= risk_upper."""
+    from numerics.evaluators import integral_applies
 
     print("certifying the three-phase end point in ball arithmetic (arb) ...", file=sys.stderr)
     fin = traj.final
-    ball = SeriesEvaluator(setting, context="arb", tol=CERTIFY_TOL).evaluate_symmetric(
-        fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b).risk
+    point = (fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
+    if integral_applies(setting):
+        from numerics.integral import IntegralEvaluator
+
+        ball = IntegralEvaluator(setting, dps=CERTIFY_DPS).evaluate_symmetric(*point).risk
+        how = {"method": "integral", "dps": CERTIFY_DPS}
+    else:  # pragma: no cover - the three-phase plan runs under the squared loss with p < 1
+        from numerics.series import SeriesEvaluator
+
+        ball = SeriesEvaluator(setting, context="arb", tol=CERTIFY_TOL).evaluate_symmetric(*point).risk
+        how = {"method": "series", "tol": CERTIFY_TOL}
     # the ends are exact dyadics; one ulp outward makes the float conversion safe whichever way it rounds
     return {"risk": float(ball.mid()), "radius": float(ball.rad()),
             "risk_lower": math.nextafter(float(ball.lower()), -math.inf),
             "risk_upper": math.nextafter(float(ball.upper()), math.inf),
-            "tol": CERTIFY_TOL, "arithmetic": "python-flint arb"}
+            **how, "arithmetic": "python-flint arb"}
 
 
 def _summary(setting: Setting, args: argparse.Namespace, reg: Regime | None, plans: dict[str, Trajectory],

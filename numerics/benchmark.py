@@ -1,11 +1,13 @@
 """Benchmark of exact population evaluation: ``python3 -m numerics.benchmark [--quick]``.
 
 Measured side by side in one run, at d = 50, 500 and 10^4 (symmetric parameters, squared loss):
-the float series, the arb series (certified balls), a naive mpmath double sum over (n, c), and numpy
-Monte Carlo sized for a standard error of 1e-6 (from a pilot run, extrapolated when the full run would
-take minutes), with digits of agreement against the most precise value at hand; also one float
-evaluation at d = 50, one 30-digit evaluation (arb at 30 digits, and mp), and the main job's wall time
-(``main_job_seconds``: a fresh ``python3 -m app run`` process).  Prints a table and writes docs/benchmarks.md.
+the float series, the arb series (certified balls), the integral representation (certified balls at
+30 digits, cost independent of d), a naive mpmath double sum over (n, c), and numpy Monte Carlo sized
+for a standard error of 1e-6 (from a pilot run, extrapolated when the full run would take minutes),
+with digits of agreement against the certified reference (the arb series, or the integral where the
+arb series is out of reach); also one float evaluation at d = 50, 30-digit evaluations (the integral,
+the arb series and mp), and the main job's wall time (``main_job_seconds``: a fresh
+``python3 -m app run`` process, with the default evaluator and with the series forced).  Prints a table and writes docs/benchmarks.md.
 Timings are wall-clock on a shared machine: read them as orders of magnitude and as ratios.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from theory.setting import Setting
 
+from .integral import IntegralEvaluator
 from .series import SeriesEvaluator
 
 POINT = (2.3, -0.1, 1.5, -0.9)  # alpha_a, alpha_b, beta_a, beta_b
@@ -79,19 +82,18 @@ def monte_carlo(d: int, point=POINT, budget_entries: int = 20_000_000):
     return mc.risk, mc.risk_se, size, secs, need, secs * need / size
 
 
-def main_job_seconds(d: int) -> str:
+def main_job_seconds(d: int, evaluator: str = "auto") -> str:
     """Wall time of the main job at alphabet size d, as a user runs it: a fresh process of
-    ``python3 -m app run --d D --quiet --max-terms 30000000`` (imports, SymPy cache load, every plan, JSON and
-    figure)."""
+    ``python3 -m app run --d D --quiet --evaluator E --max-terms 30000000`` (imports, SymPy cache load,
+    every plan, JSON and figure)."""
     import subprocess
-    import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()
-        # the default --max-terms (3e6) protects memory; d = 10^4 needs about 1.1e7 terms
+        # the default --max-terms (3e6) protects memory; the series at d = 10^4 needs about 1.1e7 terms
         proc = subprocess.run([sys.executable, "-m", "app", "run", "--d", str(d), "--quiet", "--out", out,
-                               "--max-terms", "30000000"], capture_output=True, text=True)
+                               "--evaluator", evaluator, "--max-terms", "30000000"], capture_output=True, text=True)
         seconds = time.perf_counter() - t
     status = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
     return f"{seconds:.2f} s{status}"
@@ -124,7 +126,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         "",
         "## Risk at one point, by method",
         "",
-        "| d | method | value | error (bound / SE) | terms or samples | build s | evaluation s | digits vs arb |",
+        "| d | method | value | error (bound / SE) | terms or samples | build s | evaluation s | digits vs reference |",
         "|---|---|---|---|---|---|---|---|",
     ]
     notes = []
@@ -143,10 +145,20 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
             lines.append(f"| {d} | arb series (certified) | {_arb_str(ball.risk)} | {ball.risk_bound:.1e} (radius; "
                          f"gradient {ball.grad_bound:.1e}) | {ball.terms} | {abuild - asecs:.2f} | {asecs:.3f} | - |")
         else:
-            notes.append(f"d = {d}: arb skipped (about {fl.terms} terms at ~0.5-1 us per ball operation, "
-                         "20 operations per term: minutes and gigabytes of balls).")
+            notes.append(f"d = {d}: arb series skipped (about {fl.terms} terms at ~0.5-1 us per ball operation, "
+                         "20 operations per term: minutes and gigabytes of balls); the integral is the reference.")
+        integral = IntegralEvaluator(s, dps=30)
+        ib, isecs = _timed(partial(integral.evaluate_symmetric, *POINT), repeat=3)
+        if ref is None:
+            ref = ib.risk.mid().str(40, radius=False)
+            agree = "(reference)"
+        else:
+            agree = _digits(ib.risk.mid().str(40, radius=False), ref) + (
+                " (balls overlap)" if ib.risk.overlaps(ball.risk) else " (balls DISJOINT)")
+        lines.append(f"| {d} | arb integral, 30 digits (certified) | {_arb_str(ib.risk)} | {ib.risk_bound:.1e} "
+                     f"(radius; gradient {ib.grad_bound:.1e}) | 3 integrals | 0 | {isecs:.4f} | {agree} |")
         lines.append(f"| {d} | float series (estimate) | {fl.risk!r} | {fl.risk_bound:.1e} | {fl.terms} | "
-                     f"{build - secs:.2f} | {secs:.4f} | {_digits(fl.risk, ref) if ref is not None else '-'} |")
+                     f"{build - secs:.2f} | {secs:.4f} | {_digits(fl.risk, ref)} |")
         if d == 50:
             nv, nsecs = _timed(partial(naive_double_sum, d))
             lines.append(f"| {d} | naive mpmath double sum (16 digits) | {mpmath.nstr(nv, 20)} | 1e-16 (tail) | - | - | "
@@ -156,7 +168,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
                          f"{(d / 50) ** 2:.0f}x the d = 50 time).")
         est, se, size, msecs, need, extra = monte_carlo(d)
         lines.append(f"| {d} | numpy Monte Carlo (pilot) | {est:.8f} | {se:.1e} (SE) | {size} | - | {msecs:.2f} | "
-                     f"{_digits(est, ref) if ref is not None else _digits(est, fl.risk)} |")
+                     f"{_digits(est, ref)} |")
         notes.append(f"d = {d}: Monte Carlo to SE 1e-6 needs about {need:.2e} strings, extrapolated "
                      f"{extra / 3600:.1f} h from the pilot (not run).")
         print(f"d = {d} done: " + "; ".join(lines[-3:]), file=sys.stderr)
@@ -173,6 +185,9 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
     arb30 = SeriesEvaluator(Setting(50), context="arb", dps=30, tol=1e-30)
     arb30.evaluate_symmetric(*POINT)
     res30, t30 = _timed(lambda: arb30.evaluate_symmetric(*POINT))
+    integral30 = IntegralEvaluator(Setting(50), dps=30)
+    resi, ti = _timed(lambda: integral30.evaluate_symmetric(*POINT), repeat=3)
+    resi6, ti6 = _timed(lambda: IntegralEvaluator(Setting(10**6), dps=30).evaluate_symmetric(*POINT), repeat=3)
     arb20 = SeriesEvaluator(Setting(50), context="arb", tol=1e-21)
     arb20.evaluate_symmetric(*POINT)
     res20, t20 = _timed(lambda: arb20.evaluate_symmetric(*POINT))
@@ -184,8 +199,11 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         "|---|---|---|",
         f"| float, tol 1e-12 (mean of 200, {ev50.evaluate_symmetric(*POINT).terms} terms) | {per_float:.5f} | < 0.001 |",
         f"| arb, radius {max(res20.risk_bound, res20.grad_bound):.1e} ({res20.terms} terms) | {t20:.3f} | < 1 |",
-        f"| 30 digits: arb at 30 digits, tol 1e-30, radius {max(res30.risk_bound, res30.grad_bound):.1e} "
-        f"({res30.terms} terms) | {t30:.3f} | < 0.1 |",
+        f"| 30 digits: arb integral, radius {max(resi.risk_bound, resi.grad_bound):.1e} (3 integrals) | "
+        f"{ti:.4f} | < 0.1 |",
+        f"| 30 digits: arb integral at d = 10^6, radius {max(resi6.risk_bound, resi6.grad_bound):.1e} | {ti6:.4f} | - |",
+        f"| 30 digits: arb series, tol 1e-30, radius {max(res30.risk_bound, res30.grad_bound):.1e} "
+        f"({res30.terms} terms) | {t30:.3f} | - |",
     ]
     if not quick:
         mp15 = SeriesEvaluator(Setting(50), context="mp", dps=30, tol=1e-15)
@@ -196,10 +214,14 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         "",
         "## Main job",
         "",
-        "| d | wall time |",
-        "|---|---|",
-        f"| 50 | {main_job_seconds(50)} |",
-        f"| 10000 | {main_job_seconds(10_000)} |",
+        "| d | evaluator | wall time | target |",
+        "|---|---|---|---|",
+        f"| 50 | auto (series) | {main_job_seconds(50)} | < 3 s |",
+        f"| 10000 | auto (integral) | {main_job_seconds(10_000)} | < 60 s |",
+    ]
+    if not quick:
+        lines.append(f"| 10000 | series (forced) | {main_job_seconds(10_000, 'series')} | - |")
+    lines += [
         "",
     ]
     return lines

@@ -157,3 +157,26 @@ def test_evaluate_arb_prints_enclosures(capsys):
     assert main(["evaluate", "--d", "4", "--alpha", "1,0,0,0", "--beta", "1,-1,-1,-1"]) == 0
     float_risk = float(capsys.readouterr().out.split("risk = ", 1)[1].split()[0])
     assert abs(float_risk - float(ball.mid())) < 1e-11
+
+
+def test_evaluate_by_the_integral_prints_the_same_enclosure(capsys):
+    from flint import arb, ctx
+
+    argv = ["evaluate", "--d", "4", "--alpha", "1,0,0,0", "--beta", "1,-1,-1,-1"]
+    assert main([*argv, "--method", "integral", "--dps", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "three arb integrals" in out
+    with ctx.workprec(128):
+        ball = arb(out.split("risk in ", 1)[1].split("  (", 1)[0])
+    assert ball.rad() < 1e-28
+    assert main([*argv, "--backend", "arb", "--tol", "1e-25"]) == 0
+    with ctx.workprec(128):
+        series = arb(capsys.readouterr().out.split("risk in ", 1)[1].split("  (", 1)[0])
+    assert ball.overlaps(series)
+    # what the integral does not cover is refused before any output, in the CLI's words
+    assert main(["evaluate", "--d", "4", "--alpha", "1,0,0.5,0", "--method", "integral"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--method series" in err and "numerics" not in err
+    assert main(["evaluate", "--d", "4", "--loss", "logistic", "--method", "integral"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--loss squared" in err

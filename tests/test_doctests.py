@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 MODULES = ["theory.arb_forms", "theory.files", "theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.regime",
-           "numerics.training", "numerics.montecarlo"]
+           "numerics.training", "numerics.montecarlo", "numerics.integral", "numerics.evaluators"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -105,3 +105,27 @@ def test_logistic_loss_runs_the_comparison_plans_only(tmp_path, capsys):
 def test_first_crossing_marks_where_the_attention_gap_overtakes():
     assert first_crossing([0, 1, 2, 3], [0, 2, 2, 2], [0, 1, 3, 4]) == 2
     assert first_crossing([0, 1], [0, 2], [0, 1]) is None
+
+
+def test_the_integral_evaluator_gives_the_series_run(tmp_path, small_run):
+    """--evaluator integral (arb integrals) against the float series of small_run: the same regime
+    and final risks within the series' error bounds."""
+    _, _, series = small_run
+    rc = main(["run", "--d", "5", "--epsilon", "0.01", "--steps", "20", "--quiet", "--no-plot",
+               "--evaluator", "integral", "--out", str(tmp_path)])
+    integral = json.loads((tmp_path / "summary.json").read_text())
+    assert rc == 0 and integral["evaluator"] == "integral" and series["evaluator"] == "series"
+    assert integral["regime"]["T_min"] == series["regime"]["T_min"]
+    for name, rec in series["plans"].items():
+        other = integral["plans"][name]
+        assert other["bound"] < 1e-15 and abs(other["final_risk"] - rec["final_risk"]) <= rec["bound"]
+
+
+def test_auto_takes_the_integral_from_its_threshold():
+    from numerics.evaluators import INTEGRAL_FROM_D, choose_method
+    from theory.setting import Setting
+
+    assert choose_method(Setting(INTEGRAL_FROM_D - 1)) == "series"
+    assert choose_method(Setting(INTEGRAL_FROM_D)) == "integral"
+    assert choose_method(Setting(INTEGRAL_FROM_D, loss="logistic")) == "series"
+    assert choose_method(Setting(50), "integral") == "integral"

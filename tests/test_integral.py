@@ -1,0 +1,161 @@
+"""The integral representation (numerics.integral) against the series, and its identities in SymPy.
+
+The series in the arb context is the reference: at every point both give balls of radius < 1e-24
+and the balls must overlap, so any wrong coefficient, sign or constant in the integral route (or in
+the series) is caught at the 1e-24 level.
+"""
+import math
+
+import pytest
+import sympy as sp
+from flint import arb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numerics.integral import IntegralEvaluator, li_neg
+from numerics.series import SeriesEvaluator
+from theory.setting import Setting
+from theory.validation import SettingError
+
+TIGHT = 1e-24
+
+
+def _series(setting, tol=1e-27):
+    return SeriesEvaluator(setting, context="arb", tol=tol, dps=30)
+
+
+def _assert_same(a, b):
+    """Every value of the two evaluations: tight balls that overlap."""
+    pairs = [(a.risk, b.risk)] + list(zip(a.grad_alpha, b.grad_alpha)) + list(zip(a.grad_beta, b.grad_beta))
+    for x, y in pairs:
+        assert x.rad() < TIGHT and y.rad() < TIGHT
+        assert x.overlaps(y), (x, y)
+
+
+POINTS = [(0.0, 0.0, 0.0, 0.0), (1.0, 0.0, 1.0, -1.0), (2.3, -0.1, 1.5, -0.9), (-3.0, 0.5, 0.3, -0.2),
+          (9.0, 0.0, 1.0, -1.0), (0.25, 0.0, -2.0, 3.0)]
+
+
+@pytest.mark.parametrize("d, lengths, p", [(3, "positive", None), (5, "positive", None), (4, "nonnegative", None),
+                                           (6, "positive", 0.3), (5, "nonnegative", 0.125)])
+def test_agrees_with_the_arb_series(d, lengths, p):
+    setting = Setting(d, p=p, lengths=lengths)
+    integral, series = IntegralEvaluator(setting), _series(setting)
+    for point in POINTS:
+        _assert_same(integral.evaluate_symmetric(*point), series.evaluate_symmetric(*point))
+
+
+def test_agrees_with_the_arb_series_at_d_50():
+    setting = Setting(50)
+    point = (2.3, -0.1, 1.5, -0.9)
+    _assert_same(IntegralEvaluator(setting).evaluate_symmetric(*point), _series(setting, 1e-25).evaluate_symmetric(*point))
+
+
+@given(aa=st.floats(-4, 6), ba=st.floats(-3, 3), bb=st.floats(-3, 3), d=st.integers(3, 7),
+       lengths=st.sampled_from(["positive", "nonnegative"]))
+@settings(max_examples=12, deadline=None)
+def test_agrees_with_the_arb_series_at_random_points(aa, ba, bb, d, lengths):
+    setting = Setting(d, lengths=lengths)
+    point = (aa, 0.0, ba, bb)
+    _assert_same(IntegralEvaluator(setting).evaluate_symmetric(*point), _series(setting).evaluate_symmetric(*point))
+
+
+@pytest.mark.parametrize("lengths", ["positive", "nonnegative"])
+def test_quadratic_moments_agree_with_the_series(lengths):
+    setting = Setting(5, lengths=lengths)
+    a = IntegralEvaluator(setting).quadratic_moments(1.7, -0.2)
+    b = _series(setting).quadratic_moments(1.7, -0.2)
+    for x, y in [(a.M[0][0], b.M[0][0]), (a.M[0][1], b.M[0][1]), (a.M[1][1], b.M[1][1]), (a.m[0], b.m[0]),
+                 (a.m[1], b.m[1])]:
+        assert x.rad() < TIGHT and x.overlaps(y)
+    assert a.certified and a.risk(0.4, -0.6).overlaps(IntegralEvaluator(setting).evaluate_symmetric(1.7, -0.2, 0.4, -0.6).risk)
+
+
+def test_full_vector_interface_and_its_refusals():
+    d = 4
+    integral = IntegralEvaluator(Setting(d))
+    full = integral.evaluate([0.4] + [-0.1] * (d - 1), [1.1] + [-0.7] * (d - 1))
+    sym = integral.evaluate_symmetric(0.4, -0.1, 1.1, -0.7)
+    assert len(full.grad_beta) == d and full.grad_beta[2].overlaps(sym.grad_beta[1])
+    with pytest.raises(SettingError, match="symmetric"):
+        integral.evaluate([0.4, 0.1, 0.2, 0.2], [0.0] * d)
+    with pytest.raises(SettingError, match="squared loss"):
+        IntegralEvaluator(Setting(4, loss="logistic"))
+    with pytest.raises(SettingError, match="p < 1"):
+        IntegralEvaluator(Setting(2))
+    with pytest.raises(SettingError, match="finite"):
+        integral.evaluate_symmetric(math.inf, 0.0, 0.0, 0.0)
+
+
+def test_large_d_agrees_with_the_float_series_and_costs_the_same():
+    """d = 500 (845k series terms): the float estimate lies within its bound of the ball."""
+    setting = Setting(500)
+    point = (2.3, -0.1, 1.5, -0.9)
+    ball = IntegralEvaluator(setting).evaluate_symmetric(*point)
+    est = SeriesEvaluator(setting).evaluate_symmetric(*point)
+    assert abs(est.risk - float(ball.risk.mid())) <= est.risk_bound
+    for x, y in zip(ball.grad_alpha + ball.grad_beta, est.grad_alpha + est.grad_beta):
+        assert abs(y - float(x.mid())) <= est.grad_bound
+    huge = IntegralEvaluator(Setting(10**6)).evaluate_symmetric(*point)
+    assert huge.risk_bound < 1e-28 and 0 < float(huge.risk.mid()) < 1
+
+
+def test_a_short_integration_range_widens_the_ball_and_still_encloses():
+    """With the tail cut at 2^-12 the tail term is most of the radius; the ball must still contain
+    the series value (a tail bound that is too small would exclude it)."""
+    setting = Setting(5)
+    point = (-1.0, 0.0, 1.0, -1.0)
+    coarse = IntegralEvaluator(setting, tail_bits=12).evaluate_symmetric(*point)
+    fine = _series(setting).evaluate_symmetric(*point)
+    assert 1e-8 < coarse.risk_bound < 1e-2
+    for x, y in [(coarse.risk, fine.risk), (coarse.grad_alpha[0], fine.grad_alpha[0])]:
+        assert x.overlaps(y) and x.contains(y.mid())
+
+
+def test_large_attention_gaps_keep_their_digits():
+    """u = e^30: the partial fractions cancel about 3 log2(u) bits, which the working precision adds."""
+    res = IntegralEvaluator(Setting(50)).evaluate_symmetric(30.0, 0.0, 1.0, -1.0)
+    assert res.risk_bound < 1e-30 and res.grad_bound < 1e-30
+
+
+# ------------------------------------------------------------------------------------------------
+# the identities behind the representation, in SymPy
+
+
+def test_partial_fractions_in_the_attention_weight():
+    """With w = c u / (r + c u), f - y = B + Delta w on the strings with c >= 1; the risk and gradient
+    integrands are the polynomials in w that numerics.integral combines."""
+    r, c, u, B, Delta = sp.symbols("r c u B Delta", positive=True)
+    w = c * u / (r + c * u)
+    f_minus_y = B + Delta * w
+    beta_b, beta_a = B + 1, B + 1 + Delta
+    f = (beta_a * c * u + beta_b * r) / (c * u + r)  # the model's output on such a string, y = +1
+    assert sp.simplify(f - 1 - f_minus_y) == 0
+    assert sp.expand(f_minus_y ** 2 - (B ** 2 + 2 * B * Delta * w + Delta ** 2 * w ** 2)) == 0
+    assert sp.expand(f_minus_y * w - (B * w + Delta * w ** 2)) == 0
+    assert sp.expand(f_minus_y * w * (1 - w) - (B * w + (Delta - B) * w ** 2 - Delta * w ** 3)) == 0
+    # d f / d gap = Delta w (1 - w)
+    gap = sp.symbols("g", real=True)
+    f_gap = f.subs(u, sp.exp(gap))
+    assert sp.simplify(sp.diff(f_gap, gap) - (Delta * w * (1 - w)).subs(u, sp.exp(gap))) == 0
+
+
+@pytest.mark.parametrize("j", [0, 1, 2, 3])
+def test_polylogarithms_of_negative_order(j):
+    z = sp.symbols("z")
+    series = sp.series(li_neg(j, z), z, 0, 12).removeO()
+    assert sp.expand(series - sum(c ** j * z ** c for c in range(1, 12))) == 0
+    assert li_neg(j, arb(1) / 3).overlaps(sum(arb(c) ** j / arb(3) ** c for c in range(1, 200)))
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_inverse_powers_as_integrals(k):
+    v, a = sp.symbols("v a", positive=True)
+    assert sp.simplify(sp.integrate(v ** k * sp.exp(-a * v), (v, 0, sp.oo)) / sp.factorial(k) - a ** -(k + 1)) == 0
+
+
+def test_negative_binomial_generating_function():
+    t = sp.symbols("t")
+    for c in range(4):
+        series = sp.series((1 - t) ** -(c + 1), t, 0, 10).removeO()
+        assert sp.expand(series - sum(sp.binomial(c + r, c) * t ** r for r in range(10))) == 0
