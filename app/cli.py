@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def advice(exc: SettingError, args: argparse.Namespace) -> str:
     """A SettingError from the library, restated in terms of the flags the user can type."""
     text = str(exc)
-    if "max_terms" in text:
+    if "max_terms" in text and hasattr(args, "max_terms"):
         p = f"--p {args.p:g} makes strings long and " if getattr(args, "p", None) is not None else ""
         return (f"the exact series at this setting needs more than --max-terms {args.max_terms} terms ({p}the "
                 f"enumeration grows with the length): raise --max-terms, loosen --tol (now {args.tol:g}), or use a "

@@ -113,12 +113,12 @@ def cmd_finite(args: argparse.Namespace) -> int:
     N_1 = N_3 = ceil(C d ln d) unless given; held-out risk per seed.  Exits 1 unless every seed
     reaches the target (held-out mean + 3 standard errors <= floor + --epsilon; the floor is 0 under
     the default length law)."""
+    from numerics.evaluators import population_evaluator
     from numerics.finite_sample import d_log_d, three_phase_finite
     from numerics.regime import regime_plan
-    from numerics.series import SeriesEvaluator
 
     setting = setting_from_args(args)
-    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=SeriesEvaluator(setting))
+    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=population_evaluator(setting))
     target = args.epsilon + reg.floor
     N_1 = args.n1 if args.n1 is not None else d_log_d(setting.d, args.constant)
     N_3 = args.n3 if args.n3 is not None else d_log_d(setting.d, args.constant)

@@ -152,6 +152,32 @@ def test_series_items_with_the_arb_series_of_this_checkout():
     assert all(isinstance(c.ball, arb) for c in items)
 
 
+def test_series_items_with_the_integral_representation_agree_with_the_arb_series():
+    """The integral evaluator in place of the arb series: the same verdicts, and T_min and end-point
+    balls that overlap the series' balls."""
+    from numerics.integral import IntegralEvaluator
+
+    setting = Setting(5)
+    eps = Fraction(1, 1000)
+    cf = C.ArbClosedForms(setting, PREC)
+    plan = C.choose_plan(setting, cf, eps, steps=5)
+    series = C.certify_series_items(setting, eps, plan, cf, C.arb_series_evaluator(setting, PREC))
+    integral = C.certify_series_items(setting, eps, plan, cf, IntegralEvaluator(setting, prec_bits=PREC))
+    assert [c.status for c in integral] == [c.status for c in series] == ["PASS", "PASS"]
+    for a, b in zip(integral, series):
+        assert a.ball.overlaps(b.ball) and a.ball.rad() <= b.ball.rad() * 10
+
+
+def test_prove_at_large_d_runs_on_the_integral_representation(tmp_path, capsys):
+    """From d = INTEGRAL_FROM_D on the series items use the integral (d-independent cost)."""
+    from numerics.evaluators import INTEGRAL_FROM_D
+
+    rc = prove_main(["--d", str(INTEGRAL_FROM_D * 4), "--steps", "20", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "certificate.json").read_text())
+    assert rc == 0 and data["all_pass"] and data["counts"]["FAIL"] == 0
+    assert {c["claim"] for c in data["claims"] if c["status"] == "PASS"} >= {"three_phase", "output_only"}
+
+
 def test_ball_json_encloses_the_ball():
     with ctx.workprec(PREC):
         x = arb(1) / 3

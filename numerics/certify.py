@@ -213,15 +213,16 @@ class Plan:
 def choose_plan(setting: Setting, cf: ArbClosedForms, epsilon: Fraction, steps: int, evaluator=None) -> Plan:
     """eta_1 = eta1_max / 2, eta_2 = the top of the eta2_min ball times (1 + ETA2_MARGIN), eta_3 = 1,
     T = the float T_min; then the four plans are run in float by numerics.training (exact population
-    gradients, float).  The margin absorbs the rounding of the float attention step, so that the gap
+    gradients from ``numerics.evaluators.population_evaluator``: the float series, or the integral from
+    d = INTEGRAL_FROM_D on, whose balls are rounded to floats by the trainer).  The margin absorbs the rounding of the float attention step, so that the gap
     reached, alpha_a - alpha_b, still certifiably exceeds log u_min (checked in certify_series_items)."""
     from numerics import training
+    from numerics.evaluators import population_evaluator
     from numerics.regime import three_phase_regime
-    from numerics.series import SeriesEvaluator
 
     eta_1 = float(cf.eta1_max().mid()) / 2
     eta_2 = _float_upper(cf.eta2_min(epsilon, eta_1) * (1 + arb(ETA2_MARGIN)))
-    ev = evaluator or SeriesEvaluator(setting)
+    ev = evaluator or population_evaluator(setting)
     reg = three_phase_regime(setting, float(epsilon), eta_1, eta_2=eta_2, eta_3=1.0, evaluator=ev)
     if reg.T_min is None:
         raise SettingError("the float regime found no positive phase-3 curvature; cannot choose T")
@@ -314,6 +315,17 @@ def arb_series_evaluator(setting: Setting, prec_bits: int):
     return SeriesEvaluator(setting, context="arb", prec_bits=prec_bits)
 
 
+def arb_evaluator(setting: Setting, prec_bits: int):
+    """Balls at ``prec_bits`` by the rule of ``numerics.evaluators``: the arb series below
+    INTEGRAL_FROM_D, the integral representation from there on (its cost does not grow with d)."""
+    from numerics.evaluators import choose_method
+    from numerics.integral import IntegralEvaluator
+
+    if choose_method(setting) == "integral":
+        return IntegralEvaluator(setting, prec_bits=prec_bits)
+    return arb_series_evaluator(setting, prec_bits)
+
+
 def _is_ball(x) -> bool:
     return isinstance(x, arb)
 
@@ -398,7 +410,7 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     balancing p = 1/(d+1); ``prove`` covers the default law only.)
 
     ``series_evaluator`` is a factory ``(setting, prec_bits) -> evaluator`` of arb balls; by default
-    ``arb_series_evaluator``.  The finite-sample claim is statistical and reported as SKIP.
+    ``arb_evaluator`` (the arb series, or the integral representation from d = INTEGRAL_FROM_D on).  The finite-sample claim is statistical and reported as SKIP.
     """
     setting = Setting(d)
     if setting.d < 3:
@@ -408,7 +420,7 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     cf = ArbClosedForms(setting, prec_bits)
     plan = choose_plan(setting, cf, epsilon, steps)
     items = certify_closed_form_items(setting, epsilon, plan, prec_bits)
-    ev_arb = (series_evaluator or arb_series_evaluator)(setting, prec_bits)
+    ev_arb = (series_evaluator or arb_evaluator)(setting, prec_bits)
     items += certify_series_items(setting, epsilon, plan, cf, ev_arb)
     by_claim = {c.key: [] for c in CLAIMS}
     for it in items:

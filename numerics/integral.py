@@ -52,6 +52,8 @@ from .series import Evaluation, Number, QuadraticMoments, _group
 
 GUARD_BITS = 32
 """Guard bits above the requested digits."""
+MAX_GAP = 700.0
+"""Largest |alpha_a - alpha_b| taken (u = e^gap stays inside double range for the choice of V)."""
 J_INDICES = ((1, 0), (2, 1), (3, 2))
 """The (j, k) of the three integrals J_{j,k}; the quadratic moments need the first two."""
 
@@ -81,6 +83,7 @@ class IntegralEvaluator:
     setting : the Setting; squared loss and p < 1 only.
     dps : digits of the result: the working precision is dps digits plus ``GUARD_BITS``, plus
         3 log2(u) bits when u = e^(alpha_a - alpha_b) > 1 (the partial fractions cancel that much).
+    prec_bits : the working precision instead (before the bits added for u > 1).
     tail_bits : the integrals stop at the V where the bounded tail drops below 2^-tail_bits (scaled
         by u^-(k+1) when u > 1); default the working precision.  A smaller value only widens the
         balls (the tail is part of the radius); the tests use it to check the tail bound.
@@ -89,7 +92,8 @@ class IntegralEvaluator:
     context = "arb"
     certified = True
 
-    def __init__(self, setting: Setting, *, dps: int = 30, tail_bits: int | None = None):
+    def __init__(self, setting: Setting, *, dps: int = 30, prec_bits: int | None = None,
+                 tail_bits: int | None = None):
         if setting.loss != "squared":
             raise SettingError(f"the integral representation is derived for the squared loss, the setting "
                                f"has loss={setting.loss!r}; use numerics.series.SeriesEvaluator")
@@ -99,7 +103,8 @@ class IntegralEvaluator:
                                "1); use numerics.series.SeriesEvaluator")
         self.setting = setting
         self.dps = check_int("dps", dps, 15)
-        self.prec_bits = math.ceil(self.dps * math.log2(10)) + GUARD_BITS
+        self.prec_bits = (math.ceil(self.dps * math.log2(10)) + GUARD_BITS if prec_bits is None
+                          else check_int("prec_bits", prec_bits, 53))
         self.tail_bits = None if tail_bits is None else check_int("tail_bits", tail_bits, 1)
         self._p = Fraction(p)  # a float p is a dyadic rational: entered exactly
 
@@ -123,7 +128,7 @@ class IntegralEvaluator:
         """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls (integral over [0, V] plus the bounded tail)."""
         from flint import acb, arb
 
-        uf = float(u.mid())
+        log_u = float(u.mid().log())
         out = []
         for j, k in J_INDICES[:count]:
             kfact = math.factorial(k)
@@ -135,12 +140,14 @@ class IntegralEvaluator:
                 return v ** k * li_neg(j, z) / den / kfact
 
             K = li_neg(j, X) / (1 - x) / kfact  # integrand <= K v^k e^(-u v)
-            target = 2.0 ** -(self.tail_bits or prec) * min(1.0, uf ** -(k + 1))
-            V = arb(math.ceil(max(1.0, (math.log(max(float(K.mid()), 1.0) / target) + 10) / uf)))
+            # the tail must be below 2^-bits u^-(k+1) (for u > 1: the sums are multiplied by u^(k+1))
+            log_target = -(self.tail_bits or prec) * math.log(2) - (k + 1) * max(log_u, 0.0)
+            target = arb(log_target).exp()
+            V = arb(math.ceil(max(1.0, (max(float(K.mid().log()), 0.0) - log_target + 10) / math.exp(log_u))))
             while True:  # int_V^inf v^k e^(-u v) dv = e^(-u V) sum_i k!/i! V^i / u^(k+1-i)
                 tail = K * (-u * V).exp() * sum(math.factorial(k) // math.factorial(i) * V ** i / u ** (k + 1 - i)
                                                 for i in range(k + 1))
-                if float(tail.upper()) <= target:
+                if tail.upper() <= target:
                     break
                 V = 2 * V
             value = acb.integral(integrand, 0, V).real
@@ -151,8 +158,9 @@ class IntegralEvaluator:
         """The arb context of a point: ``prec_bits`` plus 3 log2(u) bits when u > 1."""
         with ArbContext(self.prec_bits) as probe:
             gap = float((probe.number(alpha_a) - probe.number(alpha_b)).mid())
-        if not math.isfinite(gap):
-            raise SettingError(f"alpha_a - alpha_b must be finite, got {gap}")
+        if not abs(gap) <= MAX_GAP:
+            raise SettingError(f"the integral representation is used for |alpha_a - alpha_b| <= {MAX_GAP}, got "
+                               f"{gap}; use numerics.series.SeriesEvaluator")
         return ArbContext(self.prec_bits + (math.ceil(3 * gap / math.log(2)) if gap > 0 else 0))
 
     def _sums(self, ctx: ArbContext, alpha_a, alpha_b, count: int):

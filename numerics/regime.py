@@ -21,6 +21,7 @@ from theory.setting import Setting
 from theory.validation import SettingError, check_epsilon, check_real, check_step
 
 from .closed_forms import ClosedForms
+from .evaluators import population_evaluator
 from .series import SeriesEvaluator
 
 
@@ -88,7 +89,7 @@ def three_phase_regime(setting: Setting, epsilon, eta_1, *, eta_2=None, eta_3=No
     eta_3 = float(check_step("eta_3", eta_3, allow_zero=False))
     if eta_3 > 1:
         raise SettingError(f"eta_3 = {eta_3} is outside the regime (0, 1]")
-    evaluator = evaluator or SeriesEvaluator(setting, tol=1e-13)
+    evaluator = evaluator or population_evaluator(setting, tol=1e-13)
     b1a, b1b = (float(x) for x in cf.phase1_beta(eta_1))
     a2a, a2b = (float(x) for x in cf.phase2_alpha(eta_1, eta_2))
     moments = evaluator.quadratic_moments(a2a, a2b)

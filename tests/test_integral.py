@@ -83,8 +83,9 @@ def test_full_vector_interface_and_its_refusals():
         IntegralEvaluator(Setting(4, loss="logistic"))
     with pytest.raises(SettingError, match="p < 1"):
         IntegralEvaluator(Setting(2))
-    with pytest.raises(SettingError, match="finite"):
-        integral.evaluate_symmetric(math.inf, 0.0, 0.0, 0.0)
+    for gap in (math.inf, math.nan, 701.0, -701.0):
+        with pytest.raises(SettingError, match="alpha_a"):
+            integral.evaluate_symmetric(gap, 0.0, 0.0, 0.0)
 
 
 def test_large_d_agrees_with_the_float_series_and_costs_the_same():
@@ -112,10 +113,15 @@ def test_a_short_integration_range_widens_the_ball_and_still_encloses():
         assert x.overlaps(y) and x.contains(y.mid())
 
 
-def test_large_attention_gaps_keep_their_digits():
-    """u = e^30: the partial fractions cancel about 3 log2(u) bits, which the working precision adds."""
-    res = IntegralEvaluator(Setting(50)).evaluate_symmetric(30.0, 0.0, 1.0, -1.0)
+@pytest.mark.parametrize("gap", [30.0, 250.0, -250.0])
+def test_large_attention_gaps_keep_their_digits(gap):
+    """u = e^30 or e^250: the partial fractions cancel about 3 log2(u) bits, which the working precision
+    adds; u = e^-250: the integration range grows like 1/u."""
+    res = IntegralEvaluator(Setting(50)).evaluate_symmetric(gap, 0.0, 1.0, -1.0)
     assert res.risk_bound < 1e-30 and res.grad_bound < 1e-30
+    # u -> inf: f = beta_a = +1 wherever the marked symbol occurs, f = beta_b = -1 elsewhere: risk -> 0;
+    # u -> 0: f = beta_b = -1 on every string: risk -> P(c >= 1) (2^2 / 2) = 1
+    assert float(res.risk.mid()) == pytest.approx(0.0 if gap > 0 else 1.0, abs=1e-2)
 
 
 # ------------------------------------------------------------------------------------------------
