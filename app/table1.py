@@ -60,6 +60,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--d", type=_int_at_least(1), default=None, help="alphabet size (default 50)")
     p.add_argument("--steps", type=str, default=None,
                    help="T, the number of phase-3 steps; every plan gets T + 2 steps (default 50)")
+    p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
+                   help="loss of the ICL bigram task: squared on the one-hot answer (default) or cross-entropy "
+                        "(the variant); the ICL row then reports cross-entropy risk")
     p.add_argument("--jobs", type=_int_at_least(1), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -103,6 +106,8 @@ def config_from_args(args: argparse.Namespace) -> "T1.Config":
     steps = _steps(args.steps)
     if steps is not None:
         over["T"] = steps
+    if args.icl_loss is not None:
+        over["icl_loss"] = args.icl_loss.replace("-", "_")
     over["jobs"] = args.jobs
     cfg = T1.Config.quick(**over) if args.quick else T1.Config(**over)
     for t in cfg.tasks:

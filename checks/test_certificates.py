@@ -84,7 +84,7 @@ def test_a_shrunk_floor_makes_the_trajectory_certificate_fail():
     setting = Setting(3)
     cf = C.ArbClosedForms(setting, PREC)
     plan = C.choose_plan(setting, cf, Fraction(1, 1000), steps=20)
-    c = cf.output_floor(True)
+    c = cf.output_only_floor(balanced=True)
     good = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], c)
     assert good.status == "PASS"
     with ctx.workprec(PREC):

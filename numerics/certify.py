@@ -27,6 +27,7 @@ from functools import lru_cache
 import sympy as sp
 from flint import arb, ctx, fmpq
 
+from numerics.closed_forms import ClosedFormsBase
 from theory import symbolic as sym
 from theory.arb_forms import arb_of, to_arb
 from theory.claims import CLAIMS
@@ -48,8 +49,9 @@ def _alpha0_risk_coefficients(lengths: str):
     return tuple((monom, coeff) for monom, coeff in poly.terms())
 
 
-class ArbClosedForms:
-    """The closed forms of ``theory.symbolic`` at one setting, as arb balls (p exact rational).
+class ArbClosedForms(ClosedFormsBase):
+    """The closed forms of ``theory.symbolic`` at one setting, as arb balls (p exact rational): the named
+    forms of ``ClosedFormsBase`` with ``expr`` in ball arithmetic.
 
     >>> cf = ArbClosedForms(Setting(5))
     >>> cf.balanced_p().contains(fmpq(1, 4))
@@ -80,55 +82,6 @@ class ArbClosedForms:
             values = {sym.d: arb(self.setting.d), sym.p: arb_of(self.p_exact)}
             values.update({_SYMBOLS[k]: arb_of(v) for k, v in symbols.items()})
             return to_arb(expr, values)
-
-    # closed forms by name ------------------------------------------------------------------
-    def balanced_p(self) -> arb:
-        """p* = the root of P(y = +1) = 1/2 (the SymPy solution, evaluated at d)."""
-        return self.expr(sym.balanced_p(self.setting.lengths))
-
-    def prob_positive(self) -> arb:
-        """P(y = +1) at this setting's p."""
-        return self.expr(1 - sym.prob_no_marked(self.setting.lengths))
-
-    def risk_zero(self) -> arb:
-        """R(0, 0) from the closed-form risk at uniform attention."""
-        return self.expr(sym.uniform_attention_risk(self.setting.lengths).subs({sym.beta_a: 0, sym.beta_b: 0}))
-
-    def zero_gradients(self) -> dict:
-        """Output and attention gradients at (0, 0): grad_beta_a, grad_beta_b, grad_alpha_a, grad_alpha_b."""
-        return {k: self.expr(v) for k, v in sym.zero_init_gradients(self.setting.lengths).items()}
-
-    def phase1_beta(self, eta_1) -> tuple[arb, arb]:
-        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase1_beta(self.setting.lengths))
-
-    def phase2_gradient(self, eta_1) -> tuple[arb, arb]:
-        """Attention gradient at (0, beta^(1)): (marked coordinate, each unmarked coordinate)."""
-        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase2_attention_gradient(self.setting.lengths))
-
-    def phase2_alpha(self, eta_1, eta_2) -> tuple[arb, arb]:
-        return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in sym.phase2_alpha(self.setting.lengths))
-
-    def eta1_max(self) -> arb:
-        return self.expr(sym.eta1_max(self.setting.lengths))
-
-    def kappa(self, eta_1) -> arb:
-        return self.expr(sym.attention_gap_rate(self.setting.lengths), eta_1=eta_1)
-
-    def u_min(self, epsilon) -> arb:
-        return self.expr(sym.u_min(self.setting.lengths), epsilon=epsilon)
-
-    def eta2_min(self, epsilon, eta_1) -> arb:
-        """max(log u_min, 0) / kappa(eta_1), as the regime of the three-phase claim states it."""
-        with ctx.workprec(self.prec_bits):
-            return self.u_min(epsilon).log().max(arb(0)) / self.kappa(eta_1)
-
-    def risk_floor(self) -> arb:
-        return self.expr(sym.risk_floor(self.setting.lengths))
-
-    def output_floor(self, balanced: bool) -> arb:
-        """c(d, p) = inf_beta R(0, beta); ``balanced`` uses the form with p = p* substituted (c(d))."""
-        law = self.setting.lengths  # called as theory.symbolic.all_derivations does, to share its cache
-        return self.expr(sym.uniform_attention_min_risk(law) if balanced else sym.uniform_attention_min_risk(law, balanced=False))
 
     def risk_alpha0(self, beta_a, beta_b) -> arb:
         """R(0, beta) for symmetric beta from the closed-form quadratic: exact for alpha = 0."""
@@ -284,7 +237,7 @@ def certify_closed_form_items(setting: Setting, epsilon: Fraction, plan: Plan,
                         _verdict(e2min >= 0 and e2min <= arb_of(plan.eta_2))))
 
         oo = "output_only"
-        c_bal, c_gen = cf.output_floor(True), cf.output_floor(False)
+        c_bal, c_gen = cf.output_only_floor(balanced=True), cf.output_only_floor()
         add(Certificate(oo, "c(d) (balanced closed form)", d, c_bal, "> 0, overlaps c(d, p)",
                         _verdict(c_bal > 0 and c_bal.overlaps(c_gen))))
         add(_trajectory_above_floor(oo, d, cf, plan.trajectories["output_only"], c_bal))

@@ -12,7 +12,7 @@ tail, for cross-checking.
 
 >>> from theory.setting import Setting
 >>> cf = ClosedForms(Setting(5), dps=30)
->>> cf.balanced_p
+>>> cf.balanced_p()
 mpf('0.25')
 >>> float(cf.eta1_max())
 5.0
@@ -30,7 +30,7 @@ import sympy as sp
 
 from theory import catalogue
 from theory import symbolic as sym
-from theory.setting import LengthLaw, Setting, balanced_p_exact
+from theory.setting import LengthLaw, Setting
 from theory.validation import (
     SettingError,
     check_epsilon,
@@ -72,7 +72,97 @@ def _check_symbol(name: str, value: Number) -> Number:
     return value
 
 
-class ClosedForms:
+class ClosedFormsBase:
+    """The named closed forms of ``theory.symbolic`` at one setting, written once for every number type.
+
+    A subclass supplies ``expr(expr, **symbols)``, the evaluation of a SymPy expression in d, p and the
+    named symbols: ``ClosedForms`` in mpmath at ``dps`` digits, ``numerics.certify.ArbClosedForms`` as
+    arb balls.  Each named form below is then the same SymPy statement in either number type.
+    """
+
+    setting: Setting
+
+    @property
+    def lengths(self) -> str:
+        """The length variant of the setting ("positive" or "nonnegative")."""
+        return self.setting.lengths
+
+    def expr(self, expr: sp.Expr, **symbols: Number):  # pragma: no cover - supplied by the subclasses
+        raise NotImplementedError
+
+    def value(self, key: str, **symbols: Number):
+        """Evaluate the catalogue entry ``key`` (as listed in docs/derivations.md), e.g. "kappa", "eta1_max"."""
+        return self.expr(catalogue.entry(key, self.lengths).expr, **symbols)
+
+    def balanced_p(self):
+        """p* = the root of P(y = +1) = 1/2 from the SymPy solution (1/(d-1), or 1/(d+1) under the variant)."""
+        return self.expr(sym.balanced_p(self.lengths))
+
+    def prob_positive(self):
+        """P(y = +1) at this setting's p."""
+        return self.expr(1 - sym.prob_no_marked(self.lengths))
+
+    def risk_floor(self):
+        """Irreducible squared risk P(n = 0)/2 (0 under the default length law)."""
+        return self.expr(sym.risk_floor(self.lengths))
+
+    def risk_zero(self):
+        """R(0, 0) from the closed-form risk at uniform attention."""
+        return self.expr(sym.uniform_attention_risk(self.lengths).subs({sym.beta_a: 0, sym.beta_b: 0}))
+
+    def output_only_floor(self, balanced: bool = False):
+        """c(d, p) = inf over all beta in R^d of R(0, beta), squared loss; ``balanced`` evaluates the form
+        with p = p* substituted, c(d) (equal to c(d, p) at the balancing p)."""
+        if self.setting.loss != "squared":
+            raise SettingError("the closed-form floor c(d, p) is derived for the squared loss")
+        if balanced:  # called as theory.symbolic.all_derivations does, to share its cache
+            return self.expr(sym.uniform_attention_min_risk(self.lengths))
+        return self.expr(sym.uniform_attention_min_risk(self.lengths, balanced=False))
+
+    def zero_gradients(self) -> dict:
+        """Output and attention gradients at (0, 0): grad_beta_a, grad_beta_b, grad_alpha_a, grad_alpha_b."""
+        return {k: self.expr(v) for k, v in sym.zero_init_gradients(self.lengths).items()}
+
+    def eta1_max(self):
+        """Supremum of the admissible phase-1 step sizes eta_1 (max(beta^(1)) < 1 below it)."""
+        return self.expr(sym.eta1_max(self.lengths))
+
+    def kappa(self, eta_1: Number):
+        """kappa(eta_1) = (alpha^(2)_a - alpha^(2)_b) / eta_2: the phase-2 log-attention gap per unit eta_2."""
+        return self.expr(sym.attention_gap_rate(self.lengths), eta_1=eta_1)
+
+    def u_min(self, epsilon: Number):
+        """u_min(epsilon): an attention ratio u >= u_min gives inf_beta R <= floor + epsilon/2."""
+        return self.expr(sym.u_min(self.lengths), epsilon=epsilon)
+
+    def eta2_min(self, epsilon: Number, eta_1: Number):
+        """max(ln u_min(epsilon), 0) / kappa(eta_1): a phase-2 step size reaching the gap u_min.
+
+        Defined where kappa(eta_1) > 0, which holds for 0 < eta_1 < eta1_max.
+        """
+        if not self.kappa(eta_1) > 0:
+            raise SettingError(f"eta2_min needs kappa(eta_1) > 0, which fails at eta_1 = {eta_1!r} "
+                               f"(the regime is 0 < eta_1 < {float(self.eta1_max()):.6g})")
+        return self.expr(sym.eta2_min(self.lengths), epsilon=epsilon, eta_1=eta_1)
+
+    def phase1_beta(self, eta_1: Number) -> tuple:
+        """(beta_a, beta_b) after one output step of size eta_1 from zero (loss of the setting)."""
+        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase1_beta(self.lengths, self.setting.loss))
+
+    def phase2_gradient(self, eta_1: Number) -> tuple:
+        """Attention gradient at (0, beta^(1)): (marked coordinate, each unmarked coordinate), squared loss."""
+        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase2_attention_gradient(self.lengths))
+
+    def phase2_alpha(self, eta_1: Number, eta_2: Number) -> tuple:
+        """(alpha_a, alpha_b) after the attention step of size eta_2 at (0, beta^(1)), squared loss."""
+        return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in sym.phase2_alpha(self.lengths))
+
+    def uniform_attention_quadratic(self) -> tuple:
+        """(a_I, a_1, b_a, b_b) with R(0, beta) = beta^T (a_I I + a_1 11^T) beta / 2 - b^T beta + 1/2."""
+        return tuple(self.expr(e) for e in sym.uniform_attention_quadratic(self.lengths))
+
+
+class ClosedForms(ClosedFormsBase):
     """The closed forms of ``theory.symbolic`` evaluated at one setting, as mpmath numbers at ``dps`` digits.
 
     Symbols other than d and p (eta_1, eta_2, eta_3, epsilon, u, beta_a, beta_b) are passed by keyword;
@@ -90,11 +180,6 @@ class ClosedForms:
 
     def __repr__(self) -> str:
         return f"ClosedForms({self.setting!r}, dps={self.dps})"
-
-    @property
-    def lengths(self) -> str:
-        """The length variant of the setting ("positive" or "nonnegative")."""
-        return self.setting.lengths
 
     # -- evaluation ------------------------------------------------------------------------------
 
@@ -125,10 +210,6 @@ class ClosedForms:
             except ZeroDivisionError:
                 raise SettingError(f"the closed form is undefined at {symbols} (division by zero)") from None
 
-    def value(self, key: str, **symbols: Number) -> mpmath.mpf:
-        """Evaluate the catalogue entry ``key`` (as listed in docs/derivations.md), e.g. "kappa", "eta1_max"."""
-        return self.expr(catalogue.entry(key, self.lengths).expr, **symbols)
-
     def all(self, **symbols: Number) -> list[tuple[str, str, mpmath.mpf | None, list[str]]]:
         """[(key, title, value, missing)] for every catalogue entry, in the order of the docs.
 
@@ -147,58 +228,6 @@ class ClosedForms:
             else:
                 out.append((der.key, der.title, self.expr(der.expr, **{k: v for k, v in symbols.items() if k in free}), []))
         return out
-
-    # -- named closed forms ----------------------------------------------------------------------
-
-    @property
-    def balanced_p(self) -> mpmath.mpf:
-        """The p with P(y = +1) = 1/2 at this d (1/(d-1), or 1/(d+1) under the variant)."""
-        with mpmath.workdps(self.dps):
-            return to_mpf(balanced_p_exact(self.setting.d, self.lengths))
-
-    def risk_floor(self) -> mpmath.mpf:
-        """Irreducible squared risk P(n = 0)/2 (0 under the default length law)."""
-        return self.expr(sym.risk_floor(self.lengths))
-
-    def output_only_floor(self) -> mpmath.mpf:
-        """c(d, p) = inf over all beta in R^d of R(0, beta), squared loss."""
-        if self.setting.loss != "squared":
-            raise SettingError("the closed-form floor c(d, p) is derived for the squared loss")
-        return self.expr(sym.uniform_attention_min_risk(self.lengths, balanced=False))
-
-    def eta1_max(self) -> mpmath.mpf:
-        """Supremum of the admissible phase-1 step sizes eta_1 (max(beta^(1)) < 1 below it)."""
-        return self.expr(sym.eta1_max(self.lengths))
-
-    def kappa(self, eta_1: Number) -> mpmath.mpf:
-        """kappa(eta_1) = (alpha^(2)_a - alpha^(2)_b) / eta_2: the phase-2 log-attention gap per unit eta_2."""
-        return self.expr(sym.attention_gap_rate(self.lengths), eta_1=eta_1)
-
-    def u_min(self, epsilon: Number) -> mpmath.mpf:
-        """u_min(epsilon): an attention ratio u >= u_min gives inf_beta R <= floor + epsilon/2."""
-        return self.expr(sym.u_min(self.lengths), epsilon=epsilon)
-
-    def eta2_min(self, epsilon: Number, eta_1: Number) -> mpmath.mpf:
-        """max(ln u_min(epsilon), 0) / kappa(eta_1): a phase-2 step size reaching the gap u_min.
-
-        Defined where kappa(eta_1) > 0, which holds for 0 < eta_1 < eta1_max.
-        """
-        if not self.kappa(eta_1) > 0:
-            raise SettingError(f"eta2_min needs kappa(eta_1) > 0, which fails at eta_1 = {eta_1!r} "
-                               f"(the regime is 0 < eta_1 < {mpmath.nstr(self.eta1_max(), 6)})")
-        return self.expr(sym.eta2_min(self.lengths), epsilon=epsilon, eta_1=eta_1)
-
-    def phase1_beta(self, eta_1: Number) -> tuple[mpmath.mpf, mpmath.mpf]:
-        """(beta_a, beta_b) after one output step of size eta_1 from zero (loss of the setting)."""
-        return tuple(self.expr(e, eta_1=eta_1) for e in sym.phase1_beta(self.lengths, self.setting.loss))
-
-    def phase2_alpha(self, eta_1: Number, eta_2: Number) -> tuple[mpmath.mpf, mpmath.mpf]:
-        """(alpha_a, alpha_b) after the attention step of size eta_2 at (0, beta^(1)), squared loss."""
-        return tuple(self.expr(e, eta_1=eta_1, eta_2=eta_2) for e in sym.phase2_alpha(self.lengths))
-
-    def uniform_attention_quadratic(self) -> tuple[mpmath.mpf, mpmath.mpf, mpmath.mpf, mpmath.mpf]:
-        """(a_I, a_1, b_a, b_b) with R(0, beta) = beta^T (a_I I + a_1 11^T) beta / 2 - b^T beta + 1/2."""
-        return tuple(self.expr(e) for e in sym.uniform_attention_quadratic(self.lengths))
 
     def uniform_attention_risk(self, beta: Sequence[Number]) -> mpmath.mpf:
         """R(0, beta) for an arbitrary beta in R^d, from the closed-form quadratic (squared loss)."""

@@ -236,3 +236,22 @@ def test_table1_writes_and_rebuilds_from_json(tmp_path, capsys):
     assert _cli(["--rerun", str(a / "table1.json"), "--jobs", "1", "--quiet", "--out", str(c)]) == 0
     table = lambda path: [ln for ln in path.read_text().splitlines() if ln.startswith("| even_pairs")]  # noqa: E731
     assert table(a / "table1.md") == table(c / "table1.md")
+
+
+def test_icl_cross_entropy_variant(tmp_path, capsys):
+    """--icl-loss cross-entropy trains and reports ICL under cross-entropy: at the zero start f = 0,
+    so the held-out risk is exactly log d (squared loss would give 1/2), and the row says its loss."""
+    out = tmp_path / "ce"
+    assert _cli(["--quick", "--tasks", "ICL", "--seeds", "1", "--steps", "3", "--jobs", "1", "--quiet",
+                 "--icl-loss", "cross-entropy", "--out", str(out)]) == 0
+    res = json.loads((out / "table1.json").read_text())
+    row = res["rows"]["ICL"]
+    d = res["config"]["d"]
+    assert res["config"]["icl_loss"] == "cross_entropy" and row["loss"] == "cross_entropy"
+    for plan, pr in row["plans"].items():
+        seed = pr["seeds"][0]
+        assert seed["loss"] == "cross_entropy"
+        assert seed["curve"]["risk"][0] == pytest.approx(np.log(d), abs=1e-12), plan
+    assert "| ICL (cross-entropy) | joint |" in capsys.readouterr().out
+    assert "ICL cross-entropy" in (out / "table1.md").read_text()
+    assert _cli(["--icl-loss", "hinge", "--out", str(tmp_path / "x"), "--quiet"]) == 2

@@ -15,16 +15,17 @@ from theory.files import atomic_write_text
 from . import plans as P
 from . import table1 as T1
 
-TASK_TABLE = """\
-| task | tokens, embedding | length | target, loss | source of the task |
-|---|---|---|---|---|
-| occurrence | d symbols, uniform, one-hot (D = d) | Geometric on {1,..}, balancing p = 1/(d-1) | y = +1 iff a occurs, squared | the theory |
-| OR | as above | balancing p (= 2/(d-2)) | y = +1 iff a or b occurs, squared | Boolean OR of "symbol present" (Hu et al. 2025, sparse AND/OR with softmax attention) |
-| AND | as above; H = 2 (also report H = 1) | balancing p (solved numerically, about 0.0113 at d = 50) | y = +1 iff both a and b occur, squared | as OR; a single head averages readout values, so it cannot separate long strings |
-| ICL bigram | d symbols; trigger q = e_1; each string draws an answer o uniform over the other d-1 symbols; tokens uniform except that every token after q is o; at least one q not in last position. Pair embedding x_i = [e_{z_i}; e_{z_{i-1}}] (D = 2d, z_0 = zero vector) | Geometric on {2,..}, mean 2d | K = d outputs, target one-hot of o, squared loss; metric also accuracy of argmax | fixed-trigger induction task of Bietti et al. 2023 (Birth of a Transformer), reduced to one layer by the pair embedding |
-| SLR | x_i in R^d Gaussian: one location J uniform, x_J ~ N(sqrt(d/2) k*, gamma^2 I), the rest N(0, I); k*, v* orthonormal unit vectors; gamma^2 = 1/2 | Geometric on {1,..}, mean 10 | y = <x_J, v*> + 0.1 xi, squared | single-location regression, Marion et al. 2024/25 (softmax form: alpha is the key, beta the value) |
-| even pairs | binary {a, b}, uniform; the string is framed BOS z_1..z_n EOS and each token is the one-hot adjacent pair (z_{i-1}, z_i) over {BOS,a,b} x {a,b,EOS} (D = 9) | Geometric on {1,..}, mean 20 | y = +1 iff the number of ab and ba pairs is even (iff first = last), squared | Deletang et al. 2023 (Neural Networks and the Chomsky Hierarchy) |
-"""
+SETTING = Path(__file__).resolve().parents[2] / "docs" / "setting.md"
+"""The task definitions live in docs/setting.md (its task table); this page copies that table."""
+
+
+def task_table(setting_md: Path = SETTING) -> str:
+    """The task table of docs/setting.md (the rows under its header ``| task | tokens, embedding | ...``)."""
+    lines = setting_md.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| task | tokens, embedding"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end]) + "\n"
+
 
 METHOD = """\
 ## Model, plans, step sizes, metric
@@ -126,7 +127,14 @@ def _size(results: dict) -> str:
             f"{cpu_txt}")
 
 
-def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
+def _variant_md(results: dict, label: str) -> list[str]:
+    """A section for a run under a variant configuration (e.g. ICL under cross-entropy)."""
+    return [f"## Variant: {label} ({_size(results)})", "",
+            f"Command: `{' '.join(results['command'])}`.", "",
+            *T1.table_rows_markdown(results), "", *_claims_md(results)]
+
+
+def page(full: dict, quick: dict, full_dir: str, note: str = "", variants: tuple = ()) -> str:
     """The Markdown of docs/table1.md."""
     figs = [f"![{name}]({full_dir}/table1_{T1._slug(name)}.png)" for name in full["rows"]]
     lines = [
@@ -150,12 +158,12 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
         "```",
         "",
         "(`python3 -m app.table1 ...` from a checkout.) Options: `--tasks`, `--seeds`, `--d`, `--steps` (T),",
-        "`--jobs`, `--out`, `--quiet`. The JSON holds every hyperparameter, the seeds, the package version, the",
+        "`--icl-loss squared|cross-entropy` (the ICL variant), `--jobs`, `--out`, `--quiet`. The JSON holds every hyperparameter, the seeds, the package version, the",
         "command line, the step-size search and every per-seed curve.",
         "",
         "## Tasks",
         "",
-        TASK_TABLE,
+        task_table(),
         "Length parameters (`numerics/experiments/tasks.py`): occurrence p = 1/(d-1) and OR p = 2/(d-2) in closed",
         "form; AND solves P(a and b occur) = 1/2 with brentq to 1e-12; ICL p = 1/(2d-1) (mean 2d on {2, ...});",
         "SLR p = 1/10, even pairs p = 1/20 (even pairs is then not balanced: P(y = +1) = (1 + p)/2). ICL strings",
@@ -190,6 +198,7 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
         *T1.table_rows_markdown(quick),
         "",
         *_claims_md(quick),
+        *[ln for label, res in variants for ln in _variant_md(res, label)],
         "## Figures (example run)",
         "",
         "Left: held-out risk by plan over steps (median over seeds, log scale). Right: relative progress",
@@ -202,12 +211,25 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write docs/table1.md from FULL.json and QUICK.json (optional NOTE text as a third argument)."""
-    args = sys.argv[1:] if argv is None else argv
-    full, quick = T1.load(Path(args[0])), T1.load(Path(args[1]))
-    note = args[2] if len(args) > 2 else ""
+    """Write docs/table1.md from FULL.json and QUICK.json, with an optional --note on the example run and
+    --variant LABEL=FILE sections (e.g. "ICL under cross-entropy=docs/example_table1/icl_ce/table1.json")."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("full", type=Path)
+    ap.add_argument("quick", type=Path)
+    ap.add_argument("--note", default="", help="a paragraph on the example run (timing, load)")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=FILE")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    variants = []
+    for item in args.variant:
+        label, sep, path = item.partition("=")
+        if not sep:
+            ap.error(f"--variant needs LABEL=FILE, got {item!r}")
+        variants.append((label, T1.load(Path(path))))
+    full, quick = T1.load(args.full), T1.load(args.quick)
     out = Path("docs/table1.md")
-    text = page(full, quick, os.path.relpath(Path(args[0]).parent, out.parent), note)
+    text = page(full, quick, os.path.relpath(args.full.parent, out.parent), args.note, tuple(variants))
     atomic_write_text(out, text)
     print(f"wrote {out}")
     return 0

@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from numerics.model import Model, Params, loss_terms
+from theory.validation import SettingError
 
 from .tasks import Batch
 
@@ -89,11 +90,20 @@ class Source:
     exact: bool = False
 
 
+def targets(batch: Batch, loss: str):
+    """What the loss compares f with: the class labels under cross-entropy, the target vectors y otherwise."""
+    if loss == "cross_entropy":
+        if batch.labels is None:
+            raise SettingError("the cross-entropy loss needs class labels; this task has none")
+        return batch.labels
+    return batch.y
+
+
 def evaluate(model: Model, params: Params, batch: Batch, loss: str = "squared") -> tuple[float, float | None]:
     """(risk, accuracy) on a batch; accuracy: sign(f) (f = 0 counts as -1) for +-1 labels, argmax for
     class labels, None for regression (no labels)."""
     f, _ = model.forward(params, batch.X, batch.m)
-    lv, _ = loss_terms(loss, f, batch.y)
+    lv, _ = loss_terms(loss, f, targets(batch, loss))
     w = np.full(batch.size, 1.0 / batch.size) if batch.weights is None else batch.weights
     risk = float((w * lv).sum())
     if batch.labels is None:
@@ -126,7 +136,7 @@ def run_plan(model: Model, params0: Params, steps: list[tuple[float, float]], so
     for t, (ea, eb) in enumerate(steps):
         b = source.train(t)
         with np.errstate(over="ignore", invalid="ignore"):
-            r, g, _ = model.risk_and_grad(p, b.X, b.y, b.m, loss=loss, weights=b.weights)
+            r, g, _ = model.risk_and_grad(p, b.X, targets(b, loss), b.m, loss=loss, weights=b.weights)
         if not np.isfinite(r) or not (np.isfinite(g.alpha).all() and np.isfinite(g.B).all()):
             run.diverged = True
             return run
