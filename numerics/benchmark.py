@@ -106,8 +106,9 @@ def _digits(x, ref) -> str:
     return ">16" if diff == 0 else f"{-math.log10(diff / max(abs(float(ref)), 1e-300)):.1f}"
 
 
-def _arb_str(ball) -> str:
-    return ball.str(20, radius=True)
+def _arb_str(ball, digits: int = 20) -> str:
+    """The ball to ``digits`` digits (the printed radius includes the rounding of the midpoint)."""
+    return ball.str(digits, radius=True)
 
 
 def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
@@ -155,7 +156,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         else:
             agree = _digits(ib.risk.mid().str(40, radius=False), ref) + (
                 " (balls overlap)" if ib.risk.overlaps(ball.risk) else " (balls DISJOINT)")
-        lines.append(f"| {d} | arb integral, 30 digits (certified) | {_arb_str(ib.risk)} | {ib.risk_bound:.1e} "
+        lines.append(f"| {d} | arb integral, 30 digits (certified) | {_arb_str(ib.risk, 32)} | {ib.risk_bound:.1e} "
                      f"(radius; gradient {ib.grad_bound:.1e}) | 3 integrals | 0 | {isecs:.4f} | {agree} |")
         lines.append(f"| {d} | float series (estimate) | {fl.risk!r} | {fl.risk_bound:.1e} | {fl.terms} | "
                      f"{build - secs:.2f} | {secs:.4f} | {_digits(fl.risk, ref)} |")
