@@ -160,6 +160,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     digits the bounds support (or, with --method integral, as arb balls from the integral
     representation); optionally a Monte Carlo estimate beside them."""
     from numerics.evaluators import integral_applies
+    from numerics.integral import MAX_GAP
     from numerics.series import SeriesEvaluator
 
     setting = setting_from_args(args)
@@ -173,6 +174,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if integral and (len(set((args.alpha or [0.0] * d)[1:])) > 1 or len(set((args.beta or [0.0] * d)[1:])) > 1):
         raise UsageError("--method integral needs --alpha and --beta symmetric in the unmarked symbols "
                          "(entries 2 to d equal); use --method series")
+    if integral and args.alpha and not abs(args.alpha[0] - args.alpha[-1]) <= MAX_GAP:
+        raise UsageError(f"--method integral takes |alpha_1 - alpha_2| <= {MAX_GAP:g}; use --method series")
     if args.backend == "float" and args.tol < 1e-15 and not integral:
         raise UsageError(f"--tol {args.tol:g} is below what the float backend can honour (1e-15): "
                          "add --backend mp or raise --tol")

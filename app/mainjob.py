@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from numerics.evaluators import (  # light: the evaluators are imported when used
     INTEGRAL_FROM_D,
     METHODS,
+    integral_applies,
 )
 from theory.setting import Setting
 from theory.validation import SettingError
@@ -29,6 +30,7 @@ from .checkout import git_commit
 from .io import OutputFolder
 from .options import (
     HelpFormatter,
+    UsageError,
     add_setting_options,
     float_in,
     fraction,
@@ -107,6 +109,8 @@ def run_command(args: argparse.Namespace) -> int:
     """``occ-companion run``: check --out, compute, write the artifacts, print the table."""
     started = time.time()
     setting = setting_from_args(args)
+    if args.evaluator == "integral" and not integral_applies(setting):
+        raise UsageError("--evaluator integral covers --loss squared with p < 1; use --evaluator series or auto")
     with OutputFolder(args.out) as out:  # unwritable or busy --out fails here, before the work
         print(f"setting: {setting.describe()}", file=sys.stderr)
         result = main_job(setting, args, progress_factory(args.quiet))

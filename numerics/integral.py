@@ -53,7 +53,8 @@ from .series import Evaluation, Number, QuadraticMoments, _group
 GUARD_BITS = 32
 """Guard bits above the requested digits."""
 MAX_GAP = 700.0
-"""Largest |alpha_a - alpha_b| taken (u = e^gap stays inside double range for the choice of V)."""
+"""Largest |alpha_a - alpha_b| taken (beyond it the marked class has all or none of the attention to
+hundreds of digits; the series covers any gap)."""
 J_INDICES = ((1, 0), (2, 1), (3, 2))
 """The (j, k) of the three integrals J_{j,k}; the quadratic moments need the first two."""
 
@@ -71,6 +72,42 @@ def li_neg(j: int, z):
     raise ValueError(f"li_neg is written for j = 0..3, got {j}")
 
 
+def integrand(j: int, k: int, u, qpi, x):
+    """The integrand of J_{j,k}: v -> (v^k / k!) Li_{-j}(z(v)) / (1 - x e^-v), z(v) = q pi e^(-u v) / (1 - x e^-v),
+    in the form ``acb.integral`` calls (exp, powers and rational operations only: meromorphic)."""
+    kfact = math.factorial(k)
+
+    def f(v, _analytic):
+        e = (-v).exp()
+        den = 1 - x * e
+        return v ** k * li_neg(j, qpi * (-u * v).exp() / den) / den / kfact
+
+    return f
+
+
+def tail_bound(j: int, k: int, u, x, X, V):
+    """An upper bound (ball) of the integral of J_{j,k}'s integrand over [V, inf):
+    Li_{-j}(z) <= Li_{-j}(X) e^(-u v) (Li_{-j}(z)/z increases in z, and z <= X e^(-u v)) and
+    1/(1 - x e^-v) <= 1/(1 - x), so the integrand is at most K v^k e^(-u v), K = Li_{-j}(X) / ((1-x) k!),
+    and int_V^inf v^k e^(-u v) dv = e^(-u V) sum_i k!/i! V^i / u^(k+1-i)."""
+    K = li_neg(j, X) / (1 - x) / math.factorial(k)
+    return K * (-u * V).exp() * sum(math.factorial(k) // math.factorial(i) * V ** i / u ** (k + 1 - i)
+                                    for i in range(k + 1))
+
+
+def cut_off(j: int, k: int, u, x, X, target):
+    """An integer V >= 1 (exact ball) with ``tail_bound`` below ``target``: first guess from the decay
+    e^(-u V), then doubled until the bound holds (computed in arb: no float overflow for small u)."""
+    from flint import arb
+
+    K = li_neg(j, X) / (1 - x) / math.factorial(k)
+    guess = ((K.max(arb(1)) / target).log() + 10) / u
+    V = arb(guess.max(arb(1)).mid()).ceil()
+    while not tail_bound(j, k, u, x, X, V).upper() <= target:
+        V = 2 * V
+    return V
+
+
 class IntegralEvaluator:
     """Risk and gradient at symmetric parameters from three integrals (arb; cost independent of d).
 
@@ -81,8 +118,7 @@ class IntegralEvaluator:
     Parameters
     ----------
     setting : the Setting; squared loss and p < 1 only.
-    dps : digits of the result: the working precision is dps digits plus ``GUARD_BITS``, plus
-        3 log2(u) bits when u = e^(alpha_a - alpha_b) > 1 (the partial fractions cancel that much).
+    dps : digits of the result: the working precision is dps digits plus ``GUARD_BITS``.
     prec_bits : the working precision instead (before the bits added for u > 1).
     tail_bits : the integrals stop at the V where the bounded tail drops below 2^-tail_bits (scaled
         by u^-(k+1) when u > 1); default the working precision.  A smaller value only widens the
@@ -125,43 +161,29 @@ class IntegralEvaluator:
         return pref, qpi, x, X, empty
 
     def _integrals(self, u, qpi, x, X, prec: int, count: int) -> list:
-        """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls (integral over [0, V] plus the bounded tail)."""
+        """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls (integral over [0, V] plus the bounded tail).
+
+        J_{j,k} is of order u^-(k+1) for u > 1 and is multiplied by u^(k+1) afterwards, so both the
+        tail and the integration's absolute tolerance are 2^-bits u^-(k+1): relative accuracy is what
+        arb's floating balls give at any magnitude, so no extra working precision is needed."""
         from flint import acb, arb
 
-        log_u = float(u.mid().log())
         out = []
         for j, k in J_INDICES[:count]:
-            kfact = math.factorial(k)
-
-            def integrand(v, _analytic, j=j, k=k, kfact=kfact):
-                e = (-v).exp()
-                den = 1 - x * e
-                z = qpi * (-u * v).exp() / den
-                return v ** k * li_neg(j, z) / den / kfact
-
-            K = li_neg(j, X) / (1 - x) / kfact  # integrand <= K v^k e^(-u v)
-            # the tail must be below 2^-bits u^-(k+1) (for u > 1: the sums are multiplied by u^(k+1))
-            log_target = -(self.tail_bits or prec) * math.log(2) - (k + 1) * max(log_u, 0.0)
-            target = arb(log_target).exp()
-            V = arb(math.ceil(max(1.0, (max(float(K.mid().log()), 0.0) - log_target + 10) / math.exp(log_u))))
-            while True:  # int_V^inf v^k e^(-u v) dv = e^(-u V) sum_i k!/i! V^i / u^(k+1-i)
-                tail = K * (-u * V).exp() * sum(math.factorial(k) // math.factorial(i) * V ** i / u ** (k + 1 - i)
-                                                for i in range(k + 1))
-                if tail.upper() <= target:
-                    break
-                V = 2 * V
-            value = acb.integral(integrand, 0, V).real
-            out.append(value + arb(0, tail.upper()))
+            target = (arb(2) ** -(self.tail_bits or prec)) * (u.max(arb(1))) ** -(k + 1)
+            V = cut_off(j, k, u, x, X, target)
+            value = acb.integral(integrand(j, k, u, qpi, x), 0, V, abs_tol=target.mid()).real
+            out.append(value + arb(0, tail_bound(j, k, u, x, X, V).upper()))
         return out
 
     def _context(self, alpha_a, alpha_b) -> ArbContext:
-        """The arb context of a point: ``prec_bits`` plus 3 log2(u) bits when u > 1."""
+        """The arb context of a point (``prec_bits``), once the gap is checked to be in range."""
         with ArbContext(self.prec_bits) as probe:
             gap = float((probe.number(alpha_a) - probe.number(alpha_b)).mid())
         if not abs(gap) <= MAX_GAP:
             raise SettingError(f"the integral representation is used for |alpha_a - alpha_b| <= {MAX_GAP}, got "
-                               f"{gap}; use numerics.series.SeriesEvaluator")
-        return ArbContext(self.prec_bits + (math.ceil(3 * gap / math.log(2)) if gap > 0 else 0))
+                               f"{gap}; use the series")
+        return ArbContext(self.prec_bits)
 
     def _sums(self, ctx: ArbContext, alpha_a, alpha_b, count: int):
         """(constants, u, [J_{1,0}, J_{2,1}, J_{3,2}][:count]) inside the context ``ctx``."""

@@ -132,6 +132,19 @@ class Trajectory:
         return min(pt.risk - pt.risk_bound for pt in self.points)
 
 
+FLOAT_ALLOWANCE = 2.0 ** -50
+"""Relative rounding allowance of the trainer's own float arithmetic (a few ulp): added to the bounds of
+values it rounds from balls (the integral evaluator) and of the float quadratic between phase ends."""
+
+
+def _risk_and_bound(evaluation) -> tuple[float, float]:
+    """The risk as a float and its bound; a ball's radius gets the rounding of its midpoint to a float."""
+    risk = float(evaluation.risk)
+    if evaluation.certified:
+        return risk, evaluation.risk_bound + abs(risk) * FLOAT_ALLOWANCE
+    return risk, evaluation.risk_bound
+
+
 ProgressFactory = Callable[..., object]
 """``make(desc=..., total=...)`` returning an object with ``update(n)`` and ``close()`` (tqdm fits)."""
 
@@ -177,7 +190,7 @@ class Trainer:
         traj = Trajectory(plan.name)
         state = (0.0, 0.0, 0.0, 0.0)
         evaluation = self._evaluation(state)
-        traj.points.append(Point(0, "init", *state, float(evaluation.risk), evaluation.risk_bound))
+        traj.points.append(Point(0, "init", *state, *_risk_and_bound(evaluation)))
         step = 0
         for phase in plan.phases:
             bar = self.progress(desc=f"{plan.name}: {phase.name}", total=phase.steps) if self.progress else _NoProgress()
@@ -204,7 +217,7 @@ class Trainer:
                 ba, bb = ba - phase.eta * gb[0], bb - phase.eta * gb[1]
             if self._keep(t, phase.steps):
                 now = self._evaluation((aa, ab, ba, bb))
-                traj.points.append(Point(step0 + t, phase.name, aa, ab, ba, bb, float(now.risk), now.risk_bound))
+                traj.points.append(Point(step0 + t, phase.name, aa, ab, ba, bb, *_risk_and_bound(now)))
             bar.update(1)
         return (aa, ab, ba, bb)
 
@@ -217,6 +230,7 @@ class Trainer:
         M = np.array([[float(x) for x in row] for row in moments.M])
         m = np.array([float(x) for x in moments.m])
         moment_bound = moments.bound
+        scale = max(np.abs(M).max(), np.abs(m).max())
         D = np.array([1.0, 1.0 / (self.setting.d - 1)])
         beta = np.array([ba, bb])
         for t in range(1, phase.steps + 1):
@@ -227,11 +241,12 @@ class Trainer:
                 raise SettingError(f"output steps of size {phase.eta} diverged (non-finite weights)")
             if t == phase.steps:  # the end of the phase: a fresh series evaluation, not the quadratic
                 end = self._evaluation((aa, ab, beta[0], beta[1]))
-                risk, bound = float(end.risk), end.risk_bound
+                risk, bound = _risk_and_bound(end)
             elif self._keep(t, phase.steps):
                 size = abs(beta[0]) + abs(beta[1])
-                with np.errstate(over="ignore"):
-                    bound = moment_bound * (0.5 * size * size + size)
+                with np.errstate(over="ignore"):  # moment errors, plus the float rounding of M, m and the form
+                    bound = (moment_bound + FLOAT_ALLOWANCE * scale) * (0.5 * size * size + size) \
+                        + FLOAT_ALLOWANCE * (abs(risk) + 0.5)
             else:
                 bar.update(1)
                 continue

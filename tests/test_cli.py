@@ -180,3 +180,12 @@ def test_evaluate_by_the_integral_prints_the_same_enclosure(capsys):
     assert main(["evaluate", "--d", "4", "--loss", "logistic", "--method", "integral"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "--loss squared" in err
+    assert main(["evaluate", "--d", "4", "--alpha", "800,0,0,0", "--method", "integral"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--method series" in err and "numerics" not in err
+
+
+def test_run_refuses_the_integral_where_it_does_not_apply_before_the_output_folder(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["run", "--d", "4", "--loss", "logistic", "--evaluator", "integral", "--out", str(out)]) == 2
+    assert "--evaluator series" in capsys.readouterr().err and not out.exists()

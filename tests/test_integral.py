@@ -88,8 +88,9 @@ def test_full_vector_interface_and_its_refusals():
             integral.evaluate_symmetric(gap, 0.0, 0.0, 0.0)
 
 
-def test_large_d_agrees_with_the_float_series_and_costs_the_same():
-    """d = 500 (845k series terms): the float estimate lies within its bound of the ball."""
+def test_large_d_agrees_with_the_float_series():
+    """d = 500 (845k series terms): the float estimate lies within its bound of the ball; d = 10^6
+    (out of the series' reach) still gives a tight ball."""
     setting = Setting(500)
     point = (2.3, -0.1, 1.5, -0.9)
     ball = IntegralEvaluator(setting).evaluate_symmetric(*point)
@@ -115,13 +116,38 @@ def test_a_short_integration_range_widens_the_ball_and_still_encloses():
 
 @pytest.mark.parametrize("gap", [30.0, 250.0, -250.0])
 def test_large_attention_gaps_keep_their_digits(gap):
-    """u = e^30 or e^250: the partial fractions cancel about 3 log2(u) bits, which the working precision
-    adds; u = e^-250: the integration range grows like 1/u."""
+    """u = e^30 or e^250: J_{j,k} ~ u^-(k+1) is computed to relative accuracy and scaled back by
+    u^(k+1); u = e^-250: the integration range grows like 1/u.  Both keep the requested digits."""
     res = IntegralEvaluator(Setting(50)).evaluate_symmetric(gap, 0.0, 1.0, -1.0)
     assert res.risk_bound < 1e-30 and res.grad_bound < 1e-30
     # u -> inf: f = beta_a = +1 wherever the marked symbol occurs, f = beta_b = -1 elsewhere: risk -> 0;
     # u -> 0: f = beta_b = -1 on every string: risk -> P(c >= 1) (2^2 / 2) = 1
     assert float(res.risk.mid()) == pytest.approx(0.0 if gap > 0 else 1.0, abs=1e-2)
+
+
+@pytest.mark.parametrize("d, gap", [(3, -2.0), (3, 0.0), (5, 1.5), (50, -1.0), (50, 3.0), (1000, 0.5)])
+@pytest.mark.parametrize("j, k", [(1, 0), (2, 1), (3, 2)])
+def test_tail_bound_exceeds_the_tail_it_drops(d, gap, j, k):
+    """tail_bound(V) >= the integral of the integrand over [V, 200 V] (the rest beyond 200 V is positive
+    too, so this direction is the one that matters), at V where the tail is still substantial."""
+    from flint import acb, ctx
+
+    from numerics.integral import IntegralEvaluator, integrand, tail_bound
+
+    ev = IntegralEvaluator(Setting(d))
+    with ctx.workprec(128):
+        _, qpi, x, X, _ = ev._constants(IntegralEvaluatorContext())
+        u = arb(gap).exp()
+        for V in (arb(1) / 64, arb(1) / 4, arb(2), arb(20) / u):
+            dropped = acb.integral(integrand(j, k, u, qpi, x), V, 200 * V).real
+            bound = tail_bound(j, k, u, x, X, V)
+            assert bound >= dropped, (V, bound, dropped)
+
+
+def IntegralEvaluatorContext():
+    from numerics.contexts import ArbContext
+
+    return ArbContext(128)
 
 
 # ------------------------------------------------------------------------------------------------

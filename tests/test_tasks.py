@@ -253,5 +253,48 @@ def test_icl_cross_entropy_variant(tmp_path, capsys):
         assert seed["loss"] == "cross_entropy"
         assert seed["curve"]["risk"][0] == pytest.approx(np.log(d), abs=1e-12), plan
     assert "| ICL (cross-entropy) | joint |" in capsys.readouterr().out
+    # the recorded run is the cross-entropy run: replay the output-only plan of seed 0 by hand
+    from numerics.experiments import table1 as T1
+
+    cfg = T1.Config.from_dict(res["config"])
+    rec = row["plans"]["output_only"]["seeds"][0]
+    source = T1.make_source("ICL", 0, cfg)
+    model, p0 = T1.initial_params("ICL", 1, 0, cfg)
+    assert rec["lambda_B"] == P.output_curvature(source.val, "cross_entropy")
+    replay = P.run_plan(model, p0, P.schedule("output_only", cfg.T, rec["chosen"]), source, loss="cross_entropy")
+    assert rec["test_risk"] == P.evaluate(model, replay.snapshots[cfg.T + 2], source.test, "cross_entropy")[0]
     assert "ICL cross-entropy" in (out / "table1.md").read_text()
     assert _cli(["--icl-loss", "hinge", "--out", str(tmp_path / "x"), "--quiet"]) == 2
+
+
+def test_icl_cross_entropy_trains_on_cross_entropy_and_scales_its_grid():
+    """Under the variant one output step is the cross-entropy gradient step (not the squared one), and the
+    grid scale lambda_B / K is the curvature of the cross-entropy risk at the zero start."""
+    from numerics.model import Model
+
+    d = 6
+    batch = TK.sample("ICL", d, 400, np.random.default_rng(3))
+    model = Model(*TK.model_shape("ICL", d, 1))
+    source = P.Source(lambda t: batch, batch, batch)
+    run = P.run_plan(model, model.zeros(), [(0.0, 0.5)], source, loss="cross_entropy")
+    _, g_ce, _ = model.risk_and_grad(model.zeros(), batch.X, batch.labels, batch.m, loss="cross_entropy")
+    _, g_sq, _ = model.risk_and_grad(model.zeros(), batch.X, batch.y, batch.m, loss="squared")
+    stepped = run.snapshots[1].B
+    assert np.allclose(stepped, -0.5 * g_ce.B, atol=1e-15) and not np.allclose(stepped, -0.5 * g_sq.B, atol=1e-3)
+    lam_sq, lam_ce = P.output_curvature(batch), P.output_curvature(batch, "cross_entropy")
+    assert lam_ce == pytest.approx(lam_sq / d, rel=1e-12)
+    # second difference of the cross-entropy risk along B = t v e^T (v: top eigenvector, e orthogonal to 1)
+    m = batch.m / batch.m.sum(axis=1, keepdims=True)
+    xbar = m @ batch.X
+    v = np.linalg.eigh(xbar.T @ xbar / len(xbar))[1][:, -1]
+    e = np.zeros(d)
+    e[0], e[1] = 1 / np.sqrt(2), -1 / np.sqrt(2)
+    params = model.zeros()
+
+    def risk(t):
+        params.B = t * np.outer(v, e)[None]
+        return model.risk_and_grad(params, batch.X, batch.labels, batch.m, loss="cross_entropy")[0]
+
+    h = 1e-3
+    curvature = (risk(h) - 2 * risk(0.0) + risk(-h)) / h ** 2
+    assert curvature == pytest.approx(lam_ce, rel=1e-4)

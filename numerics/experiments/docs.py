@@ -48,7 +48,8 @@ METHOD = """\
   (batch t of seed s is drawn from the generator seeded [s, task, 0, t], the same for every plan), with a fixed
   validation set (1024 strings, used only to pick step sizes) and a fixed test set (1024 strings, reported).
 * **Step-size rule** (the same for every plan and task): lambda_B = the largest eigenvalue of E[xbar xbar^T]
-  (xbar the uniform-attention mean token; the curvature of the risk in each output column at the start).
+  (xbar the uniform-attention mean token; the curvature of the risk in each output column at the start;
+  under the cross-entropy variant of ICL lambda_B / K, the loss's curvature 1/K at the zero start).
   Every output step size (eta_1, eta_3, eta_B) ranges over {1/16, 1/4, 1} / lambda_B (below the stability
   limit 2 / lambda_B at the start) and every attention step size (eta_2, eta_alpha) over {1, 8, 64} /
   lambda_B (the attention gradient starts at 0 and has no curvature scale there). Each plan takes the grid

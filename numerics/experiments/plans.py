@@ -60,16 +60,19 @@ def grid_points(plan: str, grid: dict) -> list[dict]:
     return [dict(zip(names, vals)) for vals in itertools.product(*(grid[KIND[n]] for n in names))]
 
 
-def output_curvature(batch: Batch) -> float:
+def output_curvature(batch: Batch, loss: str = "squared") -> float:
     """Largest eigenvalue lambda_B of E[xbar xbar^T] (xbar = the uniform-attention mean token), the
-    curvature of the risk in each output column at alpha = 0: the scale of the step-size grid."""
+    curvature of the squared risk in each output column at alpha = 0: the scale of the step-size grid.
+    Under cross-entropy over K classes the loss's Hessian in f at the zero start is (I - 11^T/K)/K, whose
+    largest eigenvalue is 1/K: the curvature is lambda_B / K."""
     m = np.asarray(batch.m, float)
     if batch.X.ndim == 2:
         xbar = (m @ batch.X) / np.maximum(m.sum(axis=1), 1e-300)[:, None]
     else:
         xbar = np.einsum("nl,nld->nd", m, batch.X) / np.maximum(m.sum(axis=1), 1e-300)[:, None]
     w = np.full(len(xbar), 1.0 / len(xbar)) if batch.weights is None else batch.weights
-    return float(np.linalg.eigvalsh((xbar * w[:, None]).T @ xbar)[-1])
+    lam = float(np.linalg.eigvalsh((xbar * w[:, None]).T @ xbar)[-1])
+    return lam / np.asarray(batch.y).shape[1] if loss == "cross_entropy" else lam
 
 
 def step_grid(lam: float, factors_B=(1 / 16, 1 / 4, 1.0), factors_alpha=(1.0, 8.0, 64.0)) -> dict:

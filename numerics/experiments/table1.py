@@ -175,8 +175,8 @@ def run_job(cfg_dict: dict, task: str, heads: int, plan: str, seed: int, chosen:
     cfg = Config.from_dict(cfg_dict)
     source = make_source(task, seed, cfg)
     model, p0 = initial_params(task, heads, seed, cfg)
-    lam = P.output_curvature(source.val)
     loss = task_loss(task, cfg)
+    lam = P.output_curvature(source.val, loss)
     n_steps = cfg.T + 2
     snaps = curve_steps(n_steps, cfg.curve_points)
     candidates = [chosen] if chosen is not None else P.grid_points(plan, P.step_grid(lam, cfg.grid_B, cfg.grid_alpha))
