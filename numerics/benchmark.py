@@ -7,7 +7,8 @@ for a standard error of 1e-6 (from a pilot run, extrapolated when the full run w
 with digits of agreement against the certified reference (the arb series, or the integral where the
 arb series is out of reach); also one float evaluation at d = 50, 30-digit evaluations (the integral,
 the arb series and mp), and the main job's wall time (``main_job_seconds``: a fresh
-``python3 -m app run`` process, with the default evaluator and with the series forced).  Prints a table and writes docs/benchmarks.md.
+``python3 -m app run`` process, with the default evaluator and with the series forced), and the wall
+time of README's test command.  Prints a table and writes docs/benchmarks.md.
 Timings are wall-clock on a shared machine: read them as orders of magnitude and as ratios.
 """
 from __future__ import annotations
@@ -97,6 +98,22 @@ def main_job_seconds(d: int, evaluator: str = "auto") -> str:
         seconds = time.perf_counter() - t
     status = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
     return f"{seconds:.2f} s{status}"
+
+
+TEST_COMMAND = ("-m", "pytest", "-q", "-n", "auto", "checks", "tests")
+"""README's test command (run from the checkout)."""
+
+
+def suite_seconds() -> str:
+    """Wall time of README's test command in a fresh process, with its summary line."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, *TEST_COMMAND], cwd=root, capture_output=True, text=True)
+    seconds = time.perf_counter() - t
+    last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    return f"{seconds:.1f} s ({last.strip('= ')})"
 
 
 def _digits(x, ref) -> str:
@@ -222,6 +239,8 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
     ]
     if not quick:
         lines.append(f"| 10000 | series (forced) | {main_job_seconds(10_000, 'series')} | - |")
+        lines += ["", "## Test command", "", "| command | wall time | target |", "|---|---|---|",
+                  f"| `python3 {' '.join(TEST_COMMAND)}` | {suite_seconds()} | < 40 s |"]
     lines += [
         "",
     ]
