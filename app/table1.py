@@ -63,6 +63,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
                    help="loss of the ICL bigram task: squared on the one-hot answer (default) or cross-entropy "
                         "(the variant); the ICL row then reports cross-entropy risk")
+    p.add_argument("--joint-steps", choices=["separate", "shared"], default=None,
+                   help="joint GD's step sizes: eta_B and eta_alpha on their own grids (default) or one shared "
+                        "step for both layers, searched over both grids (the variant)")
     p.add_argument("--jobs", type=_int_at_least(1), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -108,6 +111,8 @@ def config_from_args(args: argparse.Namespace) -> "T1.Config":
         over["T"] = steps
     if args.icl_loss is not None:
         over["icl_loss"] = args.icl_loss.replace("-", "_")
+    if args.joint_steps is not None:
+        over["joint_steps"] = args.joint_steps
     over["jobs"] = args.jobs
     cfg = T1.Config.quick(**over) if args.quick else T1.Config(**over)
     for t in cfg.tasks:

@@ -298,3 +298,23 @@ def test_icl_cross_entropy_trains_on_cross_entropy_and_scales_its_grid():
     h = 1e-3
     curvature = (risk(h) - 2 * risk(0.0) + risk(-h)) / h ** 2
     assert curvature == pytest.approx(lam_ce, rel=1e-4)
+
+
+def test_shared_joint_step_variant(tmp_path):
+    """--joint-steps shared: joint GD searches one step for both layers over both grids; the other
+    plans keep their grids."""
+    grid = {"B": [1.0, 2.0], "alpha": [2.0, 8.0, 64.0]}
+    shared = P.grid_points("joint", grid, "shared")
+    assert shared == [{"eta_B": v, "eta_alpha": v} for v in (1.0, 2.0, 8.0, 64.0)]
+    assert P.grid_points("three_phase", grid, "shared") == P.grid_points("three_phase", grid)
+    assert len(P.grid_points("joint", grid)) == 6
+    with pytest.raises(Exception, match="joint_steps"):
+        P.grid_points("joint", grid, "tied")
+    out = tmp_path / "shared"
+    assert _cli(["--quick", "--tasks", "occurrence", "--steps", "4", "--jobs", "1", "--quiet",
+                 "--joint-steps", "shared", "--out", str(out)]) == 0
+    res = json.loads((out / "table1.json").read_text())
+    joint = res["rows"]["occurrence"]["plans"]["joint"]
+    assert res["config"]["joint_steps"] == "shared" and joint["chosen"]["eta_B"] == joint["chosen"]["eta_alpha"]
+    assert len(joint["search"]) == len(set(res["config"]["grid_B"]) | set(res["config"]["grid_alpha"]))
+    assert "joint GD steps shared" in (out / "table1.md").read_text()

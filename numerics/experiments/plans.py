@@ -54,8 +54,18 @@ KIND = {"eta_1": "B", "eta_2": "alpha", "eta_3": "B", "eta_B": "B", "eta_alpha":
 """Which layer each step size moves: output (B) or attention (alpha)."""
 
 
-def grid_points(plan: str, grid: dict) -> list[dict]:
-    """Every assignment of grid values to the plan's step sizes (``grid`` maps "B" and "alpha" to values)."""
+JOINT_STEPS = ("separate", "shared")
+"""Joint GD's step sizes: eta_B and eta_alpha searched on their own grids (the default), or one shared step
+eta_B = eta_alpha searched over both grids together (the variant, as in the main job's joint plan)."""
+
+
+def grid_points(plan: str, grid: dict, joint_steps: str = "separate") -> list[dict]:
+    """Every assignment of grid values to the plan's step sizes (``grid`` maps "B" and "alpha" to values);
+    under ``joint_steps="shared"`` joint GD takes one step size for both layers."""
+    if joint_steps not in JOINT_STEPS:
+        raise SettingError(f"joint_steps must be one of {', '.join(JOINT_STEPS)}, got {joint_steps!r}")
+    if plan == "joint" and joint_steps == "shared":
+        return [{"eta_B": v, "eta_alpha": v} for v in sorted(set(grid["B"]) | set(grid["alpha"]))]
     names = STEP_SIZES[plan]
     return [dict(zip(names, vals)) for vals in itertools.product(*(grid[KIND[n]] for n in names))]
 

@@ -58,6 +58,7 @@ class Config:
     len_tol: float = 1e-12
     curve_points: int = 10
     icl_loss: str = "squared"
+    joint_steps: str = "separate"
     jobs: int = 2
 
     @classmethod
@@ -88,6 +89,8 @@ class Config:
         for name, tol in list(self.mass_tol.items()) + [("len_tol", self.len_tol)]:
             if not (isinstance(tol, (int, float)) and 0 < tol < 1):
                 raise SettingError(f"{name} tolerance must be in (0, 1), got {tol!r}")
+        if self.joint_steps not in P.JOINT_STEPS:
+            raise SettingError(f"joint_steps must be one of {', '.join(P.JOINT_STEPS)}, got {self.joint_steps!r}")
         if self.icl_loss not in ICL_LOSSES:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
@@ -179,7 +182,8 @@ def run_job(cfg_dict: dict, task: str, heads: int, plan: str, seed: int, chosen:
     lam = P.output_curvature(source.val, loss)
     n_steps = cfg.T + 2
     snaps = curve_steps(n_steps, cfg.curve_points)
-    candidates = [chosen] if chosen is not None else P.grid_points(plan, P.step_grid(lam, cfg.grid_B, cfg.grid_alpha))
+    candidates = [chosen] if chosen is not None else P.grid_points(
+        plan, P.step_grid(lam, cfg.grid_B, cfg.grid_alpha), cfg.joint_steps)
     best, best_etas, searched = None, None, []
     for etas in candidates:
         run = P.run_plan(model, p0, P.schedule(plan, cfg.T, etas), source, loss=loss, snapshot_steps=snaps)
@@ -247,7 +251,8 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None) -> dict:
     bars = {name: tqdm(total=len(P.PLANS) * len(seeds_of[name]), desc=f"{name:<14}", file=sys.stderr,
                        disable=quiet, leave=True, position=i) for i, (name, _, _) in enumerate(table_rows)}
     records: dict = {name: {plan: {} for plan in P.PLANS} for name, _, _ in table_rows}
-    sizes = {plan: len(P.grid_points(plan, {"B": cfg.grid_B, "alpha": cfg.grid_alpha})) for plan in P.PLANS}
+    sizes = {plan: len(P.grid_points(plan, {"B": cfg.grid_B, "alpha": cfg.grid_alpha}, cfg.joint_steps))
+             for plan in P.PLANS}
     first = sorted(((name, t, h, plan) for name, t, h in table_rows for plan in P.PLANS),
                    key=lambda j: -_cost(j[1], j[2]) * sizes[j[3]])   # longest searches first
 
@@ -349,7 +354,8 @@ def markdown(results: dict) -> str:
              f"d = {cfg['d']}, seeds = {cfg['seeds']}, T = {cfg['T']} (every plan T + 2 = {cfg['T'] + 2} steps), "
              f"output step sizes {_factors(cfg['grid_B'])} / lambda_B, attention step sizes "
              f"{_factors(cfg['grid_alpha'])} / lambda_B, batch {cfg['batch']}, "
-             f"validation {cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}.", "",
+             f"validation {cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, "
+             f"joint GD steps {cfg.get('joint_steps', 'separate')}.", "",
              f"Loss: squared on every task, ICL {cfg.get('icl_loss', 'squared').replace('_', '-')} "
              "(a row marked with its loss reports that loss).",
              "Held-out risk: exact population risk for occurrence, OR and AND (sum over the kept count classes;",
