@@ -135,7 +135,35 @@ def _variant_md(results: dict, label: str) -> list[str]:
             *T1.table_rows_markdown(results), "", *_claims_md(results)]
 
 
-def page(full: dict, quick: dict, full_dir: str, note: str = "", variants: tuple = ()) -> str:
+def _lag_md(full: dict, other: dict, label: str) -> list[str]:
+    """Joint GD and its attention-lag measurement in the example run beside a run with another joint-GD
+    step rule (e.g. ``--joint-steps shared``), row by row."""
+    out = [f"## Variant: {label} ({_size(other)})", "",
+           f"Command: `{' '.join(other['command'])}`. Only joint GD differs from the example run; its rows:", "",
+           "| row | joint steps | joint GD risk | t_half(attention) | t_half(output) | ratio | attention lags |",
+           "|---|---|---|---|---|---|---|"]
+    for name in full["rows"]:
+        if name not in other["rows"]:
+            continue
+        for res in (full, other):
+            row = res["rows"][name]
+            g, pr = row["gap"], row["plans"]["joint"]
+            etas = ", ".join(f"{k}={v:.3g}" for k, v in pr["chosen"].items())
+            verdict = "yes" if _lag_holds(res, name) else "no"
+            out.append(f"| {name} | {res['config'].get('joint_steps', 'separate')}: {etas} | {T1._fmt(pr['risk'])} | "
+                       f"{T1._fmt(g['t_half_alpha_stats'])} | {T1._fmt(g['t_half_B_stats'])} | {T1._fmt(g['ratio_stats'])} | "
+                       f"{verdict} |")
+    return out + ["", "'Attention lags' uses the criterion of the reproduction notes (mean ratio above 1 by 3 "
+                  "standard errors).", ""]
+
+
+def _lag_holds(results: dict, row: str) -> bool:
+    """The lag verdict of ``table1.assess`` for one row (False when it is not assessed)."""
+    return any(c["holds"] for c in T1.assess(results) if c["row"] == row and "lags" in c["claim"])
+
+
+def page(full: dict, quick: dict, full_dir: str, note: str = "", variants: tuple = (),
+         lag_variants: tuple = ()) -> str:
     """The Markdown of docs/table1.md."""
     figs = [f"![{name}]({full_dir}/table1_{T1._slug(name)}.png)" for name in full["rows"]]
     lines = [
@@ -159,7 +187,8 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "", variants: tuple
         "```",
         "",
         "(`python3 -m app.table1 ...` from a checkout.) Options: `--tasks`, `--seeds`, `--d`, `--steps` (T),",
-        "`--icl-loss squared|cross-entropy` (the ICL variant), `--jobs`, `--out`, `--quiet`. The JSON holds every hyperparameter, the seeds, the package version, the",
+        "`--icl-loss squared|cross-entropy` (the ICL variant), `--joint-steps separate|shared` (one step size",
+        "for both layers of joint GD), `--jobs`, `--out`, `--quiet`. The JSON holds every hyperparameter, the seeds, the package version, the",
         "command line, the step-size search and every per-seed curve.",
         "",
         "## Tasks",
@@ -200,6 +229,7 @@ def page(full: dict, quick: dict, full_dir: str, note: str = "", variants: tuple
         "",
         *_claims_md(quick),
         *[ln for label, res in variants for ln in _variant_md(res, label)],
+        *[ln for label, res in lag_variants for ln in _lag_md(full, res, label)],
         "## Figures (example run)",
         "",
         "Left: held-out risk by plan over steps (median over seeds, log scale). Right: relative progress",
@@ -221,16 +251,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("quick", type=Path)
     ap.add_argument("--note", default="", help="a paragraph on the example run (timing, load)")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=FILE")
+    ap.add_argument("--lag-variant", action="append", default=[], metavar="LABEL=FILE",
+                    help="a run with another joint-GD step rule: its lag measurement beside the example run's")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    variants = []
-    for item in args.variant:
-        label, sep, path = item.partition("=")
-        if not sep:
-            ap.error(f"--variant needs LABEL=FILE, got {item!r}")
-        variants.append((label, T1.load(Path(path))))
+    def labelled(items):
+        out = []
+        for item in items:
+            label, sep, path = item.partition("=")
+            if not sep:
+                ap.error(f"variants need LABEL=FILE, got {item!r}")
+            out.append((label, T1.load(Path(path))))
+        return tuple(out)
+
+    variants, lag_variants = labelled(args.variant), labelled(args.lag_variant)
     full, quick = T1.load(args.full), T1.load(args.quick)
     out = Path("docs/table1.md")
-    text = page(full, quick, os.path.relpath(args.full.parent, out.parent), args.note, tuple(variants))
+    text = page(full, quick, os.path.relpath(args.full.parent, out.parent), args.note, variants, lag_variants)
     atomic_write_text(out, text)
     print(f"wrote {out}")
     return 0
