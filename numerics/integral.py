@@ -119,14 +119,13 @@ class IntegralEvaluator:
     ----------
     setting : the Setting; squared loss and p < 1 only.
     dps : digits of the result: the working precision is dps digits plus ``GUARD_BITS``.
-    prec_bits : the working precision instead (before the bits added for u > 1).
+    prec_bits : the working precision instead of the one dps gives.
     tail_bits : the integrals stop at the V where the bounded tail drops below 2^-tail_bits (scaled
         by u^-(k+1) when u > 1); default the working precision.  A smaller value only widens the
         balls (the tail is part of the radius); the tests use it to check the tail bound.
     """
 
     context = "arb"
-    certified = True
 
     def __init__(self, setting: Setting, *, dps: int = 30, prec_bits: int | None = None,
                  tail_bits: int | None = None):
@@ -144,21 +143,20 @@ class IntegralEvaluator:
         self.tail_bits = None if tail_bits is None else check_int("tail_bits", tail_bits, 1)
         self._p = Fraction(p)  # a float p is a dyadic rational: entered exactly
 
-    @property
-    def backend(self) -> str:
-        return self.context
-
     # ------------------------------------------------------------------------------------------
     def _constants(self, ctx):
-        """The law's constants as balls: pref, q pi, x, X, P(empty)."""
+        """The law's constants as balls: pref, q pi, x, X, and the masses P(c >= 1), P(c = 0, n >= 1)
+        and P(n = 0)."""
         p, d, lo = self._p, self.setting.d, self.setting.law.start
         q = 1 - p
         pref = ctx.number(p / q ** lo)
         qpi = ctx.number(q / d)
         x = ctx.number(q * (d - 1) / d)
         X = qpi / (1 - x)
+        marked = pref * X / ((1 - x) * (1 - X))  # sum over c >= 1, r >= 0 of P(c, r)
+        unmarked = pref * x / (1 - x)             # c = 0, r >= 1
         empty = ctx.number(p if lo == 0 else 0)
-        return pref, qpi, x, X, empty
+        return pref, qpi, x, X, (marked, unmarked, empty)
 
     def _integrals(self, u, qpi, x, X, prec: int, count: int) -> list:
         """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls (integral over [0, V] plus the bounded tail).
@@ -176,20 +174,15 @@ class IntegralEvaluator:
             out.append(value + arb(0, tail_bound(j, k, u, x, X, V).upper()))
         return out
 
-    def _context(self, alpha_a, alpha_b) -> ArbContext:
-        """The arb context of a point (``prec_bits``), once the gap is checked to be in range."""
-        with ArbContext(self.prec_bits) as probe:
-            gap = float((probe.number(alpha_a) - probe.number(alpha_b)).mid())
-        if not abs(gap) <= MAX_GAP:
-            raise SettingError(f"the integral representation is used for |alpha_a - alpha_b| <= {MAX_GAP}, got "
-                               f"{gap}; use the series")
-        return ArbContext(self.prec_bits)
-
     def _sums(self, ctx: ArbContext, alpha_a, alpha_b, count: int):
-        """(constants, u, [J_{1,0}, J_{2,1}, J_{3,2}][:count]) inside the context ``ctx``."""
-        u = (ctx.number(alpha_a) - ctx.number(alpha_b)).exp()
-        pref, qpi, x, X, empty = self._constants(ctx)
-        return (pref, x, X, empty), u, self._integrals(u, qpi, x, X, ctx.prec_bits, count)
+        """(pref, the three masses, u, [J_{1,0}, J_{2,1}, J_{3,2}][:count]) inside the context ``ctx``."""
+        gap = ctx.number(alpha_a) - ctx.number(alpha_b)
+        if not abs(float(gap.mid())) <= MAX_GAP:
+            raise SettingError(f"the integral representation is used for |alpha_a - alpha_b| <= {MAX_GAP}, got "
+                               f"{float(gap.mid())}; use the series")
+        u = gap.exp()
+        pref, qpi, x, X, masses = self._constants(ctx)
+        return pref, masses, u, self._integrals(u, qpi, x, X, ctx.prec_bits, count)
 
     # ------------------------------------------------------------------------------------------
     def evaluate_symmetric(self, alpha_a: Number, alpha_b: Number, beta_a: Number, beta_b: Number) -> Evaluation:
@@ -197,22 +190,20 @@ class IntegralEvaluator:
         [marked coordinate, each unmarked coordinate], every value an arb ball."""
         for name, v in (("alpha_a", alpha_a), ("alpha_b", alpha_b), ("beta_a", beta_a), ("beta_b", beta_b)):
             check_vector(name, [v], 1)
-        with self._context(alpha_a, alpha_b) as ctx:
-            (pref, x, X, empty), u, (J10, J21, J32) = self._sums(ctx, alpha_a, alpha_b, 3)
+        with ArbContext(self.prec_bits) as ctx:
+            pref, (marked, unmarked, empty), u, (J10, J21, J32) = self._sums(ctx, alpha_a, alpha_b, 3)
             ba, bb = ctx.number(beta_a), ctx.number(beta_b)
             B, Delta = bb - 1, ba - bb
-            marked = X / ((1 - x) * (1 - X))      # sum over c >= 1, r >= 0 of the weights / pref
-            unmarked = x / (1 - x)                 # c = 0, r >= 1
             uJ10, u2J21, u3J32 = u * J10, u * u * J21, u * u * u * J32
-            # sums over the strings with c >= 1 (divided by pref) of (f-y)^2, (f-y) w, (f-y), (f-y) w (1-w)
-            sq = B * B * marked + 2 * B * Delta * uJ10 + Delta * Delta * u2J21
-            fy_w = B * uJ10 + Delta * u2J21
-            fy = B * marked + Delta * uJ10
-            fy_ww = B * uJ10 + (Delta - B) * u2J21 - Delta * u3J32
-            risk = pref * (sq + (bb + 1) ** 2 * unmarked) / 2 + empty / 2
-            g_ba = pref * fy_w
-            g_bb = pref * (fy - fy_w + (bb + 1) * unmarked)
-            g_gap = pref * Delta * fy_ww
+            # sums over the strings with c >= 1 of (f-y)^2, (f-y) w, (f-y), (f-y) w (1-w)
+            sq = B * B * marked + pref * (2 * B * Delta * uJ10 + Delta * Delta * u2J21)
+            fy_w = pref * (B * uJ10 + Delta * u2J21)
+            fy = B * marked + pref * Delta * uJ10
+            fy_ww = pref * (B * uJ10 + (Delta - B) * u2J21 - Delta * u3J32)
+            risk = (sq + (bb + 1) ** 2 * unmarked) / 2 + empty / 2
+            g_ba = fy_w
+            g_bb = fy - fy_w + (bb + 1) * unmarked
+            g_gap = Delta * fy_ww
             d = self.setting.d
             grad_alpha, grad_beta = [g_gap, -g_gap / (d - 1)], [g_ba, g_bb / (d - 1)]
             bound = max(float(g.rad()) for g in grad_alpha + grad_beta)
@@ -237,10 +228,8 @@ class IntegralEvaluator:
         phi = (w, 1 - w) on non-empty strings) from J_{1,0} and J_{2,1}."""
         check_vector("alpha_a", [alpha_a], 1)
         check_vector("alpha_b", [alpha_b], 1)
-        with self._context(alpha_a, alpha_b) as ctx:
-            (pref, x, X, _), u, (J10, J21) = self._sums(ctx, alpha_a, alpha_b, 2)
-            marked = pref * X / ((1 - x) * (1 - X))  # P(c >= 1)
-            unmarked = pref * x / (1 - x)             # P(c = 0, n >= 1)
+        with ArbContext(self.prec_bits) as ctx:
+            pref, (marked, unmarked, _), u, (J10, J21) = self._sums(ctx, alpha_a, alpha_b, 2)
             Ew, Eww = pref * u * J10, pref * u * u * J21  # E[w 1{c>=1}], E[w^2 1{c>=1}]
             M = [[Eww, Ew - Eww], [Ew - Eww, marked + unmarked - 2 * Ew + Eww]]
             m = [Ew, marked - Ew - unmarked]
