@@ -48,7 +48,6 @@ SUMMARY = "summary.json"
 FIGURE = "risk_curves.png"
 ARTIFACTS = (SUMMARY, FIGURE)
 THREE_PHASE = "three-phase"
-CERTIFY_TOL = 1e-21
 CERTIFY_DPS = 25
 NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss only; "
                "under the logistic loss the three-phase plan is skipped")
@@ -165,31 +164,22 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
 
 
 def certify_end_point(setting: Setting, traj: Trajectory) -> dict[str, float]:
-    """The end point of ``traj`` re-evaluated in ball arithmetic (python-flint arb): by the integral
-    representation at CERTIFY_DPS digits (any d; ``numerics.integral``), or by the series at tol
-    CERTIFY_TOL where the integral does not apply.  A ball that encloses the exact population risk there
-    (truncation tail and rounding included), stored as its midpoint, radius and the outward-rounded ends
-    risk_lower <= exact risk <= risk_upper."""
-    from numerics.evaluators import integral_applies
+    """The end point of ``traj`` re-evaluated in ball arithmetic (python-flint arb) by the integral
+    representation at CERTIFY_DPS digits (``numerics.integral``; any d, and the three-phase plan runs
+    only under the squared loss with p < 1, where it applies).  A ball that encloses the exact population
+    risk there (truncation tail and rounding included), stored as its midpoint, radius and the
+    outward-rounded ends risk_lower <= exact risk <= risk_upper."""
+    from numerics.integral import IntegralEvaluator
 
     print("certifying the three-phase end point in ball arithmetic (arb) ...", file=sys.stderr)
     fin = traj.final
-    point = (fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
-    if integral_applies(setting):
-        from numerics.integral import IntegralEvaluator
-
-        ball = IntegralEvaluator(setting, dps=CERTIFY_DPS).evaluate_symmetric(*point).risk
-        how = {"method": "integral", "dps": CERTIFY_DPS}
-    else:  # pragma: no cover - the three-phase plan runs under the squared loss with p < 1
-        from numerics.series import SeriesEvaluator
-
-        ball = SeriesEvaluator(setting, context="arb", tol=CERTIFY_TOL).evaluate_symmetric(*point).risk
-        how = {"method": "series", "tol": CERTIFY_TOL}
+    ball = IntegralEvaluator(setting, dps=CERTIFY_DPS).evaluate_symmetric(
+        fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b).risk
     # the ends are exact dyadics; one ulp outward makes the float conversion safe whichever way it rounds
     return {"risk": float(ball.mid()), "radius": float(ball.rad()),
             "risk_lower": math.nextafter(float(ball.lower()), -math.inf),
             "risk_upper": math.nextafter(float(ball.upper()), math.inf),
-            **how, "arithmetic": "python-flint arb"}
+            "method": "integral", "dps": CERTIFY_DPS, "arithmetic": "python-flint arb"}
 
 
 def _summary(setting: Setting, args: argparse.Namespace, reg: Regime | None, plans: dict[str, Trajectory],

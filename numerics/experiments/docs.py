@@ -149,17 +149,12 @@ def _lag_md(full: dict, other: dict, label: str) -> list[str]:
             row = res["rows"][name]
             g, pr = row["gap"], row["plans"]["joint"]
             etas = ", ".join(f"{k}={v:.3g}" for k, v in pr["chosen"].items())
-            verdict = "yes" if _lag_holds(res, name) else "no"
+            verdict = "yes" if T1.attention_lags(g["ratio_stats"]) else "no"
             out.append(f"| {name} | {res['config'].get('joint_steps', 'separate')}: {etas} | {T1._fmt(pr['risk'])} | "
                        f"{T1._fmt(g['t_half_alpha_stats'])} | {T1._fmt(g['t_half_B_stats'])} | {T1._fmt(g['ratio_stats'])} | "
                        f"{verdict} |")
     return out + ["", "'Attention lags' uses the criterion of the reproduction notes (mean ratio above 1 by 3 "
                   "standard errors).", ""]
-
-
-def _lag_holds(results: dict, row: str) -> bool:
-    """The lag verdict of ``table1.assess`` for one row (False when it is not assessed)."""
-    return any(c["holds"] for c in T1.assess(results) if c["row"] == row and "lags" in c["claim"])
 
 
 def page(full: dict, quick: dict, full_dir: str, note: str = "", variants: tuple = (),
@@ -254,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lag-variant", action="append", default=[], metavar="LABEL=FILE",
                     help="a run with another joint-GD step rule: its lag measurement beside the example run's")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+
     def labelled(items):
         out = []
         for item in items:

@@ -491,6 +491,13 @@ PAPER_MATCH = ("occurrence", "OR", "ICL", "SLR")
 """Rows where the paper reports that three-phase matches joint GD."""
 
 
+def attention_lags(ratio_stats: dict) -> bool:
+    """The lag criterion: the mean t_half ratio (attention / output) above 1 by 3 standard errors
+    (a single run has no standard error: its ratio alone decides)."""
+    se = ratio_stats["std"] / math.sqrt(ratio_stats["n"]) if ratio_stats["n"] > 1 else 0.0
+    return ratio_stats["mean"] is not None and ratio_stats["mean"] - 3 * se > 1
+
+
 def assess(results: dict) -> list[dict]:
     """Each claim of the paper that the results can speak to: row, claim, expected, measured verdict, evidence."""
     rows = results["rows"]
@@ -520,9 +527,8 @@ def assess(results: dict) -> list[dict]:
         g = rows[row]["gap"]
         rs = g["ratio_stats"]
         if rs["mean"] is not None:
-            se = rs["std"] / math.sqrt(rs["n"]) if rs["n"] > 1 else 0.0
             out.append({"row": row, "claim": "attention lags output under joint GD (t_half ratio > 1)",
-                        "expected": True, "holds": rs["mean"] - 3 * se > 1,
+                        "expected": True, "holds": attention_lags(rs),
                         "evidence": f"t_half(attention) {_fmt(g['t_half_alpha_stats'])}, t_half(output) "
                         f"{_fmt(g['t_half_B_stats'])}, ratio {_fmt(rs)}"})
     ratios = {r: rows[r]["gap"]["ratio_stats"] for r in rows if rows[r]["gap"]["ratio_stats"]["mean"] is not None}
