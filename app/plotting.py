@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, BinaryIO, Mapping
 
 import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+matplotlib.use("Agg")  # headless: switching after the pyplot import is allowed while no figure exists
 
 if TYPE_CHECKING:
     from numerics.training import Trajectory

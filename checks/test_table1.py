@@ -58,7 +58,10 @@ def test_recorded_configuration_reruns_to_the_same_numbers():
     second = json.loads(json.dumps(T1.run(again, quiet=True)))
     assert first["config"] | {"jobs": 2} == second["config"]
     assert T1.table_rows_markdown(first) == T1.table_rows_markdown(second)
-    strip = lambda recs: [{k: v for k, v in r.items() if k != "cpu_s"} for r in recs]  # noqa: E731
+
+    def strip(recs):
+        return [{k: v for k, v in r.items() if k != "cpu_s"} for r in recs]
+
     for name in first["rows"]:
         for plan, pr in first["rows"][name]["plans"].items():
             assert strip(pr["seeds"]) == strip(second["rows"][name]["plans"][plan]["seeds"])

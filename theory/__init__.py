@@ -9,6 +9,12 @@ import os
 import sys
 import warnings
 
+from .validation import (  # imports no SymPy: the pin below still applies
+    LENGTH_VARIANTS,
+    LOSSES,
+    SettingError,
+)
+
 PINNED_GROUND_TYPES = "python"
 """SymPy ground types the suite runs (and caches its derivations) with."""
 
@@ -20,7 +26,5 @@ if "sympy" in sys.modules:  # pragma: no cover - depends on what the caller impo
         warnings.warn(f"SymPy was imported before theory with ground types {_in_use!r}, not "
                       f"{os.environ['SYMPY_GROUND_TYPES']!r}; import theory first (or set SYMPY_GROUND_TYPES)",
                       RuntimeWarning, stacklevel=2)
-
-from .validation import LENGTH_VARIANTS, LOSSES, SettingError  # noqa: E402
 
 __all__ = ["LENGTH_VARIANTS", "LOSSES", "PINNED_GROUND_TYPES", "SettingError"]

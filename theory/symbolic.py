@@ -371,11 +371,11 @@ def phase3_series(lengths: str = "positive") -> tuple[sp.ImmutableMatrix, sp.Imm
     h = (n_ - c_) / (c_ * u + n_ - c_)  # 1 - g, the attention mass on the unmarked symbols
     y = 2 * sp.sign(c_) - 1  # the label: +1 iff c >= 1 (c is a nonnegative integer)
 
-    def E(expr: sp.Expr) -> sp.Sum:  # noqa: N802 - the expectation operator
+    def expect(expr: sp.Expr) -> sp.Sum:
         return sp.Sum(sp.Sum(weight * expr, (c_, 0, n_)), (n_, 1, sp.oo))
 
-    M = sp.ImmutableMatrix([[E(g**2), E(g * h)], [E(g * h), E(h**2)]])
-    m = sp.ImmutableMatrix([E(g), E(y * h)])  # y g = g because g = 0 when c = 0
+    M = sp.ImmutableMatrix([[expect(g**2), expect(g * h)], [expect(g * h), expect(h**2)]])
+    m = sp.ImmutableMatrix([expect(g), expect(y * h)])  # y g = g because g = 0 when c = 0
     return M, m
 
 

@@ -56,7 +56,10 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     p = length_parameter(task, d)
     k = marked_symbols(task)
     n_max = max(1, int(np.ceil(np.log(len_tol) / np.log1p(-p)))) if p < 1 else 1
-    logp_n = lambda n: np.log(p) + (n - 1) * np.log1p(-p)  # noqa: E731
+
+    def logp_n(n):
+        return np.log(p) + (n - 1) * np.log1p(-p)
+
     rows, logw = [], []
     lq, lr = np.log(1.0 / d), np.log1p(-k / d)
     for n in range(1, n_max + 1):
