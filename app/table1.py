@@ -1,27 +1,32 @@
-"""`occ-companion table1`: rebuild the paper's Table 1 under the suite's reconstruction of its tasks.
+"""`occ-companion table1`: rebuild the paper's Table 1 under a stated reading of its protocol.
 
-Trains three-phase, joint GD, output-only and attention-only on occurrence, OR, AND (two heads and one),
-ICL bigram, single-location regression and even pairs (``numerics.experiments``), prints the table and writes
-table1.json (configuration, package version, command line and every number), table1.md and one figure per
-task into --out.  ``--from-json FILE`` rebuilds table1.md and the figures from a results file without
-training; ``--rerun FILE`` trains the configuration recorded in it again.
+Trains three-phase, joint GD, output-only and attention-only on occurrence, OR, AND (two heads and one), ICL
+bigram, single-location regression and even pairs (``numerics.experiments``): step sizes are chosen on tuning
+seeds by extending grids, every plan runs to the same stopping rule and cap, and the reported seeds are
+measured (held-out risk, convergence, three attention-lag measures).  Each of the paper's claims gets a
+verdict: holds, does not hold, undecided, or refused with the artefact it would rest on.
+
+Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
+command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
+(table1.partial.json): a killed run started again with the same options trains only the missing rows.
+``--from-json FILE`` re-renders a results file; ``--rerun FILE`` trains its recorded configuration again.
+Exit status: 0 every verdict decided, 3 some verdict undecided or refused, 2 bad usage, 130 interrupted.
 """
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from theory.validation import SettingError
 
-if TYPE_CHECKING:
-    from numerics.experiments import table1 as T1
+from . import exitcodes
+from .io import OutputError, OutputFolder
 
-from numerics.experiments.tasks import MIN_D, TASKS
-
-EXIT_USAGE = 2
+TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
+READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
+ARTIFACTS = ("table1.json", "table1.md", "table1.partial.json")
 
 
 def _int_at_least(low: int):
@@ -37,127 +42,172 @@ def _int_at_least(low: int):
 
 
 def _task_list(text: str) -> tuple[str, ...]:
-    names = tuple(t.strip() for t in text.split(",") if t.strip())
-    lower = {t.lower(): t for t in TASKS}
+    lower = {t.lower(): t for t in TASK_NAMES}
     out = []
-    for n in names:
+    for n in (t.strip() for t in text.split(",")):
+        if not n:
+            continue
         if n.lower() not in lower:
-            raise argparse.ArgumentTypeError(f"unknown task {n!r}; choose from {','.join(TASKS)}")
+            raise argparse.ArgumentTypeError(f"unknown task {n!r}; choose from {','.join(TASK_NAMES)}")
         out.append(lower[n.lower()])
     if not out:
         raise argparse.ArgumentTypeError("needs at least one task")
-    return tuple(out)
+    return tuple(dict.fromkeys(out))
+
+
+def _k2(text: str):
+    if text == "plateau":
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'plateau', got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'plateau', got {v}")
+    return v
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``table1`` subcommand to an argparse subparsers object and set its ``func``."""
-    p = subparsers.add_parser("table1", help="rebuild Table 1 (six tasks, four plans, gap metric)",
+    """Add the ``table1`` subcommand and set its ``func``."""
+    p = subparsers.add_parser("table1", help="rebuild Table 1 (six tasks, four plans, attention-lag measures)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small run (d = 8, 3 seeds, T = 20; under a minute)")
+    p.add_argument("--quick", action="store_true", help="small run (d = 8, 3 seeds, cap 400 steps; about a minute)")
     p.add_argument("--tasks", type=_task_list, default=None,
-                   help=f"comma-separated subset of {','.join(TASKS)} (default: all)")
-    p.add_argument("--seeds", type=_int_at_least(1), default=None, help="number of seeds (default 5)")
+                   help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
+    p.add_argument("--seeds", type=_int_at_least(1), default=None, help="reported seeds (default 5)")
     p.add_argument("--d", type=_int_at_least(1), default=None, help="alphabet size (default 50)")
-    p.add_argument("--steps", type=str, default=None,
-                   help="T, the number of phase-3 steps; every plan gets T + 2 steps (default 50)")
+    p.add_argument("--reading", choices=READING_NAMES, default=None,
+                   help="named reading of the protocol (default: default; see docs/table1.md)")
+    p.add_argument("--max-steps", type=_int_at_least(2), default=None, help="budget cap of every plan (default 2000)")
+    p.add_argument("--budget", choices=["plateau", "fixed"], default=None,
+                   help="stop at a validation plateau (default) or run exactly --max-steps")
+    p.add_argument("--k1", type=_int_at_least(1), default=None, help="three-phase: output steps of phase 1 (default 1)")
+    p.add_argument("--k2", type=_k2, default=None,
+                   help="three-phase: attention steps of phase 2, or 'plateau' (default)")
+    p.add_argument("--joint-steps", choices=["shared", "separate"], default=None,
+                   help="joint GD: one learning rate for both layers (default) or one per layer")
+    p.add_argument("--optimizer", choices=["gd", "momentum", "adam"], default=None,
+                   help="optimizer of every plan and phase (default gd)")
+    p.add_argument("--tuning-seeds", type=_int_at_least(1), default=None,
+                   help="seeds used only to choose step sizes (default 2)")
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
-                   help="loss of the ICL bigram task: squared on the one-hot answer (default) or cross-entropy "
-                        "(the variant); the ICL row then reports cross-entropy risk")
-    p.add_argument("--joint-steps", choices=["separate", "shared"], default=None,
-                   help="joint GD's step sizes: eta_B and eta_alpha on their own grids (default) or one shared "
-                        "step for both layers, searched over both grids (the variant)")
+                   help="loss of the ICL bigram task (default squared)")
     p.add_argument("--jobs", type=_int_at_least(1), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
-                   help="rebuild table1.md and the figures from a results file (no training)")
+                   help="re-render table1.md and the figures from a results file (no training)")
     p.add_argument("--rerun", type=Path, default=None, metavar="FILE",
                    help="train the configuration recorded in a results file again")
     p.set_defaults(func=main_args)
     return p
 
 
-def _steps(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        v = float(text)
-    except ValueError:
-        raise SettingError(f"--steps must be a finite integer >= 1, got {text!r}") from None
-    if not math.isfinite(v) or v < 1 or not v.is_integer():
-        raise SettingError(f"--steps must be a finite integer >= 1, got {text!r}")
-    return int(v)
-
-
-def config_from_args(args: argparse.Namespace) -> "T1.Config":
-    """The run configuration of the parsed flags; SettingError naming the flag on bad input."""
-    from numerics.experiments import (
-        table1 as T1,  # heavy (scipy): only when the command runs
-    )
+def config_from_args(args: argparse.Namespace):
+    """The run configuration of the parsed flags (SettingError naming the flag on bad input)."""
+    from numerics.experiments import protocol as PR
+    from numerics.experiments import runner as RN
 
     if args.rerun is not None:
-        cfg = T1.Config.from_dict(T1.load(args.rerun)["config"])
+        cfg = RN.Config.from_dict(_load(args.rerun)["config"])
         cfg.jobs = args.jobs
         return cfg.validate()
-    over = {}
-    if args.tasks is not None:
-        over["tasks"] = args.tasks
-    if args.seeds is not None:
-        over["seeds"] = args.seeds
-    if args.d is not None:
-        over["d"] = args.d
-    steps = _steps(args.steps)
-    if steps is not None:
-        over["T"] = steps
+    over = {"jobs": args.jobs}
+    for name in ("tasks", "seeds", "d"):
+        if getattr(args, name) is not None:
+            over[name] = getattr(args, name)
     if args.icl_loss is not None:
         over["icl_loss"] = args.icl_loss.replace("-", "_")
-    if args.joint_steps is not None:
-        over["joint_steps"] = args.joint_steps
-    over["jobs"] = args.jobs
-    cfg = T1.Config.quick(**over) if args.quick else T1.Config(**over)
+    cfg = RN.Config.quick(**over) if args.quick else RN.Config(**over)
+    reading = PR.reading(args.reading) if args.reading else cfg.reading
+    if args.quick and args.reading:
+        reading = reading.with_(max_steps=min(reading.max_steps, 400), eval_every=10, patience=8, phase2_cap=100)
+    changes = {k: v for k, v in (("max_steps", args.max_steps), ("budget", args.budget), ("k1", args.k1),
+                                 ("k2", args.k2), ("joint_steps", args.joint_steps), ("optimizer", args.optimizer),
+                                 ("tuning_seeds", args.tuning_seeds)) if v is not None}
+    if changes:
+        try:
+            reading = reading.with_(**changes)
+        except SettingError as exc:
+            raise SettingError(f"{exc} (flags {', '.join('--' + k.replace('_', '-') for k in changes)})") from None
+    cfg.reading = reading
     for t in cfg.tasks:
-        if cfg.d < MIN_D[t]:
-            raise SettingError(f"--d {cfg.d} is too small for task {t} (needs --d >= {MIN_D[t]})")
+        if cfg.d < RN.TK.MIN_D[t]:
+            raise SettingError(f"--d {cfg.d} is too small for task {t} (needs --d >= {RN.TK.MIN_D[t]})")
     return cfg.validate()
 
 
-def main_args(args: argparse.Namespace) -> int:
-    """Run the subcommand; 0 on success, 2 on bad input (message on stderr, before any work)."""
-    from numerics.experiments import (
-        table1 as T1,  # heavy (scipy): only when the command runs
-    )
-
+def _load(path: Path) -> dict:
     try:
-        if args.from_json is not None:
-            results = T1.load(args.from_json)
-            paths = T1.write_rendered(results, args.out)
-        else:
-            cfg = config_from_args(args)
-            rest = sys.argv[sys.argv.index("table1") + 1:] if "table1" in sys.argv else sys.argv[1:]
-            command = ["occ-companion", "table1", *rest]
-            results = T1.run(cfg, quiet=args.quiet, command=command)
-            paths = T1.write(results, args.out)
-    except SettingError as exc:
-        print(f"occ-companion table1: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (OSError, ValueError, KeyError) as exc:
-        if args.from_json is None and args.rerun is None:
-            raise
-        print(f"occ-companion table1: error: cannot read results file: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    print("\n".join(T1.table_rows_markdown(results)))
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise SettingError(f"cannot read results file {path}: {exc}") from None
+    if not isinstance(data, dict) or "rows" not in data or "config" not in data:
+        raise SettingError(f"{path} is not a table1 results file (no rows/config)")
+    return data
+
+
+def main_args(args: argparse.Namespace) -> int:
+    """Run the subcommand (flags checked and --out locked before any work)."""
+    from . import table1_render as TR
+
+    if args.from_json is not None:
+        results = _load(args.from_json)
+        with OutputFolder(args.out) as out:
+            paths = TR.write_rendered(results, out)
+        print(TR.summary_text(results))
+        print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+        return status(results)
+    cfg = config_from_args(args)
+    from numerics.experiments import runner as RN
+
+    from .checkout import git_commit
+    rest = sys.argv[sys.argv.index("table1") + 1:] if "table1" in sys.argv else []
+    command = ["occ-companion", "table1", *rest]
+    with OutputFolder(args.out) as out:
+        partial = out.path / "table1.partial.json"
+        done = _resume(partial, cfg)
+        if done:
+            print(f"resuming: {len(done)} finished rows kept from {partial}", file=sys.stderr)
+
+        def save(name, row):
+            done[name] = row
+            out.write_text("table1.partial.json", json.dumps({"config": cfg.to_dict(), "rows": done},
+                                                             allow_nan=False))
+
+        results = RN.run(cfg, quiet=args.quiet, command=command, on_row=save, done=dict(done))
+        import datetime
+        results["commit"], results["dirty"] = git_commit()
+        results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        paths = TR.write(results, out)
+        out.remove("table1.partial.json")
+    print(TR.summary_text(results))
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
-    return 0
+    return status(results)
+
+
+def _resume(partial: Path, cfg) -> dict:
+    """Finished rows of an interrupted run with the same configuration (else nothing)."""
+    try:
+        data = json.loads(partial.read_text())
+    except (OSError, ValueError):
+        return {}
+    return dict(data.get("rows", {})) if data.get("config") == cfg.to_dict() else {}
+
+
+def status(results: dict) -> int:
+    from numerics.experiments import verdicts as V
+    return exitcodes.DONE if V.exit_status(V.assess(results)) == "done" else exitcodes.UNDECIDED
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python3 -m app.table1 ...``) until the lead wires it into the CLI."""
-    parser = argparse.ArgumentParser(prog="occ-companion")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    add_parser(sub)
-    args = parser.parse_args(["table1", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    """``python3 -m app.table1 ...``: the same command through the CLI's error handling."""
+    from .cli import main as cli_main
+    return cli_main(["table1", *(sys.argv[1:] if argv is None else argv)])
 
+
+__all__ = ["add_parser", "main", "OutputError"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -43,8 +43,16 @@ def class_table(d: int, marked: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12) -> Batch:
+def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12, merged: bool = False) -> Batch:
     """The population of ``task`` at alphabet size d as a weighted batch of count classes (see module doc).
+
+    ``merged=True`` (OR and AND only): the classes of the a/b-symmetric reduction.  When every head's
+    parameters are equal on a and b (zero initialisation with exact gradients keeps them so: the population
+    is invariant under swapping a and b), a string enters the model only through its length and the count
+    c = c_a + c_b of marked tokens, so the classes are (c, n - c) over the table [(e_a + e_b)/2, u], and the
+    label splits each class: OR is +1 iff c > 0; AND is +1 with probability 1 - 2^(1-c) given c (each marked
+    token is a or b with probability 1/2).  The table row (e_a + e_b)/2 sends half of each gradient to a and
+    half to b, which is the exact gradient at symmetric parameters.  Its cost is that of occurrence.
 
     ``extra`` holds n_max, the number of classes and the dropped probability mass.
     """
@@ -53,6 +61,8 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
         raise SettingError(f"the class reduction is for occurrence, OR and AND, not {task}")
     if not (0 < mass_tol < 1 and 0 < len_tol < 1):
         raise SettingError(f"mass_tol and len_tol must be in (0, 1), got {mass_tol}, {len_tol}")
+    if merged and task == "occurrence":
+        raise SettingError("the merged (a/b-symmetric) reduction is for OR and AND")
     p = length_parameter(task, d)
     k = marked_symbols(task)
     n_max = max(1, int(np.ceil(np.log(len_tol) / np.log1p(-p)))) if p < 1 else 1
@@ -63,18 +73,21 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     rows, logw = [], []
     lq, lr = np.log(1.0 / d), np.log1p(-k / d)
     for n in range(1, n_max + 1):
-        hi = int(min(n, binom.isf(QUANTILE_TAIL, n, 1.0 / d) + 1))
+        hi = int(min(n, binom.isf(QUANTILE_TAIL, n, (k if merged else 1) / d) + 1))
         c = np.arange(hi + 1)
-        if k == 1:
+        if k == 1 or merged:
             ca, cb = c, np.zeros_like(c)
         else:
             ca, cb = (a.ravel() for a in np.meshgrid(c, c, indexing="ij"))
             keep = ca + cb <= n
             ca, cb = ca[keep], cb[keep]
         cr = n - ca - cb
-        lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cb + 1) - gammaln(cr + 1)
-              + (ca + cb) * lq + cr * lr + logp_n(n))
-        rows.append(np.stack([ca, cb, cr], axis=1) if k == 2 else np.stack([ca, cr], axis=1))
+        if merged:  # c marked tokens, each a or b: binomial(n, 2/d)
+            lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cr + 1) + ca * np.log(k / d) + cr * lr + logp_n(n))
+        else:
+            lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cb + 1) - gammaln(cr + 1)
+                  + (ca + cb) * lq + cr * lr + logp_n(n))
+        rows.append(np.stack([ca, cb, cr], axis=1) if (k == 2 and not merged) else np.stack([ca, cr], axis=1))
         logw.append(lw)
     counts = np.concatenate(rows).astype(float)
     w = np.exp(np.concatenate(logw))
@@ -82,12 +95,35 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     light = np.cumsum(w[order]) <= mass_tol
     keep = np.sort(order[~light])
     counts, w = counts[keep], w[keep]
-    present = counts[:, :k] > 0
-    pos = {"occurrence": present[:, 0], "OR": present.any(axis=1), "AND": present.all(axis=1)}[task]
-    lab = np.where(pos, 1, -1)
+    if merged:
+        c = counts[:, 0]
+        if task == "OR":
+            lab = np.where(c > 0, 1, -1)
+        else:  # AND: split each class by the label, P(both | c) = 1 - 2^(1 - c) for c >= 1
+            both = np.where(c >= 2, 1.0 - np.exp2(1.0 - c), 0.0)
+            counts = np.concatenate([counts, counts])
+            w = np.concatenate([w * both, w * (1.0 - both)])
+            lab = np.concatenate([np.ones(len(c), int), -np.ones(len(c), int)])
+            nz = w > 0
+            counts, w, lab = counts[nz], w[nz], lab[nz]
+        X = np.zeros((2, d))
+        X[0, :2] = 0.5
+        X[1, 2:] = 1.0 / (d - 2)
+    else:
+        present = counts[:, :k] > 0
+        pos = {"occurrence": present[:, 0], "OR": present.any(axis=1), "AND": present.all(axis=1)}[task]
+        lab = np.where(pos, 1, -1)
+        X = class_table(d, k)
     extra = {"n_max": n_max, "classes": int(len(w)), "dropped": float(1.0 - w.sum()),
-             "mass_tol": mass_tol, "len_tol": len_tol, "p": p}
-    return Batch(class_table(d, k), counts, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
+             "mass_tol": mass_tol, "len_tol": len_tol, "p": p, "merged": merged}
+    return Batch(X, counts, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
+
+
+def loss_bound(dropped: float, B: np.ndarray) -> float:
+    """Bound on the error of a population risk from the left-out mass: every left-out string has squared
+    loss at most (1 + max |f|)^2 / 2 with |f| <= sum over heads of max_k |B_hk| (B of shape (..., H, D, K))."""
+    fmax = float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
+    return dropped * (1.0 + fmax) ** 2 / 2
 
 
 def expand(values: np.ndarray, d: int, marked: int) -> np.ndarray:

@@ -1,0 +1,250 @@
+"""Rendering of Table 1 results (``numerics.experiments.runner.run``): Markdown and figures.
+
+Everything here is rebuilt from the results dict alone (``--from-json``), so a finished run re-renders without
+training.
+"""
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from numerics.experiments import verdicts as V
+from numerics.experiments.lag import relative_progress
+
+PLANS = ("three_phase", "joint", "output_only", "attention_only")
+VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecided": "undecided",
+                "refused": "*refused*"}
+
+
+def fmt(s: dict, digits: int = 3) -> str:
+    """mean ± standard deviation over seeds (the mean alone for one run)."""
+    if s["mean"] is None:
+        return "n/a"
+    if s["n"] <= 1:
+        return f"{s['mean']:.{digits}g}"
+    return f"{s['mean']:.{digits}g} ± {s['std']:.2g}"
+
+
+def _rates(chosen: dict | None) -> str:
+    if chosen is None:
+        return "none (all diverged)"
+    names = {"out": "eta_out", "att": "eta_att"}
+    return ", ".join(f"{names[k]}={v:.3g}" for k, v in chosen.items())
+
+
+def _status(pr: dict) -> str:
+    n = len(pr["seeds"])
+    bits = []
+    if pr["diverged"]:
+        bits.append(f"diverged {len(pr['diverged'])}/{n}")
+    if pr["capped"]:
+        bits.append(f"capped {len(pr['capped'])}/{n}")
+    nc = [s for s in pr["not_converged"] if s not in pr["capped"] and s not in pr["diverged"]]
+    if nc:
+        bits.append(f"not converged {len(nc)}/{n}")
+    s = pr["search"]
+    if s["edge"]:
+        bits.append("edge: " + ", ".join(s["edge"]))
+    if s["insensitive"]:
+        bits.append("step-insensitive")
+    return "; ".join(bits) if bits else "converged"
+
+
+def plan_table(results: dict) -> list[str]:
+    out = ["| row | plan | held-out risk | accuracy | steps | status | step sizes |",
+           "|---|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        label = name if row["loss"] == "squared" else f"{name} ({row['loss'].replace('_', '-')})"
+        for plan in PLANS:
+            pr = row["plans"][plan]
+            out.append(f"| {label} | {plan} | {fmt(pr['risk'])} | {fmt(pr['acc'])} | {fmt(pr['steps'], 4)} | "
+                       f"{_status(pr)} | {_rates(pr['chosen'])} |")
+    return out
+
+
+def ceiling_table(results: dict) -> list[str]:
+    out = ["| row | start risk | ceiling risk | ceiling accuracy | task's best risk | kind | representable |",
+           "|---|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        c = row.get("ceiling")
+        ok, why = V.capacity(row)
+        start = V._start_risk(row)
+        start_s = "n/a" if start is None else f"{start:.3g}"
+        if not c or "error" in c:
+            out.append(f"| {name} | {start_s} | n/a | n/a | n/a | {why} | unknown |")
+            continue
+        acc = "n/a" if c.get("accuracy") is None else f"{c['accuracy']:.3g}"
+        out.append(f"| {name} | {start_s} | {c['risk']:.3g} | {acc} | {c['best_risk']:.3g} | {c.get('kind', '')} | "
+                   f"{'yes' if ok else 'no'} |")
+    return out
+
+
+def lag_table(results: dict) -> list[str]:
+    out = ["| row | measure | t_half(attention) | t_half(output) | ratio | resolution (steps) |",
+           "|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        for m, v in row["lag"].items():
+            out.append(f"| {name} | {m} | {fmt(v['t_half_att'])} | {fmt(v['t_half_out'])} | {fmt(v['ratio'])} | "
+                       f"{v['resolution']} |")
+    return out
+
+
+def verdict_table(verdicts: list[dict]) -> list[str]:
+    out = ["| row | paper's claim | here | evidence or reasons |", "|---|---|---|---|"]
+    for v in verdicts:
+        text = v["evidence"]
+        if v["reasons"]:
+            text = (text + "; " if text else "") + "; ".join(v["reasons"])
+        out.append(f"| {v['row']} | {v['claim']} | {VERDICT_MARK[v['verdict']]} | {text} |")
+    return out
+
+
+def reading_line(reading: dict) -> str:
+    k2 = reading["k2"]
+    return (f"reading **{reading['name']}**: phases k1 = {reading['k1']}, k2 = {k2}"
+            f"{' (cap ' + str(reading['phase2_cap']) + ')' if k2 == 'plateau' else ''}; budget {reading['budget']} "
+            f"(cap {reading['max_steps']} steps, validation every {reading['eval_every']}, patience "
+            f"{reading['patience']}, tol {reading['tol']:g} x R0); joint GD steps {reading['joint_steps']}; "
+            f"optimizer {reading['optimizer']}; {reading['tuning_seeds']} tuning seeds; grids of ratio "
+            f"{reading['grid_ratio']:g}, {reading['grid_points']} points, up to {reading['max_extensions']} "
+            f"extensions a side")
+
+
+def markdown(results: dict) -> str:
+    """results/table1.md: configuration, reading, the table, ceilings, lag measures and verdicts."""
+    cfg = results["config"]
+    verdicts = V.assess(results)
+    lines = ["# Table 1 (reconstruction)", "",
+             f"occurrence-companion {results['version']}; commit {results.get('commit') or 'unknown'}; "
+             f"command: `{' '.join(results['command'])}`; {results['elapsed_s']:.0f} s wall, "
+             f"{results['cpu_s']:.0f} s CPU.", "",
+             f"d = {cfg['d']}, reported seeds = {cfg['seeds']}, batch {cfg['batch']}, validation "
+             f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
+             f"{cfg['icl_loss'].replace('_', '-')}.", "", reading_line(results["reading"]) + ".", "",
+             "Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head), test-set "
+             "risk otherwise; exact rows are deterministic and run once.", "",
+             "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
+             "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
+             *verdict_table(verdicts), ""]
+    return "\n".join(lines)
+
+
+def summary_text(results: dict) -> str:
+    """What the command prints: the plan table and the verdicts."""
+    return "\n".join(plan_table(results) + [""] + verdict_table(V.assess(results)))
+
+
+def _median_curve(recs: list[dict], key: str = "risk") -> tuple[list, np.ndarray] | None:
+    curves = [r["curve"] for r in recs if r["curve"]["steps"]]
+    if not curves:
+        return None
+    grid = sorted({s for c in curves for s in c["steps"]})
+    vals = np.full((len(curves), len(grid)), np.nan)
+    for i, c in enumerate(curves):
+        pos = {s: j for j, s in enumerate(grid)}
+        for s, v in zip(c["steps"], c[key]):
+            if v is not None:
+                vals[i, pos[s]] = v
+        # carry the last value of a run that stopped early (stopped runs keep their parameters)
+        last = np.nan
+        for j in range(len(grid)):
+            if np.isnan(vals[i, j]) and grid[j] > c["steps"][-1]:
+                vals[i, j] = last
+            elif not np.isnan(vals[i, j]):
+                last = vals[i, j]
+    with np.errstate(all="ignore"):
+        return grid, np.nanmedian(vals, axis=0)
+
+
+def figures(results: dict, folder) -> list[Path]:
+    """One figure per row: risk by plan, and joint GD's attention and output progress under each measure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from theory.files import atomic_write
+
+    paths = []
+    for name, row in results["rows"].items():
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        ax = axes[0]
+        for plan in PLANS:
+            got = _median_curve(row["plans"][plan]["seeds"])
+            if got is not None:
+                steps, med = got
+                ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "))
+        c = row.get("ceiling")
+        if c and "error" not in c:
+            ax.axhline(max(c["risk"], 1e-16), color="k", ls="--", lw=0.8, label="capacity ceiling")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("gradient step (log)")
+        ax.set_ylabel("held-out risk (median over seeds)")
+        ax.set_title(f"{name}: risk by plan")
+        ax.legend(fontsize=7)
+        joint = [r for r in row["plans"]["joint"]["seeds"] if "lag" in r]
+        for ax, (title, getter) in zip(axes[1:], (
+                ("displacement and function", lambda r: {
+                    "attention displacement": (r["curve"]["steps"], r["alpha_dist"]),
+                    "output displacement": (r["curve"]["steps"], r["B_dist"]),
+                    "attention gain (function)": (r["function"]["steps"], r["function"]["gain_att"]),
+                    "output gain (function)": (r["function"]["steps"], r["function"]["gain_out"])}),
+                ("alignment with ground truth", lambda r: {} if not r.get("alignment") else {
+                    "attention alignment": (r["alignment"]["steps"], r["alignment"]["att"]),
+                    "output alignment": (r["alignment"]["steps"], r["alignment"]["out"])}))):
+            drawn = False
+            if joint:
+                first = getter(joint[0])
+                for label in first:
+                    curves = []
+                    for r in joint:
+                        steps, vals = getter(r)[label]
+                        curves.append((steps, relative_progress(vals)))
+                    grid = sorted({s for st, _ in curves for s in st})
+                    mean = np.nanmean([np.interp(grid, st, v) for st, v in curves], axis=0)
+                    ax.plot(np.maximum(grid, 0.5), mean, ls="-" if "attention" in label else "--", label=label)
+                    drawn = True
+            ax.axhline(0.5, color="k", lw=0.8, ls=":")
+            ax.set_xscale("log")
+            ax.set_xlabel("joint GD step (log)")
+            ax.set_ylabel("relative progress (mean over seeds)")
+            ax.set_title(f"joint GD: {title}")
+            if drawn:
+                ax.legend(fontsize=7)
+            else:
+                ax.text(0.5, 0.5, "no ground-truth direction stated" if "alignment" in title else "no joint run",
+                        transform=ax.transAxes, ha="center")
+        fig.tight_layout()
+        path = Path(folder) / f"table1_{slug(name)}.png"
+        atomic_write(path, partial(_save_png, fig))
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_").replace("__", "_")
+
+
+def _save_png(fig, fh) -> None:
+    fig.savefig(fh, format="png", dpi=90)
+
+
+def write(results: dict, out) -> list[Path]:
+    """table1.json, table1.md and the figures into the OutputFolder ``out`` (JSON last but one, Markdown last:
+    the Markdown is the completion marker)."""
+    js = out.write_text("table1.json", json.dumps(results, indent=1, allow_nan=False))
+    return [js, *write_rendered(results, out)]
+
+
+def write_rendered(results: dict, out) -> list[Path]:
+    paths = figures(results, out.path)
+    keep = {p.name for p in paths}
+    for old in out.path.glob("table1_*.png"):
+        if old.name not in keep:
+            old.unlink()
+    md = out.write_text("table1.md", markdown(results))
+    return [*paths, md]

@@ -1,0 +1,235 @@
+"""The Table 1 training engine: many runs advanced by one array program, on the tokens' structure.
+
+A batch of strings is held as **token rows** (:class:`Tokens`): each row is one distinct token of one string,
+given by its type (an index into a table of embeddings, dense or scipy.sparse) and its multiplicity, with the
+rows of a string contiguous.  One-hot tasks give sparse tables (the identity, or the ICL pair table with two
+non-zeros a row), so a token's score alpha^T x is a lookup and the readout's gradient a scatter-add through
+the table's transpose; dense tasks (single-location regression) give one table row per token.  A population
+of count classes (occurrence, OR, AND) keeps its shared table of 2 or 3 class tokens with a dense count matrix
+(:func:`from_batch` picks the layout).  Cost per step is proportional to the number of token rows times the
+number of runs times H K, and memory is linear in the batch.
+
+A **bank** is R runs of the same model on the same data stream, each with its own parameters: alpha (R, H, D),
+B (R, H, D, K).  :func:`risk_and_grad` returns the R risks and their gradients in one pass; the trainer
+(``numerics.experiments.runner``) gives each run its own step sizes, optimizer state and stopping rule.
+
+The dense model (``numerics.model.Model.risk_and_grad``) stays the reference: the tests check that this
+path agrees with it to 1e-12 on random batches, and its gradients by finite differences.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from numerics.model import loss_terms
+from theory.validation import SettingError
+
+from .tasks import Batch
+
+DENSE_BAG_MAX_TYPES = 16
+"""A shared table with at most this many token types is kept as a dense count matrix (N, L) (the class
+populations: 2 or 3 types); larger shared tables (ICL: d (d + 1) pair types) become token rows."""
+
+
+@dataclass
+class Tokens:
+    """A batch in the engine's layout.
+
+    ``table`` (T, D): the token embeddings (numpy or scipy.sparse CSR).  Layout "bag": ``counts`` (N, T) dense
+    multiplicities (few types).  Layout "rows": ``tok`` (M,) type of each row, ``mult`` (M,) its multiplicity,
+    ``starts`` (N_ne,) first row of each non-empty string, ``seg`` (M,) index of the row's string among the
+    non-empty ones, ``nonempty`` (N_ne,) their indices in the batch (empty strings have f = 0).
+    ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
+    """
+
+    table: object
+    y: np.ndarray
+    weights: np.ndarray
+    labels: np.ndarray | None
+    counts: np.ndarray | None = None
+    tok: np.ndarray | None = None
+    mult: np.ndarray | None = None
+    starts: np.ndarray | None = None
+    seg: np.ndarray | None = None
+    nonempty: np.ndarray | None = None
+    incidence: object = None
+
+    @property
+    def size(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def layout(self) -> str:
+        return "bag" if self.counts is not None else "rows"
+
+
+def _sparse_if_sparse(X: np.ndarray):
+    X = np.asarray(X, float)
+    if X.size and np.count_nonzero(X) <= 0.25 * X.size and X.shape[0] > DENSE_BAG_MAX_TYPES:
+        return sp.csr_matrix(X)
+    return X
+
+
+def from_batch(batch: Batch) -> Tokens:
+    """The engine layout of a task batch (``tasks.Batch``): shared tables with few types stay a dense bag;
+    shared tables with many types become token rows over a sparse table; per-string embeddings (N, L, D)
+    become one table row per present token."""
+    y = np.asarray(batch.y, float)
+    N = y.shape[0]
+    w = np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights, float)
+    m = np.asarray(batch.m, float)
+    X = np.asarray(batch.X, float) if not sp.issparse(batch.X) else batch.X
+    if X.ndim == 2 and X.shape[0] <= DENSE_BAG_MAX_TYPES:
+        return Tokens(table=X, y=y, weights=w, labels=batch.labels, counts=m)
+    if X.ndim == 2:
+        n_idx, tok = np.nonzero(m)
+        table = _sparse_if_sparse(X)
+        mult = m[n_idx, tok]
+    elif X.ndim == 3:
+        n_idx, pos = np.nonzero(m)
+        table = X[n_idx, pos]
+        tok = np.arange(len(n_idx))
+        mult = m[n_idx, pos]
+    else:
+        raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
+    nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
+    T = table.shape[0]
+    incidence = None
+    if X.ndim == 2:  # rows -> types: summing row gradients per type
+        incidence = sp.csr_matrix((np.ones(len(tok)), (tok, np.arange(len(tok)))), shape=(T, len(tok)))
+    return Tokens(table=table, y=y, weights=w, labels=batch.labels, tok=tok, mult=mult, starts=starts,
+                  seg=seg, nonempty=nonempty, incidence=incidence)
+
+
+def _table_times(table, M2: np.ndarray) -> np.ndarray:
+    """table (T, D) @ M2 (D, C) as a dense (T, C) array."""
+    out = table @ M2
+    return np.asarray(out)
+
+
+def _table_t_times(table, G: np.ndarray) -> np.ndarray:
+    """table^T (D, T) @ G (T, C) as a dense (D, C) array."""
+    return np.asarray(table.T @ G)
+
+
+@dataclass
+class Forward:
+    """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), weights, values."""
+
+    f: np.ndarray
+    fh: np.ndarray
+    w: np.ndarray
+    V: np.ndarray
+
+
+def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
+    """Outputs of R runs (alpha (R, H, D), B (R, H, D, K)) on every string of ``tb``."""
+    R, H, D = alpha.shape
+    K = B.shape[-1]
+    N = tb.size
+    S_tab = _table_times(tb.table, alpha.reshape(R * H, D).T)                         # (T, RH)
+    V_tab = _table_times(tb.table, B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
+    if tb.layout == "bag":
+        # few token types: one (N, RH) array per type, no (N, T, RH) temporaries
+        counts = tb.counts
+        T = counts.shape[1]
+        present = counts > 0
+        top = np.full((N, R * H), -np.inf)
+        for t in range(T):
+            np.maximum(top, np.where(present[:, t:t + 1], S_tab[t][None, :], -np.inf), out=top)
+        top[~np.isfinite(top)] = 0.0
+        w = np.empty((T, N, R * H))
+        for t in range(T):
+            np.subtract(S_tab[t][None, :], top, out=w[t])
+            np.minimum(w[t], 0.0, out=w[t])
+            np.exp(w[t], out=w[t])
+            w[t] *= counts[:, t:t + 1]
+        Z = w.sum(axis=0)
+        Z[Z == 0] = 1.0
+        w /= Z
+        V = V_tab.reshape(T, R * H, K)
+        fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)[..., None]
+    else:
+        s = S_tab[tb.tok]                                                              # (M, RH)
+        top = np.maximum.reduceat(s, tb.starts, axis=0)                                # (N_ne, RH)
+        e = tb.mult[:, None] * np.exp(s - top[tb.seg])
+        Z = np.add.reduceat(e, tb.starts, axis=0)
+        w = e / Z[tb.seg]
+        V = V_tab[tb.tok].reshape(-1, R * H, K)                                        # (M, RH, K)
+        fh_ne = np.add.reduceat(w[:, :, None] * V, tb.starts, axis=0)                 # (N_ne, RH, K)
+        fh = np.zeros((N, R * H, K))
+        fh[tb.nonempty] = fh_ne
+    fh = fh.reshape(N, R, H, K)
+    return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
+
+
+def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per string and run: loss (N, R) and dloss/df (N, R, K)."""
+    N, R, K = f.shape
+    flat = f.reshape(N * R, K)
+    if loss == "cross_entropy":
+        if tb.labels is None:
+            raise SettingError("the cross-entropy loss needs class labels; this task has none")
+        target = np.repeat(np.asarray(tb.labels, int), R)
+    else:
+        target = np.repeat(tb.y, R, axis=0)
+    lv, dl = loss_terms(loss, flat, target)
+    return np.asarray(lv, float).reshape(N, R), np.asarray(dl, float).reshape(N, R, K)
+
+
+def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
+    """The R weighted risks (no gradient)."""
+    fw = forward(alpha, B, tb)
+    lv, _ = losses(fw.f, tb, loss)
+    return tb.weights @ lv
+
+
+def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
+    """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs."""
+    R, H, D = alpha.shape
+    K = B.shape[-1]
+    fw = forward(alpha, B, tb)
+    lv, dl = losses(fw.f, tb, loss)
+    r = tb.weights @ lv
+    g = dl * tb.weights[:, None, None]                                 # (N, R, K)
+    gh = np.broadcast_to(g[:, :, None, :], (g.shape[0], R, H, K)).reshape(-1, R * H, K)
+    fh = fw.fh.reshape(-1, R * H, K)
+    if tb.layout == "bag":
+        # per type t: dV_t = sum_n w_tn g_n; ds_t = sum_n w_tn (V_t - fh_n) . g_n
+        if K == 1:
+            g1, f1 = gh[..., 0], fh[..., 0]                                            # (N, RH)
+            dV = np.einsum("tnc,nc->tc", fw.w, g1)[..., None]                          # (T, RH, 1)
+            wfg = np.einsum("tnc,nc->tc", fw.w, f1 * g1)
+            ds = fw.V[:, :, 0] * dV[..., 0] - wfg                                      # (T, RH)
+        else:
+            dV = np.einsum("tnc,nck->tck", fw.w, gh)
+            fg = np.einsum("nck,nck->nc", fh, gh)
+            ds = np.einsum("tck,tck->tc", fw.V, dV) - np.einsum("tnc,nc->tc", fw.w, fg)
+        G_V, G_s = dV.reshape(dV.shape[0], -1), ds
+    else:
+        ghr = gh[tb.nonempty][tb.seg]                                                  # (M, RH, K)
+        fhr = fh[tb.nonempty][tb.seg]
+        dV = fw.w[:, :, None] * ghr                                                    # (M, RH, K)
+        ds = fw.w * np.einsum("mck,mck->mc", fw.V - fhr, ghr)                         # (M, RH)
+        G_V, G_s = dV.reshape(dV.shape[0], -1), ds
+        if tb.incidence is not None:
+            G_V, G_s = tb.incidence @ G_V, tb.incidence @ G_s
+    gB = _table_t_times(tb.table, G_V).reshape(D, R, H, K).transpose(1, 2, 0, 3)
+    ga = _table_t_times(tb.table, G_s).reshape(D, R, H).transpose(1, 2, 0)
+    return r, ga, gB, fw.f
+
+
+def accuracy(f: np.ndarray, tb: Tokens) -> np.ndarray | None:
+    """Weighted accuracy per run: sign(f) (f = 0 counts as -1) for +-1 labels, argmax for class labels;
+    None for regression."""
+    if tb.labels is None:
+        return None
+    if f.shape[-1] > 1:
+        pred = np.argmax(f, axis=-1)
+        hit = pred == np.asarray(tb.labels)[:, None]
+    else:
+        pred = np.where(f[..., 0] > 0, 1, -1)
+        hit = pred == np.asarray(tb.labels)[:, None]
+    return tb.weights @ hit.astype(float)

@@ -1,0 +1,125 @@
+"""Does attention learning lag output learning?  Three measures on a training trajectory.
+
+* **displacement** (the suite's first measure): r_P(t) = |P_t - P_0| / |P_end - P_0| for P = attention alpha or
+  output B, and t_half(P) = the first step with r_P >= 1/2;
+* **function** (which block the risk reduction depends on over time): on held-out data, each block's progress
+  is measured inside the final model: gain_att(t) = R(alpha_0, B_end) - R(alpha_t, B_end), the part of the
+  final model's risk reduction that the attention has learned by step t, and gain_out(t) = R(alpha_end, B_0) -
+  R(alpha_end, B_t), the part the readout has learned (the final model with one block reset to its start, or
+  taken from step t); each is normalised by its value at the end, and t_half is where it first reaches 1/2.
+  (Resetting a block of the *current* model instead is degenerate from a zero start: with B_0 = 0 every
+  output-reset model has f = 0, so the readout's "gain" would be the whole risk reduction.)
+* **alignment** with the task's ground-truth directions (where the task has them): the attention's and the
+  readout's component along the directions a solution uses (``alignment``), normalised and timed the same way.
+
+For each measure the lag ratio is t_half(attention) / t_half(output); attention lags output when the ratio is
+above 1 (see ``verdicts``).  A measure whose attention or output curve never moves (or ends where it started)
+has no t_half: the ratio is undefined there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine as E
+from . import tasks as TK
+from .population import marked_symbols
+
+
+def relative_progress(values) -> np.ndarray:
+    """(m_t - m_0) / (m_end - m_0) (all zeros when the measure ends where it started)."""
+    v = np.asarray(values, float)
+    span = v[-1] - v[0]
+    return (v - v[0]) / span if span != 0 and np.isfinite(span) else np.zeros_like(v)
+
+
+def t_half(steps, values) -> int | None:
+    """The first recorded step at which the relative progress of ``values`` reaches 1/2 (None: no progress)."""
+    return crossing(steps, values)[0]
+
+
+def crossing(steps, values) -> tuple[int | None, int]:
+    """(t_half, its resolution): the first recorded step with relative progress >= 1/2 and the distance to the
+    recorded step before it (the crossing lies in between)."""
+    r = relative_progress(values)
+    if not r.any():
+        return None, 0
+    i = int(np.argmax(r >= 0.5))
+    s = np.asarray(steps)
+    return int(s[i]), int(s[i] - s[i - 1]) if i > 0 else 0
+
+
+def functional_curves(snapshots: dict, steps: list[int], test: E.Tokens, loss: str) -> dict:
+    """On ``test`` at the snapshot ``steps`` (the last one the end of the run): R(alpha_t, B_t), the final
+    model with its attention from step t, R(alpha_t, B_end), and with its readout from step t,
+    R(alpha_end, B_t); and the gains of each block (see module doc)."""
+    aT, bT = snapshots[steps[-1]]
+    A = np.stack([snapshots[s][0] for s in steps])
+    B = np.stack([snapshots[s][1] for s in steps])
+    n = len(steps)
+    alphas = np.concatenate([A, A, np.repeat(aT[None], n, 0)])
+    Bs = np.concatenate([B, np.repeat(bT[None], n, 0), B])
+    risks = np.concatenate([E.risk(alphas[i:i + 16], Bs[i:i + 16], test, loss) for i in range(0, 3 * n, 16)])
+    full, att_t, out_t = risks[:n], risks[n:2 * n], risks[2 * n:]
+    return {"steps": list(steps), "risk": full.tolist(), "risk_attention_at_t": att_t.tolist(),
+            "risk_output_at_t": out_t.tolist(), "gain_att": (att_t[0] - att_t).tolist(),
+            "gain_out": (out_t[0] - out_t).tolist()}
+
+
+def alignment(task: str, d: int, alpha: np.ndarray, B: np.ndarray, extra: dict | None = None) -> tuple | None:
+    """(attention alignment, output alignment) of parameters alpha (H, D), B (H, D, K) with the task's
+    ground-truth directions, or None where the task has none stated here.
+
+    occurrence / OR / AND: the score and the readout of the marked symbols minus those of the unmarked ones
+    (mean over marked symbols; AND with two heads: each head's larger marked score, summed over heads);
+    ICL: the score of the previous-token-is-trigger coordinate minus the mean of the other previous-token
+    coordinates, and the readout's diagonal (token z read out as answer z) minus its off-diagonal mean;
+    SLR: cos(alpha, k*) and cos(beta, v*) (summed over heads).
+    """
+    alpha = np.asarray(alpha, float)
+    B = np.asarray(B, float)
+    if task in TK.POPULATION_TASKS:
+        k = marked_symbols(task)
+        a_gap = alpha[:, :k] - alpha[:, k:].mean(axis=1, keepdims=True)
+        b_gap = B[:, :k, 0] - B[:, k:, 0].mean(axis=1, keepdims=True)
+        if task == "AND":
+            return float(a_gap.max(axis=1).sum()), float(b_gap.mean(axis=1).sum())
+        return float(a_gap.mean(axis=1).sum()), float(b_gap.mean(axis=1).sum())
+    if task == "ICL":
+        prev = alpha[:, d:]
+        a = prev[:, 0] - prev[:, 1:].mean(axis=1)
+        top = B[:, :d, :]
+        diag = np.einsum("hii->h", top) / d
+        off = (top.sum(axis=(1, 2)) - diag * d) / (d * d - d)
+        return float(a.sum()), float((diag - off).sum())
+    if task == "SLR" and extra is not None:
+        k, v = extra["k"], extra["v"]
+
+        def cos(x, y):
+            nx = np.linalg.norm(x)
+            return float(x @ y / nx) if nx > 0 else 0.0
+        return (sum(cos(alpha[h], k) for h in range(alpha.shape[0])),
+                sum(cos(B[h, :, 0], v) for h in range(B.shape[0])))
+    return None
+
+
+def alignment_curves(task: str, d: int, snapshots: dict, steps: list[int], extra: dict | None = None) -> dict | None:
+    """The two alignments at the snapshot steps (None where the task has no stated ground truth)."""
+    vals = [alignment(task, d, *snapshots[s], extra) for s in steps]
+    if vals[0] is None:
+        return None
+    return {"steps": list(steps), "att": [v[0] for v in vals], "out": [v[1] for v in vals]}
+
+
+def measures(steps: list[int], alpha_dist: list, B_dist: list, func: dict, align: dict | None) -> dict:
+    """t_half of attention and output under each measure, and their ratio."""
+    out = {}
+    all_steps = list(range(len(alpha_dist)))
+    pairs = {"displacement": (all_steps, alpha_dist, all_steps, B_dist),
+             "function": (func["steps"], func["gain_att"], func["steps"], func["gain_out"])}
+    if align is not None:
+        pairs["alignment"] = (align["steps"], align["att"], align["steps"], align["out"])
+    for name, (sa, va, sb, vb) in pairs.items():
+        (ta, ra), (tb, rb) = crossing(sa, va), crossing(sb, vb)
+        out[name] = {"t_half_att": ta, "t_half_out": tb, "resolution": max(ra, rb),
+                     "ratio": (ta / tb) if (ta is not None and tb) else None}
+    return out

@@ -1,0 +1,167 @@
+"""The experiment protocol as parameters: a **reading** of the paper's Table 1 protocol.
+
+The paper does not state its protocol (budgets, phase lengths, step-size rule, optimizer); each choice below
+is a parameter with a stated default, recorded in every result.  ``READINGS`` names the readings this suite
+runs; ``Reading()`` is the default, chosen to the standard of the field (see docs/table1.md):
+
+* **phases** of the three-phase plan: k1 output steps, then k2 attention steps, then output steps for the rest
+  of the budget.  The theory's reading is (1, 1); the default runs the attention phase until its validation
+  risk stops improving (``k2 = "plateau"``, at most ``phase2_cap`` steps), as the output phase is;
+* **budget**: every plan gets the same budget and stopping rule: ``"plateau"`` stops a run when its validation
+  risk decreases by less than about ``tol`` times the starting risk over the last ``patience`` evaluations
+  (one every ``eval_every`` steps; ``bank.plateau``), with a cap of ``max_steps`` steps; ``"fixed"`` runs
+  exactly ``max_steps``.  A run is *converged* when the same plateau test holds at its end, whatever the
+  budget rule; a run that reaches the cap without it is *capped* (not converged);
+* **joint_steps**: joint GD trains both layers with one learning rate (``"shared"``, the default, as the
+  primary sources do) or with one per layer (``"separate"``, searched on a 2-D grid);
+* **optimizer**: ``"gd"`` (default), ``"momentum"`` (heavy ball) or ``"adam"``, applied alike to every plan and
+  phase (optimizer state per layer, kept across phases);
+* **step sizes**: chosen on ``tuning_seeds`` seeds that are never reported (seeds 1000, 1001, ...; the reported
+  seeds are 0, 1, ...), on log grids of ratio ``grid_ratio`` that extend (up to ``max_extensions`` points per
+  side) while the best point sits at an edge whose outer neighbour has not diverged; a diverged point
+  (non-finite risk, or validation risk above ``divergence_factor`` times the start) is never chosen.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from theory.validation import SettingError
+
+OPTIMIZERS = ("gd", "momentum", "adam")
+BUDGETS = ("plateau", "fixed")
+JOINT_STEPS = ("shared", "separate")
+TUNING_SEED_BASE = 1000
+"""Tuning seeds are TUNING_SEED_BASE, TUNING_SEED_BASE + 1, ...; reported seeds are 0, 1, ... (disjoint)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of the protocol (every field is recorded in the results)."""
+
+    name: str = "default"
+    k1: int = 1
+    k2: int | str = "plateau"
+    phase2_cap: int = 400
+    budget: str = "plateau"
+    max_steps: int = 2000
+    eval_every: int = 20
+    patience: int = 10
+    tol: float = 1e-3
+    joint_steps: str = "shared"
+    optimizer: str = "gd"
+    momentum: float = 0.9
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    tuning_seeds: int = 2
+    grid_ratio: float = 4.0
+    grid_points: int = 3
+    max_extensions: int = 4
+    divergence_factor: float = 10.0
+
+    def validate(self) -> "Reading":
+        """Raise SettingError naming the field on a reading no run can use."""
+        def positive_int(name):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise SettingError(f"reading {self.name!r}: {name} must be an integer >= 1, got {v!r}")
+        for name in ("k1", "phase2_cap", "max_steps", "eval_every", "patience", "tuning_seeds", "grid_points"):
+            positive_int(name)
+        if self.patience < 2:
+            raise SettingError(f"reading {self.name!r}: patience must be >= 2 (the plateau test compares halves)")
+        if not (self.k2 == "plateau" or (isinstance(self.k2, int) and not isinstance(self.k2, bool) and self.k2 >= 1)):
+            raise SettingError(f"reading {self.name!r}: k2 must be an integer >= 1 or 'plateau', got {self.k2!r}")
+        if isinstance(self.max_extensions, bool) or not isinstance(self.max_extensions, int) or self.max_extensions < 0:
+            raise SettingError(f"reading {self.name!r}: max_extensions must be an integer >= 0")
+        for name, choices in (("budget", BUDGETS), ("joint_steps", JOINT_STEPS), ("optimizer", OPTIMIZERS)):
+            if getattr(self, name) not in choices:
+                raise SettingError(f"reading {self.name!r}: {name} must be one of {', '.join(choices)}, "
+                                   f"got {getattr(self, name)!r}")
+        for name, lo, hi in (("tol", 0, 1), ("momentum", 0, 1), ("adam_beta1", 0, 1), ("adam_beta2", 0, 1)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and lo < v < hi):
+                raise SettingError(f"reading {self.name!r}: {name} must be in ({lo}, {hi}), got {v!r}")
+        for name in ("adam_eps", "grid_ratio", "divergence_factor"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise SettingError(f"reading {self.name!r}: {name} must be finite and > 0, got {v!r}")
+        if self.grid_ratio <= 1 or self.divergence_factor <= 1:
+            raise SettingError(f"reading {self.name!r}: grid_ratio and divergence_factor must be > 1")
+        if self.k1 + (self.k2 if isinstance(self.k2, int) else 1) >= self.max_steps:
+            raise SettingError(f"reading {self.name!r}: the phases k1 + k2 must leave output steps within "
+                               f"max_steps = {self.max_steps}")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Reading":
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise SettingError(f"unknown reading fields: {', '.join(sorted(unknown))}")
+        return cls(**data).validate()
+
+    def with_(self, **changes) -> "Reading":
+        return replace(self, **changes).validate()
+
+
+READINGS = {
+    "default": Reading(),
+    "theory-52": Reading(name="theory-52", k1=1, k2=1, budget="fixed", max_steps=52, joint_steps="separate",
+                         tuning_seeds=1),
+    "k2-5": Reading(name="k2-5", k2=5),
+    "k2-20": Reading(name="k2-20", k2=20),
+    "separate": Reading(name="separate", joint_steps="separate"),
+    "momentum": Reading(name="momentum", optimizer="momentum"),
+    "adam": Reading(name="adam", optimizer="adam"),
+}
+"""Named readings.  ``theory-52`` is the protocol of the suite's first Table 1 (phases (1, 1), 52 steps for
+every plan, joint GD on separate step grids) run under this protocol's step-size rule; its original numbers,
+chosen on the reported seed 0, are kept in docs/example_table1/legacy-52/."""
+
+
+def reading(name: str) -> Reading:
+    """The named reading (SettingError listing the names otherwise)."""
+    if name not in READINGS:
+        raise SettingError(f"unknown reading {name!r}; choose from {', '.join(READINGS)}")
+    return READINGS[name]
+
+
+AXES = {"three_phase": ("out", "att"), "joint": ("out",), "joint_separate": ("out", "att"),
+        "output_only": ("out",), "attention_only": ("att",)}
+"""The step-size axes of each plan: an output learning rate ("out") and/or an attention one ("att").
+Three-phase uses the output rate for phases 1 and 3 and the attention rate for phase 2; joint GD under
+``joint_steps = "shared"`` uses one rate for both layers."""
+
+
+def plan_axes(plan: str, r: Reading) -> tuple[str, ...]:
+    return AXES["joint_separate"] if plan == "joint" and r.joint_steps == "separate" else AXES[plan]
+
+
+def base_grid(axis: str, lam: float, r: Reading) -> list[float]:
+    """The initial grid of an axis: ``grid_points`` log-spaced values (ratio ``grid_ratio``) around a centre
+    set by the output curvature lambda_B at the start: 1 / (4 lambda_B) for output rates (below the
+    stability limit 2 / lambda_B) and 8 / lambda_B for attention rates (whose gradient starts at 0 and has no
+    curvature scale there).  Under momentum the centre is scaled by (1 - momentum) (the same effective
+    step); under Adam, whose steps are per-coordinate and scale-free, the centres are 1e-2 and 1e-1."""
+    if r.optimizer == "adam":
+        centre = 1e-2 if axis == "out" else 1e-1
+    else:
+        centre = (0.25 if axis == "out" else 8.0) / lam
+        if r.optimizer == "momentum":
+            centre *= 1.0 - r.momentum
+    half = (r.grid_points - 1) / 2
+    return [centre * r.grid_ratio ** (i - half) for i in range(r.grid_points)]
+
+
+def phases(plan: str, r: Reading) -> list[tuple[str, int | str]]:
+    """The plan's phases: (block, length) with block "out", "att" or "both" and length a step count,
+    "plateau" (attention phase: until its validation risk stops improving, at most phase2_cap steps) or
+    "rest" (until the budget rule stops the run)."""
+    if plan == "three_phase":
+        return [("out", r.k1), ("att", r.k2), ("out", "rest")]
+    return {"joint": [("both", "rest")], "output_only": [("out", "rest")],
+            "attention_only": [("att", "rest")]}[plan]

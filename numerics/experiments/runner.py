@@ -1,0 +1,427 @@
+"""The Table 1 runner: for every row (task, head count), choose each plan's step sizes on tuning seeds, train
+the reported seeds at the chosen step sizes, and measure them.
+
+``run(config)`` returns a results dict (JSON-ready) that holds the whole configuration, the reading
+(``protocol.Reading``), the step-size search of every plan, and per reported seed the held-out risk and
+accuracy, the stopping step and status (converged / capped / diverged), the risk curve, and the three lag
+measures of joint GD (``lag``); rows carry their capacity ceiling (``capacity``).  Verdicts are taken from
+this dict by ``verdicts``; rendering is in app/table1.py.
+
+Data (``make_data``): exact populations of count classes for occurrence and OR and one-head AND (their
+a/b-symmetric reduction, exact from the zero start: ``population.population(merged=True)``), truncated to a
+stated left-out mass; mini-batches from a seeded sampler otherwise (ICL, SLR, even pairs, and two-head AND,
+whose heads break the a/b symmetry), with a fixed validation set (step-size choice and stopping) and a fixed
+test set (reported), all drawn per seed: batch t of seed s from the generator seeded [s, task, 0, t].
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from numerics.model import Model
+from theory.validation import SettingError
+
+from . import bank as BK
+from . import engine as E
+from . import lag as L
+from . import tasks as TK
+from .population import expand, loss_bound, marked_symbols, population
+from .grid import GridSearch
+from .protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
+
+PLANS = ("three_phase", "joint", "output_only", "attention_only")
+ICL_LOSSES = ("squared", "cross_entropy")
+EXACT_MASS_TOL = 1e-13
+"""Left-out probability mass of the exact populations (its bound on every risk is recorded per row)."""
+
+
+@dataclass
+class Config:
+    """Every parameter of a Table 1 run besides the reading (all recorded in the results)."""
+
+    tasks: tuple = TK.TASKS
+    d: int = 50
+    seeds: int = 5
+    and_heads: tuple = (2, 1)
+    init_scale: float = 0.01
+    batch: int = 64
+    val_size: int = 1024
+    test_size: int = 2048
+    mass_tol: float = EXACT_MASS_TOL
+    len_tol: float = 1e-13
+    curve_points: int = 40
+    lag_points: int = 120
+    icl_loss: str = "squared"
+    jobs: int = 2
+    reading: Reading = field(default_factory=Reading)
+
+    @classmethod
+    def quick(cls, **overrides) -> "Config":
+        """The small configuration of ``--quick`` (d = 8, 3 seeds, budget 400 steps)."""
+        base = dict(d=8, seeds=3, batch=32, val_size=256, test_size=512,
+                    reading=Reading(name="quick", max_steps=400, eval_every=10, patience=8, phase2_cap=100))
+        base.update(overrides)
+        return cls(**base)
+
+    def validate(self) -> "Config":
+        unknown = [t for t in self.tasks if t not in TK.TASKS]
+        if unknown or not self.tasks:
+            raise SettingError(f"tasks must be a non-empty list of {', '.join(TK.TASKS)}; got {list(self.tasks)}")
+        for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise SettingError(f"{name} must be an integer >= 1, got {v!r}")
+        for t in self.tasks:
+            if self.d < TK.MIN_D[t]:
+                raise SettingError(f"d = {self.d} is too small for task {t} (needs d >= {TK.MIN_D[t]})")
+        if not self.and_heads or not all(h in (1, 2, 3, 4) for h in self.and_heads):
+            raise SettingError(f"and_heads must be a non-empty list of head counts in 1..4, got {list(self.and_heads)}")
+        for name in ("mass_tol", "len_tol"):
+            v = getattr(self, name)
+            if not (isinstance(v, float) and 0 < v < 1):
+                raise SettingError(f"{name} must be in (0, 1), got {v!r}")
+        if self.icl_loss not in ICL_LOSSES:
+            raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
+        if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
+            raise SettingError(f"init_scale must be finite and >= 0, got {self.init_scale!r}")
+        self.reading.validate()
+        return self
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.to_dict() if isinstance(v, Reading) else (list(v) if isinstance(v, tuple) else v)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Config":
+        known = {f.name for f in fields(cls)}
+        kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
+        if isinstance(kw.get("reading"), dict):
+            kw["reading"] = Reading.from_dict(kw["reading"])
+        return cls(**kw)
+
+
+# ------------------------------------------------------------------------------------------------
+# rows, data, starts
+
+
+def rows(cfg: Config) -> list[tuple[str, str, int]]:
+    """(row name, task, heads), in table order; AND has one row per head count."""
+    out = []
+    for t in TK.TASKS:
+        if t in cfg.tasks:
+            out += [(f"AND (H={h})", t, h) for h in cfg.and_heads] if t == "AND" else [(t, t, 1)]
+    return out
+
+
+def exact(task: str, heads: int, cfg: Config) -> bool:
+    """Rows trained on the exact population: occurrence, OR and one-head AND (zero start, so the a/b
+    symmetry of OR and AND holds along the whole run)."""
+    if task == "occurrence":
+        return True
+    return task in ("OR", "AND") and (heads == 1 or cfg.init_scale == 0)
+
+
+def task_loss(task: str, cfg: Config) -> str:
+    return cfg.icl_loss if task == "ICL" else "squared"
+
+
+@dataclass
+class Data:
+    """Training batches by step, validation and test sets in the engine layout, and what the row records."""
+
+    train: object
+    val: E.Tokens
+    test: E.Tokens
+    exact: bool
+    info: dict
+
+
+def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
+    if exact(task, heads, cfg):
+        pop = population(task, cfg.d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
+        tb = E.from_batch(pop)
+        return Data(lambda t: tb, tb, tb, True, dict(pop.extra))
+    tid = TK.TASKS.index(task)
+
+    def draw(purpose: int, size: int, step: int = 0):
+        return TK.sample(task, cfg.d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed)
+
+    test = draw(2, cfg.test_size)
+    info = {"p": TK.length_parameter(task, cfg.d)}
+    if task == "SLR":
+        info["k"], info["v"] = test.extra["k"], test.extra["v"]
+    return Data(lambda t: E.from_batch(draw(0, cfg.batch, t)), E.from_batch(draw(1, cfg.val_size)),
+                E.from_batch(test), False, info)
+
+
+def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    """The start of a row: zero for one head; for more heads seeded normal values of scale init_scale
+    (symmetric over the unmarked symbols on occurrence, OR and AND)."""
+    H, D, K = TK.model_shape(task, cfg.d, heads)
+    if heads == 1 or cfg.init_scale == 0:
+        return np.zeros((H, D)), np.zeros((H, D, K))
+    rng = np.random.default_rng([seed, 99])
+    if task in TK.POPULATION_TASKS:
+        k = marked_symbols(task)
+        a = cfg.init_scale * rng.standard_normal((heads, k + 1, 1))
+        b = cfg.init_scale * rng.standard_normal((heads, k + 1, K))
+        return expand(a, cfg.d, k)[..., 0], expand(b, cfg.d, k)
+    p = Model(H, D, K).init(cfg.init_scale, seed)
+    return p.alpha, p.B
+
+
+def output_curvature(val: E.Tokens, loss: str) -> float:
+    """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token), the
+    curvature of the squared risk in each output column at alpha = 0 (divided by K under cross-entropy,
+    whose Hessian in f at the zero start is (I - 11^T / K) / K): the scale of the step-size grids."""
+    D = val.table.shape[1]
+    zero_a = np.zeros((1, 1, D))
+    eye = np.eye(D)
+    # xbar of every string: f of a one-head model with B = I (K = D outputs), weights uniform at alpha = 0
+    fw = E.forward(zero_a, eye[None, None], val)
+    xbar = fw.f[:, 0, :]
+    lam = float(np.linalg.eigvalsh((xbar * val.weights[:, None]).T @ xbar)[-1])
+    return lam / val.y.shape[1] if loss == "cross_entropy" else lam
+
+
+# ------------------------------------------------------------------------------------------------
+# step-size search on tuning seeds
+
+
+def _value(axis_centres: dict, axes: tuple, point: tuple, ratio: float) -> dict:
+    return {ax: axis_centres[ax] * ratio ** off for ax, off in zip(axes, point)}
+
+
+def _program(plan: str, lrs: dict, label: dict) -> BK.Program:
+    out = lrs.get("out", 0.0)
+    att = lrs.get("att", out if plan == "joint" else 0.0)
+    return BK.Program(plan=plan, lr_out=out, lr_att=att, label=label)
+
+
+def _train(task, heads, seed, cfg, programs, record=False, data=None):
+    data = data or make_data(task, heads, seed, cfg)
+    a0, b0 = initial_params(task, heads, seed, cfg)
+    R = len(programs)
+    return BK.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
+                         task_loss(task, cfg), cfg.reading, record=record), data
+
+
+def search(task: str, heads: int, cfg: Config, plans=PLANS) -> dict:
+    """Each plan's step sizes, chosen on the tuning seeds by the extending grid of the reading
+    (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed.
+
+    A point's score is the mean over the tuning seeds of its final validation risk (None when any seed
+    diverged).  Returns per plan: the chosen rates, every tried point with its score, ``edge`` (the sides of
+    the grid the choice still sits at), ``insensitive`` and ``all_diverged``."""
+    r = cfg.reading
+    loss = task_loss(task, cfg)
+    tune = [TUNING_SEED_BASE + i for i in range(1 if exact(task, heads, cfg) else r.tuning_seeds)]
+    datas = {s: make_data(task, heads, s, cfg) for s in tune}
+    lam = output_curvature(datas[tune[0]].val, loss)
+    a0, b0 = initial_params(task, heads, tune[0], cfg)
+    flat = r.tol * float(E.risk(a0[None], b0[None], datas[tune[0]].val, loss)[0])
+    centres = {ax: base_grid(ax, lam, r)[(r.grid_points - 1) // 2] for ax in ("out", "att")}
+    searches = {p: GridSearch(len(plan_axes(p, r)), r.grid_points, r.max_extensions, flat) for p in plans}
+    steps_used = 0
+    while not all(g.done for g in searches.values()):
+        programs = [_program(p, _value(centres, plan_axes(p, r), pt, r.grid_ratio), {"plan": p, "point": pt})
+                    for p, g in searches.items() for pt in g.pending]
+        scores: dict = {}
+        for s in tune:
+            recs, _ = _train(task, heads, s, cfg, programs, data=datas[s])
+            for rec in recs:
+                key = (rec.program.label["plan"], rec.program.label["point"])
+                scores.setdefault(key, []).append(None if rec.diverged else rec.final_val)
+                steps_used += rec.steps
+        for p, g in searches.items():
+            g.record({pt: (None if any(x is None or not math.isfinite(x) for x in scores[(p, pt)])
+                           else float(np.mean(scores[(p, pt)]))) for pt in g.pending})
+    out = {}
+    for p, g in searches.items():
+        axes = plan_axes(p, r)
+        best = g.best()
+        out[p] = {"axes": list(axes), "lambda_B": lam, "centres": centres, "ratio": r.grid_ratio,
+                  "chosen": None if best is None else _value(centres, axes, best, r.grid_ratio),
+                  "chosen_point": None if best is None else list(best),
+                  "tried": [{"point": list(pt), **_value(centres, axes, pt, r.grid_ratio), "score": v}
+                            for pt, v in sorted(g.tried.items())],
+                  "edge": [f"{axes[i]} {'low' if s < 0 else 'high'}" for i, s in g.edges()],
+                  "insensitive": g.insensitive(), "all_diverged": best is None,
+                  "tuning_seeds": tune, "flat_tolerance": flat}
+    out["_steps"] = steps_used
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# reported seeds
+
+
+def curve_subset(steps: list[int], points: int) -> list[int]:
+    """About ``points`` of the recorded steps, log-spaced, always with the first and the last."""
+    steps = sorted(steps)
+    if len(steps) <= points:
+        return steps
+    idx = np.unique(np.round(np.geomspace(1, len(steps), points)).astype(int) - 1)
+    return sorted({steps[0], *[steps[i] for i in idx], steps[-1]})
+
+
+def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> dict:
+    """Train the chosen step sizes of every plan on one reported seed and measure them."""
+    loss = task_loss(task, cfg)
+    plans = [p for p in PLANS if chosen.get(p) is not None]
+    programs = [_program(p, chosen[p], {"plan": p}) for p in plans]
+    recs, data = _train(task, heads, seed, cfg, programs, record=True)
+    out = {}
+    for rec in recs:
+        plan = rec.program.plan
+        steps = curve_subset(sorted(rec.snapshots), cfg.curve_points)
+        A = np.stack([rec.snapshots[s][0] for s in steps])
+        B = np.stack([rec.snapshots[s][1] for s in steps])
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            risks, accs = [], []
+            for i in range(0, len(steps), 16):
+                fw = E.forward(A[i:i + 16], B[i:i + 16], data.test)
+                lv, _ = E.losses(fw.f, data.test, loss)
+                risks += (data.test.weights @ lv).tolist()
+                acc = E.accuracy(fw.f, data.test)
+                accs += [None] * len(lv[0]) if acc is None else acc.tolist()
+        risks = [x if math.isfinite(x) else None for x in risks]
+        res = {"plan": plan, "seed": seed, "steps": rec.steps, "converged": rec.converged, "capped": rec.capped,
+               "diverged": rec.diverged, "phase_ends": rec.phase_ends,
+               "test_risk": None if rec.diverged else risks[-1], "test_acc": None if rec.diverged else accs[-1],
+               "val_risk": rec.val_risk[-1], "curve": {"steps": steps, "risk": risks, "acc": accs},
+               "val_curve": {"steps": rec.val_steps, "risk": [x if math.isfinite(x) else None for x in rec.val_risk]},
+               "alpha_dist": [rec.alpha_dist[s] for s in steps], "B_dist": [rec.B_dist[s] for s in steps]}
+        if data.exact:
+            res["truncation_bound"] = loss_bound(data.info["dropped"], rec.final_B)
+        if plan == "joint" and not rec.diverged:
+            fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
+            func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
+            align = L.alignment_curves(task, cfg.d, rec.snapshots, fsteps, data.info)
+            res["function"] = func
+            res["alignment"] = align
+            res["lag"] = L.measures(fsteps, rec.alpha_dist, rec.B_dist, func, align)
+        out[plan] = res
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# one row, and the table
+
+
+def run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
+    """Search, report and summarise one row (a picklable job for the process pool)."""
+    cpu0, wall0 = time.process_time(), time.time()
+    cfg = Config.from_dict(cfg_dict)
+    loss = task_loss(task, cfg)
+    found = search(task, heads, cfg)
+    tuning_steps = found.pop("_steps")
+    chosen = {p: found[p]["chosen"] for p in PLANS}
+    seeds = [0] if exact(task, heads, cfg) else list(range(cfg.seeds))
+    per_seed = [report_seed(task, heads, s, cfg, chosen) for s in seeds]
+    plans = {}
+    for p in PLANS:
+        recs = [ps[p] for ps in per_seed if p in ps]
+        plans[p] = {"search": found[p], "chosen": chosen[p], "seeds": recs,
+                    "risk": stats([r["test_risk"] for r in recs]), "acc": stats([r["test_acc"] for r in recs]),
+                    "diverged": [r["seed"] for r in recs if r["diverged"]],
+                    "capped": [r["seed"] for r in recs if r["capped"]],
+                    "not_converged": [r["seed"] for r in recs if not r["converged"]],
+                    "steps": stats([r["steps"] for r in recs])}
+        bounds = [r.get("truncation_bound") for r in recs if r.get("truncation_bound") is not None]
+        plans[p]["truncation_bound"] = max(bounds) if bounds else None
+    lag = {}
+    joint = [r for r in plans["joint"]["seeds"] if "lag" in r]
+    for m in ("displacement", "function", "alignment"):
+        vals = [r["lag"][m] for r in joint if m in r["lag"]]
+        if vals:
+            lag[m] = {"t_half_att": stats([v["t_half_att"] for v in vals]),
+                      "t_half_out": stats([v["t_half_out"] for v in vals]),
+                      "ratio": stats([v["ratio"] for v in vals]),
+                      "resolution": max(v["resolution"] for v in vals),
+                      "resolution_per_seed": [v["resolution"] for v in vals]}
+    data_info = make_data(task, heads, 0, cfg).info if exact(task, heads, cfg) else {"p": TK.length_parameter(task, cfg.d)}
+    data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
+    return {"name": name, "task": task, "heads": heads, "loss": loss, "exact": exact(task, heads, cfg),
+            "seeds_run": seeds, "data": data_info, "plans": plans, "lag": lag,
+            "ceiling": ceiling_of(task, cfg.d, heads, loss),
+            "cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
+
+
+def ceiling_of(task: str, d: int, heads: int, loss: str) -> dict | None:
+    """The row's capacity ceiling (``capacity.ceiling``) as a dict, or None when it cannot be computed."""
+    try:
+        from .capacity import ceiling
+    except ImportError:
+        return None
+    try:
+        return ceiling(task, d, heads, loss=loss).to_dict()
+    except SettingError as exc:
+        return {"error": str(exc)}
+
+
+def stats(values: list) -> dict:
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return {"mean": None, "std": None, "n": 0, "values": list(values)}
+    a = np.asarray(v, float)
+    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if len(a) > 1 else 0.0, "n": len(a),
+            "values": list(values)}
+
+
+COST = {"ICL": 10, "AND": 4, "OR": 2, "SLR": 2, "even_pairs": 1, "occurrence": 1}
+"""Rough relative cost per row: the heaviest rows go to the pool first."""
+
+
+def package_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("occurrence-companion")
+    except Exception:  # noqa: BLE001 - any failure of the metadata lookup means "unknown"
+        return "unknown"
+
+
+def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=None, done: dict | None = None) -> dict:
+    """Every row of the table (rows in parallel over ``cfg.jobs`` processes); ``on_row(name, row)`` is
+    called as each row finishes (e.g. to save partial results); rows already in ``done`` (finished rows of
+    an interrupted run of the same configuration) are not trained again."""
+    from tqdm import tqdm
+
+    cfg.validate()
+    started, cpu0 = time.time(), time.process_time()
+    cfg_dict = cfg.to_dict()
+    done = dict(done or {})
+    todo = sorted((r for r in rows(cfg) if r[0] not in done), key=lambda r: -COST[r[1]] * r[2])
+    bar = tqdm(total=len(todo), desc="Table 1 rows", disable=quiet or not sys.stderr.isatty(), unit="row")
+
+    def finish(row):
+        done[row["name"]] = row
+        bar.update()
+        bar.set_postfix_str(row["name"])
+        if on_row is not None:
+            on_row(row["name"], row)
+
+    if cfg.jobs == 1:
+        for name, task, heads in todo:
+            finish(run_row(cfg_dict, name, task, heads))
+    else:
+        with ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
+            pending = {pool.submit(run_row, cfg_dict, n, t, h) for n, t, h in todo}
+            while pending:
+                fin, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in fin:
+                    finish(fut.result())
+    bar.close()
+    ordered = {name: done[name] for name, _, _ in rows(cfg)}
+    return {"suite": "occurrence-companion", "version": package_version(), "command": command or sys.argv,
+            "config": cfg_dict, "reading": cfg.reading.to_dict(), "elapsed_s": time.time() - started,
+            "cpu_s": sum(r["cpu_s"] for r in ordered.values()) + time.process_time() - cpu0, "rows": ordered,
+            "engine": {"numpy": np.__version__}}

@@ -1,0 +1,253 @@
+"""The Table 1 experiment layers: engine (against the dense model), exact populations, the extending grid,
+the plateau rule, the lag measures and the refusal of verdicts resting on artefacts."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from checks.strategies import examples
+from numerics.experiments import bank as BK
+from numerics.experiments import engine as E
+from numerics.experiments import lag as L
+from numerics.experiments import runner as RN
+from numerics.experiments import tasks as TK
+from numerics.experiments import verdicts as V
+from numerics.experiments.grid import GridSearch
+from numerics.experiments.population import population
+from numerics.model import Model, Params
+
+# ------------------------------------------------------------------------------------------------ engine
+
+CASES = [("occurrence", 1), ("OR", 1), ("AND", 2), ("ICL", 1), ("SLR", 1), ("even_pairs", 1), ("SLR", 2)]
+
+
+@pytest.mark.parametrize("task,heads", CASES)
+@given(seed=st.integers(0, 2 ** 31 - 1), d=st.integers(5, 12))
+@examples(6)
+def test_engine_agrees_with_the_dense_model(task, heads, seed, d):
+    """The token-row / bag engine and numerics.model.Model give the same risks, gradients and outputs to
+    1e-12 (relative) for several runs at once, on random batches and random parameters."""
+    rng = np.random.default_rng(seed)
+    batch = TK.sample(task, d, 30, np.random.default_rng(seed + 1), seed=seed % 7)
+    model = Model(*TK.model_shape(task, d, heads))
+    R = 3
+    alpha = rng.standard_normal((R, heads, model.D))
+    B = rng.standard_normal((R, heads, model.D, model.K))
+    tb = E.from_batch(batch)
+    losses = ["squared"] + (["cross_entropy"] if task == "ICL" else []) + (["logistic"] if model.K == 1 and
+                                                                           batch.labels is not None else [])
+    for loss in losses:
+        r, ga, gB, f = E.risk_and_grad(alpha, B, tb, loss)
+        target = batch.labels if loss == "cross_entropy" else batch.y
+        for i in range(R):
+            rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X, target, batch.m, loss=loss)
+            assert abs(r[i] - rr) <= 1e-12 * abs(rr)
+            assert np.abs(ga[i] - g.alpha).max() <= 1e-12 * max(np.abs(g.alpha).max(), 1e-300)
+            assert np.abs(gB[i] - g.B).max() <= 1e-12 * np.abs(g.B).max()
+            assert np.abs(f[:, i] - ff).max() <= 1e-12 * max(np.abs(ff).max(), 1.0)
+
+
+@pytest.mark.parametrize("task", ["ICL", "SLR", "even_pairs"])
+def test_engine_gradient_by_finite_differences(task):
+    """Central differences of the engine's risk along random directions match its gradient."""
+    d = 6
+    rng = np.random.default_rng(5)
+    batch = TK.sample(task, d, 20, np.random.default_rng(2))
+    tb = E.from_batch(batch)
+    H, D, K = TK.model_shape(task, d, 1)
+    alpha, B = 0.5 * rng.standard_normal((1, H, D)), 0.5 * rng.standard_normal((1, H, D, K))
+    _, ga, gB, _ = E.risk_and_grad(alpha, B, tb)
+    for _ in range(3):
+        da, dB = rng.standard_normal(alpha.shape), rng.standard_normal(B.shape)
+        h = 1e-6
+        fd = (E.risk(alpha + h * da, B + h * dB, tb) - E.risk(alpha - h * da, B - h * dB, tb))[0] / (2 * h)
+        assert fd == pytest.approx((ga * da).sum() + (gB * dB).sum(), rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("task", ["OR", "AND"])
+@pytest.mark.parametrize("d", [5, 7])
+def test_merged_population_is_exact_at_symmetric_parameters(task, d):
+    """The a/b-symmetric reduction (classes (c_a + c_b, rest), AND's label split by 1 - 2^(1-c)) gives the
+    same risk and gradient as the full (c_a, c_b, rest) classes wherever the parameters are equal on a and
+    b; control: at parameters that differ on a and b it does not."""
+    full, merged = (E.from_batch(population(task, d, 1e-300, 1e-15, merged=m)) for m in (False, True))
+    rng = np.random.default_rng(d)
+    a = rng.standard_normal((2, 1, 2))
+    b = rng.standard_normal((2, 1, 2, 1))
+    alpha = np.concatenate([a[:, :, :1], a[:, :, :1], np.repeat(a[:, :, 1:], d - 2, 2)], axis=2)
+    B = np.concatenate([b[:, :, :1], b[:, :, :1], np.repeat(b[:, :, 1:], d - 2, 2)], axis=2)
+    r1, ga1, gB1, _ = E.risk_and_grad(alpha, B, full)
+    r2, ga2, gB2, _ = E.risk_and_grad(alpha, B, merged)
+    assert np.abs(r1 - r2).max() <= 1e-11 * np.abs(r1).max()
+    assert np.abs(ga1 - ga2).max() <= 1e-11 * np.abs(ga1).max()
+    assert np.abs(gB1 - gB2).max() <= 1e-11 * np.abs(gB1).max()
+    B[:, :, 0] += 0.5  # break the a/b symmetry: the reduction no longer applies
+    assert np.abs(E.risk(alpha, B, full) - E.risk(alpha, B, merged)).max() > 1e-3
+
+
+# ------------------------------------------------------------------------------------------------ protocol
+
+
+def test_grid_extends_to_a_minimiser_outside_the_first_grid():
+    """Score (offset - 3)^2 on one axis: the first grid {-1, 0, 1} has its best at the top edge; the search
+    extends until it brackets 3.  Control: with one extension allowed it stops at 2 and reports the edge."""
+    def run(max_ext, f, axes=1):
+        g = GridSearch(axes, 3, max_ext)
+        while not g.done:
+            g.record({p: f(p) for p in g.pending})
+        return g
+
+    g = run(6, lambda p: (p[0] - 3.0) ** 2)
+    assert g.best() == (3,) and g.edges() == [] and (4,) in g.tried
+    g = run(1, lambda p: (p[0] - 3.0) ** 2)
+    assert g.best() == (2,) and g.edges() == [(0, 1)]
+    # a diverged neighbour bounds the edge: the best point is then not an artefact of the grid
+    g = run(6, lambda p: None if p[0] >= 2 else -p[0])
+    assert g.best() == (1,) and g.edges() == [] and g.tried[(2,)] is None
+    # two axes: the minimiser at (-2, 3) is reached face by face
+    g = run(6, lambda p: (p[0] + 2.0) ** 2 + (p[1] - 3.0) ** 2, axes=2)
+    assert g.best() == (-2, 3) and g.edges() == []
+    # every point ties: insensitive, offset 0, no edge
+    g = run(6, lambda p: 0.5)
+    assert g.insensitive() and g.best() == (0,) and g.edges() == [] and len(g.tried) == 3
+    # flat at the edge (inner neighbour within the flat tolerance): no extension, no edge
+    g = GridSearch(1, 3, 6, flat=1e-3)
+    g.record({(-1,): 1.0, (0,): 0.5, (1,): 0.5 - 1e-4})
+    assert g.done and g.edges() == []
+
+
+def test_plateau_rule_on_synthetic_curves():
+    """A curve decaying like e^(-t/5) plateaus once its decrease over a window falls below tol; a steady
+    linear decrease above tol never does; a flat noisy curve does; a curve that is still falling steeply
+    at the end does not."""
+    tol, patience = 1e-3, 10
+    decay = [0.5 * np.exp(-k / 5) for k in range(200)]
+    stop = next(k for k in range(len(decay)) if BK.plateau(decay[:k + 1], patience, tol))
+    # the mean of the older part minus the newer half is about 7.5 steps of decay: e^(-k/5) * 0.5 * (e^1.5 - 1)
+    assert 0.5 * np.exp(-stop / 5) * (np.exp(1.5) - 1) < tol / 2 * np.exp(1.0)
+    assert not BK.plateau(decay[:stop], patience, tol)
+    linear = [1.0 - 2 * tol * k / patience for k in range(200)]
+    assert not any(BK.plateau(linear[:k + 1], patience, tol) for k in range(200))
+    noise = list(0.3 + 1e-5 * np.random.default_rng(0).standard_normal(50))
+    assert BK.plateau(noise, patience, tol)
+    assert not BK.plateau(noise[:patience], patience, tol)  # too few evaluations yet
+
+
+def test_bank_runs_its_programs_and_stops_by_the_rule():
+    """One bank, four plans on the exact occurrence population: every run ends converged (plateau) or at the
+    cap; attention-only from zero never moves (its attention gradient is 0 at B = 0); three-phase's
+    phases end at k1 and after k2 steps."""
+    cfg = RN.Config.quick(tasks=("occurrence",))
+    r = cfg.reading.with_(k2=3)
+    data = RN.make_data("occurrence", 1, 0, cfg)
+    progs = [BK.Program("three_phase", 2.0, 256.0), BK.Program("joint", 2.0, 2.0), BK.Program("output_only", 2.0, 0.0),
+             BK.Program("attention_only", 0.0, 64.0)]
+    a0, b0 = RN.initial_params("occurrence", 1, 0, cfg)
+    recs = BK.train_bank(np.repeat(a0[None], 4, 0), np.repeat(b0[None], 4, 0), progs, data.train, data.val,
+                         "squared", r, record=True)
+    assert all(rec.converged or rec.capped for rec in recs)
+    assert recs[0].phase_ends == [1, 4]
+    assert recs[3].alpha_dist[-1] == 0.0 and recs[3].val_risk[-1] == recs[3].val_risk[0]
+    assert recs[0].final_val < 1e-3 < recs[2].final_val
+    # the recorded snapshot of the last step is the final parameters
+    last = recs[1].snapshots[recs[1].steps]
+    assert np.array_equal(last[1], recs[1].final_B)
+
+
+def test_functional_lag_on_trajectories_with_a_known_answer():
+    """Synthetic trajectories on the exact occurrence population: the output block is set first (steps 1-10)
+    and the attention block later (steps 30-40), so attention lags output under every measure; reversing
+    the order reverses the answer; with attention frozen the attention gain is 0 and has no t_half."""
+    d = 8
+    cfg = RN.Config.quick(tasks=("occurrence",), d=d)
+    test = RN.make_data("occurrence", 1, 0, cfg).test
+    a_final = np.zeros((1, d))
+    a_final[0, 0] = 4.0
+    b_final = -np.ones((1, d, 1))
+    b_final[0, 0, 0] = 1.0
+    steps = list(range(61))
+
+    def traj(t_out, t_att):
+        snaps = {}
+        for s in steps:
+            fa = np.clip((s - t_att[0]) / (t_att[1] - t_att[0]), 0, 1)
+            fb = np.clip((s - t_out[0]) / (t_out[1] - t_out[0]), 0, 1)
+            snaps[s] = (fa * a_final, fb * b_final)
+        return snaps
+
+    def run(snaps):
+        func = L.functional_curves(snaps, steps, test, "squared")
+        align = L.alignment_curves("occurrence", d, snaps, steps)
+        ad = [float(np.linalg.norm(snaps[s][0])) for s in steps]
+        bd = [float(np.linalg.norm(snaps[s][1])) for s in steps]
+        return L.measures(steps, ad, bd, func, align)
+
+    late = run(traj((0, 10), (30, 40)))
+    early = run(traj((30, 40), (0, 10)))
+    for m in ("displacement", "function", "alignment"):
+        assert late[m]["t_half_att"] > late[m]["t_half_out"], m
+        assert early[m]["t_half_att"] < early[m]["t_half_out"], m
+    frozen = traj((0, 10), (1000, 2000))
+    f = L.functional_curves(frozen, steps, test, "squared")
+    assert max(abs(x) for x in f["gain_att"]) == 0.0
+    assert L.t_half(steps, f["gain_att"]) is None
+
+
+def _row(**changes):
+    """A synthetic results row whose verdicts are decided (three-phase matches joint; attention lags)."""
+    seeds = [{"curve": {"risk": [0.5, 0.1]}}]
+    plan = {"risk": {"mean": 0.01, "std": 0.0, "n": 1}, "seeds": seeds, "diverged": [], "capped": [],
+            "not_converged": [], "truncation_bound": 0.0,
+            "search": {"all_diverged": False, "edge": [], "insensitive": False}}
+    row = {"name": "occurrence", "task": "occurrence", "plans": {p: copy.deepcopy(plan) for p in RN.PLANS},
+           "ceiling": {"risk": 0.0, "best_risk": 0.0, "accuracy": 1.0, "kind": "construction"},
+           "lag": {"displacement": {"t_half_att": {"mean": 40, "std": 0, "n": 1},
+                                    "t_half_out": {"mean": 10, "std": 0, "n": 1},
+                                    "ratio": {"mean": 4.0, "std": 0.0, "n": 1}, "resolution": 1}}}
+    row["plans"]["output_only"]["risk"]["mean"] = 0.3
+    for path, value in changes.items():
+        obj = row
+        keys = path.split(".")
+        for k in keys[:-1]:
+            obj = obj[k]
+        obj[keys[-1]] = value
+    return row
+
+
+def _verdicts(row):
+    return {v["claim"]: v for v in V.assess({"rows": {row["name"]: row}}) if "alignment" not in v["claim"]
+            and "function" not in v["claim"]}
+
+
+def test_verdicts_are_refused_when_they_rest_on_an_artefact():
+    base = _verdicts(_row())
+    match, lag = "three-phase matches joint GD", "attention lags output under joint GD (displacement)"
+    assert base[match]["verdict"] == "holds" and base[lag]["verdict"] == "holds"
+    for change, reason in [({"plans.joint.search": {"all_diverged": False, "edge": ["out high"], "insensitive": False}},
+                            "edge"),
+                           ({"plans.three_phase.diverged": [3]}, "diverged"),
+                           ({"plans.joint.not_converged": [0]}, "not converged"),
+                           ({"ceiling": {"risk": 0.3, "best_risk": 0.0, "accuracy": 0.7, "kind": "LP"}},
+                            "not representable"),
+                           ({"ceiling": None}, "no capacity ceiling")]:
+        got = _verdicts(_row(**change))
+        assert got[match]["verdict"] == "refused" and any(reason in x for x in got[match]["reasons"]), change
+    # the lag verdict depends on the joint plan only: an edge of three-phase does not refuse it
+    got = _verdicts(_row(**{"plans.three_phase.search": {"all_diverged": False, "edge": ["att high"],
+                                                         "insensitive": False}}))
+    assert got[lag]["verdict"] == "holds" and got[match]["verdict"] == "refused"
+    # decided the other way, and undecided within the resolution
+    assert _verdicts(_row(**{"plans.three_phase.risk": {"mean": 0.2, "std": 0.0, "n": 1}}))[match]["verdict"] \
+        == "does not hold"
+    within = {"t_half_att": {"mean": 11, "std": 0, "n": 1}, "t_half_out": {"mean": 10, "std": 0, "n": 1},
+              "ratio": {"mean": 1.1, "std": 0.0, "n": 1}, "resolution": 2}
+    assert _verdicts(_row(**{"lag.displacement": within}))[lag]["verdict"] == "undecided"
+    spread = {"t_half_att": {"mean": 40, "std": 5, "n": 5}, "t_half_out": {"mean": 10, "std": 1, "n": 5},
+              "ratio": {"mean": 1.2, "std": 0.5, "n": 5}, "resolution": 1}
+    assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "undecided"
+    spread["ratio"] = {"mean": 0.5, "std": 0.1, "n": 5}
+    assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "does not hold"
