@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import numpy as np
@@ -10,7 +9,6 @@ import pytest
 from scipy.special import gammaln
 from scipy.stats import chi2
 
-from numerics.experiments import plans as P
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import expand, marked_symbols, population
 from numerics.model import Model, Params
@@ -60,8 +58,8 @@ def test_sampled_classes_balance(task):
 
 def test_seeded_and_reproducible():
     for task in TK.TASKS:
-        b1 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2)
-        b2 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2)
+        b1 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2).dense()
+        b2 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2).dense()
         assert np.array_equal(b1.m, b2.m) and np.array_equal(b1.y, b2.y)
         assert np.array_equal(np.asarray(b1.X), np.asarray(b2.X))
 
@@ -85,7 +83,7 @@ def test_icl_bigram_rule():
     d = 7
     b = TK.sample_icl(d, 3000, np.random.default_rng(6), return_strings=True)
     X = TK.icl_table(d)
-    for z, o, row in zip(b.extra["strings"], b.labels, b.m):
+    for z, o, row in zip(b.extra["strings"], b.labels, b.m.toarray()):
         assert o != 0
         after = z[1:][z[:-1] == 0]
         assert after.size >= 1 and np.all(after == o)           # every token after q is o, and one exists
@@ -98,6 +96,22 @@ def test_icl_bigram_rule():
     assert np.array_equal(X[3 * (d + 1) + 2], np.eye(2 * d)[3] + np.eye(2 * d)[d + 1])
     assert abs(np.bincount(b.labels, minlength=d)[1:].std() / 3000) < 0.05
     assert np.array_equal(b.y, np.eye(d)[b.labels])
+
+
+def test_vectorised_icl_rule_equals_the_sequential_rule():
+    """icl_rule (vectorised) equals the left-to-right loop "z_i = o if z_(i-1) == q", including runs of q's
+    (q q q -> q o q); control: a rule that turns every token after an original q into o differs."""
+    rng = np.random.default_rng(11)
+    for d in (2, 3, 7):
+        z = rng.integers(0, d, (400, 30))
+        o = 1 + rng.integers(0, max(d - 1, 1), 400)
+        seq = z.copy()
+        for i in range(1, z.shape[1]):
+            seq[:, i] = np.where(seq[:, i - 1] == 0, o, seq[:, i])
+        assert np.array_equal(TK.icl_rule(z, o), seq)
+        naive = z.copy()
+        naive[:, 1:] = np.where(z[:, :-1] == 0, o[:, None], z[:, 1:])
+        assert not np.array_equal(naive, seq)
 
 
 def test_slr_target_and_noise():
@@ -177,148 +191,8 @@ def test_population_truncation_is_stated(task):
 # plans and the gap metric
 
 
-def test_every_plan_has_the_same_budget():
-    etas = {"eta_1": 1.0, "eta_2": 2.0, "eta_3": 3.0, "eta_B": 4.0, "eta_alpha": 5.0}
-    for plan in P.PLANS:
-        steps = P.schedule(plan, 7, etas)
-        assert len(steps) == 9
-    tp = P.schedule("three_phase", 7, etas)
-    assert tp[0] == (0.0, 1.0) and tp[1] == (2.0, 0.0) and set(tp[2:]) == {(0.0, 3.0)}
-    assert len(P.grid_points("three_phase", {"B": [1, 2], "alpha": [3, 4, 5]})) == 12
-
-
-def test_t_half_and_relative_progress():
-    assert P.t_half([0, 1, 2, 3, 4]) == 2
-    assert P.t_half([0, 3, 3.5, 4]) == 1
-    assert P.t_half([0, 0, 0]) is None
-    assert P.relative_progress([0, 2, 4]).tolist() == [0, 0.5, 1]
-
-
 def test_attention_cannot_move_first():
     pop = population("occurrence", 6, mass_tol=1e-8)
     model = Model(1, 6, 1)
     _, g, _ = model.risk_and_grad(model.zeros(), pop.X, pop.y, pop.m, weights=pop.weights)
     assert np.all(g.alpha == 0) and np.any(g.B != 0)
-
-
-# ------------------------------------------------------------------------------------------------
-# the table1 command
-
-
-def _cli(argv) -> int:
-    from app.table1 import main
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse rejects a flag value with exit status 2
-        return exc.code
-
-
-@pytest.mark.parametrize("argv,flag", [(["--tasks", "XOR"], "--tasks"), (["--seeds", "0"], "--seeds"),
-                                       (["--d", "3", "--tasks", "OR"], "--d"), (["--steps", "nan"], "--steps"),
-                                       (["--steps", "inf"], "--steps")])
-def test_table1_bad_input_names_the_flag(argv, flag, capsys, tmp_path):
-    out = tmp_path / "res"
-    assert _cli([*argv, "--out", str(out), "--quiet"]) == 2
-    assert flag in capsys.readouterr().err
-    assert not out.exists()
-
-
-def test_table1_writes_and_rebuilds_from_json(tmp_path, capsys):
-    a, b = tmp_path / "a", tmp_path / "b"
-    assert _cli(["--quick", "--tasks", "even_pairs", "--seeds", "1", "--steps", "2", "--jobs", "1", "--quiet",
-                 "--out", str(a)]) == 0
-    res = json.loads((a / "table1.json").read_text())
-    assert res["command"][:2] == ["occ-companion", "table1"] and res["config"]["T"] == 2
-    assert res["version"]
-    assert (a / "table1_even_pairs.png").stat().st_size > 0
-    assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == 0
-    assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
-    assert "| even_pairs | joint |" in capsys.readouterr().out
-    c = tmp_path / "c"
-    assert _cli(["--rerun", str(a / "table1.json"), "--jobs", "1", "--quiet", "--out", str(c)]) == 0
-    def table(path):
-        return [ln for ln in path.read_text().splitlines() if ln.startswith("| even_pairs")]
-
-    assert table(a / "table1.md") == table(c / "table1.md")
-
-
-def test_icl_cross_entropy_variant(tmp_path, capsys):
-    """--icl-loss cross-entropy trains and reports ICL under cross-entropy: at the zero start f = 0,
-    so the held-out risk is exactly log d (squared loss would give 1/2), and the row says its loss."""
-    out = tmp_path / "ce"
-    assert _cli(["--quick", "--tasks", "ICL", "--seeds", "1", "--steps", "3", "--jobs", "1", "--quiet",
-                 "--icl-loss", "cross-entropy", "--out", str(out)]) == 0
-    res = json.loads((out / "table1.json").read_text())
-    row = res["rows"]["ICL"]
-    d = res["config"]["d"]
-    assert res["config"]["icl_loss"] == "cross_entropy" and row["loss"] == "cross_entropy"
-    for plan, pr in row["plans"].items():
-        seed = pr["seeds"][0]
-        assert seed["loss"] == "cross_entropy"
-        assert seed["curve"]["risk"][0] == pytest.approx(np.log(d), abs=1e-12), plan
-    assert "| ICL (cross-entropy) | joint |" in capsys.readouterr().out
-    # the recorded run is the cross-entropy run: replay the output-only plan of seed 0 by hand
-    from numerics.experiments import table1 as T1
-
-    cfg = T1.Config.from_dict(res["config"])
-    rec = row["plans"]["output_only"]["seeds"][0]
-    source = T1.make_source("ICL", 0, cfg)
-    model, p0 = T1.initial_params("ICL", 1, 0, cfg)
-    assert rec["lambda_B"] == P.output_curvature(source.val, "cross_entropy")
-    replay = P.run_plan(model, p0, P.schedule("output_only", cfg.T, rec["chosen"]), source, loss="cross_entropy")
-    assert rec["test_risk"] == P.evaluate(model, replay.snapshots[cfg.T + 2], source.test, "cross_entropy")[0]
-    assert "ICL cross-entropy" in (out / "table1.md").read_text()
-    assert _cli(["--icl-loss", "hinge", "--out", str(tmp_path / "x"), "--quiet"]) == 2
-
-
-def test_icl_cross_entropy_trains_on_cross_entropy_and_scales_its_grid():
-    """Under the variant one output step is the cross-entropy gradient step (not the squared one), and the
-    grid scale lambda_B / K is the curvature of the cross-entropy risk at the zero start."""
-    from numerics.model import Model
-
-    d = 6
-    batch = TK.sample("ICL", d, 400, np.random.default_rng(3))
-    model = Model(*TK.model_shape("ICL", d, 1))
-    source = P.Source(lambda t: batch, batch, batch)
-    run = P.run_plan(model, model.zeros(), [(0.0, 0.5)], source, loss="cross_entropy")
-    _, g_ce, _ = model.risk_and_grad(model.zeros(), batch.X, batch.labels, batch.m, loss="cross_entropy")
-    _, g_sq, _ = model.risk_and_grad(model.zeros(), batch.X, batch.y, batch.m, loss="squared")
-    stepped = run.snapshots[1].B
-    assert np.allclose(stepped, -0.5 * g_ce.B, atol=1e-15) and not np.allclose(stepped, -0.5 * g_sq.B, atol=1e-3)
-    lam_sq, lam_ce = P.output_curvature(batch), P.output_curvature(batch, "cross_entropy")
-    assert lam_ce == pytest.approx(lam_sq / d, rel=1e-12)
-    # second difference of the cross-entropy risk along B = t v e^T (v: top eigenvector, e orthogonal to 1)
-    m = batch.m / batch.m.sum(axis=1, keepdims=True)
-    xbar = m @ batch.X
-    v = np.linalg.eigh(xbar.T @ xbar / len(xbar))[1][:, -1]
-    e = np.zeros(d)
-    e[0], e[1] = 1 / np.sqrt(2), -1 / np.sqrt(2)
-    params = model.zeros()
-
-    def risk(t):
-        params.B = t * np.outer(v, e)[None]
-        return model.risk_and_grad(params, batch.X, batch.labels, batch.m, loss="cross_entropy")[0]
-
-    h = 1e-3
-    curvature = (risk(h) - 2 * risk(0.0) + risk(-h)) / h ** 2
-    assert curvature == pytest.approx(lam_ce, rel=1e-4)
-
-
-def test_shared_joint_step_variant(tmp_path):
-    """--joint-steps shared: joint GD searches one step for both layers over both grids; the other
-    plans keep their grids."""
-    grid = {"B": [1.0, 2.0], "alpha": [2.0, 8.0, 64.0]}
-    shared = P.grid_points("joint", grid, "shared")
-    assert shared == [{"eta_B": v, "eta_alpha": v} for v in (1.0, 2.0, 8.0, 64.0)]
-    assert P.grid_points("three_phase", grid, "shared") == P.grid_points("three_phase", grid)
-    assert len(P.grid_points("joint", grid)) == 6
-    with pytest.raises(Exception, match="joint_steps"):
-        P.grid_points("joint", grid, "tied")
-    out = tmp_path / "shared"
-    assert _cli(["--quick", "--tasks", "occurrence", "--steps", "4", "--jobs", "1", "--quiet",
-                 "--joint-steps", "shared", "--out", str(out)]) == 0
-    res = json.loads((out / "table1.json").read_text())
-    joint = res["rows"]["occurrence"]["plans"]["joint"]
-    assert res["config"]["joint_steps"] == "shared" and joint["chosen"]["eta_B"] == joint["chosen"]["eta_alpha"]
-    assert len(joint["search"]) == len(set(res["config"]["grid_B"]) | set(res["config"]["grid_alpha"]))
-    assert "joint GD steps shared" in (out / "table1.md").read_text()

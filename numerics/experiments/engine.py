@@ -38,9 +38,12 @@ class Tokens:
     """A batch in the engine's layout.
 
     ``table`` (T, D): the token embeddings (numpy or scipy.sparse CSR).  Layout "bag": ``counts`` (N, T) dense
-    multiplicities (few types).  Layout "rows": ``tok`` (M,) type of each row, ``mult`` (M,) its multiplicity,
-    ``starts`` (N_ne,) first row of each non-empty string, ``seg`` (M,) index of the row's string among the
-    non-empty ones, ``nonempty`` (N_ne,) their indices in the batch (empty strings have f = 0).
+    multiplicities (few types).  Layout "rows": ``rows`` (M, D) the embedding of each token row (scipy.sparse
+    CSR for one-hot tables, so a score is a lookup and a gradient a scatter-add; dense for dense tokens),
+    ``tok`` (M,) its type, ``mult`` (M,) its multiplicity, ``starts`` (N_ne,) first row of each non-empty
+    string, ``seg`` (M,) index of the row's string among the non-empty ones, ``nonempty`` (N_ne,) their
+    indices in the batch (empty strings have f = 0).  No array has a dimension of the table's size T, so
+    the cost is linear in the number of token rows however many types the table has.
     ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
     """
 
@@ -54,7 +57,7 @@ class Tokens:
     starts: np.ndarray | None = None
     seg: np.ndarray | None = None
     nonempty: np.ndarray | None = None
-    incidence: object = None
+    rows: object = None
 
     @property
     def size(self) -> int:
@@ -79,28 +82,35 @@ def from_batch(batch: Batch) -> Tokens:
     y = np.asarray(batch.y, float)
     N = y.shape[0]
     w = np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights, float)
-    m = np.asarray(batch.m, float)
-    X = np.asarray(batch.X, float) if not sp.issparse(batch.X) else batch.X
-    if X.ndim == 2 and X.shape[0] <= DENSE_BAG_MAX_TYPES:
-        return Tokens(table=X, y=y, weights=w, labels=batch.labels, counts=m)
+    X = batch.X if sp.issparse(batch.X) else np.asarray(batch.X, float)
+    if sp.issparse(batch.m):
+        mc = sp.csr_matrix(batch.m)
+        mc.sort_indices()
+        n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
+        tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
+        keep = mult > 0
+        n_idx, tok, mult = n_idx[keep], tok[keep], mult[keep]
+    else:
+        m = np.asarray(batch.m, float)
+        if X.ndim == 2 and X.shape[0] <= DENSE_BAG_MAX_TYPES:
+            return Tokens(table=X, y=y, weights=w, labels=batch.labels, counts=m)
+        if X.ndim == 2:
+            n_idx, tok = np.nonzero(m)
+            mult = m[n_idx, tok]
     if X.ndim == 2:
-        n_idx, tok = np.nonzero(m)
-        table = _sparse_if_sparse(X)
-        mult = m[n_idx, tok]
+        table = X if sp.issparse(X) else _sparse_if_sparse(X)
+        rows = table[tok]
     elif X.ndim == 3:
+        m = np.asarray(batch.m, float)
         n_idx, pos = np.nonzero(m)
-        table = X[n_idx, pos]
+        table = rows = X[n_idx, pos]
         tok = np.arange(len(n_idx))
         mult = m[n_idx, pos]
     else:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
-    T = table.shape[0]
-    incidence = None
-    if X.ndim == 2:  # rows -> types: summing row gradients per type
-        incidence = sp.csr_matrix((np.ones(len(tok)), (tok, np.arange(len(tok)))), shape=(T, len(tok)))
     return Tokens(table=table, y=y, weights=w, labels=batch.labels, tok=tok, mult=mult, starts=starts,
-                  seg=seg, nonempty=nonempty, incidence=incidence)
+                  seg=seg, nonempty=nonempty, rows=rows)
 
 
 def _table_times(table, M2: np.ndarray) -> np.ndarray:
@@ -116,12 +126,68 @@ def _table_t_times(table, G: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Forward:
-    """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), weights, values."""
+    """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
+    weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout a list over (run, head) of
+    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string."""
 
     f: np.ndarray
     fh: np.ndarray
-    w: np.ndarray
-    V: np.ndarray
+    w: object
+    V: object = None
+
+
+def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
+    """Rows layout: per run and head, scores s = X_rows alpha (a lookup for one-hot rows), the segment
+    softmax w, the mean embedding xbar = sum_i w_i x_i of each string (a sparse product) and f = xbar B
+    (a dense product of size N x D x K): no array of size rows x K."""
+    R, H, D = alpha.shape
+    K = B.shape[-1]
+    N = tb.size
+    M = tb.rows.shape[0]
+    indptr = np.append(tb.starts, M)
+    cols = np.arange(M)
+    S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
+    top = np.maximum.reduceat(S, tb.starts, axis=0)
+    E_ = tb.mult[:, None] * np.exp(S - top[tb.seg])
+    Z = np.add.reduceat(E_, tb.starts, axis=0)
+    Wt = E_ / Z[tb.seg]                                                               # (M, RH)
+    fh = np.zeros((N, R, H, K))
+    parts = []
+    for r in range(R):
+        for h in range(H):
+            w = Wt[:, r * H + h]
+            Sw = sp.csr_matrix((w, cols, indptr), shape=(len(tb.starts), M))
+            xbar = Sw @ tb.rows
+            xbar = xbar.toarray() if sp.issparse(xbar) else np.asarray(xbar)         # (N_ne, D)
+            fh[tb.nonempty, r, h] = xbar @ B[r, h]
+            parts.append((w, xbar))
+    return Forward(f=fh.sum(axis=2), fh=fh, w=parts)
+
+
+def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of the rows layout from dL/df = g (N, R, K): dB_h = xbar^T g, and per row
+    ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
+    R, H, D, K = B.shape
+    ga = np.zeros((R, H, D))
+    gB = np.zeros((R, H, D, K))
+    sparse_rows = sp.issparse(tb.rows)
+    if sparse_rows:
+        X = tb.rows
+        nnz_seg = np.repeat(tb.seg, np.diff(X.indptr))
+    for r in range(R):
+        g_ne = g[tb.nonempty, r]                                                      # (N_ne, K)
+        for h in range(H):
+            w, xbar = fw.w[r * H + h]
+            gB[r, h] = xbar.T @ g_ne
+            U = g_ne @ B[r, h].T                                                      # (N_ne, D)
+            if sparse_rows:
+                vg = np.add.reduceat(X.data * U[nnz_seg, X.indices], X.indptr[:-1])
+            else:
+                vg = np.einsum("md,md->m", tb.rows, U[tb.seg])
+            fg = np.einsum("nk,nk->n", fw.fh[tb.nonempty, r, h], g_ne)
+            ds = w * (vg - fg[tb.seg])
+            ga[r, h] = np.asarray(tb.rows.T @ ds).ravel()
+    return ga, gB
 
 
 def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
@@ -129,9 +195,11 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     R, H, D = alpha.shape
     K = B.shape[-1]
     N = tb.size
+    if tb.layout == "rows":
+        return _forward_rows(alpha, B, tb)
     S_tab = _table_times(tb.table, alpha.reshape(R * H, D).T)                         # (T, RH)
     V_tab = _table_times(tb.table, B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
-    if tb.layout == "bag":
+    if True:  # bag layout
         # few token types: one (N, RH) array per type, no (N, T, RH) temporaries
         counts = tb.counts
         T = counts.shape[1]
@@ -151,16 +219,6 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         w /= Z
         V = V_tab.reshape(T, R * H, K)
         fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)[..., None]
-    else:
-        s = S_tab[tb.tok]                                                              # (M, RH)
-        top = np.maximum.reduceat(s, tb.starts, axis=0)                                # (N_ne, RH)
-        e = tb.mult[:, None] * np.exp(s - top[tb.seg])
-        Z = np.add.reduceat(e, tb.starts, axis=0)
-        w = e / Z[tb.seg]
-        V = V_tab[tb.tok].reshape(-1, R * H, K)                                        # (M, RH, K)
-        fh_ne = np.add.reduceat(w[:, :, None] * V, tb.starts, axis=0)                 # (N_ne, RH, K)
-        fh = np.zeros((N, R * H, K))
-        fh[tb.nonempty] = fh_ne
     fh = fh.reshape(N, R, H, K)
     return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
 
@@ -181,19 +239,47 @@ def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray
 
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient)."""
-    fw = forward(alpha, B, tb)
-    lv, _ = losses(fw.f, tb, loss)
-    return tb.weights @ lv
+    c = _chunk(tb, alpha.shape[1], B.shape[-1])
+    out = []
+    for i in range(0, alpha.shape[0], c):
+        fw = forward(alpha[i:i + c], B[i:i + c], tb)
+        lv, _ = losses(fw.f, tb, loss)
+        out.append(tb.weights @ lv)
+    return np.concatenate(out)
+
+
+CHUNK_ELEMENTS = 1_000_000
+"""Runs are processed in chunks whose largest temporary (token rows x runs x heads x outputs) stays below
+this many elements: beyond it, memory traffic, not arithmetic, sets the time."""
+
+
+def _chunk(tb: Tokens, H: int, K: int) -> int:
+    if tb.layout == "rows":  # no rows x K temporaries: runs are looped inside
+        return 1 << 30
+    return max(1, CHUNK_ELEMENTS // max(tb.counts.size * H * K, 1))
 
 
 def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
     """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs."""
+    R, H, _ = alpha.shape
+    c = _chunk(tb, H, B.shape[-1])
+    if R <= c:
+        return _risk_and_grad(alpha, B, tb, loss)
+    parts = [_risk_and_grad(alpha[i:i + c], B[i:i + c], tb, loss) for i in range(0, R, c)]
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts], axis=1))
+
+
+def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     R, H, D = alpha.shape
     K = B.shape[-1]
     fw = forward(alpha, B, tb)
     lv, dl = losses(fw.f, tb, loss)
     r = tb.weights @ lv
     g = dl * tb.weights[:, None, None]                                 # (N, R, K)
+    if tb.layout == "rows":
+        ga, gB = _backward_rows(fw, B, g, tb)
+        return r, ga, gB, fw.f
     gh = np.broadcast_to(g[:, :, None, :], (g.shape[0], R, H, K)).reshape(-1, R * H, K)
     fh = fw.fh.reshape(-1, R * H, K)
     if tb.layout == "bag":
@@ -208,14 +294,6 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
             fg = np.einsum("nck,nck->nc", fh, gh)
             ds = np.einsum("tck,tck->tc", fw.V, dV) - np.einsum("tnc,nc->tc", fw.w, fg)
         G_V, G_s = dV.reshape(dV.shape[0], -1), ds
-    else:
-        ghr = gh[tb.nonempty][tb.seg]                                                  # (M, RH, K)
-        fhr = fh[tb.nonempty][tb.seg]
-        dV = fw.w[:, :, None] * ghr                                                    # (M, RH, K)
-        ds = fw.w * np.einsum("mck,mck->mc", fw.V - fhr, ghr)                         # (M, RH)
-        G_V, G_s = dV.reshape(dV.shape[0], -1), ds
-        if tb.incidence is not None:
-            G_V, G_s = tb.incidence @ G_V, tb.incidence @ G_s
     gB = _table_t_times(tb.table, G_V).reshape(D, R, H, K).transpose(1, 2, 0, 3)
     ga = _table_t_times(tb.table, G_s).reshape(D, R, H).transpose(1, 2, 0)
     return r, ga, gB, fw.f

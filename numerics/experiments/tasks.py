@@ -20,6 +20,7 @@ Length laws and their parameters (``length_parameter``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -98,6 +99,12 @@ class Batch:
     def size(self) -> int:
         return self.m.shape[0]
 
+    def dense(self) -> "Batch":
+        """The same batch with dense X and m (for the dense model at small sizes)."""
+        X = self.X.toarray() if hasattr(self.X, "toarray") else self.X
+        m = self.m.toarray() if hasattr(self.m, "toarray") else self.m
+        return Batch(X, m, self.y, self.weights, self.labels, self.extra)
+
 
 def _lengths(rng: np.random.Generator, p: float, N: int, start: int = 1) -> np.ndarray:
     """N lengths ~ Geometric(p) on {start, start + 1, ...}."""
@@ -121,6 +128,13 @@ def sample_symbols(task: str, d: int, N: int, rng: np.random.Generator) -> Batch
     return Batch(np.eye(d), c, lab[:, None].astype(float), labels=lab, extra={"n": n})
 
 
+@lru_cache(maxsize=8)
+def icl_table_sparse(d: int):
+    """``icl_table(d)`` as a scipy.sparse CSR matrix (two non-zeros a row), built once per d."""
+    import scipy.sparse as sp
+    return sp.csr_matrix(icl_table(d))
+
+
 def icl_table(d: int) -> np.ndarray:
     """Pair embeddings x = [e_z; e_prev] (D = 2d) of every (z, prev) with prev in {none, 0, ..., d-1};
     row index z * (d + 1) + (prev + 1), prev = -1 meaning the first position (zero vector)."""
@@ -132,24 +146,48 @@ def icl_table(d: int) -> np.ndarray:
     return X
 
 
+def icl_rule(z: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """Apply "every token after q = 0 is o" left to right to draws z (k, L) with answers o (k,), vectorised.
+
+    Read left to right, a position becomes o exactly when the (final) token before it is q; a final q is an
+    original q whose run of consecutive original q's has an even index there (q o q o ... within a run).  So
+    with k_i the index of position i within its run of original q's, z_i becomes o iff z_{i-1} was an
+    original q with k_{i-1} even.
+    """
+    zero = z == 0
+    L = z.shape[1]
+    idx = np.arange(L)[None, :]
+    last_nonzero = np.maximum.accumulate(np.where(~zero, idx, -1), axis=1)
+    k = idx - last_nonzero - 1                       # index within the run of original q's (valid where zero)
+    final_q = zero & (k % 2 == 0)
+    out = z.copy()
+    to_o = np.zeros_like(zero)
+    to_o[:, 1:] = final_q[:, :-1]
+    out[to_o] = np.broadcast_to(o[:, None], z.shape)[to_o]
+    return out
+
+
 def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = False) -> Batch:
     """ICL bigram with trigger q = symbol 0: each string draws an answer o uniform over 1..d-1, tokens are
     uniform except that every token after q is o; strings without a q before the last position are redrawn
-    (rejection, so the law is conditioned on that event).  Target: one-hot of o (K = d)."""
+    (rejection, so the law is conditioned on that event).  Target: one-hot of o (K = d).
+
+    The embedding table is the sparse ``icl_table_sparse(d)`` and the counts ``m`` a sparse (N, d (d + 1))
+    matrix (a dense one has d^2 columns: 330 MB for 1024 strings at d = 200)."""
+    import scipy.sparse as sp
+
     p = length_parameter("ICL", d)
     n = np.empty(N, dtype=int)
     o = np.empty(N, dtype=int)
-    m = np.zeros((N, d * (d + 1)))
     todo = np.arange(N)
     strings: list = [None] * N
+    rows_n, rows_cell = [], []
     while todo.size:
         k = todo.size
         nk = _lengths(rng, p, k, start=2)
         ok_ = 1 + rng.integers(0, d - 1, k)
         L = int(nk.max())
-        z = rng.integers(0, d, (k, L))
-        for i in range(1, L):
-            z[:, i] = np.where(z[:, i - 1] == 0, ok_, z[:, i])
+        z = icl_rule(rng.integers(0, d, (k, L)), ok_)
         pos = np.arange(L)[None, :]
         good = ((z == 0) & (pos < nk[:, None] - 1)).any(axis=1)
         idx = todo[good]
@@ -160,10 +198,17 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
                 strings[r] = zg[j, : nk[good][j]]
         prev = np.concatenate([np.full((zg.shape[0], 1), -1), zg[:, :-1]], axis=1)
         cells = zg * (d + 1) + prev + 1
-        m[idx] = _counts(cells, pos < nk[good][:, None], d * (d + 1))
+        valid = pos < nk[good][:, None]
+        rows_n.append(np.broadcast_to(idx[:, None], cells.shape)[valid])
+        rows_cell.append(cells[valid])
         todo = todo[~good]
+    rn, rc = np.concatenate(rows_n), np.concatenate(rows_cell)
+    m = sp.csr_matrix((np.ones(len(rn)), (rn, rc)), shape=(N, d * (d + 1)))
+    m.sum_duplicates()
     extra = {"n": n, "strings": strings} if return_strings else {"n": n}
-    return Batch(icl_table(d), m, np.eye(d)[o], labels=o, extra=extra)
+    table = icl_table_sparse(d)
+    extra["table_sparse"] = table
+    return Batch(table, m, np.eye(d)[o], labels=o, extra=extra)
 
 
 def slr_directions(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

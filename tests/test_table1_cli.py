@@ -1,0 +1,112 @@
+"""The table1 command: flags checked before any work, results written and re-rendered, a killed run resumed,
+the ICL cross-entropy variant trained on its own loss."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from app import exitcodes
+from numerics.experiments import engine as E
+from numerics.experiments import runner as RN
+from numerics.experiments import tasks as TK
+
+
+def _cli(argv) -> int:
+    from app.cli import main
+    return main(["table1", *argv])
+
+
+@pytest.mark.parametrize("argv,flag", [(["--tasks", "XOR"], "--tasks"), (["--seeds", "0"], "--seeds"),
+                                       (["--d", "3", "--tasks", "OR"], "--d"), (["--max-steps", "nan"], "--max-steps"),
+                                       (["--k2", "0"], "--k2"), (["--reading", "best"], "--reading"),
+                                       (["--max-steps", "2", "--k2", "5"], "--max-steps")])
+def test_table1_bad_input_names_the_flag(argv, flag, capsys, tmp_path):
+    out = tmp_path / "res"
+    assert _cli([*argv, "--out", str(out), "--quiet"]) == exitcodes.USAGE
+    assert flag in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unwritable_out_is_refused_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert _cli(["--quick", "--tasks", "occurrence", "--out", str(blocker / "sub"), "--quiet"]) == exitcodes.USAGE
+    assert "--out" in capsys.readouterr().err
+
+
+def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    argv = ["--quick", "--tasks", "occurrence,even_pairs", "--seeds", "1", "--max-steps", "60", "--jobs", "1",
+            "--quiet", "--out", str(a)]
+    status = _cli(argv)
+    assert status in (exitcodes.DONE, exitcodes.UNDECIDED)
+    res = json.loads((a / "table1.json").read_text())
+    assert res["command"][:2] == ["occ-companion", "table1"] and res["reading"]["max_steps"] == 60
+    assert res["version"] and "timestamp" in res and not (a / "table1.partial.json").exists()
+    assert (a / "table1_even_pairs.png").stat().st_size > 0
+    assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == status
+    assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
+    assert "| even_pairs | joint |" in capsys.readouterr().out
+    # a killed run: the partial file holds the finished rows of the same configuration; they are kept,
+    # only the missing rows are trained (the marker proves the kept row was not retrained)
+    row = res["rows"]["occurrence"]
+    row["marker"] = "kept"
+    c = tmp_path / "c"
+    c.mkdir()
+    (c / "table1.partial.json").write_text(json.dumps({"config": res["config"], "rows": {"occurrence": row}}))
+    assert _cli([*argv[:-1], str(c)]) == status
+    again = json.loads((c / "table1.json").read_text())
+    assert again["rows"]["occurrence"].get("marker") == "kept"
+    assert again["rows"]["even_pairs"]["plans"]["joint"]["risk"] == res["rows"]["even_pairs"]["plans"]["joint"]["risk"]
+    # a partial file of another configuration is ignored
+    d = tmp_path / "d"
+    d.mkdir()
+    other = dict(res["config"], d=9)
+    (d / "table1.partial.json").write_text(json.dumps({"config": other, "rows": {"occurrence": row}}))
+    assert _cli([*argv[:-1], str(d)]) == status
+    assert "marker" not in json.loads((d / "table1.json").read_text())["rows"]["occurrence"]
+
+
+def test_icl_cross_entropy_trains_on_its_loss_and_scales_its_grid():
+    """Under the cross-entropy variant one output step from zero is the cross-entropy gradient step (not the
+    squared one), the risk at the start is log d, and the grid's curvature scale lambda_B / K is the
+    cross-entropy risk's second difference along the top direction."""
+    d = 6
+    batch = TK.sample("ICL", d, 400, np.random.default_rng(3))
+    tb = E.from_batch(batch)
+    H, D, K = TK.model_shape("ICL", d, 1)
+    a0, b0 = np.zeros((1, H, D)), np.zeros((1, H, D, K))
+    r, _, g_ce, _ = E.risk_and_grad(a0, b0, tb, "cross_entropy")
+    _, _, g_sq, _ = E.risk_and_grad(a0, b0, tb, "squared")
+    assert r[0] == pytest.approx(np.log(d), abs=1e-12)
+    assert not np.allclose(g_ce, g_sq, atol=1e-3)
+    lam_sq, lam_ce = RN.output_curvature(tb, "squared"), RN.output_curvature(tb, "cross_entropy")
+    assert lam_ce == pytest.approx(lam_sq / d, rel=1e-12)
+    dense = batch.dense()
+    m = dense.m / dense.m.sum(axis=1, keepdims=True)
+    xbar = m @ dense.X
+    v = np.linalg.eigh(xbar.T @ xbar / len(xbar))[1][:, -1]
+    e = np.zeros(d)
+    e[0], e[1] = 1 / np.sqrt(2), -1 / np.sqrt(2)
+
+    def risk(t):
+        return E.risk(a0, (t * np.outer(v, e))[None, None], tb, "cross_entropy")[0]
+
+    h = 1e-3
+    assert (risk(h) - 2 * risk(0.0) + risk(-h)) / h ** 2 == pytest.approx(lam_ce, rel=1e-4)
+
+
+def test_attention_gradient_is_zero_at_zero_readout():
+    """The attention cannot move first: at B = 0 every attention gradient of the engine is exactly 0, on
+    every task; control: with a non-zero readout it is not."""
+    for task in TK.TASKS:
+        tb = E.from_batch(TK.sample(task, 6, 40, np.random.default_rng(1)))
+        H, D, K = TK.model_shape(task, 6, 1)
+        rng = np.random.default_rng(2)
+        alpha = rng.standard_normal((1, H, D))
+        _, ga, gB, _ = E.risk_and_grad(alpha, np.zeros((1, H, D, K)), tb)
+        assert np.all(ga == 0) and np.any(gB != 0), task
+        _, ga, _, _ = E.risk_and_grad(alpha, rng.standard_normal((1, H, D, K)), tb)
+        assert np.any(ga != 0), task
