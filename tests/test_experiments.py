@@ -133,6 +133,10 @@ def test_plateau_rule_on_synthetic_curves():
     assert not BK.plateau(decay[:stop], patience, tol)
     linear = [1.0 - 2 * tol * k / patience for k in range(200)]
     assert not any(BK.plateau(linear[:k + 1], patience, tol) for k in range(200))
+    # the halves: a drop of tol just after the oldest value of the window moves the older part's mean by
+    # tol / 6 only (plateau); the same drop in the middle of the window separates the halves by tol (not)
+    assert BK.plateau([1.0] + [1.0 - tol] * patience, patience, tol)
+    assert not BK.plateau([1.0] * 6 + [1.0 - tol] * 5, patience, tol)
     noise = list(0.3 + 1e-5 * np.random.default_rng(0).standard_normal(50))
     assert BK.plateau(noise, patience, tol)
     assert not BK.plateau(noise[:patience], patience, tol)  # too few evaluations yet
