@@ -137,6 +137,7 @@ def test_plateau_rule_on_synthetic_curves():
     # tol / 6 only (plateau); the same drop in the middle of the window separates the halves by tol (not)
     assert BK.plateau([1.0] + [1.0 - tol] * patience, patience, tol)
     assert not BK.plateau([1.0] * 6 + [1.0 - tol] * 5, patience, tol)
+    assert BK.plateau([1.0] * patience + [1.0 - tol], patience, tol)  # one new low value is not a trend
     noise = list(0.3 + 1e-5 * np.random.default_rng(0).standard_normal(50))
     assert BK.plateau(noise, patience, tol)
     assert not BK.plateau(noise[:patience], patience, tol)  # too few evaluations yet
