@@ -40,6 +40,8 @@ def _status(pr: dict) -> str:
     bits = []
     if pr["diverged"]:
         bits.append(f"diverged {len(pr['diverged'])}/{n}")
+    if pr.get("unstable"):
+        bits.append(f"unstable {len(pr['unstable'])}/{n}")
     if pr["capped"]:
         bits.append(f"capped {len(pr['capped'])}/{n}")
     nc = [s for s in pr["not_converged"] if s not in pr["capped"] and s not in pr["diverged"]]

@@ -109,6 +109,11 @@ def test_grid_extends_to_a_minimiser_outside_the_first_grid():
     # a diverged neighbour bounds the edge: the best point is then not an artefact of the grid
     g = run(6, lambda p: None if p[0] >= 2 else -p[0])
     assert g.best() == (1,) and g.edges() == [] and g.tried[(2,)] is None
+    # every point of the first grid fails (steps too large): smaller steps are tried on every axis
+    g = run(6, lambda p: None if sum(p) > -3 else 1.0 + sum(p) ** 2, axes=2)
+    assert g.best() is not None and sum(g.best()) <= -3
+    g = run(0, lambda p: None)
+    assert g.best() is None and g.done
     # two axes: the minimiser at (-2, 3) is reached face by face
     g = run(6, lambda p: (p[0] + 2.0) ** 2 + (p[1] - 3.0) ** 2, axes=2)
     assert g.best() == (-2, 3) and g.edges() == []
@@ -236,6 +241,7 @@ def test_verdicts_are_refused_when_they_rest_on_an_artefact():
     for change, reason in [({"plans.joint.search": {"all_diverged": False, "edge": ["out high"], "insensitive": False}},
                             "edge"),
                            ({"plans.three_phase.diverged": [3]}, "diverged"),
+                           ({"plans.joint.unstable": [1]}, "unstable"),
                            ({"plans.joint.not_converged": [0]}, "not converged"),
                            ({"ceiling": {"risk": 0.3, "best_risk": 0.0, "accuracy": 0.7, "kind": "LP"}},
                             "not representable"),

@@ -8,7 +8,7 @@ run) stops when, over its last ``patience`` evaluations, the mean of the newer h
 the older half by ``tol * R0 / 2`` (R0 the run's starting validation risk): a decrease slower than about
 ``tol * R0`` per ``patience`` evaluations.  The whole run never exceeds ``max_steps`` steps.  A run whose training
 or validation risk is non-finite, or whose validation risk exceeds ``divergence_factor * R0``, is stopped and
-marked diverged.
+marked diverged; one that ends above its starting validation risk is marked unstable.
 
 Recorded per run: the validation curve (at every evaluation), the distances |alpha_t - alpha_0| and
 |B_t - B_0| after every step, the step at which each phase ended, and (``record=True``) parameter snapshots
@@ -42,6 +42,7 @@ class RunRecord:
     program: Program
     steps: int = 0
     diverged: bool = False
+    unstable: bool = False
     converged: bool = False
     capped: bool = False
     phase_ends: list = field(default_factory=list)
@@ -54,10 +55,18 @@ class RunRecord:
     final_B: np.ndarray | None = None
 
     @property
+    def failed(self) -> bool:
+        """Diverged, or ended above its starting validation risk (an unstable step size)."""
+        return self.diverged or self.unstable
+
+    @property
     def final_val(self) -> float:
         return self.val_risk[-1] if self.val_risk and not self.diverged else float("inf")
 
 
+UNSTABLE_RTOL = 1e-9
+"""A run that ends with its validation risk above its start (beyond this relative tolerance) is unstable:
+its step size failed, like a diverged one (never chosen, and a verdict on it is refused)."""
 SNAPSHOT_DENSE = 40
 SNAPSHOT_RATIO = 1.04
 
@@ -229,6 +238,7 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
         last = phase[i] == len(plan_phases[i]) - 1
         rec.converged = bool(not rec.diverged and last and plan_phases[i][phase[i]][1] == "rest" and stale(i))
         rec.capped = bool(not rec.diverged and rec.steps >= r.max_steps and not rec.converged)
+        rec.unstable = bool(not rec.diverged and rec.val_risk[-1] > R0[i] * (1 + UNSTABLE_RTOL))
         rec.final_alpha, rec.final_B = alpha[i].copy(), B[i].copy()
         if record:
             rec.snapshots[rec.steps] = (alpha[i].copy(), B[i].copy())

@@ -38,9 +38,18 @@ class GridSearch:
             self.tried[p] = None if v is None or v != v else float(v)
         self.pending = []
         best = self.best()
-        if best is None or self.insensitive():
+        if self.insensitive():
             return
         nxt = set()
+        if best is None:  # every point failed: smaller steps, on every axis
+            for i in range(self.n_axes):
+                if self.extensions[(i, -1)] >= self.max_extensions:
+                    continue
+                self.extensions[(i, -1)] += 1
+                lo = min(p[i] for p in self.tried)
+                nxt |= {p[:i] + (lo - 1,) + p[i + 1:] for p in self.tried if p[i] == lo}
+            self.pending = sorted(q for q in nxt if q not in self.tried)
+            return
         for i in range(self.n_axes):
             for side in (-1, 1):
                 if not self._open_edge(best, i, side) or self.extensions[(i, side)] >= self.max_extensions:

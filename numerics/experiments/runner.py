@@ -239,7 +239,7 @@ def search(task: str, heads: int, cfg: Config, plans=PLANS) -> dict:
             recs, _ = _train(task, heads, s, cfg, programs, data=datas[s])
             for rec in recs:
                 key = (rec.program.label["plan"], rec.program.label["point"])
-                scores.setdefault(key, []).append(None if rec.diverged else rec.final_val)
+                scores.setdefault(key, []).append(None if rec.failed else rec.final_val)
                 steps_used += rec.steps
         for p, g in searches.items():
             g.record({pt: (None if any(x is None or not math.isfinite(x) for x in scores[(p, pt)])
@@ -295,7 +295,7 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
                 accs += [None] * len(lv[0]) if acc is None else acc.tolist()
         risks = [x if math.isfinite(x) else None for x in risks]
         res = {"plan": plan, "seed": seed, "steps": rec.steps, "converged": rec.converged, "capped": rec.capped,
-               "diverged": rec.diverged, "phase_ends": rec.phase_ends,
+               "diverged": rec.diverged, "unstable": rec.unstable, "phase_ends": rec.phase_ends,
                "test_risk": None if rec.diverged else risks[-1], "test_acc": None if rec.diverged else accs[-1],
                "val_risk": rec.val_risk[-1], "curve": {"steps": steps, "risk": risks, "acc": accs},
                "val_curve": {"steps": rec.val_steps, "risk": [x if math.isfinite(x) else None for x in rec.val_risk]},
@@ -341,6 +341,7 @@ def _run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
         plans[p] = {"search": found[p], "chosen": chosen[p], "seeds": recs,
                     "risk": stats([r["test_risk"] for r in recs]), "acc": stats([r["test_acc"] for r in recs]),
                     "diverged": [r["seed"] for r in recs if r["diverged"]],
+                    "unstable": [r["seed"] for r in recs if r["unstable"]],
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
                     "steps": stats([r["steps"] for r in recs])}

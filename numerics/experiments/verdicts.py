@@ -6,7 +6,7 @@ Every verdict is one of:
 * ``undecided``: the criterion's interval straddles its threshold (seed spread, the snapshot resolution of
   t_half, or the truncation bound of an exact population);
 * ``refused``: the verdict would rest on an artefact, and each reason is given: a chosen step size at an
-  untried edge of its grid, a diverged run, a run that did not converge within the budget, a row whose
+  untried edge of its grid, a diverged or unstable run (ending above its start), a run that did not converge within the budget, a row whose
   capacity ceiling is far from the task's best value ("not representable"), or a row with no ceiling.
 
 Criteria.  *Matches*: plan P matches plan Q when the excess mean held-out risk of P over Q is at most
@@ -77,6 +77,8 @@ def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
             out.append(f"{name}: chosen step at an untried grid edge ({', '.join(s['edge'])})")
         if pr["diverged"]:
             out.append(f"{name}: diverged on seeds {pr['diverged']}")
+        if pr.get("unstable"):
+            out.append(f"{name}: ended above its starting risk (unstable) on seeds {pr['unstable']}")
         nc = [x for x in pr["not_converged"] if x not in pr["diverged"]]
         if nc:
             out.append(f"{name}: not converged within the budget on seeds {nc}")
