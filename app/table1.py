@@ -78,7 +78,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--d", type=_int_at_least(1), default=None, help="alphabet size (default 50)")
     p.add_argument("--reading", choices=READING_NAMES, default=None,
                    help="named reading of the protocol (default: default; see docs/table1.md)")
-    p.add_argument("--max-steps", type=_int_at_least(2), default=None, help="budget cap of every plan (default 2000)")
+    p.add_argument("--max-steps", type=_int_at_least(2), default=None, help="budget cap of every plan (default 5000)")
     p.add_argument("--budget", choices=["plateau", "fixed"], default=None,
                    help="stop at a validation plateau (default) or run exactly --max-steps")
     p.add_argument("--k1", type=_int_at_least(1), default=None, help="three-phase: output steps of phase 1 (default 1)")

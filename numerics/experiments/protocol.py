@@ -44,7 +44,7 @@ class Reading:
     k2: int | str = "plateau"
     phase2_cap: int = 400
     budget: str = "plateau"
-    max_steps: int = 2000
+    max_steps: int = 5000
     eval_every: int = 20
     patience: int = 10
     tol: float = 1e-3
