@@ -215,6 +215,7 @@ class Trainer:
         self.max_points = max_points
         self.progress = progress
         self._last = (None, None)  # (state, evaluation) of the latest series evaluation
+        self._quadratics: dict = {}  # attention state -> output quadratic (M, m, bound)
 
     # --------------------------------------------------------------------------------------
     def _evaluation(self, state):
@@ -223,6 +224,16 @@ class Trainer:
         if self._last[0] != key:
             self._last = (key, self.evaluator.evaluate_symmetric(*key))
         return self._last[1]
+
+    def _moments(self, aa: float, ab: float):
+        """(M, m, bound) of the output quadratic at attention (aa, ab), as floats; one series pass per
+        attention state (plans that share one, as output-only and phase 1 at alpha = 0, reuse it)."""
+        key = (float(aa), float(ab))
+        if key not in self._quadratics:
+            moments = self.evaluator.quadratic_moments(aa, ab)
+            self._quadratics[key] = (np.array([[float(x) for x in row] for row in moments.M]),
+                                     np.array([float(x) for x in moments.m]), moments.bound)
+        return self._quadratics[key]
 
     def recorded_steps(self, T: int) -> np.ndarray:
         """The steps 1..T of a phase that are recorded, ascending; T is always one of them.
@@ -288,10 +299,7 @@ class Trainer:
         T = phase.steps
         if T == 0:
             return state
-        moments = self.evaluator.quadratic_moments(aa, ab)
-        M = np.array([[float(x) for x in row] for row in moments.M])
-        m = np.array([float(x) for x in moments.m])
-        moment_bound = moments.bound
+        M, m, moment_bound = self._moments(aa, ab)
         scale = max(np.abs(M).max(), np.abs(m).max())
         D = np.array([1.0, 1.0 / (self.setting.d - 1)])
         steps = self.recorded_steps(T)
@@ -305,7 +313,7 @@ class Trainer:
                 + FLOAT_ALLOWANCE * (np.abs(risks) + 0.5)
         end = self._evaluation((aa, ab, betas[-1, 0], betas[-1, 1]))  # a fresh series evaluation
         risks[-1], bounds[-1] = _risk_and_bound(end)
-        traj.points.extend(Point(int(t) + step0, phase.name, aa, ab, float(b[0]), float(b[1]), float(r), float(e))
-                           for t, b, r, e in zip(steps, betas, risks, bounds))
+        traj.points.extend(Point(t + step0, phase.name, aa, ab, b[0], b[1], r, e)
+                           for t, b, r, e in zip(steps.tolist(), betas.tolist(), risks.tolist(), bounds.tolist()))
         bar.update(T)
         return (aa, ab, float(betas[-1, 0]), float(betas[-1, 1]))
