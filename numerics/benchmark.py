@@ -138,25 +138,25 @@ small process spawns the command, because a child's ru_maxrss counts the memory 
 a copy of its parent's (the benchmark's own hundreds of MB)."""
 
 
-def run_process(args: list[str], repeat: int = 3) -> dict:
+def run_process(args: list[str], repeat: int = 3, warm: bool = False) -> dict:
     """``python3 -m app ARGS --quiet --out TMP`` in fresh processes, as a user runs it (imports, cache
     loads, every plan, the artifacts): medians over ``repeat`` runs of CPU seconds (user + system),
     wall seconds and peak resident memory (MB), each from the process's own rusage; and the exit status.
-    Python's bytecode cache is on (as by default; ``PYTHONDONTWRITEBYTECODE`` is dropped) and one
-    uncounted run goes first, so imports read compiled modules as in a user's installation."""
+    Python's bytecode cache is on (as by default: ``PYTHONDONTWRITEBYTECODE`` is dropped); ``warm``
+    adds one uncounted run first, so that imports read compiled modules as in a user's installation."""
     import json
     import subprocess
     import tempfile
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     cpus, walls, peaks, status = [], [], [], 0
-    for i in range(repeat + 1):
+    for i in range(repeat + int(warm)):
         with tempfile.TemporaryDirectory() as out:
             t = time.perf_counter()
             report = subprocess.run([sys.executable, "-c", _RUSAGE_HELPER, sys.executable, "-m", "app", *args,
                                      "--quiet", "--out", out], capture_output=True, text=True, check=True, env=env)
             wall = time.perf_counter() - t
-        if i == 0:
+        if warm and i == 0:
             continue  # the warm-up run
         walls.append(wall)
         cpu, peak_kb, code = json.loads(report.stdout)
@@ -168,7 +168,7 @@ def run_process(args: list[str], repeat: int = 3) -> dict:
 
 
 def _process_row(label: str, args: list[str], target: str, repeat: int = 3) -> str:
-    r = run_process(args, repeat)
+    r = run_process(args, repeat, warm=label == "run --d 50 --no-plot")  # the first row warms the cache
     status = "" if r["status"] == 0 else f" (exit {r['status']})"
     return (f"| `{label}` | {r['cpu']:.2f}{status} | {r['wall']:.2f} | {r['peak_mb']:.0f} | {r['repeat']} | "
             f"{target} |")
