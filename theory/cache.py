@@ -92,9 +92,11 @@ def ground_types_requested() -> str:
     return os.environ.get("SYMPY_GROUND_TYPES", "auto")
 
 
+@functools.lru_cache(maxsize=None)
 def light_key(module_name: str) -> tuple[tuple[str, str], ...]:
     """The key of ``cache_key`` computed without importing SymPy or the derivation module (versions
-    from the installed metadata, the source hashed from its file, the requested ground types)."""
+    from the installed metadata, the source hashed from its file, the requested ground types);
+    memoised until ``clear_memory``."""
     import importlib.util
 
     try:
@@ -110,6 +112,9 @@ def light_key(module_name: str) -> tuple[tuple[str, str], ...]:
 def register_memo(fn: Callable[..., Any]) -> None:
     """Have ``clear_memory`` also call ``fn.cache_clear()`` (an in-memory memo over the disk cache)."""
     _registry.append(fn)
+
+
+register_memo(light_key)
 
 
 def light_value(module_name: str, entry: tuple, build: Callable[[], Any]) -> Any:
