@@ -2,14 +2,16 @@
 
 Measured side by side in one run, at d = 50, 500 and 10^4 (symmetric parameters, squared loss):
 the float series, the arb series (certified balls), the integral representation (certified balls at
-30 digits, cost independent of d), a naive mpmath double sum over (n, c), and numpy Monte Carlo sized
-for a standard error of 1e-6 (from a pilot run, extrapolated when the full run would take minutes),
-with digits of agreement against the certified reference (the arb series, or the integral where the
-arb series is out of reach); also one float evaluation at d = 50, 30-digit evaluations (the integral,
-the arb series and mp), and the main job's wall time (``main_job_seconds``: a fresh
-``python3 -m app run`` process, with the default evaluator and with the series forced), and the wall
-time of README's test command.  Prints a table and writes docs/benchmarks.md.
-Timings are wall-clock on a shared machine: read them as orders of magnitude and as ratios.
+30 digits, cost independent of d), the numpy double sum over (length n, marked count c) that a user
+would write instead (float64, truncated at the float series' tolerance), and numpy Monte Carlo on
+(n, c) sized for a standard error of 1e-6 (from a pilot run, extrapolated), with digits of agreement
+against the certified reference (the arb series, or the integral where the arb series is out of
+reach); also one float evaluation at d = 50, 30-digit evaluations (the integral, the arb series and
+mp), the main job as a user runs it (fresh ``python3 -m app run`` processes: CPU seconds, wall
+seconds and peak memory, medians of repeats) and the wall time of README's test command.  Prints a
+table and writes docs/benchmarks.md (``ROWS`` says what each row computes).
+Timings on a shared machine: CPU seconds hold up better than wall seconds; read both as orders of
+magnitude and as ratios.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+
+import statistics
 
 import mpmath
 import numpy as np
@@ -36,68 +40,138 @@ MC_TARGET_SE = 1e-6
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
+ROWS = {
+    "arb series (certified)": "the series over (n, c) classes in ball arithmetic (python-flint arb): a ball that "
+                              "contains the exact risk, truncation tail included",
+    "arb integral, 30 digits (certified)": "the integral representation (three one-dimensional arb integrals, "
+                                           "docs/integral.md): a certified ball, cost independent of d",
+    "float series (estimate)": "the suite's float64 series (numerics.series) with its error estimate; the "
+                               "enumeration is built once per d (build s) and reused for every evaluation",
+    "numpy double sum (float64)": "what a numpy user would write instead: the sum over lengths n <= N and marked "
+                                  "counts c <= C(n) of geometric x binomial weights (scipy.stats) times the loss "
+                                  "at (n, c), truncated where the omitted mass is below the float series' tol",
+    "numpy Monte Carlo on (n, c) (pilot)": "lengths n and marked counts c drawn directly (n geometric, c binomial: "
+                                           "the risk at symmetric parameters depends on nothing else), the sample "
+                                           "mean of the loss and its standard error; the size for SE 1e-6 is "
+                                           "extrapolated from the pilot",
+}
+"""What each row of the first table computes (printed under it).  Every row computes the risk only,
+at the same point."""
+
+
 def _timed(fn, repeat: int = 1):
-    """(result, best wall seconds over ``repeat`` calls)."""
-    best, out = math.inf, None
+    """(result, median wall seconds over ``repeat`` calls)."""
+    out, wall, _ = _measure(fn, repeat)
+    return out, wall
+
+
+def _measure(fn, repeat: int = 1):
+    """(result, median wall seconds, median CPU seconds of this process) over ``repeat`` calls."""
+    walls, cpus, out = [], [], None
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
-        best = min(best, time.perf_counter() - t)
-    return out, best
+        cpus.append(time.process_time() - c)
+        walls.append(time.perf_counter() - t)
+    return out, statistics.median(walls), statistics.median(cpus)
 
 
-def naive_double_sum(d: int, point=POINT, digits: int = 16):
-    """Risk by a direct mpmath sum over n <= N and c <= C (binomial terms by their ratio recurrence);
-    N and C cut where the omitted mass is below 10^-digits."""
+def numpy_double_sum(d: int, point=POINT, tol: float = 1e-15, chunk: int = 4096):
+    """Risk by the double sum a numpy user would write: lengths n = 1..N and marked counts c = 0..C(n),
+    weight P(n) P(c | n) (geometric times scipy.stats.binom), loss at f(n, c); N cut where P(n > N) <= tol / 2
+    and C(n) where P(c > C(n) | n) <= tol / 2 (so the omitted mass is at most tol, and the truncation
+    error at most tol times the largest loss).
+    Returns (risk, number of (n, c) terms).
+
+    >>> r, terms = numpy_double_sum(5, (0.0, 0.0, 0.0, 0.0))   # f = 0 on every string
+    >>> round(r, 12)
+    0.5
+    """
+    from scipy.stats import binom
+
     s = Setting(d)
-    with mpmath.workdps(digits + 10):
-        p = mpmath.mpf(s.p_value.numerator) / s.p_value.denominator
-        aa, ab, ba, bb = (mpmath.mpf(v) for v in point)
-        ea, eb, q = mpmath.exp(aa), mpmath.exp(ab), mpmath.mpf(1) / d
-        N = math.ceil(digits * math.log(10) / -math.log1p(-float(p))) + 1
-        total = mpmath.mpf(0)
-        for n in range(1, N + 1):
-            w = p * (1 - p) ** (n - 1) * (1 - q) ** n
-            cum = mpmath.mpf(0)
-            for c in range(n + 1):
-                if c:
-                    w = w * (n - c + 1) / c * q / (1 - q)
-                f = (c * ea * ba + (n - c) * eb * bb) / (c * ea + (n - c) * eb)
-                total += w * (f - (1 if c else -1)) ** 2 / 2
-                cum += w
-                if cum > 1 - mpmath.mpf(10) ** -(digits + 2):
-                    break
-        return total
+    if s.lengths != "positive":  # pragma: no cover - the benchmark's setting
+        raise ValueError("numpy_double_sum covers lengths on {1, 2, ...}")
+    p, q = float(s.p_value), 1.0 / d
+    ea, eb = math.exp(point[0]), math.exp(point[1])
+    ba, bb = point[2], point[3]
+    N = s.law.cutoff(tol / 2)
+    parts, terms = [], 0
+    for lo in range(1, N + 1, chunk):
+        n = np.arange(lo, min(lo + chunk, N + 1))
+        top = np.minimum(binom.isf(tol / 2, n, q), n).astype(np.int64)  # P(c > top | n) <= tol / 2 for every n
+        nn = np.repeat(n, top + 1)
+        c = np.arange(len(nn)) - np.repeat(np.cumsum(top + 1) - (top + 1), top + 1)
+        w = p * (1 - p) ** (nn - 1.0) * binom.pmf(c, nn, q)
+        f = (c * ea * ba + (nn - c) * eb * bb) / (c * ea + (nn - c) * eb)
+        parts.append(float(np.sum(w * (f - np.where(c > 0, 1.0, -1.0)) ** 2)) / 2)
+        terms += len(nn)
+    return math.fsum(parts), terms
 
 
-def monte_carlo(d: int, point=POINT, budget_entries: int = 20_000_000):
-    """Pilot Monte Carlo of the risk; returns (estimate, its SE, pilot size, seconds, size for SE 1e-6,
-    extrapolated seconds for that size)."""
-    from .montecarlo import estimate
+def monte_carlo(d: int, point=POINT, size: int = 2_000_000, seed: int = 1):
+    """Pilot Monte Carlo of the risk on (n, c): n from the length law, c ~ Binomial(n, 1/d); returns
+    (estimate, its SE, pilot size, CPU seconds, size for SE 1e-6, extrapolated CPU seconds for that size)."""
+    def draw():
+        s = Setting(d)
+        rng = np.random.default_rng(seed)
+        n = s.law.sample(rng, size)
+        c = rng.binomial(n, 1.0 / d)
+        ea, eb = math.exp(point[0]), math.exp(point[1])
+        f = (c * ea * point[2] + (n - c) * eb * point[3]) / (c * ea + (n - c) * eb)
+        loss = (f - np.where(c > 0, 1.0, -1.0)) ** 2 / 2
+        return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(size))
 
-    size = max(1000, min(200_000, budget_entries // d))
-    alpha = [point[0]] + [point[1]] * (d - 1)
-    beta = [point[2]] + [point[3]] * (d - 1)
-    mc, secs = _timed(lambda: estimate(Setting(d), alpha, beta, size=size, seed=1))
-    need = math.ceil(size * (mc.risk_se / MC_TARGET_SE) ** 2)
-    return mc.risk, mc.risk_se, size, secs, need, secs * need / size
+    (risk, se), _, cpu = _measure(draw)
+    need = math.ceil(size * (se / MC_TARGET_SE) ** 2)
+    return risk, se, size, cpu, need, cpu * need / size
 
 
-def main_job_seconds(d: int, evaluator: str = "auto") -> str:
-    """Wall time of the main job at alphabet size d, as a user runs it: a fresh process of
-    ``python3 -m app run --d D --quiet --evaluator E --max-terms 30000000`` (imports, SymPy cache load,
-    every plan, JSON and figure)."""
+_RUSAGE_HELPER = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps([usage.ru_utime + usage.ru_stime, usage.ru_maxrss, os.waitstatus_to_exitcode(status)]))
+"""
+"""Runs a command and prints its own rusage: CPU seconds, peak RSS (kB on Linux) and exit status.  A
+small process spawns the command, because a child's ru_maxrss counts the memory it had before exec,
+a copy of its parent's (the benchmark's own hundreds of MB)."""
+
+
+def run_process(args: list[str], repeat: int = 3, warm: bool = False) -> dict:
+    """``python3 -m app ARGS --quiet --out TMP`` in fresh processes, as a user runs it (imports, cache
+    loads, every plan, the artifacts): medians over ``repeat`` runs of CPU seconds (user + system),
+    wall seconds and peak resident memory (MB), each from the process's own rusage; and the exit status.
+    Python's bytecode cache is on (as by default: ``PYTHONDONTWRITEBYTECODE`` is dropped); ``warm``
+    adds one uncounted run first, so that imports read compiled modules as in a user's installation."""
+    import json
     import subprocess
     import tempfile
 
-    with tempfile.TemporaryDirectory() as out:
-        t = time.perf_counter()
-        # the default --max-terms (3e6) protects memory; the series at d = 10^4 needs about 1.1e7 terms
-        proc = subprocess.run([sys.executable, "-m", "app", "run", "--d", str(d), "--quiet", "--out", out,
-                               "--evaluator", evaluator, "--max-terms", "30000000"], capture_output=True, text=True)
-        seconds = time.perf_counter() - t
-    status = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
-    return f"{seconds:.2f} s{status}"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cpus, walls, peaks, status = [], [], [], 0
+    for i in range(repeat + int(warm)):
+        with tempfile.TemporaryDirectory() as out:
+            t = time.perf_counter()
+            report = subprocess.run([sys.executable, "-c", _RUSAGE_HELPER, sys.executable, "-m", "app", *args,
+                                     "--quiet", "--out", out], capture_output=True, text=True, check=True, env=env)
+            wall = time.perf_counter() - t
+        if warm and i == 0:
+            continue  # the warm-up run
+        walls.append(wall)
+        cpu, peak_kb, code = json.loads(report.stdout)
+        cpus.append(cpu)
+        peaks.append(peak_kb / 1024)
+        status = status or code
+    return {"cpu": statistics.median(cpus), "wall": statistics.median(walls), "peak_mb": statistics.median(peaks),
+            "status": status, "repeat": repeat}
+
+
+def _process_row(label: str, args: list[str], target: str, repeat: int = 3) -> str:
+    r = run_process(args, repeat, warm=label == "run --d 50 --no-plot")  # the first row warms the cache
+    status = "" if r["status"] == 0 else f" (exit {r['status']})"
+    return (f"| `{label}` | {r['cpu']:.2f}{status} | {r['wall']:.2f} | {r['peak_mb']:.0f} | {r['repeat']} | "
+            f"{target} |")
 
 
 TEST_COMMAND = ("-m", "pytest", "-q", "-n", "auto", "checks", "tests")
@@ -142,7 +216,8 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         "Generated by `python3 -m numerics.benchmark` (do not edit by hand).",
         f"Date {datetime.date.today()}; {os.cpu_count()} cores ({platform.machine()}), Python "
         f"{platform.python_version()}, numpy {np.__version__}, python-flint {flint.__version__}, "
-        f"mpmath {mpmath.__version__}.  Wall-clock times on a shared machine.",
+        f"mpmath {mpmath.__version__}.  Times on a shared machine: the tables of evaluations give wall-clock "
+        "medians (the Monte Carlo pilot CPU seconds), the main job CPU and wall seconds.",
         f"Point: alpha = ({POINT[0]}, {POINT[1]}, ...), beta = ({POINT[2]}, {POINT[3]}, ...), squared loss, "
         "balancing p, lengths on {1, 2, ...}.",
         "",
@@ -181,19 +256,18 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
                      f"(radius; gradient {ib.grad_bound:.1e}) | 3 integrals | 0 | {isecs:.4f} | {agree} |")
         lines.append(f"| {d} | float series (estimate) | {fl.risk!r} | {fl.risk_bound:.1e} | {fl.terms} | "
                      f"{build - secs:.2f} | {secs:.4f} | {_digits(fl.risk, ref)} |")
-        if d == 50:
-            nv, nsecs = _timed(partial(naive_double_sum, d))
-            lines.append(f"| {d} | naive mpmath double sum (16 digits) | {mpmath.nstr(nv, 20)} | 1e-16 (tail) | - | - | "
-                         f"{nsecs:.1f} | {_digits(nv, ref)} |")
-        else:
-            notes.append(f"d = {d}: naive double sum skipped (its cost grows like d^2: about "
-                         f"{(d / 50) ** 2:.0f}x the d = 50 time).")
+        (nv, nterms), nsecs = _timed(partial(numpy_double_sum, d, tol=fl_ev.tol), repeat=3)
+        lines.append(f"| {d} | numpy double sum (float64) | {nv!r} | {fl_ev.tol:.0e} (tail mass) | {nterms} | - | "
+                     f"{nsecs:.4f} | {_digits(nv, ref)} |")
         est, se, size, msecs, need, extra = monte_carlo(d)
-        lines.append(f"| {d} | numpy Monte Carlo (pilot) | {est:.8f} | {se:.1e} (SE) | {size} | - | {msecs:.2f} | "
-                     f"{_digits(est, ref)} |")
-        notes.append(f"d = {d}: Monte Carlo to SE 1e-6 needs about {need:.2e} strings, extrapolated "
-                     f"{extra / 3600:.1f} h from the pilot (not run).")
+        lines.append(f"| {d} | numpy Monte Carlo on (n, c) (pilot) | {est:.8f} | {se:.1e} (SE) | {size} | - | "
+                     f"{msecs:.2f} | {_digits(est, ref)} |")
+        notes.append(f"d = {d}: per evaluation the numpy double sum takes {nsecs / secs:.3g}x the float series' time "
+                     f"({nterms} against {fl.terms} terms; the series has a one-time build); Monte Carlo to SE 1e-6 "
+                     f"needs about {need:.2e} strings, extrapolated {extra / 3600:.2g} CPU h from the pilot (not run).")
         print(f"d = {d} done: " + "; ".join(lines[-3:]), file=sys.stderr)
+    lines += ["", "What each row computes (the risk only, at the same point):", ""]
+    lines += [f"- {name}: {what}." for name, what in ROWS.items()]
     lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
 
     # single-evaluation targets
@@ -236,13 +310,21 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         "",
         "## Main job",
         "",
-        "| d | evaluator | wall time | target |",
-        "|---|---|---|---|",
-        f"| 50 | auto (series) | {main_job_seconds(50)} | < 3 s |",
-        f"| 10000 | auto (integral) | {main_job_seconds(10_000)} | < 60 s |",
+        "Fresh `python3 -m app` processes as a user runs them (`--quiet --out TMP` added; bytecode cache on, after "
+        "one uncounted run): CPU seconds (user + system) and peak resident memory from each process's own rusage, "
+        "medians of the repeats.",
+        "",
+        "| command | CPU s | wall s | peak MB | repeats | target |",
+        "|---|---|---|---|---|---|",
+        _process_row("run --d 50 --no-plot", ["run", "--d", "50", "--no-plot"], "< 0.6 CPU s", 5 if not quick else 3),
+        _process_row("run --d 50", ["run", "--d", "50"], "< 3 s", 3),
+        _process_row("run --d 10000", ["run", "--d", "10000"], "< 60 s", 3 if not quick else 1),
+        _process_row("run --d 1000000", ["run", "--d", "1000000"], "< 10 CPU s, < 200 MB", 3 if not quick else 1),
     ]
     if not quick:
-        lines.append(f"| 10000 | series (forced) | {main_job_seconds(10_000, 'series')} | - |")
+        # the default --max-terms (3e6) protects memory; the series at d = 10^4 needs about 1.1e7 terms
+        lines.append(_process_row("run --d 10000 --evaluator series --max-terms 30000000",
+                                  ["run", "--d", "10000", "--evaluator", "series", "--max-terms", "30000000"], "-", 1))
         lines += ["", "## Test command", "", "| command | wall time | target |", "|---|---|---|",
                   f"| `python3 {' '.join(TEST_COMMAND)}`, warm derivation cache | {suite_seconds()} | < 40 s |",
                   f"| the same, empty derivation cache (a clean CI machine) | {suite_seconds(cold=True)} | < 40 s |"]

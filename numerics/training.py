@@ -7,10 +7,13 @@ and likewise beta; plans therefore run on the four numbers (alpha_a, alpha_b, be
 exact series gradients (per coordinate, as in R^d).
 
 Output phases under the squared loss are gradient descent on a quadratic in beta at fixed attention:
-one series pass gives its moments (M, m) and the phase is iterated in closed form,
-beta <- beta - eta D (M beta - m) with D = diag(1, 1/(d-1)), R = beta^T M beta / 2 - m^T beta + 1/2.
-Attention and joint phases evaluate the series at every step; the last point of every phase is a
-fresh series evaluation.
+one series pass gives its moments (M, m), and the recurrence
+beta <- beta - eta D (M beta - m) with D = diag(1, 1/(d-1)), R = beta^T M beta / 2 - m^T beta + 1/2,
+is solved in closed form (``output_descent``: the eigen-decomposition of the 2x2 curvature
+D^1/2 M D^1/2), so a phase of T steps costs the same for every T and only the recorded steps are
+computed.  Attention and joint phases evaluate the series at every step; the last point of every phase
+is a fresh series evaluation.  ``Trainer(max_points=k)`` records at most about k log-spaced steps of a
+phase (always its last one).
 
 The step-size regime of the three-phase theorem is in ``numerics.regime``.
 
@@ -157,22 +160,62 @@ class _NoProgress:
         pass
 
 
+def output_descent(M, m, D, eta: float, beta0, steps) -> np.ndarray:
+    """beta_t for t in ``steps`` (integers >= 0) of gradient descent beta <- beta - eta D (M beta - m)
+    from ``beta0``, in closed form; returns an array (len(steps), 2).
+
+    With S = D^1/2 M D^1/2 = Q diag(lambda) Q^T and z = Q^T D^-1/2 beta, each coordinate follows
+    z_t = z_0 + (g - lambda z_0) h(t), g = Q^T D^1/2 m, h(t) = (1 - (1 - eta lambda)^t) / lambda
+    (= eta t at lambda = 0), evaluated as -expm1(t log1p(-eta lambda)) / lambda where eta lambda < 1,
+    so slow contraction (eta lambda near 0, t in the millions) keeps full relative accuracy.
+
+    >>> M, m, D = np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([1.0, 0.2]), np.array([1.0, 0.5])
+    >>> b = np.zeros(2)
+    >>> for _ in range(3):
+    ...     b = b - 0.3 * D * (M @ b - m)
+    >>> bool(np.allclose(output_descent(M, m, D, 0.3, [0.0, 0.0], [3])[0], b, rtol=1e-15, atol=0))
+    True
+    """
+    M, m, D = (np.asarray(x, dtype=float) for x in (M, m, D))
+    root = np.sqrt(D)
+    S = root[:, None] * M * root[None, :]
+    lam, Q = np.linalg.eigh(0.5 * (S + S.T))
+    z0 = Q.T @ (np.asarray(beta0, dtype=float) / root)
+    g = Q.T @ (root * m)
+    t = np.asarray(steps, dtype=float)[:, None]
+    x = eta * lam
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        slow = x < 1
+        expo = t * np.log1p(-np.where(slow, x, 0.0))
+        power = np.where(slow, np.exp(expo), np.power(1.0 - x, t))  # (1 - eta lambda)^t
+        one_minus = np.where(slow, -np.expm1(expo), 1.0 - power)   # 1 - (1 - eta lambda)^t
+        h = np.where(lam == 0, eta * t, one_minus / np.where(lam == 0, 1.0, lam))
+        z = z0 + (g - lam * z0) * h
+        return (z @ Q.T) * root
+
+
 class Trainer:
     """Runs plans with one SeriesEvaluator.
 
     ``record_every``: keep every k-th step (None keeps only the start and the end of each phase);
+    ``max_points``: when a phase would record more than this many steps, keep about this many
+    log-spaced ones instead (dense at the start, always the last step; None: no limit);
     ``progress``: a progress factory (see ``ProgressFactory``), or None.
     """
 
     def __init__(self, evaluator: SeriesEvaluator, *, record_every: int | None = 1,
-                 progress: ProgressFactory | None = None):
+                 max_points: int | None = None, progress: ProgressFactory | None = None):
         if record_every is not None:
             record_every = check_int("record_every (or None)", record_every)
+        if max_points is not None:
+            max_points = check_int("max_points (or None)", max_points, 2)
         self.evaluator = evaluator
         self.setting = evaluator.setting
         self.record_every = record_every
+        self.max_points = max_points
         self.progress = progress
         self._last = (None, None)  # (state, evaluation) of the latest series evaluation
+        self._quadratics: dict = {}  # attention state -> output quadratic (M, m, bound)
 
     # --------------------------------------------------------------------------------------
     def _evaluation(self, state):
@@ -182,8 +225,35 @@ class Trainer:
             self._last = (key, self.evaluator.evaluate_symmetric(*key))
         return self._last[1]
 
-    def _keep(self, t: int, T: int) -> bool:
-        return t == T or (self.record_every is not None and t % self.record_every == 0)
+    def _moments(self, aa: float, ab: float):
+        """(M, m, bound) of the output quadratic at attention (aa, ab), as floats; one series pass per
+        attention state (plans that share one, as output-only and phase 1 at alpha = 0, reuse it)."""
+        key = (float(aa), float(ab))
+        if key not in self._quadratics:
+            moments = self.evaluator.quadratic_moments(aa, ab)
+            self._quadratics[key] = (np.array([[float(x) for x in row] for row in moments.M]),
+                                     np.array([float(x) for x in moments.m]), moments.bound)
+        return self._quadratics[key]
+
+    def recorded_steps(self, T: int) -> np.ndarray:
+        """The steps 1..T of a phase that are recorded, ascending; T is always one of them.
+
+        >>> tr = Trainer.__new__(Trainer); tr.record_every, tr.max_points = 3, None
+        >>> tr.recorded_steps(10).tolist()
+        [3, 6, 9, 10]
+        >>> tr.record_every, tr.max_points = 1, 8
+        >>> tr.recorded_steps(10**6).tolist()
+        [1, 7, 52, 373, 2683, 19307, 138950, 1000000]
+        """
+        if T <= 0:
+            return np.zeros(0, dtype=np.int64)
+        k = self.record_every
+        count = 0 if k is None else T // k
+        if self.max_points is not None and count + 1 > self.max_points:
+            steps = np.unique(np.rint(np.geomspace(1, T, self.max_points)).astype(np.int64))
+        else:
+            steps = np.arange(k, T + 1, k, dtype=np.int64) if k is not None else np.zeros(0, dtype=np.int64)
+        return steps if len(steps) and steps[-1] == T else np.append(steps, np.int64(T))
 
     def run(self, plan: Plan) -> Trajectory:
         """Run the plan's phases from zero; returns the recorded trajectory."""
@@ -208,6 +278,7 @@ class Trainer:
     def _series_steps(self, traj, state, phase, step0, bar):
         aa, ab, ba, bb = state
         eta_att = phase.eta if phase.eta_attention is None else phase.eta_attention
+        keep = set(self.recorded_steps(phase.steps).tolist())
         for t in range(1, phase.steps + 1):
             here = self._evaluation((aa, ab, ba, bb))
             ga, gb = [float(x) for x in here.grad_alpha], [float(x) for x in here.grad_beta]
@@ -215,43 +286,34 @@ class Trainer:
                 aa, ab = aa - eta_att * ga[0], ab - eta_att * ga[1]
             if phase.layer in ("output", "joint"):
                 ba, bb = ba - phase.eta * gb[0], bb - phase.eta * gb[1]
-            if self._keep(t, phase.steps):
+            if t in keep:
                 now = self._evaluation((aa, ab, ba, bb))
                 traj.points.append(Point(step0 + t, phase.name, aa, ab, ba, bb, *_risk_and_bound(now)))
             bar.update(1)
         return (aa, ab, ba, bb)
 
     def _output_closed_form(self, traj, state, phase, step0, bar):
-        """Output GD at fixed attention as iteration of the exact quadratic (squared loss)."""
+        """Output GD at fixed attention: the exact quadratic (squared loss), solved in closed form at the
+        recorded steps (``output_descent``); the end of the phase is a fresh series evaluation."""
         aa, ab, ba, bb = state
-        if phase.steps == 0:
+        T = phase.steps
+        if T == 0:
             return state
-        moments = self.evaluator.quadratic_moments(aa, ab)
-        M = np.array([[float(x) for x in row] for row in moments.M])
-        m = np.array([float(x) for x in moments.m])
-        moment_bound = moments.bound
+        M, m, moment_bound = self._moments(aa, ab)
         scale = max(np.abs(M).max(), np.abs(m).max())
         D = np.array([1.0, 1.0 / (self.setting.d - 1)])
-        beta = np.array([ba, bb])
-        for t in range(1, phase.steps + 1):
-            with np.errstate(over="ignore", invalid="ignore"):
-                beta = beta - phase.eta * D * (M @ beta - m)
-                risk = 0.5 * beta @ M @ beta - m @ beta + 0.5
-            if not np.all(np.isfinite(beta)):
-                raise SettingError(f"output steps of size {phase.eta} diverged (non-finite weights)")
-            if t == phase.steps:  # the end of the phase: a fresh series evaluation, not the quadratic
-                end = self._evaluation((aa, ab, beta[0], beta[1]))
-                risk, bound = _risk_and_bound(end)
-            elif self._keep(t, phase.steps):
-                size = abs(beta[0]) + abs(beta[1])
-                with np.errstate(over="ignore"):  # moment errors, plus the float rounding of M, m and the form
-                    bound = (moment_bound + FLOAT_ALLOWANCE * scale) * (0.5 * size * size + size) \
-                        + FLOAT_ALLOWANCE * (abs(risk) + 0.5)
-            else:
-                bar.update(1)
-                continue
-            traj.points.append(Point(step0 + t, phase.name, aa, ab, float(beta[0]), float(beta[1]),
-                                     float(risk), bound))
-            bar.update(1)
-        return (aa, ab, float(beta[0]), float(beta[1]))
-
+        steps = self.recorded_steps(T)
+        betas = output_descent(M, m, D, phase.eta, [ba, bb], steps)
+        if not np.all(np.isfinite(betas)):
+            raise SettingError(f"output steps of size {phase.eta} diverged (non-finite weights)")
+        with np.errstate(over="ignore", invalid="ignore"):
+            risks = 0.5 * np.einsum("ti,ij,tj->t", betas, M, betas) - betas @ m + 0.5
+            size = np.abs(betas).sum(axis=1)  # moment errors, plus the float rounding of M, m and the form
+            bounds = (moment_bound + FLOAT_ALLOWANCE * scale) * (0.5 * size * size + size) \
+                + FLOAT_ALLOWANCE * (np.abs(risks) + 0.5)
+        end = self._evaluation((aa, ab, betas[-1, 0], betas[-1, 1]))  # a fresh series evaluation
+        risks[-1], bounds[-1] = _risk_and_bound(end)
+        traj.points.extend(Point(t + step0, phase.name, aa, ab, b[0], b[1], r, e)
+                           for t, b, r, e in zip(steps.tolist(), betas.tolist(), risks.tolist(), bounds.tolist()))
+        bar.update(T)
+        return (aa, ab, float(betas[-1, 0]), float(betas[-1, 1]))

@@ -9,6 +9,7 @@ from numerics.training import (
     Trainer,
     Trajectory,
     joint,
+    output_descent,
     output_only,
     three_phase,
 )
@@ -37,6 +38,66 @@ def test_closed_form_output_phase_matches_series_descent(d, lengths, gap):
     end = trainer._output_closed_form(got, start, Phase("output", "output", 0.7, 12), 0, _Bar())
     assert np.allclose(end[2:], expected, rtol=0, atol=1e-11)
     assert np.allclose([pt.risk for pt in got.points], risks, rtol=0, atol=1e-11)
+
+
+def _quadratic_loop(M, m, D, eta, beta, T):
+    """The output recurrence step by step, every iterate kept (the definition of ``output_descent``)."""
+    out = [np.array(beta, dtype=float)]
+    for _ in range(T):
+        out.append(out[-1] - eta * D * (M @ out[-1] - m))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("d,gap,eta", [(4, 0.0, 1.0), (5, 2.5, 0.7), (10, 6.0, 1.0), (7, 1.0, 1.9)])
+def test_output_descent_matches_the_step_by_step_loop(d, gap, eta):
+    """The closed form against the loop at every step of a long phase, to 1e-12 relative (on the series
+    moments of a real phase 3: slow and fast eigen-directions, an overshooting step at eta = 1.9)."""
+    moments = SeriesEvaluator(Setting(d)).quadratic_moments(gap, 0.0)
+    M = np.array([[float(x) for x in row] for row in moments.M])
+    m = np.array([float(x) for x in moments.m])
+    D = np.array([1.0, 1.0 / (d - 1)])
+    T = 3000
+    loop = _quadratic_loop(M, m, D, eta, [0.3, -0.2], T)
+    closed = output_descent(M, m, D, eta, [0.3, -0.2], np.arange(T + 1))
+    scale = np.linalg.norm(loop, axis=1, keepdims=True)
+    assert np.max(np.abs(closed - loop) / scale) < 1e-12
+    risk = lambda b: 0.5 * np.einsum("ti,ij,tj->t", b, M, b) - b @ m + 0.5  # noqa: E731
+    # the risk formula cancels terms of order 1 (a few ulp absolute) down to risks of order 1e-4
+    assert np.allclose(risk(closed), risk(loop), rtol=1e-12, atol=1e-15)
+    # the iterates really move: the phase is not a fixed point, so the comparison has something to catch
+    assert np.linalg.norm(loop[-1] - loop[0]) > 0.1 and np.linalg.norm(loop[1] - loop[0]) > 1e-3
+
+
+def test_output_descent_singular_and_divergent_curvature():
+    """lambda = 0 (a flat direction: the iterate moves linearly) and eta lambda > 2 (divergence) follow
+    the loop too."""
+    M, m, D = np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([0.5, 0.25]), np.array([1.0, 1.0])
+    loop = _quadratic_loop(M, m, D, 0.5, [0.0, 0.0], 40)
+    assert np.allclose(output_descent(M, m, D, 0.5, [0.0, 0.0], np.arange(41)), loop, rtol=1e-13, atol=1e-15)
+    loop = _quadratic_loop(M, m, D, 2.5, [0.1, 0.0], 40)
+    assert np.allclose(output_descent(M, m, D, 2.5, [0.1, 0.0], np.arange(41)), loop, rtol=1e-12, atol=0)
+
+
+def test_long_phase_records_log_spaced_exact_points():
+    """max_points keeps a log-spaced subset of a long output phase; each kept point is the loop's iterate
+    at that step with its quadratic risk, and the end is a fresh series evaluation."""
+    d = 6
+    evaluator = SeriesEvaluator(Setting(d))
+    tr = Trainer(evaluator, max_points=30)
+    traj = tr.run(output_only(1.0, 5000))
+    steps = [pt.step for pt in traj.points]
+    assert steps[0] == 0 and steps[-1] == 5000 and 20 <= len(steps) <= 31 and steps == sorted(set(steps))
+    assert steps[1:4] == [1, 2, 3]  # dense at the start
+    moments = evaluator.quadratic_moments(0.0, 0.0)
+    M = np.array([[float(x) for x in row] for row in moments.M])
+    m = np.array([float(x) for x in moments.m])
+    loop = _quadratic_loop(M, m, np.array([1.0, 1.0 / (d - 1)]), 1.0, [0.0, 0.0], 5000)
+    for pt in traj.points[1:]:
+        b = loop[pt.step]
+        assert np.allclose([pt.beta_a, pt.beta_b], b, rtol=1e-12, atol=0)
+        assert abs(pt.risk - (0.5 * b @ M @ b - m @ b + 0.5)) <= 1e-12 * pt.risk + pt.risk_bound
+    end = evaluator.evaluate_symmetric(0.0, 0.0, traj.final.beta_a, traj.final.beta_b)
+    assert traj.final.risk == float(end.risk)
 
 
 class _Bar:
@@ -75,6 +136,8 @@ def test_bad_phases_and_divergence_are_refused():
         Phase("x", "both", 1.0, 1)
     with pytest.raises(SettingError, match="record_every"):
         Trainer(SeriesEvaluator(Setting(4)), record_every=0)
+    with pytest.raises(SettingError, match="max_points"):
+        Trainer(SeriesEvaluator(Setting(4)), max_points=1)
     with pytest.raises(SettingError, match="diverged"):
         Trainer(SeriesEvaluator(Setting(4))).run(output_only(1e6, 200))
 

@@ -82,6 +82,67 @@ def cache_key(module_name: str) -> tuple[tuple[str, str], ...]:
             ("ground_types", GROUND_TYPES), ("module", module_name), ("source_sha256", source_hash(module_name)))
 
 
+def ground_types_requested() -> str:
+    """The SymPy ground types in use, or (SymPy not imported yet) the ones requested by
+    ``SYMPY_GROUND_TYPES``, which ``theory`` pins; read without importing SymPy."""
+    if "sympy" in sys.modules:
+        from sympy.external.gmpy import GROUND_TYPES
+
+        return GROUND_TYPES
+    return os.environ.get("SYMPY_GROUND_TYPES", "auto")
+
+
+@functools.lru_cache(maxsize=None)
+def light_key(module_name: str) -> tuple[tuple[str, str], ...]:
+    """The key of ``cache_key`` computed without importing SymPy or the derivation module (versions
+    from the installed metadata, the source hashed from its file, the requested ground types);
+    memoised until ``clear_memory``."""
+    import importlib.util
+
+    try:
+        sympy_version = importlib.metadata.version("sympy")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - SymPy is a dependency
+        sympy_version = "unknown"
+    origin = importlib.util.find_spec(module_name).origin
+    digest = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
+    return (("format", str(FORMAT)), ("package", package_version()), ("sympy", sympy_version),
+            ("ground_types", ground_types_requested()), ("module", module_name), ("source_sha256", digest))
+
+
+def register_memo(fn: Callable[..., Any]) -> None:
+    """Have ``clear_memory`` also call ``fn.cache_clear()`` (an in-memory memo over the disk cache)."""
+    _registry.append(fn)
+
+
+register_memo(light_key)
+
+
+def light_value(module_name: str, entry: tuple, build: Callable[[], Any]) -> Any:
+    """A value made from ``module_name``'s derivations, of plain Python data only (str, int, tuple,
+    None), cached on disk beside the derivations under ``light_key``, so that reading it back needs
+    neither SymPy nor the derivation module; ``build()`` (which may import SymPy) makes it on a miss.
+    Used by ``theory.compiled`` for the Python source of the closed forms."""
+    base = cache_dir()
+    key = light_key(module_name)
+    path = None
+    if base is not None:
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+        path = base / f"compiled-{module_name.rsplit('.', 1)[-1]}-{digest}.pickle"
+        raw = _entries(path, key).get(entry)
+        if raw is not None:
+            try:
+                return pickle.loads(raw)
+            except Exception:  # noqa: BLE001 - a corrupt entry is built again
+                pass
+    value = build()
+    if path is not None:
+        _entries(path, key)[entry] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        _dirty.add(path)
+        if _depth == 0:
+            _flush()
+    return value
+
+
 def cache_file(module_name: str) -> Path | None:
     """The file holding the cached derivations of ``module_name`` under the current key (None: no disk cache)."""
     base = cache_dir()

@@ -24,15 +24,14 @@ from .validation import check_d, check_loss, check_p, check_real, check_variant
 
 @lru_cache(maxsize=None)
 def balanced_p_exact(d: int, lengths: str = "positive") -> Fraction:
-    """The balancing p for alphabet size d, from the SymPy derivation (1/(d-1), or 1/(d+1) for the variant)."""
-    import sympy as sp
-
-    from . import symbolic
+    """The balancing p for alphabet size d, from the SymPy derivation (1/(d-1), or 1/(d+1) for the variant),
+    evaluated exactly in rational arithmetic from its cached source (``theory.compiled``: no SymPy import
+    once the derivation is cached)."""
+    from .compiled import rational
 
     d = check_d(d)
     check_variant(lengths)
-    val = sp.nsimplify(symbolic.balanced_p(lengths).subs(symbolic.d, d))
-    return Fraction(int(val.p), int(val.q))
+    return rational("balanced_p", (lengths,), d)
 
 
 @dataclass(frozen=True)
