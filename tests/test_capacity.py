@@ -288,3 +288,18 @@ def test_ceiling_record_and_bad_input():
         C.ceiling("even_pairs", 8, even_pairs_embedding="bigram")
     with pytest.raises(SettingError, match="d >= 4"):
         C.ceiling("OR", 3)
+
+
+def test_certificate_classes_and_dual_bound():
+    """The certificate classes carry the population's probabilities, and the dual bound of one family is its
+    closed form 2 / sum 1/pi (the minimum of sum pi e^2 / 2 subject to sum e >= 2)."""
+    keys, probs, fams = C.adjacent_certificates(3)
+    pop = C.adjacent_population(1e-300, 0.5)
+    table = {tuple(c): w for c, w in zip(pop.m, pop.weights)}
+    rep = {"a": lambda i: [0] * i, "b": lambda j: [1] * j, "ab": lambda i, j: [0] * i + [1] * j,
+           "ba": lambda j, i: [1] * j + [0] * i, "aba": lambda i2, j: [0] + [1] * j + [0] * (i2 - 1),
+           "bab": lambda j2, i: [1] + [0] * i + [1] * (j2 - 1)}
+    for key, pr in zip(keys, probs):
+        assert pr == pytest.approx(table[_adjacent_counts(rep[key[0]](*key[1:]))], rel=1e-12)
+    one = C.certificate_lower_bound(probs, fams[:1])
+    assert one == pytest.approx(2 / (1 / probs[fams[0]]).sum(), rel=1e-6)
