@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -280,6 +281,10 @@ def test_ceiling_record_and_bad_input():
     assert c.verdict(0.05) == "not representable" and c.verdict(0.2) == "undecided"
     assert c.verdict(0.3) == "representable" and c.representable(0.3) and not c.representable(0.29)
     assert c.to_dict()["lower"] == pytest.approx(0.1) and c.to_dict()["kind"] == "bracket"
+    for real in (C.ceiling("AND", 3), C.ceiling("ICL", 4, loss="cross_entropy"), C.ceiling("even_pairs", 4),
+                 C.ceiling("SLR", 4, samples=2000)):
+        back = json.loads(json.dumps(real.to_dict(), allow_nan=False))
+        assert back["upper"] == real.upper and back["kind"] == real.kind
     with pytest.raises(SettingError, match="loss"):
         C.ceiling("AND", 8, loss="cross_entropy")
     with pytest.raises(SettingError, match="option"):

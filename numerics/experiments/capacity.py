@@ -386,7 +386,8 @@ def _slr_ceiling(d: int, heads: int, samples: int, seed: int) -> Ceiling:
     acc = None
     risk = bay_hat + gap_hat
     upper = risk + MC_Z * gap_se
-    details = {"a": a, "b": float(b), "samples": N, "seed": seed, "excess": gap_hat, "excess_se": gap_se,
+    details = {"a": None if math.isinf(a) else a, "hard_attention": math.isinf(a), "b": float(b),
+               "samples": N, "seed": seed, "excess": gap_hat, "excess_se": gap_se,
                "bayes": bay_hat, "bayes_se": bay_se}
     return Ceiling("SLR", d, heads, "squared", risk, upper - bay_hat, acc, bay_hat,
                    f"Monte Carlo estimate of an upper bound (bounds at {MC_Z:g} standard errors)",
