@@ -164,9 +164,16 @@ def best_pattern(m: np.ndarray, y: np.ndarray, w: np.ndarray, heads: int):
     wf = [f * w[:, None] for f in feats]
     yy = float((w * y * y).sum())
     Fy = [f.T @ (w * y) for f in feats]
+    gram = {}
+    if heads > 1:
+        for i, j in itertools.combinations_with_replacement(range(len(orders)), 2):
+            gram[i, j] = wf[i].T @ feats[j]
+            gram[j, i] = gram[i, j].T
+    else:
+        gram = {(i, i): wf[i].T @ feats[i] for i in range(len(orders))}
     best = (math.inf, None)
     for combo in itertools.combinations_with_replacement(range(len(orders)), heads):
-        G = np.block([[wf[i].T @ feats[j] for j in combo] for i in combo])
+        G = np.block([[gram[i, j] for j in combo] for i in combo])
         b = np.concatenate([Fy[i] for i in combo])
         theta = np.linalg.lstsq(G, b, rcond=None)[0]
         risk = 0.5 * (yy - b @ theta)
