@@ -42,6 +42,18 @@ def test_exact_zero_ceilings_are_reached_by_their_pattern(task, d, H):
              for s in (2.0, 5.0, 10.0, 40.0)]
     assert all(b < a for a, b in zip(risks, risks[1:]))
     assert risks[-1] < 1e-25
+    # the exact rule is checked on every presence pattern, not only on the classes kept
+    readout = np.array(c.details["readout"])
+    patterns = [tuple(r) for r in c.details["patterns"]]
+    assert C.limit_rule_is_exact(task, patterns, readout)
+    readout[0, 0] += 1e-6
+    assert not C.limit_rule_is_exact(task, patterns, readout)
+
+
+def test_a_tied_tier_with_different_readouts_is_not_exact():
+    """a and u tied on top with readouts +1, -1: f is the count average, right only at extreme counts."""
+    assert not C.limit_rule_is_exact("occurrence", [(0, 0)], np.array([[1.0, -1.0]]))
+    assert C.limit_rule_is_exact("occurrence", [(0, 1)], np.array([[1.0, -1.0]]))
 
 
 def test_and_two_heads_needs_three_tiers():

@@ -251,6 +251,30 @@ def _symbol_search_h1(pop, y: np.ndarray, w: np.ndarray, span: float = 12.0):
     return risk, alpha, beta
 
 
+def limit_rule_is_exact(task: str, patterns, theta: np.ndarray, tol: float = 1e-9) -> bool:
+    """Whether the limit of ``patterns`` with readout ``theta`` gives f = y on every string, not only on the
+    classes kept: for every set of class tokens present, at counts all 1 and at each token alone raised to
+    1000 (a count-weighted average that equals y at all of these has equal readouts on its tier)."""
+    k = marked_symbols(task)
+    T = k + 1
+    rows, labels = [], []
+    for present in itertools.product((0, 1), repeat=T):
+        if not any(present):
+            continue
+        marked = present[:k]
+        label = {"occurrence": marked[0], "OR": any(marked), "AND": all(marked)}[task]
+        base = np.array(present, float)
+        rows.append(base)
+        for t in np.flatnonzero(base):
+            heavy = base.copy()
+            heavy[t] = 1000.0
+            rows += [heavy]
+        labels += [1.0 if label else -1.0] * (1 + int(base.sum()))
+    m = np.array(rows)
+    f = sum(limit_features(m, r) @ theta[h] for h, r in enumerate(patterns))
+    return bool(np.all(np.abs(f - np.array(labels)) <= tol))
+
+
 def _symbol_ceiling(task: str, d: int, heads: int, mass_tol: float, len_tol: float) -> Ceiling:
     pop = population(task, d, mass_tol=mass_tol, len_tol=len_tol)
     y, w, m = pop.y[:, 0], pop.weights, pop.m
@@ -265,7 +289,7 @@ def _symbol_ceiling(task: str, d: int, heads: int, mass_tol: float, len_tol: flo
     how = ("least squares over the limits of attention (every ranking of the class tokens "
            f"{', '.join(names)} per head, {len(weak_orderings(len(names)))} rankings, symmetric parameters) "
            f"on the class-reduced population ({len(w)} classes, dropped mass {dropped:.1e})")
-    if risk <= ROUNDING:
+    if risk <= ROUNDING and limit_rule_is_exact(task, patterns, theta):
         # the limit reaches 0 = the Bayes risk: the infimum; f -> y for every string, dropped mass included
         return Ceiling(task, d, heads, "squared", risk, risk, acc, 0.0,
                        "exact infimum (0, approached as the attention scale grows; not attained)",
