@@ -320,3 +320,26 @@ def test_certificate_classes_and_dual_bound():
         assert pr == pytest.approx(table[_adjacent_counts(rep[key[0]](*key[1:]))], rel=1e-12)
     one = C.certificate_lower_bound(probs, fams[:1])
     assert one == pytest.approx(2 / (1 / probs[fams[0]]).sum(), rel=1e-6)
+
+
+def test_and_certificate_dual_is_below_a_primal_point():
+    """Weak duality, checked: at several m the K = 4 term of the AND bound (a dual value) lies below the
+    primal value min sum g e^2 / 2 subject to every family's errors summing to >= 2 (solved by SLSQP: any
+    feasible point is above the optimum, hence above every dual value), and above the K = 1 term."""
+    from scipy.optimize import minimize
+
+    m, terms, g, fams = C.and_lower_bound_terms(8, K=4)
+    single = C.and_lower_bound_terms(8, K=1)[1]
+    assert np.all(terms >= single) and terms.sum() > 1.3 * single.sum()
+    weight = (1 - 2 / 8) ** m
+    A = np.zeros((len(fams), g.shape[1]))
+    for f, F in enumerate(fams):
+        A[f, F] = 1.0
+    cons = {"type": "ineq", "fun": lambda e: A @ e - 2.0, "jac": lambda e: A}
+    for r in (5, 40):
+        gr = g[r] / g[r].max()
+        res = minimize(lambda e: 0.5 * (gr * e * e).sum(), np.full(len(gr), 2.0), jac=lambda e: gr * e,
+                       constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
+        assert np.all(A @ res.x >= 2 - 1e-9)
+        primal = 0.5 * (gr * res.x ** 2).sum() * g[r].max() * weight[r]
+        assert terms[r] <= primal * (1 + 1e-9)

@@ -28,8 +28,8 @@ Ceilings per task (all at the task's own length law):
 
 * occurrence, OR (any H), AND (H >= 2): exact infimum 0 = Bayes risk, reached in the limit of the best
   attention pattern (found by least squares over all patterns of the class tokens, symmetric parameters);
-* AND, H = 1: not representable; a proved lower bound (certificates {u, a u, b u, a b u} for every
-  unmarked part u) and the best value found (limit patterns and a search over finite scores, readout by
+* AND, H = 1: not representable; a proved lower bound (certificates {u, u + k a, u + l b, u + k a + l b},
+  k, l <= 4, for every unmarked part u) and the best value found (limit patterns and a search over finite scores, readout by
   least squares);
 * ICL (squared and cross-entropy), any H: exact infimum 0 by construction (attention on the tokens whose
   previous symbol is the trigger; they are all the answer o);
@@ -38,7 +38,7 @@ Ceilings per task (all at the task's own length law):
   over alpha = a k*, beta = b v* (fitted on one sample, evaluated on another);
 * even pairs, "query" embedding: exact infimum 0 by construction (attention on the first token);
   "adjacent" embedding (H = 1): not representable; a proved lower bound (certificates a^i, b^j, a^i b^j,
-  b^j a^i, a^i b^j a^i, b^j a^i b^j) and the best value found by multi-start L-BFGS on the exact class
+  b^j a^i, a^i b^j a^i, b^j a^i b^j, i, j <= 6) and the best value found by multi-start L-BFGS on the exact class
   population (truncated, with the truncation in the bound).
 """
 from __future__ import annotations
@@ -194,15 +194,24 @@ def _accuracy(f: np.ndarray, labels: np.ndarray, w: np.ndarray) -> float:
 # occurrence, OR, AND
 
 
-def and_lower_bound(d: int, tail: float = 1e-14) -> float:
+def and_lower_bound(d: int, tail: float = 1e-14, K: int = 1) -> float:
+    """The sum of ``and_lower_bound_terms`` (below)."""
+    return float(and_lower_bound_terms(d, tail, K)[1].sum())
+
+
+def and_lower_bound_terms(d: int, tail: float = 1e-14, K: int = 1):
     """A lower bound on the squared risk of every one-head model on AND (any parameters, not only symmetric).
 
-    For each unmarked part u (a count vector over the d - 2 unmarked symbols, |u| = m >= 1) the count vectors
-    u, u + a, u + b, u + a + b (labels -, -, -, +) satisfy c(u + a + b) + c(u) = c(u + a) + c(u + b), so
-    the sum of their four errors is >= 2 (module doc) and they contribute at least 2 / sum 1/pi.  With
+    For each unmarked part u (a count vector over the d - 2 unmarked symbols, |u| = m >= 1) and k, l >= 1 the
+    count vectors u, u + k a, u + l b, u + k a + l b (labels -, -, -, +) satisfy c(u + k a + l b) + c(u) =
+    c(u + k a) + c(u + l b), so the sum of their four errors is >= 2 (module doc).  With
     pi(u + i a + j b) = T(u) g_ij(m), T(u) = m! / prod u! d^-m and g_ij(m) = P(n = m + i + j) (m + i + j)! /
-    (m! i! j!) d^-(i + j), the sum over u with |u| = m is 2 ((d - 2)/d)^m / sum_ij 1/g_ij(m).  Terms are
-    summed for m = 1, ... until the geometric tail is below ``tail`` (dropping terms keeps a lower bound).
+    (m! i! j!) d^-(i + j), and sum_{|u| = m} T(u) = ((d - 2)/d)^m, the parts with |u| = m contribute at least
+    ((d - 2)/d)^m times the bound of the families k, l <= K over the g_ij(m): for K = 1 the closed form
+    2 / sum_ij 1/g_ij(m); for K > 1 the dual (``certificate_lower_bound``) solved on a grid of m, its
+    multipliers reused at every m (any nonnegative multipliers give a valid bound) and never below the K = 1
+    term.  Terms are summed for m = 1, ... until the geometric tail is below ``tail`` (dropping terms keeps a
+    lower bound).  Returns (m, the bound's term at each m, g (m, members), the families as member lists).
     """
     p = TK.length_parameter("AND", d)
     m_max = int(math.ceil(math.log(tail) / math.log1p(-p))) + 2
@@ -213,9 +222,40 @@ def and_lower_bound(d: int, tail: float = 1e-14) -> float:
         return (math.log(p) + (n - 1) * math.log1p(-p) + gammaln(n + 1) - gammaln(m + 1)
                 - math.lgamma(i + 1) - math.lgamma(j + 1) - (i + j) * math.log(d))
 
+    weight = np.exp(m * math.log1p(-2.0 / d))
     inv = sum(np.exp(-log_g(i, j)) for i in (0, 1) for j in (0, 1))
-    return float((2.0 * np.exp(m * math.log1p(-2.0 / d)) / inv).sum())
+    single = 2.0 / inv
+    if K == 1:
+        g = np.exp(np.stack([log_g(i, j) for i in (0, 1) for j in (0, 1)], axis=1))
+        return m, weight * single, g, [[0, 2, 1, 3]]
+    members = [(i, j) for i in range(K + 1) for j in range(K + 1)]
+    col = {ij: c for c, ij in enumerate(members)}
+    fams = [[col[0, 0], col[k, 0], col[0, l], col[k, l]] for k in range(1, K + 1) for l in range(1, K + 1)]
+    g = np.exp(np.stack([log_g(i, j) for i, j in members], axis=1))      # (m, members)
+    A = np.zeros((len(fams), len(members)))
+    for f, F in enumerate(fams):
+        A[f, F] = 1.0
+    scale = 1.0 / ((1.0 / g) @ A.T)                                       # (m, families)
 
+    def dual(nu):  # nu (m, families) >= 0 in units of each family's own optimum: a valid bound per m
+        mu = scale * nu
+        t = mu @ A
+        return 2 * mu.sum(axis=1) - (t * t / (2 * g)).sum(axis=1)
+
+    grid = np.unique(np.geomspace(1, m_max, 12).astype(int)) - 1
+    nus = np.array([_dual_multipliers(g[r], fams) for r in grid])
+    nearest = grid[np.abs(np.log(m[:, None]) - np.log(m[grid][None, :])).argmin(axis=1)]
+    nu = nus[np.searchsorted(grid, nearest)]
+    return m, weight * np.maximum(dual(nu), single), g, fams
+
+
+def _dual_multipliers(probs: np.ndarray, fams: list[list[int]]) -> np.ndarray:
+    """The maximiser nu >= 0 of ``certificate_lower_bound``'s dual, in units of each family's own optimum."""
+    return certificate_lower_bound(probs, fams, return_multipliers=True)[1]
+
+
+AND_CERTIFICATE_K = 4
+"""AND's one-head lower bound uses the certificates u, u + k a, u + l b, u + k a + l b for k, l <= 4."""
 
 SEARCH_MASS = 1e-2
 """The finite-score search runs on the heaviest classes holding all but SEARCH_MASS of the probability; the
@@ -298,7 +338,7 @@ def _symbol_ceiling(task: str, d: int, heads: int, mass_tol: float, len_tol: flo
     # H = 1 on AND: finite scores can beat every limit pattern; the lower bound is proved separately
     pattern_risk = risk
     fin_risk, alpha, beta = _symbol_search_h1(pop, y, w)
-    lower = and_lower_bound(d) if (task == "AND" and heads == 1) else 0.0
+    lower = and_lower_bound(d, K=AND_CERTIFICATE_K) if (task == "AND" and heads == 1) else 0.0
     if fin_risk < risk:
         e = m * np.exp(alpha - alpha.max())[None, :]
         f = (e / e.sum(axis=1, keepdims=True)) @ beta
@@ -314,8 +354,8 @@ def _symbol_ceiling(task: str, d: int, heads: int, mass_tol: float, len_tol: flo
                    lower_bound=lower)
     return Ceiling(task, d, heads, "squared", upper, upper - lower, acc, 0.0,
                    "bracket: proved lower bound, upper bound reached (not the infimum)",
-                   "lower: certificates {u, u+a, u+b, u+a+b} over every unmarked part u (sign-linearity, "
-                   "any parameters); upper: best of " + how + " and a search over finite scores "
+                   f"lower: certificates {{u, u+ka, u+lb, u+ka+lb}}, k, l <= {AND_CERTIFICATE_K}, over every "
+                   "unmarked part u (sign-linearity, any parameters; dual bound); upper: best of " + how + " and a search over finite scores "
                    "(alpha_u = 0, grid on alpha_a = alpha_b, Nelder-Mead in (alpha_a, alpha_b), on the classes "
                    "holding 99% of the mass), readout by least squares on all classes, plus dropped mass times "
                    "the largest loss",
@@ -505,7 +545,7 @@ def adjacent_population(mass_tol: float = 1e-4, len_tol: float = 1e-5):
     return TK.Batch(np.eye(9), c, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
 
 
-def adjacent_certificates(M: int = 12):
+def adjacent_certificates(M: int = 6):
     """The certificate families F(i, j), i, j <= M, of the adjacent embedding (module doc): the count classes
     a^i, b^j, {a^x b^j a^y : x + y = 2i}, {b^x a^i b^y : x + y = 2j} (positive, kappa = 1) and a^i b^j,
     b^j a^i (negative, kappa = 2).  Returns (class keys, their probabilities, families as index lists)."""
@@ -530,7 +570,7 @@ def adjacent_certificates(M: int = 12):
     return list(keys), np.array(probs), fams
 
 
-def certificate_lower_bound(probs: np.ndarray, fams: list[list[int]]) -> float:
+def certificate_lower_bound(probs: np.ndarray, fams: list[list[int]], return_multipliers: bool = False):
     """max over mu >= 0 of 2 sum mu_F - sum_s (sum_{F ni s} mu_F)^2 / (2 pi_s): the dual of
     min sum pi_s e_s^2 / 2 subject to sum_{s in F} e_s >= 2; by weak duality every mu >= 0 gives a lower
     bound, so the value at the optimiser's point is a valid bound whatever its accuracy."""
@@ -545,12 +585,17 @@ def certificate_lower_bound(probs: np.ndarray, fams: list[list[int]]) -> float:
         t = nu @ As
         return 2 * (scale * nu).sum() - (t * t / (2 * probs)).sum()
 
+    norm = scale.sum()  # the objective in units of the families' own optima, so gradients are O(1)
+
     def neg(nu):
         t = nu @ As
-        return -dual(nu), -(2 * scale - As @ (t / probs))
+        return -dual(nu) / norm, -(2 * scale - As @ (t / probs)) / norm
 
-    res = minimize(neg, np.full(len(fams), 0.5), jac=True, method="L-BFGS-B", bounds=[(0, None)] * len(fams))
-    return float(max(dual(np.maximum(res.x, 0.0)), 0.0))
+    res = minimize(neg, np.full(len(fams), 0.5), jac=True, method="L-BFGS-B", bounds=[(0, None)] * len(fams),
+                   options={"ftol": 1e-13, "gtol": 1e-10, "maxiter": 500})
+    nu = np.maximum(res.x, 0.0)
+    value = float(max(dual(nu), 0.0))
+    return (value, nu) if return_multipliers else value
 
 
 def one_head_risk_and_grad(x: np.ndarray, m: np.ndarray, y: np.ndarray, w: np.ndarray):
@@ -609,7 +654,7 @@ def _even_pairs_adjacent_ceiling(d: int, heads: int) -> Ceiling:
     details = {"embedding": "adjacent", "alpha": x[:9].tolist(), "beta": x[9:].tolist(),
                "classes": pop.extra["classes"], "dropped_mass": pop.extra["dropped"], "lower_bound": lower,
                "certificate_families": len(fams)}
-    how_lower = ("lower: dual bound over the certificate families F(i, j), i, j <= 12 (a^i, b^j, a^i b^j, "
+    how_lower = ("lower: dual bound over the certificate families F(i, j), i, j <= 6 (a^i, b^j, a^i b^j, "
                  "b^j a^i, a^i b^j a^i, b^j a^i b^j; sign-linearity, any parameters)" if heads == 1 else
                  "lower: 0 (no bound proved for H >= 2)")
     return Ceiling("even_pairs", d, heads, "squared", upper, upper - lower, acc, 0.0,
