@@ -64,19 +64,42 @@ def test_seeded_and_reproducible():
         assert np.array_equal(np.asarray(b1.X), np.asarray(b2.X))
 
 
-def test_even_pairs_label_is_first_equals_last():
-    b = TK.sample_even_pairs(4000, np.random.default_rng(5), return_strings=True)
-    first_eq_last = np.array([s[0] == s[-1] for s in b.extra["strings"]])
-    assert np.array_equal(b.labels == 1, first_eq_last)
-    # the pair counts are those of the framed string
+@pytest.mark.parametrize("embedding", TK.EVEN_PAIRS_EMBEDDINGS)
+def test_even_pairs_label_and_tokens(embedding):
+    """The label counts the ab and ba pairs of the string (even iff first = last), and the tokens are those
+    of the embedding: (first flag, symbol, last symbol) for "query", the framed adjacent pairs for
+    "adjacent"."""
+    b = TK.sample_even_pairs(4000, np.random.default_rng(5), return_strings=True, embedding=embedding)
+    changes = np.array([int(np.sum(s[1:] != s[:-1])) for s in b.extra["strings"]])
+    assert np.array_equal(b.labels == 1, changes % 2 == 0)
+    assert np.array_equal(b.labels == 1, np.array([s[0] == s[-1] for s in b.extra["strings"]]))
     for s, row in zip(b.extra["strings"][:200], b.m[:200]):
-        framed_prev, framed_next = [-1, *s], [*s, 2]
-        want = np.zeros(9)
-        for u, v in zip(framed_prev, framed_next):
-            want[3 * (u + 1) + v] += 1
+        want = np.zeros(TK.EVEN_PAIRS_DIM[embedding])
+        if embedding == "query":
+            for i, zi in enumerate(s):
+                want[4 * (i == 0) + 2 * zi + s[-1]] += 1
+        else:
+            for u, v in zip([-1, *s], [*s, 2]):
+                want[3 * (u + 1) + v] += 1
         assert np.array_equal(row, want)
+    assert b.X.shape == (TK.EVEN_PAIRS_DIM[embedding],) * 2
     p = TK.length_parameter("even_pairs", 2)
     assert abs((b.labels == 1).mean() - (1 + p) / 2) < Z * math.sqrt(0.25 / 4000)
+
+
+def test_even_pairs_embedding_is_threaded_through_sample_and_model_shape():
+    rng = [np.random.default_rng(8) for _ in range(3)]
+    default = TK.sample("even_pairs", 10, 50, rng[0])
+    query = TK.sample("even_pairs", 10, 50, rng[1], even_pairs_embedding="query")
+    adjacent = TK.sample("even_pairs", 10, 50, rng[2], even_pairs_embedding="adjacent")
+    assert np.array_equal(default.m, query.m) and default.m.shape[1] == 8 and adjacent.m.shape[1] == 9
+    assert np.array_equal(default.labels, adjacent.labels)  # the same strings, other tokens
+    assert TK.model_shape("even_pairs", 10) == (1, 8, 1)
+    assert TK.model_shape("even_pairs", 10, even_pairs_embedding="adjacent") == (1, 9, 1)
+    with pytest.raises(SettingError, match="even_pairs_embedding"):
+        TK.sample("even_pairs", 10, 5, rng[0], even_pairs_embedding="pairs")
+    with pytest.raises(SettingError, match="even_pairs_embedding"):
+        TK.model_shape("even_pairs", 10, even_pairs_embedding="pairs")
 
 
 def test_icl_bigram_rule():

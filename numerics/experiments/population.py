@@ -67,8 +67,8 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     k = marked_symbols(task)
     n_max = max(1, int(np.ceil(np.log(len_tol) / np.log1p(-p)))) if p < 1 else 1
 
-    def logp_n(n):
-        return np.log(p) + (n - 1) * np.log1p(-p)
+    def logp_n(n):  # p = 1 (OR at d = 4): every string has length 1, and 0 * log(0) is 0 here
+        return np.log(p) + ((n - 1) * np.log1p(-p) if n > 1 else 0.0)
 
     rows, logw = [], []
     lq, lr = np.log(1.0 / d), np.log1p(-k / d)

@@ -16,6 +16,17 @@ Length laws and their parameters (``length_parameter``):
 * ICL bigram: n ~ Geometric(p) on {2, 3, ...} with mean 1 + 1/p = 2d, so p = 1/(2d - 1);
 * single-location regression (SLR): Geometric on {1, ...}, mean 10, p = 1/10;
 * even pairs: Geometric on {1, ...}, mean 20, p = 1/20 (not balanced: P(y = +1) = (1 + p)/2).
+
+Even pairs has two embeddings (``even_pairs_embedding``; docs/setting.md, "Capacity"):
+
+* ``"query"`` (default): token i of z_1..z_n is the one-hot of (first_i, z_i, z_n), first_i = [i = 1], index
+  4 first_i + 2 z_i + z_n (D = 8).  The last symbol z_n is the query of a last-token attention (Huang, Liang &
+  Yang 2025); our attention has one fixed query alpha, so the query's symbol is part of every token, and
+  alpha^T x_i is any function of (first_i, z_i, z_n).  A one-head model represents the task: attention on the
+  first token, readout +1 on (1, x, x) and -1 on (1, x, y != x).
+* ``"adjacent"``: the framed string BOS z_1..z_n EOS as its adjacent pairs (D = 9).  A one-head model cannot
+  represent the task (sign f is linear in the 9 pair counts; no linear rule classifies a, b, ab, ba, aba,
+  bab); kept as a documented variant with its measured ceiling (``capacity.ceiling``).
 """
 from __future__ import annotations
 
@@ -42,6 +53,16 @@ EVEN_PAIRS_MEAN_LENGTH = 20
 SLR_GAMMA2 = 0.5
 SLR_NOISE = 0.1
 BRENTQ_XTOL = 1e-15
+EVEN_PAIRS_EMBEDDINGS = ("query", "adjacent")
+"""Embeddings of even pairs: the representable default first (see the module doc)."""
+EVEN_PAIRS_DIM = {"query": 8, "adjacent": 9}
+
+
+def check_even_pairs_embedding(embedding: str) -> None:
+    """Raise SettingError unless ``embedding`` is an even-pairs embedding."""
+    if embedding not in EVEN_PAIRS_EMBEDDINGS:
+        raise SettingError(f"even_pairs_embedding must be one of {', '.join(EVEN_PAIRS_EMBEDDINGS)}; "
+                           f"got {embedding!r}")
 
 
 def check_task(task: str, d: int) -> None:
@@ -233,42 +254,57 @@ def sample_slr(d: int, N: int, rng: np.random.Generator, seed: int) -> Batch:
     return Batch(X, m, y[:, None], extra={"n": n, "J": J, "k": k, "v": v})
 
 
-def sample_even_pairs(N: int, rng: np.random.Generator, return_strings: bool = False) -> Batch:
-    """Even pairs over {a, b}: the framed string BOS z_1..z_n EOS as counts of its adjacent pairs
-    (prev, next) in {BOS, a, b} x {a, b, EOS} (one-hot, D = 9, index 3 prev + next); y = +1 iff the number of
-    ab and ba pairs is even."""
+def sample_even_pairs(N: int, rng: np.random.Generator, return_strings: bool = False,
+                      embedding: str = "query") -> Batch:
+    """Even pairs over {a, b} (0 = a, 1 = b): y = +1 iff the number of ab and ba pairs is even (iff the first
+    symbol equals the last).  Counts over the embedding's one-hot table (module doc):
+
+    * "query": tokens (first_i, z_i, z_n), index 4 first_i + 2 z_i + z_n (D = 8);
+    * "adjacent": the framed string BOS z_1..z_n EOS as its adjacent pairs (prev, next) in
+      {BOS, a, b} x {a, b, EOS} (D = 9, index 3 prev + next).
+    """
+    check_even_pairs_embedding(embedding)
     n = _lengths(rng, length_parameter("even_pairs", 2), N)
     L = int(n.max())
     z = rng.integers(0, 2, (N, L))          # 0 = a, 1 = b
     rows = np.arange(N)
-    framed_prev = np.concatenate([np.full((N, 1), -1), z], axis=1)      # BOS = -1
-    framed_next = np.concatenate([z, np.full((N, 1), 2)], axis=1)       # EOS = 2
-    framed_next[rows, n] = 2
-    cells = 3 * (framed_prev + 1) + framed_next
-    valid = np.arange(L + 1)[None, :] <= n[:, None]
-    m = _counts(cells, valid, 9)
-    changes = m[:, 3 * 1 + 1] + m[:, 3 * 2 + 0]
-    lab = np.where(changes % 2 == 0, 1, -1)
-    extra = {"n": n}
+    last = z[rows, n - 1]
+    lab = np.where(z[:, 0] == last, 1, -1)
+    if embedding == "query":
+        pos = np.arange(L)[None, :]
+        cells = 4 * (pos == 0) + 2 * z + last[:, None]
+        m = _counts(cells, pos < n[:, None], 8)
+    else:
+        framed_prev = np.concatenate([np.full((N, 1), -1), z], axis=1)      # BOS = -1
+        framed_next = np.concatenate([z, np.full((N, 1), 2)], axis=1)       # EOS = 2
+        framed_next[rows, n] = 2
+        cells = 3 * (framed_prev + 1) + framed_next
+        valid = np.arange(L + 1)[None, :] <= n[:, None]
+        m = _counts(cells, valid, 9)
+    extra = {"n": n, "embedding": embedding}
     if return_strings:
         extra["strings"] = [z[i, : n[i]] for i in range(N)]
-    return Batch(np.eye(9), m, lab[:, None].astype(float), labels=lab, extra=extra)
+    return Batch(np.eye(EVEN_PAIRS_DIM[embedding]), m, lab[:, None].astype(float), labels=lab, extra=extra)
 
 
-def sample(task: str, d: int, N: int, rng: np.random.Generator, seed: int = 0) -> Batch:
-    """N strings of ``task`` at alphabet size d from ``rng`` (``seed`` fixes the SLR directions)."""
+def sample(task: str, d: int, N: int, rng: np.random.Generator, seed: int = 0, *,
+           even_pairs_embedding: str = "query") -> Batch:
+    """N strings of ``task`` at alphabet size d from ``rng`` (``seed`` fixes the SLR directions;
+    ``even_pairs_embedding`` chooses the even-pairs tokens, see the module doc)."""
     check_task(task, d)
+    check_even_pairs_embedding(even_pairs_embedding)
     if task in POPULATION_TASKS:
         return sample_symbols(task, d, N, rng)
     if task == "ICL":
         return sample_icl(d, N, rng)
     if task == "SLR":
         return sample_slr(d, N, rng, seed)
-    return sample_even_pairs(N, rng)
+    return sample_even_pairs(N, rng, embedding=even_pairs_embedding)
 
 
-def model_shape(task: str, d: int, heads: int = 1) -> tuple[int, int, int]:
+def model_shape(task: str, d: int, heads: int = 1, *, even_pairs_embedding: str = "query") -> tuple[int, int, int]:
     """(H, D, K) of the model for the task."""
-    D = {"ICL": 2 * d, "even_pairs": 9}.get(task, d)
+    check_even_pairs_embedding(even_pairs_embedding)
+    D = {"ICL": 2 * d, "even_pairs": EVEN_PAIRS_DIM[even_pairs_embedding]}.get(task, d)
     return heads, D, d if task == "ICL" else 1
 
