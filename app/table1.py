@@ -92,6 +92,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="seeds used only to choose step sizes (default 2)")
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
                    help="loss of the ICL bigram task (default squared)")
+    p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
+                   help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
+                        "(the first protocol's pair tokens, which it cannot)")
     p.add_argument("--jobs", type=_int_at_least(1), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -118,6 +121,8 @@ def config_from_args(args: argparse.Namespace):
             over[name] = getattr(args, name)
     if args.icl_loss is not None:
         over["icl_loss"] = args.icl_loss.replace("-", "_")
+    if args.even_pairs_embedding is not None:
+        over["even_pairs_embedding"] = args.even_pairs_embedding
     cfg = RN.Config.quick(**over) if args.quick else RN.Config(**over)
     reading = PR.reading(args.reading) if args.reading else cfg.reading
     if args.quick and args.reading:

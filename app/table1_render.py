@@ -68,8 +68,8 @@ def plan_table(results: dict) -> list[str]:
 
 
 def ceiling_table(results: dict) -> list[str]:
-    out = ["| row | start risk | ceiling risk | ceiling accuracy | task's best risk | kind | representable |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| row | start risk | ceiling: best risk reached, in | ceiling accuracy | task's best risk | kind | "
+           "representable |", "|---|---|---|---|---|---|---|"]
     for name, row in results["rows"].items():
         c = row.get("ceiling")
         ok, why = V.capacity(row)
@@ -79,8 +79,9 @@ def ceiling_table(results: dict) -> list[str]:
             out.append(f"| {name} | {start_s} | n/a | n/a | n/a | {why} | unknown |")
             continue
         acc = "n/a" if c.get("accuracy") is None else f"{c['accuracy']:.3g}"
-        out.append(f"| {name} | {start_s} | {c['risk']:.3g} | {acc} | {c['best_risk']:.3g} | {c.get('kind', '')} | "
-                   f"{'yes' if ok else 'no'} |")
+        label = {True: "yes", False: "no", None: "undecided"}[ok]
+        out.append(f"| {name} | {start_s} | [{c['lower']:.3g}, {c['upper']:.3g}] | {acc} | {c['best_risk']:.3g} | "
+                   f"{c.get('kind', '')} | {label} |")
     return out
 
 
@@ -180,7 +181,7 @@ def figures(results: dict, folder) -> list[Path]:
                 ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "))
         c = row.get("ceiling")
         if c and "error" not in c:
-            ax.axhline(max(c["risk"], 1e-16), color="k", ls="--", lw=0.8, label="capacity ceiling")
+            ax.axhline(max(c["upper"], 1e-16), color="k", ls="--", lw=0.8, label="capacity ceiling (upper)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("gradient step (log)")

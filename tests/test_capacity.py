@@ -133,7 +133,7 @@ def test_icl_construction_reaches_zero(loss):
     """Attention on the tokens whose previous symbol is the trigger, readout of the token's own symbol:
     the risk falls to 0 on sampled strings (d = 3); attending to the trigger itself does not."""
     d = 3
-    b = TK.sample_icl(d, 3000, np.random.default_rng(2))
+    b = TK.sample_icl(d, 3000, np.random.default_rng(2)).dense()
     model = Model(*TK.model_shape("ICL", d))
     target = b.labels if loss == "cross_entropy" else b.y
 

@@ -215,7 +215,8 @@ def _row(**changes):
             "not_converged": [], "truncation_bound": 0.0,
             "search": {"all_diverged": False, "edge": [], "insensitive": False}}
     row = {"name": "occurrence", "task": "occurrence", "plans": {p: copy.deepcopy(plan) for p in RN.PLANS},
-           "ceiling": {"risk": 0.0, "best_risk": 0.0, "accuracy": 1.0, "kind": "construction"},
+           "ceiling": {"risk": 0.0, "lower": 0.0, "upper": 0.0, "best_risk": 0.0, "accuracy": 1.0,
+                       "kind": "construction"},
            "lag": {"displacement": {"t_half_att": {"mean": 40, "std": 0, "n": 1},
                                     "t_half_out": {"mean": 10, "std": 0, "n": 1},
                                     "ratio": {"mean": 4.0, "std": 0.0, "n": 1}, "resolution": 1}}}
@@ -243,8 +244,10 @@ def test_verdicts_are_refused_when_they_rest_on_an_artefact():
                            ({"plans.three_phase.diverged": [3]}, "diverged"),
                            ({"plans.joint.unstable": [1]}, "unstable"),
                            ({"plans.joint.not_converged": [0]}, "not converged"),
-                           ({"ceiling": {"risk": 0.3, "best_risk": 0.0, "accuracy": 0.7, "kind": "LP"}},
-                            "not representable"),
+                           ({"ceiling": {"risk": 0.3, "lower": 0.1, "upper": 0.3, "best_risk": 0.0,
+                                         "accuracy": 0.7, "kind": "LP"}}, "not representable"),
+                           ({"ceiling": {"risk": 0.3, "lower": 0.0, "upper": 0.3, "best_risk": 0.0,
+                                         "accuracy": 0.7, "kind": "LP"}}, "capacity undecided"),
                            ({"ceiling": None}, "no capacity ceiling")]:
         got = _verdicts(_row(**change))
         assert got[match]["verdict"] == "refused" and any(reason in x for x in got[match]["reasons"]), change

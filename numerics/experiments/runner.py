@@ -57,6 +57,7 @@ class Config:
     curve_points: int = 40
     lag_points: int = 120
     icl_loss: str = "squared"
+    even_pairs_embedding: str = "query"
     jobs: int = 2
     reading: Reading = field(default_factory=Reading)
 
@@ -85,6 +86,7 @@ class Config:
             v = getattr(self, name)
             if not (isinstance(v, float) and 0 < v < 1):
                 raise SettingError(f"{name} must be in (0, 1), got {v!r}")
+        TK.check_even_pairs_embedding(self.even_pairs_embedding)
         if self.icl_loss not in ICL_LOSSES:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
@@ -152,7 +154,8 @@ def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
     tid = TK.TASKS.index(task)
 
     def draw(purpose: int, size: int, step: int = 0):
-        return TK.sample(task, cfg.d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed)
+        return TK.sample(task, cfg.d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
+                         even_pairs_embedding=cfg.even_pairs_embedding)
 
     test = draw(2, cfg.test_size)
     info = {"p": TK.length_parameter(task, cfg.d)}
@@ -165,7 +168,7 @@ def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
 def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.ndarray, np.ndarray]:
     """The start of a row: zero for one head; for more heads seeded normal values of scale init_scale
     (symmetric over the unmarked symbols on occurrence, OR and AND)."""
-    H, D, K = TK.model_shape(task, cfg.d, heads)
+    H, D, K = TK.model_shape(task, cfg.d, heads, even_pairs_embedding=cfg.even_pairs_embedding)
     if heads == 1 or cfg.init_scale == 0:
         return np.zeros((H, D)), np.zeros((H, D, K))
     rng = np.random.default_rng([seed, 99])
@@ -361,18 +364,18 @@ def _run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
     data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
     return {"name": name, "task": task, "heads": heads, "loss": loss, "exact": exact(task, heads, cfg),
             "seeds_run": seeds, "data": data_info, "plans": plans, "lag": lag,
-            "ceiling": ceiling_of(task, cfg.d, heads, loss),
+            "ceiling": ceiling_of(task, cfg.d, heads, loss, cfg),
             "cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
 
 
-def ceiling_of(task: str, d: int, heads: int, loss: str) -> dict | None:
-    """The row's capacity ceiling (``capacity.ceiling``) as a dict, or None when it cannot be computed."""
+def ceiling_of(task: str, d: int, heads: int, loss: str, cfg: Config) -> dict:
+    """The row's capacity ceiling (``capacity.ceiling``: bounds on the best population risk the model class
+    reaches) as a dict, or the reason it could not be computed."""
+    from .capacity import ceiling
+
+    opts = {"even_pairs_embedding": cfg.even_pairs_embedding} if task == "even_pairs" else {}
     try:
-        from .capacity import ceiling
-    except ImportError:
-        return None
-    try:
-        return ceiling(task, d, heads, loss=loss).to_dict()
+        return ceiling(task, d, heads, loss=loss, **opts).to_dict()
     except SettingError as exc:
         return {"error": str(exc)}
 

@@ -23,8 +23,8 @@ import math
 
 MATCH_SHARE = 0.1
 REPRESENTABLE_SHARE = 0.05
-"""A row is representable when its ceiling risk is within REPRESENTABLE_SHARE x its starting risk of the
-task's best value (or, for classification, its ceiling accuracy is at least 1 - REPRESENTABLE_SHARE)."""
+"""A row is representable when the best risk its model class reaches is within REPRESENTABLE_SHARE x its
+starting risk of the task's best value (``capacity``)."""
 MEASURES = ("displacement", "function", "alignment")
 PAPER_MATCH = ("occurrence", "OR", "ICL", "SLR", "even_pairs")
 """Tasks on which the paper reports that three-phase matches joint GD (every task except AND)."""
@@ -35,21 +35,23 @@ def _se(s: dict) -> float:
 
 
 def capacity(row: dict) -> tuple[bool | None, str]:
-    """(representable?, why): None when the row has no ceiling."""
+    """(representable?, why) from the row's ceiling, whose [lower, upper] brackets the best risk the model
+    class reaches: representable when upper - best <= tol, not when lower - best > tol, else None (undecided),
+    with tol = REPRESENTABLE_SHARE x the row's starting risk.  None also when the row has no ceiling."""
     c = row.get("ceiling")
     if not c or "error" in c:
         return None, "no capacity ceiling computed" + (f" ({c['error']})" if c else "")
     start = _start_risk(row)
-    gap = c["risk"] - c["best_risk"]
-    acc = c.get("accuracy")
-    if acc is not None and acc >= 1 - REPRESENTABLE_SHARE:
-        return True, f"ceiling accuracy {acc:.3g}"
-    if start is not None and gap <= REPRESENTABLE_SHARE * start:
-        return True, f"ceiling risk {c['risk']:.3g} (best {c['best_risk']:.3g})"
-    what = f"ceiling risk {c['risk']:.3g} against the task's best {c['best_risk']:.3g}"
-    if acc is not None:
-        what += f", ceiling accuracy {acc:.3g}"
-    return False, f"not representable: {what} ({c.get('kind', '')})"
+    if start is None:
+        return None, "no starting risk to scale the capacity tolerance"
+    tol = REPRESENTABLE_SHARE * start
+    what = (f"ceiling risk in [{c['lower']:.3g}, {c['upper']:.3g}] against the task's best {c['best_risk']:.3g} "
+            f"(tolerance {tol:.2g}; {c.get('kind', '')})")
+    if c["upper"] - c["best_risk"] <= tol:
+        return True, what
+    if c["lower"] - c["best_risk"] > tol:
+        return False, "not representable: " + what
+    return None, "capacity undecided: " + what
 
 
 def _start_risk(row: dict) -> float | None:
