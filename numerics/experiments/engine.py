@@ -248,7 +248,7 @@ def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") ->
     return np.concatenate(out)
 
 
-CHUNK_ELEMENTS = 1_000_000
+CHUNK_ELEMENTS = 250_000
 """Runs are processed in chunks whose largest temporary (token rows x runs x heads x outputs) stays below
 this many elements: beyond it, memory traffic, not arithmetic, sets the time."""
 
