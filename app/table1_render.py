@@ -180,8 +180,8 @@ def figures(results: dict, folder) -> list[Path]:
                 steps, med = got
                 ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "))
         c = row.get("ceiling")
-        if c and "error" not in c:
-            ax.axhline(max(c["upper"], 1e-16), color="k", ls="--", lw=0.8, label="capacity ceiling (upper)")
+        if c and "error" not in c and c["upper"] > 1e-12:  # a ceiling of 0 has no place on a log axis
+            ax.axhline(c["upper"], color="k", ls="--", lw=0.8, label="capacity ceiling (upper bound)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("gradient step (log)")

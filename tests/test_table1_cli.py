@@ -110,3 +110,18 @@ def test_attention_gradient_is_zero_at_zero_readout():
         assert np.all(ga == 0) and np.any(gB != 0), task
         _, ga, _, _ = E.risk_and_grad(alpha, rng.standard_normal((1, H, D, K)), tb)
         assert np.any(ga != 0), task
+
+
+def test_docs_table1_is_generated_from_the_example_run():
+    """docs/table1.md is exactly what app.table1_docs renders from docs/example_table1/table1.json, and
+    every verdict it prints is one the verdict code gives on that file (the page is not edited by hand)."""
+    from app import table1_docs
+    from numerics.experiments import verdicts as V
+
+    results = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
+    assert table1_docs.main(["--check"]) == 0
+    page = (table1_docs.DOCS / "table1.md").read_text()
+    for v in V.assess(results):
+        assert f"| {v['row']} | {v['claim']} |" in page
+    assert results["config"]["d"] == 50 and results["config"]["seeds"] >= 5
+    assert results["reading"]["name"] == "default"
