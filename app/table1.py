@@ -170,6 +170,7 @@ def main_args(args: argparse.Namespace) -> int:
     from .checkout import git_commit
     rest = sys.argv[sys.argv.index("table1") + 1:] if "table1" in sys.argv else []
     command = ["occ-companion", "table1", *rest]
+    commit, dirty = git_commit()  # the code that trains, read before the run
     with OutputFolder(args.out) as out:
         partial = out.path / "table1.partial.json"
         done = _resume(partial, cfg)
@@ -183,7 +184,7 @@ def main_args(args: argparse.Namespace) -> int:
 
         results = RN.run(cfg, quiet=args.quiet, command=command, on_row=save, done=dict(done))
         import datetime
-        results["commit"], results["dirty"] = git_commit()
+        results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         paths = TR.write(results, out)
         out.remove("table1.partial.json")
