@@ -50,7 +50,7 @@ ROWS = (("occurrence", "occurrence", 1), ("OR", "OR", 1), ("AND (H=1)", "AND", 1
         ("SLR", "SLR", 1), ("even pairs", "even_pairs", 1), ("AND (H=2)", "AND", 2))
 """(row name, task, heads) of the benchmark, in Table 1's order."""
 FULL_D = (50, 100, 200)
-QUICK_D = (6, 10)
+QUICK_D = (5, 8)
 RUNS = 8
 LR = 1e-3
 PARAM_SCALE = 0.3
@@ -155,13 +155,13 @@ def dgemm_rate(n: int = 1000, repeat: int = 5) -> float:
 # ------------------------------------------------------------------------------------------------ timing
 
 
-def timed(fn, repeats: int) -> tuple[float, float]:
+def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[float, float]:
     """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last
-    MIN_REPEAT_SECONDS."""
+    ``min_seconds``."""
     t0 = time.perf_counter()
     fn()
     once = max(time.perf_counter() - t0, 1e-7)
-    calls = max(1, int(math.ceil(MIN_REPEAT_SECONDS / once)))
+    calls = max(1, int(math.ceil(min_seconds / once)))
     walls, cpus = [], []
     for _ in range(repeats):
         w, c = time.perf_counter(), time.process_time()
@@ -329,7 +329,7 @@ class TorchModel:
         b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
         r = self.risk(a, b)
         r.backward()
-        return float(r), a.grad.numpy().copy(), b.grad.numpy().copy()
+        return float(r.detach()), a.grad.numpy().copy(), b.grad.numpy().copy()
 
     def stepper(self, alpha: np.ndarray, B: np.ndarray):
         """A function doing one training step (forward, backward, update) on leaf tensors it owns."""
@@ -343,6 +343,7 @@ class TorchModel:
             with torch.no_grad():
                 a.sub_(LR * a.grad)
                 b.sub_(LR * b.grad)
+        step.tensors = (a, b)
         return step
 
 
@@ -365,8 +366,12 @@ def check_agreement(case: Case, tm: TorchModel, alpha: np.ndarray, B: np.ndarray
 # ------------------------------------------------------------------------------------------------ run
 
 
-def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, memory: bool = True) -> dict:
+def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, memory: bool = True,
+          min_seconds: float = MIN_REPEAT_SECONDS, gemm_n: int = 1000) -> dict:
     """Measure every row at every d (see the module doc); returns a JSON-ready dict."""
+    def clock(fn, repeats):
+        return timed(fn, repeats, min_seconds)
+
     cfg = Config()
     out = {"ds": list(ds), "repeats": repeats, "runs": RUNS, "batch": cfg.batch, "mass_tol": cfg.mass_tol,
            "len_tol": cfg.len_tol, "torch": None, "rows": {}}
@@ -375,8 +380,9 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
         torch.set_num_threads(1)
         out["torch"] = torch.__version__
     with threadpool_limits(limits=1):
-        out["dgemm_gflops_1thread"] = dgemm_rate()
-    out["dgemm_gflops_default"] = dgemm_rate()
+        out["dgemm_gflops_1thread"] = dgemm_rate(gemm_n)
+    out["dgemm_gflops_default"] = dgemm_rate(gemm_n)
+    out["gemm_n"] = gemm_n
     out["blas_default_threads"] = max((i.get("num_threads", 1) for i in threadpool_info()), default=1)
     peak = out["dgemm_gflops_1thread"] * 1e9
     for row, task, heads in rows:
@@ -391,8 +397,8 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                 H, D, K = TK.model_shape(task, d, heads)
                 a1, B1 = initial(case, 1)
                 a8, B8 = initial(case, RUNS)
-                e1 = timed(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)
-                e8 = timed(lambda: engine_step(a8, B8, case.tb, case.loss), repeats)
+                e1 = clock(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)
+                e8 = clock(lambda: engine_step(a8, B8, case.tb, case.loss), repeats)
                 e8 = (e8[0] / RUNS, e8[1] / RUNS)
                 rec = {"engine_1": e1, "engine_8": e8, "flops": flop_count(case.tb, H, K),
                        "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
@@ -403,7 +409,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                     a0, B0 = initial(case, 1, seed=2)
                     tm = TorchModel(case.batch, case.loss, heads, D, K)
                     rec["agreement"] = check_agreement(case, tm, a0[0], B0[0])
-                    rec["torch"] = timed(tm.stepper(a0[0], B0[0]), repeats)
+                    rec["torch"] = clock(tm.stepper(a0[0], B0[0]), repeats)
             res[d] = rec
             if progress:
                 progress(f"{row} d={d}: engine {e1[0] * 1e3:.3f} ms")
@@ -418,10 +424,10 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     icl_d = ds[0]
     case = make_case("ICL", "ICL", 1, icl_d, Config())
     a1, B1 = initial(case, 1)
-    out["icl_default_threads"] = {"d": icl_d, "time": timed(lambda: engine_step(a1, B1, case.tb, case.loss),
+    out["icl_default_threads"] = {"d": icl_d, "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss),
                                                              repeats)}
     with threadpool_limits(limits=1):
-        out["icl_default_threads"]["time_1thread"] = timed(lambda: engine_step(a1, B1, case.tb, case.loss),
+        out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
                                                            repeats)
     return out
 
@@ -484,7 +490,7 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
          f"engine to a relative {AGREE_TOL:g} on risk and gradients before timing (`agree`: the largest "
          "difference found). `FLOP bound`: `flop_count` (below) at the dgemm rate; `sampler`: drawing one "
          "batch and its engine layout, paid once per step by the sampled rows.", "",
-         f"dgemm (1000 x 1000, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread, "
+         f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread, "
          f"{res['dgemm_gflops_default']:.1f} GFLOP/s with BLAS's default {res['blas_default_threads']} threads. "
          f"One ICL engine step at d = {res['icl_default_threads']['d']}: "
          f"{_ms(res['icl_default_threads']['time'][1])} ms CPU / {_ms(res['icl_default_threads']['time'][0])} ms "
@@ -546,12 +552,14 @@ def main(argv=None) -> int:
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
     args = ap.parse_args(argv)
     ds, repeats = (QUICK_D, 3) if args.quick else (FULL_D, 7)
+    extra = dict(min_seconds=0.003, gemm_n=300) if args.quick else {}
     out = args.out if args.out is not None else (None if args.quick else DOC)
     w0, c0 = time.perf_counter(), time.process_time()
     if not args.no_torch and not torch_available():
         print("PyTorch is not installed: the PyTorch column is skipped (pip install -e \".[bench]\")",
               file=sys.stderr)
-    res = bench(ds, repeats, use_torch=not args.no_torch, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    res = bench(ds, repeats, use_torch=not args.no_torch, progress=lambda s: print(s, file=sys.stderr, flush=True),
+                **extra)
     tg = targets(res)
     profiles = {}
     for t in tg:
