@@ -128,7 +128,8 @@ def _table_t_times(table, G: np.ndarray) -> np.ndarray:
 class Forward:
     """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
     weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout a list over (run, head) of
-    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string."""
+    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string, and for
+    sparse rows V = the flat index seg * D + column of every non-zero of the rows (in CSR order)."""
 
     f: np.ndarray
     fh: np.ndarray
@@ -153,15 +154,24 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     Wt = E_ / Z[tb.seg]                                                               # (M, RH)
     fh = np.zeros((N, R, H, K))
     parts = []
+    N_ne = len(tb.starts)
+    if sp.issparse(tb.rows):
+        # the mean embedding by one scatter-add over the non-zeros of the rows: non-zero j of row i adds
+        # w_i x_ij to xbar[seg_i, col_j] (flat index ``flat``, also the gather index of the backward pass)
+        X = tb.rows
+        nnz_row = np.repeat(cols, np.diff(X.indptr))
+        flat = tb.seg[nnz_row] * D + X.indices
     for r in range(R):
         for h in range(H):
             w = Wt[:, r * H + h]
-            Sw = sp.csr_matrix((w, cols, indptr), shape=(len(tb.starts), M))
-            xbar = Sw @ tb.rows
-            xbar = xbar.toarray() if sp.issparse(xbar) else np.asarray(xbar)         # (N_ne, D)
+            if sp.issparse(tb.rows):
+                xbar = np.bincount(flat, weights=w[nnz_row] * X.data, minlength=N_ne * D).reshape(N_ne, D)
+            else:
+                Sw = sp.csr_matrix((w, cols, indptr), shape=(N_ne, M))
+                xbar = np.asarray(Sw @ tb.rows)                                        # (N_ne, D)
             fh[tb.nonempty, r, h] = xbar @ B[r, h]
             parts.append((w, xbar))
-    return Forward(f=fh.sum(axis=2), fh=fh, w=parts)
+    return Forward(f=fh.sum(axis=2), fh=fh, w=parts, V=flat if sp.issparse(tb.rows) else None)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +183,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     sparse_rows = sp.issparse(tb.rows)
     if sparse_rows:
         X = tb.rows
-        nnz_seg = np.repeat(tb.seg, np.diff(X.indptr))
+        flat = fw.V                                       # seg * D + column of every non-zero (forward)
     for r in range(R):
         g_ne = g[tb.nonempty, r]                                                      # (N_ne, K)
         for h in range(H):
@@ -181,7 +191,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
             gB[r, h] = xbar.T @ g_ne
             U = g_ne @ B[r, h].T                                                      # (N_ne, D)
             if sparse_rows:
-                vg = np.add.reduceat(X.data * U[nnz_seg, X.indices], X.indptr[:-1])
+                vg = np.add.reduceat(X.data * U.ravel()[flat], X.indptr[:-1])
             else:
                 vg = np.einsum("md,md->m", tb.rows, U[tb.seg])
             fg = np.einsum("nk,nk->n", fw.fh[tb.nonempty, r, h], g_ne)
