@@ -210,19 +210,19 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     S_tab = _table_times(tb.table, alpha.reshape(R * H, D).T)                         # (T, RH)
     V_tab = _table_times(tb.table, B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
     if True:  # bag layout
-        # few token types: one (N, RH) array per type, no (N, T, RH) temporaries
+        # few token types: a string's softmax shift (its largest present score) and its exponentials
+        # depend only on which types it has, so they are computed once per presence pattern (2^T of them)
+        # and gathered; then one (N, RH) array per type, no (N, T, RH) temporaries and no exp over N
         counts = tb.counts
         T = counts.shape[1]
-        present = counts > 0
-        top = np.full((N, R * H), -np.inf)
-        for t in range(T):
-            np.maximum(top, np.where(present[:, t:t + 1], S_tab[t][None, :], -np.inf), out=top)
-        top[~np.isfinite(top)] = 0.0
+        pat = (counts > 0) @ (1 << np.arange(T))                                       # (N,) pattern
+        bits = ((np.arange(1 << T)[:, None] >> np.arange(T)[None, :]) & 1).astype(bool)  # (P, T)
+        topP = np.where(bits[:, :, None], S_tab[None], -np.inf).max(axis=1)            # (P, RH)
+        topP[~np.isfinite(topP)] = 0.0
+        exP = np.where(bits[:, :, None], np.exp(np.minimum(S_tab[None] - topP[:, None], 0.0)), 0.0)
         w = np.empty((T, N, R * H))
         for t in range(T):
-            np.subtract(S_tab[t][None, :], top, out=w[t])
-            np.minimum(w[t], 0.0, out=w[t])
-            np.exp(w[t], out=w[t])
+            np.take(exP[:, t], pat, axis=0, out=w[t])
             w[t] *= counts[:, t:t + 1]
         Z = w.sum(axis=0)
         Z[Z == 0] = 1.0
