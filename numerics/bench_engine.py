@@ -242,10 +242,10 @@ class TorchModel:
     no positional encoding, so a repeated token is one token with a count).  One-hot tokens (every table
     row has at most two unit entries: the symbols, the even-pairs cells, the ICL pairs [e_z; e_prev]) are
     embedded by gathers: the score is alpha gathered at the token's coordinates, the attention-weighted mean
-    token is a scatter-add of the weights.  Other tokens (the class tokens of the populations, SLR's
-    Gaussian vectors) are gathered from the embedding table and multiplied.  Then a softmax over the
-    string's tokens with log-multiplicities and padding masked, the linear readout of each head, the loss,
-    autograd, and the gradient-descent update."""
+    token is a scatter-add of the weights, then the linear readout.  Other tokens (the class tokens of the
+    populations, SLR's Gaussian vectors) are projected once per table row (scores table @ alpha, readouts
+    table @ B) and gathered at the token ids.  The softmax runs over the string's tokens with
+    log-multiplicities and padding masked; then the loss, autograd, and the gradient-descent update."""
 
     def __init__(self, batch: TK.Batch, loss: str, heads: int, D: int, K: int):
         import torch
@@ -303,8 +303,7 @@ class TorchModel:
             a_pad = torch.cat([alpha, zero], dim=1)                         # (H, D + 1)
             s = a_pad[:, self.feat].sum(-1)                                 # (H, N, L) score lookups
         else:
-            x = self.table[self.ids]                                        # (N, L, D) embedding gather
-            s = torch.einsum("nld,hd->hnl", x, alpha)
+            s = (self.table @ alpha.T)[self.ids].permute(2, 0, 1)           # (H, N, L) projected, gathered
         s = (s + self.logm).masked_fill(~self.mask, float("-inf"))
         w = torch.softmax(s, dim=-1)                                        # (H, N, L)
         if self.feat is not None:
@@ -312,9 +311,10 @@ class TorchModel:
             idx = self.feat.reshape(1, N, L * P).expand(self.H, N, L * P)
             src = w.unsqueeze(-1).expand(self.H, N, L, P).reshape(self.H, N, L * P)
             xbar = w.new_zeros(self.H, N, self.D + 1).scatter_add(2, idx, src)[..., : self.D]
+            f = torch.einsum("hnd,hdk->nk", xbar, B)                        # linear readout, heads summed
         else:
-            xbar = torch.einsum("hnl,nld->hnd", w, x)
-        f = torch.einsum("hnd,hdk->nk", xbar, B)                            # linear readout, heads summed
+            V = torch.einsum("td,hdk->thk", self.table, B)                  # each token's readout
+            f = torch.einsum("hnl,nlhk->nk", w, V[self.ids])
         if self.loss == "squared":
             lv = 0.5 * ((f - self.target) ** 2).sum(-1)
         elif self.loss == "cross_entropy":
