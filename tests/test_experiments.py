@@ -272,11 +272,12 @@ def test_verdicts_are_refused_when_they_rest_on_an_artefact():
 def test_sparse_token_rows_agree_with_the_dense_model(task, heads, d):
     """The sparse token-row path (mean embedding by scatter-add, score gradient by gather; AND at d = 20 has
     more than DENSE_BAG_MAX_TYPES symbols, so it takes this path too; "table": a sparse table of 40 types
-    with random non-unit entries) against numerics.model.Model to 1e-12, for several runs and heads."""
+    with random non-unit entries, its last token row all zero) against numerics.model.Model to 1e-12, for several runs and heads."""
     if task == "table":
         rng = np.random.default_rng(0)
         X = rng.standard_normal((40, d)) * (rng.random((40, d)) < 0.15)
         m = rng.integers(0, 3, (25, 40)) * (rng.random((25, 40)) < 0.3)
+        X[-1], m[-1, -1] = 0.0, 2          # a zero embedding as the very last token row
         sampled = TK.Batch(X, m.astype(float), rng.standard_normal((25, 1)))
         shape = (heads, d, 1)
     else:

@@ -129,7 +129,7 @@ class Forward:
     """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
     weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout a list over (run, head) of
     (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string, and for
-    sparse rows V = the flat index seg * D + column of every non-zero of the rows (in CSR order)."""
+    sparse rows V = (the flat index seg * D + column, the row) of every non-zero of the rows (CSR order)."""
 
     f: np.ndarray
     fh: np.ndarray
@@ -171,7 +171,7 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
                 xbar = np.asarray(Sw @ tb.rows)                                        # (N_ne, D)
             fh[tb.nonempty, r, h] = xbar @ B[r, h]
             parts.append((w, xbar))
-    return Forward(f=fh.sum(axis=2), fh=fh, w=parts, V=flat if sp.issparse(tb.rows) else None)
+    return Forward(f=fh.sum(axis=2), fh=fh, w=parts, V=(flat, nnz_row) if sp.issparse(tb.rows) else None)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -183,7 +183,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     sparse_rows = sp.issparse(tb.rows)
     if sparse_rows:
         X = tb.rows
-        flat = fw.V                                       # seg * D + column of every non-zero (forward)
+        flat, nnz_row = fw.V                              # seg * D + column, and row, of every non-zero
     for r in range(R):
         g_ne = g[tb.nonempty, r]                                                      # (N_ne, K)
         for h in range(H):
@@ -191,7 +191,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
             gB[r, h] = xbar.T @ g_ne
             U = g_ne @ B[r, h].T                                                      # (N_ne, D)
             if sparse_rows:
-                vg = np.add.reduceat(X.data * U.ravel()[flat], X.indptr[:-1])
+                vg = np.bincount(nnz_row, weights=X.data * U.ravel()[flat], minlength=X.shape[0])
             else:
                 vg = np.einsum("md,md->m", tb.rows, U[tb.seg])
             fg = np.einsum("nk,nk->n", fw.fh[tb.nonempty, r, h], g_ne)
