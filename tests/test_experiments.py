@@ -266,3 +266,77 @@ def test_verdicts_are_refused_when_they_rest_on_an_artefact():
     assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "undecided"
     spread["ratio"] = {"mean": 0.5, "std": 0.1, "n": 5}
     assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "does not hold"
+
+
+@pytest.mark.parametrize("task,heads,d", [("ICL", 2, 9), ("AND", 2, 20), ("ICL", 1, 7), ("table", 2, 12)])
+def test_sparse_token_rows_agree_with_the_dense_model(task, heads, d):
+    """The sparse token-row path (mean embedding by scatter-add, score gradient by gather; AND at d = 20 has
+    more than DENSE_BAG_MAX_TYPES symbols, so it takes this path too; "table": a sparse table of 40 types
+    with random non-unit entries, its last token row all zero) against numerics.model.Model to 1e-12, for several runs and heads."""
+    if task == "table":
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((40, d)) * (rng.random((40, d)) < 0.15)
+        m = rng.integers(0, 3, (25, 40)) * (rng.random((25, 40)) < 0.3)
+        X[-1], m[-1, -1] = 0.0, 2          # a zero embedding as the very last token row
+        sampled = TK.Batch(X, m.astype(float), rng.standard_normal((25, 1)))
+        shape = (heads, d, 1)
+    else:
+        sampled = TK.sample(task, d, 25, np.random.default_rng(d))
+        shape = TK.model_shape(task, d, heads)
+    tb = E.from_batch(sampled)
+    assert tb.layout == "rows" and E.sp.issparse(tb.rows)
+    batch = sampled.dense()
+    model = Model(*shape)
+    rng = np.random.default_rng(heads)
+    alpha, B = rng.standard_normal((3, heads, model.D)), rng.standard_normal((3, heads, model.D, model.K))
+    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    for i in range(3):
+        rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X, batch.y, batch.m)
+        assert abs(r[i] - rr) <= 1e-12 * abs(rr)
+        assert np.abs(ga[i] - g.alpha).max() <= 1e-12 * np.abs(g.alpha).max()
+        assert np.abs(gB[i] - g.B).max() <= 1e-12 * np.abs(g.B).max()
+        assert np.abs(f[:, i] - ff).max() <= 1e-12 * max(np.abs(ff).max(), 1.0)
+
+
+@pytest.mark.parametrize("task,merged", [("occurrence", False), ("AND", False), ("OR", True)])
+def test_bag_layout_at_large_scores_and_empty_strings(task, merged):
+    """The bag layout (softmax shift and exponentials per presence pattern of the few types) against the
+    dense model at scores far beyond exp's range (differences of hundreds), for 3 runs of 2 heads; a string
+    with no tokens has f = 0 and contributes finite gradients."""
+    d = 7
+    pop = population(task, d, 1e-6, 1e-6, merged=merged)
+    m = np.vstack([pop.m[:40], np.zeros((1, pop.m.shape[1]))])
+    batch = TK.Batch(pop.X, m, np.vstack([pop.y[:40], [[1.0]]]), weights=np.full(41, 1 / 41))
+    tb = E.from_batch(batch)
+    assert tb.layout == "bag"
+    rng = np.random.default_rng(3)
+    alpha = 300.0 * rng.standard_normal((3, 2, d))
+    B = rng.standard_normal((3, 2, d, 1))
+    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    assert np.all(f[-1] == 0) and np.isfinite(ga).all() and np.isfinite(gB).all()
+    model = Model(2, d, 1)
+    for i in range(3):
+        rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X[:, :], batch.y[:40], batch.m[:40],
+                                        weights=batch.weights[:40])
+        empty = 0.5 * (0.0 - 1.0) ** 2 / 41       # the empty string: f = 0, target 1, no gradient
+        assert abs(r[i] - (rr + empty)) <= 1e-12 * abs(rr)
+        assert np.abs(gB[i] - g.B).max() <= 1e-12 * np.abs(g.B).max()
+        # saturated attention: the alpha gradient is tiny (1e-60) and the engine's is a difference of terms
+        # of the size of the B gradient, so it is compared at that scale
+        assert np.abs(ga[i] - g.alpha).max() <= 1e-12 * np.abs(g.B).max()
+        assert np.abs(f[:40, i] - ff).max() <= 1e-12 * max(np.abs(ff).max(), 1.0)
+
+
+def test_chunks_of_runs_do_not_change_the_result(monkeypatch):
+    """Runs split into chunks (CHUNK_ELEMENTS) give the same risks and gradients as one chunk of all runs."""
+    tb = E.from_batch(population("occurrence", 9, 1e-8, 1e-8))
+    rng = np.random.default_rng(0)
+    alpha, B = rng.standard_normal((7, 2, 9)), rng.standard_normal((7, 2, 9, 1))
+    monkeypatch.setattr(E, "CHUNK_ELEMENTS", 10 ** 9)
+    assert E._chunk(tb, 2, 1) >= 7
+    whole = E.risk_and_grad(alpha, B, tb)
+    monkeypatch.setattr(E, "CHUNK_ELEMENTS", 1)
+    assert E._chunk(tb, 2, 1) == 1
+    split = E.risk_and_grad(alpha, B, tb)
+    for x, y in zip(whole, split):
+        assert x.shape == y.shape and np.abs(x - y).max() <= 1e-14 * np.abs(y).max()

@@ -128,7 +128,8 @@ def _table_t_times(table, G: np.ndarray) -> np.ndarray:
 class Forward:
     """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
     weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout a list over (run, head) of
-    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string."""
+    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string, and for
+    sparse rows V = (the flat index seg * D + column, the row) of every non-zero of the rows (CSR order)."""
 
     f: np.ndarray
     fh: np.ndarray
@@ -153,15 +154,24 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     Wt = E_ / Z[tb.seg]                                                               # (M, RH)
     fh = np.zeros((N, R, H, K))
     parts = []
+    N_ne = len(tb.starts)
+    if sp.issparse(tb.rows):
+        # the mean embedding by one scatter-add over the non-zeros of the rows: non-zero j of row i adds
+        # w_i x_ij to xbar[seg_i, col_j] (flat index ``flat``, also the gather index of the backward pass)
+        X = tb.rows
+        nnz_row = np.repeat(cols, np.diff(X.indptr))
+        flat = tb.seg[nnz_row] * D + X.indices
     for r in range(R):
         for h in range(H):
             w = Wt[:, r * H + h]
-            Sw = sp.csr_matrix((w, cols, indptr), shape=(len(tb.starts), M))
-            xbar = Sw @ tb.rows
-            xbar = xbar.toarray() if sp.issparse(xbar) else np.asarray(xbar)         # (N_ne, D)
+            if sp.issparse(tb.rows):
+                xbar = np.bincount(flat, weights=w[nnz_row] * X.data, minlength=N_ne * D).reshape(N_ne, D)
+            else:
+                Sw = sp.csr_matrix((w, cols, indptr), shape=(N_ne, M))
+                xbar = np.asarray(Sw @ tb.rows)                                        # (N_ne, D)
             fh[tb.nonempty, r, h] = xbar @ B[r, h]
             parts.append((w, xbar))
-    return Forward(f=fh.sum(axis=2), fh=fh, w=parts)
+    return Forward(f=fh.sum(axis=2), fh=fh, w=parts, V=(flat, nnz_row) if sp.issparse(tb.rows) else None)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +183,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     sparse_rows = sp.issparse(tb.rows)
     if sparse_rows:
         X = tb.rows
-        nnz_seg = np.repeat(tb.seg, np.diff(X.indptr))
+        flat, nnz_row = fw.V                              # seg * D + column, and row, of every non-zero
     for r in range(R):
         g_ne = g[tb.nonempty, r]                                                      # (N_ne, K)
         for h in range(H):
@@ -181,7 +191,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
             gB[r, h] = xbar.T @ g_ne
             U = g_ne @ B[r, h].T                                                      # (N_ne, D)
             if sparse_rows:
-                vg = np.add.reduceat(X.data * U[nnz_seg, X.indices], X.indptr[:-1])
+                vg = np.bincount(nnz_row, weights=X.data * U.ravel()[flat], minlength=X.shape[0])
             else:
                 vg = np.einsum("md,md->m", tb.rows, U[tb.seg])
             fg = np.einsum("nk,nk->n", fw.fh[tb.nonempty, r, h], g_ne)
@@ -200,19 +210,19 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     S_tab = _table_times(tb.table, alpha.reshape(R * H, D).T)                         # (T, RH)
     V_tab = _table_times(tb.table, B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
     if True:  # bag layout
-        # few token types: one (N, RH) array per type, no (N, T, RH) temporaries
+        # few token types: a string's softmax shift (its largest present score) and its exponentials
+        # depend only on which types it has, so they are computed once per presence pattern (2^T of them)
+        # and gathered; then one (N, RH) array per type, no (N, T, RH) temporaries and no exp over N
         counts = tb.counts
         T = counts.shape[1]
-        present = counts > 0
-        top = np.full((N, R * H), -np.inf)
-        for t in range(T):
-            np.maximum(top, np.where(present[:, t:t + 1], S_tab[t][None, :], -np.inf), out=top)
-        top[~np.isfinite(top)] = 0.0
+        pat = (counts > 0) @ (1 << np.arange(T))                                       # (N,) pattern
+        bits = ((np.arange(1 << T)[:, None] >> np.arange(T)[None, :]) & 1).astype(bool)  # (P, T)
+        topP = np.where(bits[:, :, None], S_tab[None], -np.inf).max(axis=1)            # (P, RH)
+        topP[~np.isfinite(topP)] = 0.0
+        exP = np.where(bits[:, :, None], np.exp(np.minimum(S_tab[None] - topP[:, None], 0.0)), 0.0)
         w = np.empty((T, N, R * H))
         for t in range(T):
-            np.subtract(S_tab[t][None, :], top, out=w[t])
-            np.minimum(w[t], 0.0, out=w[t])
-            np.exp(w[t], out=w[t])
+            np.take(exP[:, t], pat, axis=0, out=w[t])
             w[t] *= counts[:, t:t + 1]
         Z = w.sum(axis=0)
         Z[Z == 0] = 1.0

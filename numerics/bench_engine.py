@@ -1,0 +1,588 @@
+"""Benchmark of the Table 1 training engine: ``python3 -m numerics.bench_engine [--quick] [--out PATH]``.
+
+Per task row of Table 1 (occurrence, OR and one-head AND on their exact populations as
+``numerics.experiments.runner.make_data`` builds them; ICL, SLR, even pairs and two-head AND on sampled
+mini-batches of the runner's default size) and per d, measured side by side in one run:
+
+* the engine (``engine.risk_and_grad`` plus a gradient-descent update) for R = 1 run and for R = 8 runs
+  advanced at once, reported per run-step;
+* a PyTorch CPU implementation of the same model, batch and step, written here the way a user would
+  (token-id tensors with multiplicities, embedding gathers, a masked softmax, a linear readout, autograd),
+  float64 on one thread, checked to agree with the engine's risk and gradients to 1e-10 before it is timed
+  (``torch`` is the optional ``bench`` extra; without it the column is skipped with a note);
+* the operation-count lower bound of a step on the tokens' structure (``flop_count``), turned into time at
+  the dgemm rate measured once in the same run;
+* the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
+* the peak traced memory (tracemalloc) of building the data and one engine step.
+
+Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
+(threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
+one ICL step are also measured with BLAS's default thread count, once.  The growth in d of every column is
+the least-squares exponent over the measured d.  Writes docs/benchmarks_engine.md (``--out``).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime
+import io
+import math
+import os
+import platform
+import pstats
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from numerics.experiments import engine as E
+from numerics.experiments import tasks as TK
+from numerics.experiments.population import population
+from numerics.experiments.runner import Config, exact, task_loss
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks_engine.md"
+ROWS = (("occurrence", "occurrence", 1), ("OR", "OR", 1), ("AND (H=1)", "AND", 1), ("ICL", "ICL", 1),
+        ("SLR", "SLR", 1), ("even pairs", "even_pairs", 1), ("AND (H=2)", "AND", 2))
+"""(row name, task, heads) of the benchmark, in Table 1's order."""
+FULL_D = (50, 100, 200)
+QUICK_D = (5, 8)
+RUNS = 8
+LR = 1e-3
+PARAM_SCALE = 0.3
+AGREE_TOL = 1e-10
+MIN_REPEAT_SECONDS = 0.05
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+
+@dataclass
+class Case:
+    """One (row, d): its batch, the engine layout, the loss and (sampled tasks) the sampler."""
+
+    row: str
+    task: str
+    heads: int
+    d: int
+    batch: TK.Batch
+    tb: E.Tokens
+    loss: str
+    exact: bool
+    sampler: object = None
+
+
+def make_case(row: str, task: str, heads: int, d: int, cfg: Config, seed: int = 0) -> Case:
+    """The data of ``runner.make_data`` (exact population or the batch of step 0 of ``seed``), keeping the
+    task batch itself for the PyTorch implementation."""
+    loss = task_loss(task, cfg)
+    if exact(task, heads, cfg):
+        batch = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
+        return Case(row, task, heads, d, batch, E.from_batch(batch), loss, True)
+    tid = TK.TASKS.index(task)
+
+    def sampler(step: int) -> tuple[TK.Batch, E.Tokens]:
+        b = TK.sample(task, d, cfg.batch, np.random.default_rng([seed, tid, 0, step]), seed=seed)
+        return b, E.from_batch(b)
+
+    batch, tb = sampler(0)
+    return Case(row, task, heads, d, batch, tb, loss, False, sampler)
+
+
+def initial(case: Case, runs: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Random parameters (scale PARAM_SCALE, so attention is far from uniform) of ``runs`` runs."""
+    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    rng = np.random.default_rng([seed, case.d, TK.TASKS.index(case.task), case.heads])
+    return PARAM_SCALE * rng.standard_normal((runs, H, D)), PARAM_SCALE * rng.standard_normal((runs, H, D, K))
+
+
+def engine_step(alpha: np.ndarray, B: np.ndarray, tb: E.Tokens, loss: str) -> None:
+    """One training step of all runs: risks and gradients, then the gradient-descent update in place."""
+    _, ga, gB, _ = E.risk_and_grad(alpha, B, tb, loss)
+    alpha -= LR * ga
+    B -= LR * gB
+
+
+# ------------------------------------------------------------------------------------------------ FLOPs
+
+
+def flop_count(tb: E.Tokens, H: int, K: int) -> float:
+    """Operation count of one step of one run on the tokens' structure (a multiply-add is 2, an exp 1).
+
+    Rows layout, with z the non-zeros of the token rows (one per one-hot coordinate; D per dense row) and
+    z_n those of string n: scores 2z, softmax 2z, mean token 2z, score gradient 2z and its scatter 2z per
+    head; readout f_n and its gradient B g_n, and dB = sum_n xbar_n g_n^T, each 2 K min(z_n, D) per string
+    and head (a string touches at most min(z_n, D) rows of B); the loss 3 N K; the update 2 H D (K + 1).
+    Bag layout (few shared types, T of them with c_t non-zeros in the table, C non-zero counts): table
+    products 2 (K + 1) sum_t c_t forward and again backward, softmax 3C, outputs and their gradients
+    6 K C per head; the loss and update as above.  A lower bound on the arithmetic of any implementation
+    that uses the tokens' structure; at the dgemm rate it is an optimistic time."""
+    D = tb.table.shape[1]
+    N = tb.size
+    upd = 2 * H * D * (K + 1)
+    lossc = 3 * N * K
+    if tb.layout == "rows":
+        X = tb.rows
+        if sp.issparse(X):
+            per_row = np.diff(X.indptr)
+        else:
+            per_row = np.full(X.shape[0], D)
+        z = float(per_row.sum())
+        zn = np.add.reduceat(per_row, tb.starts) if len(tb.starts) else np.zeros(0)
+        return H * (10 * z + 6 * K * float(np.minimum(zn, D).sum())) + lossc + upd
+    table_nnz = float(np.count_nonzero(np.asarray(tb.table)))
+    C = float(np.count_nonzero(tb.counts))
+    return H * (4 * (K + 1) * table_nnz + 3 * C + 6 * K * C) + lossc + upd
+
+
+def dgemm_rate(n: int = 1000, repeat: int = 5) -> tuple[float, float]:
+    """GFLOP/s of an n x n double matrix product under the current BLAS threads: (by median wall time, by
+    median process CPU time).  On one thread the CPU-time rate is the one comparable with the engine's CPU
+    times (and less sensitive to other processes on a shared machine)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    a @ b
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        a @ b
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return 2 * n ** 3 / float(np.median(walls)) / 1e9, 2 * n ** 3 / float(np.median(cpus)) / 1e9
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[float, float]:
+    """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last
+    ``min_seconds``."""
+    t0 = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    calls = max(1, int(math.ceil(min_seconds / once)))
+    walls, cpus = [], []
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            fn()
+        walls.append((time.perf_counter() - w) / calls)
+        cpus.append((time.process_time() - c) / calls)
+    return float(np.median(walls)), float(np.median(cpus))
+
+
+def sampler_timed(case: Case, repeats: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of drawing one batch and putting it in the engine layout (fresh steps)."""
+    walls, cpus = [], []
+    for t in range(1, repeats + 1):
+        w, c = time.perf_counter(), time.process_time()
+        case.sampler(t)
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return float(np.median(walls)), float(np.median(cpus))
+
+
+def peak_memory(row: str, task: str, heads: int, d: int, cfg: Config) -> float:
+    """Peak traced bytes (tracemalloc: numpy and Python allocations) of building the row's data and one
+    engine step of one run; the population cache is bypassed so the build is counted."""
+    population.cache_clear()
+    tracemalloc.start()
+    try:
+        case = make_case(row, task, heads, d, cfg)
+        a, B = initial(case, 1)
+        engine_step(a, B, case.tb, case.loss)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return float(peak)
+
+
+def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, float]]:
+    """The ``top`` functions by own time over ``calls`` calls of ``fn``: (name, own share, cumulative share)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    st = pstats.Stats(prof, stream=io.StringIO())
+    total = sum(v[2] for v in st.stats.values()) or 1.0
+    items = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]
+    out = []
+    for (fname, line, func), (_, _, tt, ct, _) in items:
+        where = f"{Path(fname).name}:{line}({func})" if line else func
+        out.append((where, tt / total, ct / total))
+    return out
+
+
+def fit_exponent(ds, values) -> float | None:
+    """Least-squares slope of log(value) against log(d); None with fewer than two positive values."""
+    pts = [(math.log(d), math.log(v)) for d, v in zip(ds, values) if v is not None and v > 0]
+    if len(pts) < 2:
+        return None
+    x, y = np.array(pts).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+# ------------------------------------------------------------------------------------------------ PyTorch
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class TorchModel:
+    """The model written in PyTorch the way a user would, on the same batch.
+
+    Each string is a padded row of token ids with their multiplicities (its distinct tokens: the model has
+    no positional encoding, so a repeated token is one token with a count).  One-hot tokens (every table
+    row has at most two unit entries: the symbols, the even-pairs cells, the ICL pairs [e_z; e_prev]) are
+    embedded by gathers: the score is alpha gathered at the token's coordinates, the attention-weighted mean
+    token is a scatter-add of the weights, then the linear readout.  Other tokens (the class tokens of the
+    populations, SLR's Gaussian vectors) are projected once per table row (scores table @ alpha, readouts
+    table @ B) and gathered at the token ids.  The softmax runs over the string's tokens with
+    log-multiplicities and padding masked; then the loss, autograd, and the gradient-descent update."""
+
+    def __init__(self, batch: TK.Batch, loss: str, heads: int, D: int, K: int):
+        import torch
+
+        self.torch = torch
+        self.loss, self.H, self.D, self.K = loss, heads, D, K
+        X = batch.X
+        if not sp.issparse(X):
+            X = np.asarray(X, float)
+        if X.ndim == 3:  # per-string embeddings: one table row per present token
+            m = np.asarray(batch.m, float)
+            n_idx, pos = np.nonzero(m)
+            table, tok, mult = X[n_idx, pos], np.arange(len(n_idx)), m[n_idx, pos]
+        else:
+            mc = sp.csr_matrix(batch.m)
+            mc.eliminate_zeros()
+            n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
+            tok, mult, table = mc.indices.astype(np.int64), mc.data.astype(float), X
+        N = batch.y.shape[0]
+        per = np.bincount(n_idx, minlength=N)
+        if (per == 0).any():
+            raise ValueError("the PyTorch implementation needs every string non-empty")
+        L = int(per.max())
+        slot = np.arange(len(n_idx)) - np.repeat(np.cumsum(per) - per, per)
+        ids = np.zeros((N, L), np.int64)
+        cnt = np.zeros((N, L))
+        ids[n_idx, slot] = tok
+        cnt[n_idx, slot] = mult
+        self.ids = torch.from_numpy(ids)
+        self.mask = torch.from_numpy(cnt > 0)
+        self.logm = torch.from_numpy(np.log(np.where(cnt > 0, cnt, 1.0)))
+        tcsr = sp.csr_matrix(table)
+        one_hot = tcsr.nnz == 0 or (np.all(tcsr.data == 1.0) and np.diff(tcsr.indptr).max() <= 2)
+        if one_hot:
+            P = max(1, int(np.diff(tcsr.indptr).max()))
+            feat = np.full((tcsr.shape[0], P), D, np.int64)  # D: a padding coordinate with zero parameters
+            fslot = np.arange(tcsr.nnz) - np.repeat(tcsr.indptr[:-1], np.diff(tcsr.indptr))
+            feat[np.repeat(np.arange(tcsr.shape[0]), np.diff(tcsr.indptr)), fslot] = tcsr.indices
+            self.feat = torch.from_numpy(feat)[self.ids]                    # (N, L, P) coordinates
+            self.table = None
+        else:
+            self.feat = None
+            self.table = torch.from_numpy(np.asarray(tcsr.toarray(), float))
+        self.w = torch.from_numpy(np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights))
+        if loss == "cross_entropy":
+            self.target = torch.from_numpy(np.asarray(batch.labels, np.int64))
+        else:
+            self.target = torch.from_numpy(np.asarray(batch.y, float))
+
+    def risk(self, alpha, B):
+        torch = self.torch
+        N, L = self.ids.shape
+        if self.feat is not None:
+            zero = alpha.new_zeros(self.H, 1)
+            a_pad = torch.cat([alpha, zero], dim=1)                         # (H, D + 1)
+            s = a_pad[:, self.feat].sum(-1)                                 # (H, N, L) score lookups
+        else:
+            s = (self.table @ alpha.T)[self.ids].permute(2, 0, 1)           # (H, N, L) projected, gathered
+        s = (s + self.logm).masked_fill(~self.mask, float("-inf"))
+        w = torch.softmax(s, dim=-1)                                        # (H, N, L)
+        if self.feat is not None:
+            P = self.feat.shape[-1]
+            idx = self.feat.reshape(1, N, L * P).expand(self.H, N, L * P)
+            src = w.unsqueeze(-1).expand(self.H, N, L, P).reshape(self.H, N, L * P)
+            xbar = w.new_zeros(self.H, N, self.D + 1).scatter_add(2, idx, src)[..., : self.D]
+            f = torch.einsum("hnd,hdk->nk", xbar, B)                        # linear readout, heads summed
+        else:
+            V = torch.einsum("td,hdk->thk", self.table, B)                  # each token's readout
+            f = torch.einsum("hnl,nlhk->nk", w, V[self.ids])
+        if self.loss == "squared":
+            lv = 0.5 * ((f - self.target) ** 2).sum(-1)
+        elif self.loss == "cross_entropy":
+            lv = torch.nn.functional.cross_entropy(f, self.target, reduction="none")
+        else:
+            lv = torch.nn.functional.softplus(-self.target[:, 0] * f[:, 0])
+        return (self.w * lv).sum()
+
+    def risk_and_grad(self, alpha: np.ndarray, B: np.ndarray):
+        torch = self.torch
+        a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+        b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
+        r = self.risk(a, b)
+        r.backward()
+        return float(r.detach()), a.grad.numpy().copy(), b.grad.numpy().copy()
+
+    def stepper(self, alpha: np.ndarray, B: np.ndarray):
+        """A function doing one training step (forward, backward, update) on leaf tensors it owns."""
+        torch = self.torch
+        a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+        b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
+
+        def step():
+            a.grad = b.grad = None
+            self.risk(a, b).backward()
+            with torch.no_grad():
+                a.sub_(LR * a.grad)
+                b.sub_(LR * b.grad)
+        step.tensors = (a, b)
+        return step
+
+
+def check_agreement(case: Case, tm: TorchModel, alpha: np.ndarray, B: np.ndarray) -> float:
+    """Largest relative difference between the engine's and PyTorch's risk and gradients at (alpha, B) of
+    one run; raises AssertionError above AGREE_TOL (the timings would compare different computations)."""
+    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+    rt, gat, gBt = tm.risk_and_grad(alpha, B)
+    errs = [abs(r[0] - rt) / max(abs(rt), 1e-300),
+            np.abs(ga[0] - gat).max() / max(np.abs(gat).max(), 1e-300),
+            np.abs(gB[0] - gBt).max() / max(np.abs(gBt).max(), 1e-300)]
+    worst = float(max(errs))
+    if not worst <= AGREE_TOL:
+        raise AssertionError(f"PyTorch and the engine disagree on {case.row} at d = {case.d}: relative "
+                             f"differences risk {errs[0]:.2e}, alpha grad {errs[1]:.2e}, B grad {errs[2]:.2e} "
+                             f"(tolerance {AGREE_TOL:g})")
+    return worst
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, memory: bool = True,
+          min_seconds: float = MIN_REPEAT_SECONDS, gemm_n: int = 1000) -> dict:
+    """Measure every row at every d (see the module doc); returns a JSON-ready dict."""
+    def clock(fn, repeats):
+        return timed(fn, repeats, min_seconds)
+
+    cfg = Config()
+    out = {"ds": list(ds), "repeats": repeats, "runs": RUNS, "batch": cfg.batch, "mass_tol": cfg.mass_tol,
+           "len_tol": cfg.len_tol, "torch": None, "rows": {}}
+    if use_torch and torch_available():
+        import torch
+        torch.set_num_threads(1)
+        out["torch"] = torch.__version__
+    with threadpool_limits(limits=1):
+        out["dgemm_gflops_1thread_wall"], out["dgemm_gflops_1thread"] = dgemm_rate(gemm_n)
+    out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
+    out["gemm_n"] = gemm_n
+    out["blas_default_threads"] = max((i.get("num_threads", 1) for i in threadpool_info()), default=1)
+    peak = out["dgemm_gflops_1thread"] * 1e9
+    for row, task, heads in rows:
+        res = out["rows"].setdefault(row, {})
+        for d in ds:
+            if d < TK.MIN_D[task]:
+                continue
+            with threadpool_limits(limits=1):
+                t = time.process_time()
+                case = make_case(row, task, heads, d, Config())
+                build_cpu = time.process_time() - t
+                H, D, K = TK.model_shape(task, d, heads)
+                a1, B1 = initial(case, 1)
+                a8, B8 = initial(case, RUNS)
+                e1 = clock(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)
+                e8 = clock(lambda: engine_step(a8, B8, case.tb, case.loss), repeats)
+                e8 = (e8[0] / RUNS, e8[1] / RUNS)
+                rec = {"engine_1": e1, "engine_8": e8, "flops": flop_count(case.tb, H, K),
+                       "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
+                       "build_cpu": build_cpu if case.exact else None,
+                       "sampler": None if case.exact else sampler_timed(case, repeats)}
+                rec["flop_seconds"] = rec["flops"] / peak
+                if out["torch"]:
+                    a0, B0 = initial(case, 1, seed=2)
+                    tm = TorchModel(case.batch, case.loss, heads, D, K)
+                    rec["agreement"] = check_agreement(case, tm, a0[0], B0[0])
+                    rec["torch"] = clock(tm.stepper(a0[0], B0[0]), repeats)
+            res[d] = rec
+            if progress:
+                progress(f"{row} d={d}: engine {e1[0] * 1e3:.3f} ms")
+    # memory across d (for its growth), data + one step, every row
+    if memory:
+        for row, task, heads in rows:
+            for d in ds:
+                if d in out["rows"][row]:
+                    with threadpool_limits(limits=1):
+                        out["rows"][row][d]["peak_bytes"] = peak_memory(row, task, heads, d, Config())
+    # one ICL step under BLAS's default threads (the setting not to time with)
+    icl_d = ds[0]
+    case = make_case("ICL", "ICL", 1, icl_d, Config())
+    a1, B1 = initial(case, 1)
+    out["icl_default_threads"] = {"d": icl_d, "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss),
+                                                             repeats)}
+    with threadpool_limits(limits=1):
+        out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
+                                                           repeats)
+    return out
+
+
+def targets(res: dict) -> list[dict]:
+    """The issue's targets, each with its measured value and whether it is met."""
+    ds = res["ds"]
+    rows = res["rows"]
+    out = []
+    d0 = ds[0]
+    if res["torch"]:
+        for row, r in rows.items():
+            if d0 in r and "torch" in r[d0]:
+                e, t = r[d0]["engine_1"][1], r[d0]["torch"][1]
+                out.append({"target": f"{row}: engine per step <= PyTorch at d = {d0} (CPU)",
+                            "value": f"{e * 1e3:.3g} ms vs {t * 1e3:.3g} ms (ratio {e / t:.2f})", "met": e <= t,
+                            "row": row, "d": d0})
+    for d in ds:
+        r = rows.get("ICL", {}).get(d)
+        if r:
+            ratio = r["engine_1"][1] / r["flop_seconds"]
+            out.append({"target": f"ICL at d = {d}: within 3x of the FLOP bound (CPU)",
+                        "value": f"{ratio:.1f}x", "met": ratio <= 3, "row": "ICL", "d": d})
+    if 200 in ds and 200 in rows.get("ICL", {}):
+        r = rows["ICL"][200]
+        tot = r["engine_1"][1] + r["sampler"][1]
+        out.append({"target": "ICL at d = 200: under 10 ms per step (CPU, engine)",
+                    "value": f"{r['engine_1'][1] * 1e3:.3g} ms (with the sampler {tot * 1e3:.3g} ms)",
+                    "met": r["engine_1"][1] < 0.01, "row": "ICL", "d": 200})
+    for row, r in rows.items():
+        dd = [d for d in ds if d in r]
+        for key, name in (("engine_1", "step"), ("peak_bytes", "memory")):
+            vals = [(r[d][key][1] if key == "engine_1" else r[d].get(key)) for d in dd]
+            k = fit_exponent(dd, vals)
+            if k is not None:
+                out.append({"target": f"{row}: {name} grows no faster than d^2", "value": f"d^{k:.2f}",
+                            "met": k <= 2, "row": row, "d": max(dd)})
+    return out
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x * 1e3:.3g}"
+
+
+def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, float]) -> str:
+    ds = res["ds"]
+    L = ["# Benchmark of the Table 1 engine", "",
+         f"Generated by `python3 -m numerics.bench_engine` on "
+         f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
+         f"{platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}, "
+         f"PyTorch {res['torch'] or 'absent'}, {os.cpu_count()} cores (shared); the run took "
+         f"{seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU.", "",
+         "One training step = risk and gradients of every run on one batch, then a gradient-descent update. "
+         "Exact rows (occurrence, OR, AND (H=1)) step on the whole population of count classes "
+         f"(left-out mass {res['mass_tol']:g}, lengths to tail {res['len_tol']:g}; OR and AND in their "
+         "a/b-symmetric reduction), as `runner.make_data` builds them; sampled rows on a mini-batch of "
+         f"{res['batch']} strings. Every time is the median over {res['repeats']} repeats, in ms per run-step, "
+         "CPU / wall, with BLAS on one thread. `engine x8` is one step of 8 runs at once divided by 8. "
+         "PyTorch: `numerics.bench_engine.TorchModel` (float64, one thread, autograd), checked against the "
+         f"engine to a relative {AGREE_TOL:g} on risk and gradients before timing (`agree`: the largest "
+         "difference found). `FLOP bound`: `flop_count` (below) at the dgemm rate; `sampler`: drawing one "
+         "batch and its engine layout, paid once per step by the sampled rows.", "",
+         f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
+         f"by CPU time (the rate of the FLOP bound; {res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
+         f"{res['dgemm_gflops_default']:.1f} GFLOP/s by wall time with BLAS's default {res['blas_default_threads']} "
+         "threads. "
+         f"One ICL engine step at d = {res['icl_default_threads']['d']}: "
+         f"{_ms(res['icl_default_threads']['time'][1])} ms CPU / {_ms(res['icl_default_threads']['time'][0])} ms "
+         f"wall with the default threads, {_ms(res['icl_default_threads']['time_1thread'][1])} / "
+         f"{_ms(res['icl_default_threads']['time_1thread'][0])} ms on one thread.", ""]
+    if not res["torch"]:
+        L += ["**PyTorch is not installed: its column is skipped** (`pip install -e \".[bench]\"`).", ""]
+    L += ["## Per step", "",
+          "| row | d | layout | N | engine x1 CPU / wall | engine x8 CPU / wall | PyTorch CPU / wall | "
+          "engine / PyTorch (CPU) | agree | FLOPs | FLOP bound | engine / bound | sampler CPU / wall |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row, r in res["rows"].items():
+        for d in ds:
+            if d not in r:
+                continue
+            x = r[d]
+            e1, e8 = x["engine_1"], x["engine_8"]
+            tt = x.get("torch")
+            L.append(f"| {row} | {d} | {x['layout']} | {x['N']} | {_ms(e1[1])} / {_ms(e1[0])} | "
+                     f"{_ms(e8[1])} / {_ms(e8[0])} | "
+                     + (f"{_ms(tt[1])} / {_ms(tt[0])} | {e1[1] / tt[1]:.2f} | {x['agreement']:.0e} | "
+                        if tt else "- | - | - | ")
+                     + f"{x['flops']:.3g} | {_ms(x['flop_seconds'])} | {e1[1] / x['flop_seconds']:.1f}x | "
+                     + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
+                        f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
+    L += ["", "## Growth in d and memory", "",
+          f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
+          "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",
+          "| row | engine x1 | engine x8 | PyTorch | sampler | memory | "
+          + " | ".join(f"memory at d = {d}" for d in ds) + " |",
+          "|---|---|---|---|---|---|" + "---|" * len(ds)]
+    for row, r in res["rows"].items():
+        dd = [d for d in ds if d in r]
+
+        def k(f):
+            v = fit_exponent(dd, [f(r[d]) for d in dd])
+            return "-" if v is None else f"{v:.2f}"
+        L.append(f"| {row} | {k(lambda x: x['engine_1'][1])} | {k(lambda x: x['engine_8'][1])} | "
+                 f"{k(lambda x: x['torch'][1] if x.get('torch') else None)} | "
+                 f"{k(lambda x: x['sampler'][1] if x['sampler'] else None)} | {k(lambda x: x.get('peak_bytes'))} | "
+                 + " | ".join(f"{r[d]['peak_bytes'] / 2 ** 20:.1f} MB" if d in r and "peak_bytes" in r[d]
+                              else "-" for d in ds) + " |")
+    L += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    L += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |" for t in tg]
+    if profiles:
+        L += ["", "## Where the time goes (cProfile, 20 engine steps of one run, top functions by own time)", ""]
+        for (row, d), top in profiles.items():
+            L.append(f"- {row}, d = {d}: " + "; ".join(f"`{w}` {s:.0%} own, {c:.0%} cumulative"
+                                                         for w, s, c in top))
+    L += ["", "## The operation count", "", flop_count.__doc__.split("\n\n")[0].strip().replace("\n    ", " "),
+          "", "```", "\n".join(line.strip() for line in flop_count.__doc__.splitlines()[2:]), "```", ""]
+    return "\n".join(L)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m numerics.bench_engine", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=f"d = {QUICK_D}, 3 repeats, no file unless --out")
+    ap.add_argument("--out", type=Path, default=None, help=f"Markdown output (default {DOC} without --quick)")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
+    args = ap.parse_args(argv)
+    ds, repeats = (QUICK_D, 3) if args.quick else (FULL_D, 7)
+    extra = dict(min_seconds=0.003, gemm_n=300) if args.quick else {}
+    out = args.out if args.out is not None else (None if args.quick else DOC)
+    w0, c0 = time.perf_counter(), time.process_time()
+    if not args.no_torch and not torch_available():
+        print("PyTorch is not installed: the PyTorch column is skipped (pip install -e \".[bench]\")",
+              file=sys.stderr)
+    res = bench(ds, repeats, use_torch=not args.no_torch, progress=lambda s: print(s, file=sys.stderr, flush=True),
+                **extra)
+    tg = targets(res)
+    profiles = {}
+    for t in tg:
+        if not t["met"] and (t["row"], t["d"]) not in profiles and len(profiles) < 4:
+            row, task, heads = next(x for x in ROWS if x[0] == t["row"])
+            with threadpool_limits(limits=1):
+                case = make_case(row, task, heads, t["d"], Config())
+                a1, B1 = initial(case, 1)
+                profiles[(row, t["d"])] = profile_top(lambda: engine_step(a1, B1, case.tb, case.loss))
+    text = render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0))
+    print(text)
+    if out is not None:
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""The engine benchmark (numerics.bench_engine): its quick path runs, and its PyTorch implementation agrees
+with the engine (and the agreement check fails when the two compute different things)."""
+import numpy as np
+import pytest
+
+from numerics import bench_engine as BE
+from numerics.experiments.runner import Config
+
+torch = pytest.importorskip("torch")
+
+
+def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
+    out = tmp_path / "bench.md"
+    assert BE.main(["--quick", "--out", str(out)]) == 0
+    text = out.read_text()
+    for row, _, _ in BE.ROWS:
+        assert f"| {row} | 5 |" in text and f"| {row} | 8 |" in text
+    assert "PyTorch is not installed" not in text
+    assert "## Targets" in text
+
+
+@pytest.mark.parametrize("row,task,heads", BE.ROWS)
+def test_torch_model_agrees_with_the_engine_and_the_check_can_fail(row, task, heads):
+    case = BE.make_case(row, task, heads, 7, Config())
+    H, D, K = BE.TK.model_shape(task, 7, heads)
+    tm = BE.TorchModel(case.batch, case.loss, heads, D, K)
+    a, B = BE.initial(case, 1, seed=3)
+    assert BE.check_agreement(case, tm, a[0], B[0]) <= BE.AGREE_TOL
+    tm.w = tm.w * (1 + 1e-8)          # a different risk: the check must refuse to time it
+    with pytest.raises(AssertionError, match="disagree"):
+        BE.check_agreement(case, tm, a[0], B[0])
+
+
+def test_torch_step_is_a_gradient_step():
+    """One PyTorch step moves the parameters by -LR times the engine's gradient."""
+    case = BE.make_case("ICL", "ICL", 1, 6, Config())
+    H, D, K = BE.TK.model_shape("ICL", 6, 1)
+    tm = BE.TorchModel(case.batch, case.loss, 1, D, K)
+    a, B = BE.initial(case, 1, seed=4)
+    a2, B2 = a.copy(), B.copy()
+    BE.engine_step(a2, B2, case.tb, case.loss)
+    _, ga, gB, _ = BE.E.risk_and_grad(a, B, case.tb, case.loss)
+    assert np.abs(a2 - (a - BE.LR * ga)).max() == 0 and np.abs(B2 - (B - BE.LR * gB)).max() == 0
+    step = tm.stepper(a[0], B[0])
+    step()
+    at, bt = (t.detach().numpy() for t in step.tensors)
+    assert np.abs(at - a2[0]).max() <= 1e-12 * np.abs(a).max()
+    assert np.abs(bt - B2[0]).max() <= 1e-12 * np.abs(B).max()
+
+
+def test_fit_exponent():
+    assert BE.fit_exponent([50, 100, 200], [3 * d ** 2 for d in (50, 100, 200)]) == pytest.approx(2, abs=1e-12)
+    assert BE.fit_exponent([50], [1.0]) is None
