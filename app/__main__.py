@@ -3,6 +3,6 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from .cli import entry
 
-sys.exit(main())
+sys.exit(entry())

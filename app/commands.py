@@ -11,10 +11,9 @@ from pathlib import Path
 
 import mpmath
 
-from theory.files import atomic_write_text
-
 from .checkout import checkout_root
 from .formatting import supported_digits
+from .io import OutputFolder
 from .options import (
     HelpFormatter,
     UsageError,
@@ -224,16 +223,20 @@ def cmd_latex(args: argparse.Namespace) -> int:
     """A standalone LaTeX document of the derived formulas (all, or the --only keys)."""
     from .latex import latex_document
 
-    keys = [k for k in args.only.split(",") if k] if args.only else None
-    text = latex_document(args.lengths, keys)
+    keys = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
+    if args.only and not keys:
+        raise UsageError(f"--only {args.only!r} names no key; give comma-separated keys as in docs/derivations.md "
+                         "or leave --only out for all")
     if args.out == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(latex_document(args.lengths, keys))
         return 0
     target = Path(args.out)
-    if not target.parent.is_dir():
-        raise UsageError(f"--out {args.out}: folder {target.parent} does not exist")
-    atomic_write_text(target, text)
-    print(f"wrote {args.out}")
+    if target.is_dir() or args.out.endswith("/"):
+        raise UsageError(f"--out {args.out} is a folder; give a file name such as {Path(args.out) / 'grads.tex'}")
+    with OutputFolder(target.parent, result="latex", flag="--out", label=f"the folder of --out {args.out}") as out:
+        text = latex_document(args.lengths, keys)
+        path = out.write_text(target.name, text)
+    print(f"wrote {path}")
     return 0
 
 
@@ -243,6 +246,10 @@ def cmd_docs(args: argparse.Namespace) -> int:
     from .report import generated_docs, stale_docs
 
     root = args.root.resolve() if args.root is not None else checkout_root()
+    if not root.is_dir():
+        raise UsageError(f"--root {args.root}: no such folder (give a checkout of the repository)")
+    if not (root / "README.md").is_file() or not (root / "docs").is_dir():
+        raise UsageError(f"--root {args.root}: not a checkout of the repository (no README.md and docs/ there)")
     if args.check:
         stale = stale_docs(root)
         for path in stale:
@@ -250,10 +257,13 @@ def cmd_docs(args: argparse.Namespace) -> int:
         if not stale:
             print(f"{root / 'docs/derivations.md'} and the claims block of {root / 'README.md'} are up to date")
         return 1 if stale else 0
-    for path, text in generated_docs(root).items():
-        if not path.exists() or path.read_text() != text:
-            atomic_write_text(path, text)
-            print(f"wrote {path}")
-        else:
-            print(f"{path} is up to date")
+    with OutputFolder(root, result="docs", flag="--root") as out:  # checked and locked before rendering
+        docs = generated_docs(root)
+        changed = {path: text for path, text in docs.items() if not path.exists() or path.read_text() != text}
+        if changed:  # both files as one result: a kill leaves the old pair or the new pair
+            with out.transaction(marker=False) as tx:
+                for path, text in changed.items():
+                    tx.write_text(str(path.relative_to(root)), text)
+    for path in docs:
+        print(f"wrote {path}" if path in changed else f"{path} is up to date")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
     setting = setting_from_args(args)
     if args.evaluator == "integral" and not integral_applies(setting):
         raise UsageError("--evaluator integral covers --loss squared with p < 1; use --evaluator series or auto")
-    with OutputFolder(args.out) as out:  # unwritable or busy --out fails here, before the work
+    with OutputFolder(args.out, result="run", owns=ARTIFACTS) as out:  # unwritable or busy --out: refused here
         print(f"setting: {setting.describe()}", file=sys.stderr)
         result = main_job(setting, args, progress_factory(args.quiet))
         result.summary["run"]["wall_seconds"] = round(time.time() - started, 2)
@@ -230,8 +231,10 @@ def run_record(args: argparse.Namespace) -> dict[str, Any]:
 def rebuild_command(cmd: str, options: dict[str, Any]) -> str:
     """The command line that repeats a run with every option spelled out.
 
-    >>> rebuild_command("run", {"d": 5, "p": None, "no_plot": True, "certify": False})
-    'occ-companion run --d 5 --no-plot'
+    Shell-quoted, so it can be pasted back whatever the paths hold:
+
+    >>> rebuild_command("run", {"d": 5, "p": None, "no_plot": True, "certify": False, "out": "a b/ü"})
+    "occ-companion run --d 5 --no-plot --out 'a b/ü'"
     """
     parts = ["occ-companion", cmd]
     for key, value in options.items():
@@ -240,28 +243,33 @@ def rebuild_command(cmd: str, options: dict[str, Any]) -> str:
             parts.append(flag)
         elif value is not None and value is not False:
             parts += [flag, str(value)]
-    return " ".join(parts)
+    return shlex.join(parts)
 
 
 def write_artifacts(out: OutputFolder, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
-    """Write the figure (or remove an old one) and then summary.json, each atomically; the summary
-    goes last, so a folder with a summary.json holds one complete run."""
-    out.remove(*ARTIFACTS)
+    """Stage the figure (unless --no-plot) and summary.json, then commit them as one result
+    (``app.io``): the previous run's files stay in place until both new ones are complete, and an old
+    figure that this run does not draw is removed at the commit."""
+    with out.transaction() as tx:
+        _stage_artifacts(tx, result, setting, args)
+
+
+def _stage_artifacts(tx, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
     if not args.no_plot:
         from .plotting import plot_plans
 
         s = result.summary
         regime = s["regime"]
-        out.write(FIGURE, lambda fh: plot_plans(
+        tx.write(FIGURE, lambda fh: plot_plans(
             result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
             target=None if regime is None else args.epsilon + s["risk_floor"],
             phase_ends=None if regime is None else tuple(result.plans[THREE_PHASE].phase_ends[:-1]),
             title=setting.describe()))
-    out.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
+    tx.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
 
 
 def print_table(result: JobResult, setting: Setting) -> None:
-    """The plans' final risks, the verdict on the target and the mpmath re-evaluation, on stdout."""
+    """The plans' final risks, the verdict on the target and the arb re-evaluation, on stdout."""
     s = result.summary
     print(f"{'plan':<24}{'steps':>7}{'final risk':>14}{'bound':>10}")
     for name, rec in s["plans"].items():
