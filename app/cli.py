@@ -67,9 +67,6 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     if "max_terms" in text:  # a command without --max-terms (finite)
         return ("the exact population series at this setting is too large to enumerate (small --p makes strings "
                 "long, large --d makes many terms); use a larger --p or a smaller --d")
-    if "closed forms are stated for p < 1" in text:
-        return (f"at --d {args.d} the balancing p is 1 (every string has length 1), where the closed forms are not "
-                f"defined: give --p below 1 (e.g. `{PROG} {args.cmd} --d {args.d} --p 0.5`) or use --d 3")
     return text
 
 

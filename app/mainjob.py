@@ -35,6 +35,7 @@ from .options import (
     add_setting_options,
     float_in,
     fraction,
+    int_at_least,
     positive,
     positive_int,
     setting_from_args,
@@ -49,6 +50,9 @@ SUMMARY = "summary.json"
 FIGURE = "risk_curves.png"
 ARTIFACTS = (SUMMARY, FIGURE)
 THREE_PHASE = "three-phase"
+MAX_PLAN_STEPS = 10_000_000
+"""Longest three-phase plan ``run`` starts: T_min beyond it (d around 10^6 at epsilon = 1e-3) means hours."""
+MAX_STEPS = 1_000_000
 CERTIFY_DPS = 25
 MAX_POINTS = 400
 """A phase longer than this records about this many log-spaced steps (the three-phase plan's phase 3
@@ -81,7 +85,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--attention-eta", type=positive, default=None,
                    help="attention step of the attention-only and attention-then-output plans "
                         "(default: eta_2 of the three-phase regime; 1 under --loss logistic)")
-    r.add_argument("--steps", type=positive_int, default=300, help="steps of the comparison plans")
+    r.add_argument("--steps", type=int_at_least(1, MAX_STEPS), default=300,
+                   help=f"steps of the comparison plans, in [1, {MAX_STEPS}]")
     r.add_argument("--joint-eta", type=positive, default=1.0, help="step size of joint GD (both layers)")
     r.add_argument("--evaluator", choices=METHODS, default="auto",
                    help="exact population evaluator: the float series, or the integral representation (arb balls, "
@@ -141,7 +146,11 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
         reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
                           eta_3=args.eta3, evaluator=evaluator)
         if reg.T_min is None:
-            raise SettingError("no positive lower bound on the phase-3 curvature was found; lower --tol")
+            raise SettingError("no positive lower bound on the phase-3 curvature was found at this setting; "
+                               + ("lower --tol" if method == "series" else "use a larger --p or a smaller --d"))
+        if reg.T_min > MAX_PLAN_STEPS:
+            raise UsageError(f"the three-phase plan needs T_min = {reg.T_min:.3g} phase-3 steps here, more than "
+                             f"{MAX_PLAN_STEPS:.0e} (hours of computing); use a smaller --d or a larger --epsilon")
         print(f"regime: eta_1={reg.eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={reg.eta_2:.6g} >= {reg.eta2_min:.6g}, "
               f"eta_3={args.eta3}, T_min={reg.T_min}", file=sys.stderr)
     else:
@@ -151,11 +160,23 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
     plans: dict[str, Trajectory] = {}
     if reg is not None:
         plans[THREE_PHASE] = trainer.run(training.three_phase(reg.eta_1, reg.eta_2, args.eta3, reg.T_min))
-    plans["output-only"] = trainer.run(training.output_only(args.eta3, args.steps))
-    plans["attention-only"] = trainer.run(training.attention_only(attention_eta, args.steps))
-    plans["attention-then-output"] = trainer.run(training.attention_then_output(attention_eta, args.eta3, args.steps))
-    plans["joint"] = trainer.run(training.joint(args.joint_eta, args.steps))
+    diverged: dict[str, str] = {}
+    comparisons = (("output-only", lambda: training.output_only(args.eta3, args.steps), "--eta3"),
+                   ("attention-only", lambda: training.attention_only(attention_eta, args.steps), "--attention-eta"),
+                   ("attention-then-output",
+                    lambda: training.attention_then_output(attention_eta, args.eta3, args.steps), "--attention-eta"),
+                   ("joint", lambda: training.joint(args.joint_eta, args.steps), "--joint-eta"))
+    for name, plan, flag in comparisons:
+        try:
+            plans[name] = trainer.run(plan())
+        except (SettingError, OverflowError, FloatingPointError) as exc:  # a comparison plan that blew up
+            if not isinstance(exc, (OverflowError, FloatingPointError)) and "must be finite" not in str(exc):
+                raise
+            diverged[name] = f"diverged: the parameters left the doubles (step size {flag} too large?)"
+            print(f"note: the {name} plan {diverged[name]}", file=sys.stderr)
     summary = _summary(setting, args, reg, plans, attention_eta)
+    for name, why in diverged.items():
+        summary["plans"][name] = {"diverged": True, "reason": why, "steps": args.steps}
     summary["evaluator"] = method
     ok = True
     if reg is not None:
@@ -264,7 +285,8 @@ def _stage_artifacts(tx, result: JobResult, setting: Setting, args: argparse.Nam
             result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
             target=None if regime is None else args.epsilon + s["risk_floor"],
             phase_ends=None if regime is None else tuple(result.plans[THREE_PHASE].phase_ends[:-1]),
-            title=setting.describe()))
+            title=setting.describe(), evaluator=s["evaluator"],
+            diverged=tuple(name for name, rec in s["plans"].items() if rec.get("diverged"))))
     tx.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
 
 
@@ -273,6 +295,9 @@ def print_table(result: JobResult, setting: Setting) -> None:
     s = result.summary
     print(f"{'plan':<24}{'steps':>7}{'final risk':>14}{'bound':>10}")
     for name, rec in s["plans"].items():
+        if rec.get("diverged"):
+            print(f"{name:<24}{rec['steps']:>7}{'diverged':>14}{'':>10}  ({rec['reason']})")
+            continue
         print(f"{name:<24}{rec['steps']:>7}{rec['final_risk']:>14.6g}{rec['bound']:>10.1e}")
     if s["regime"] is None:
         print(f"note: {s['not_covered']}")
