@@ -265,6 +265,7 @@ class OutputFolder:
 
     def __init__(self, path: str | os.PathLike, *, result: str = "result", owns: Sequence[str] = (),
                  flag: str = "--out", label: str | None = None) -> None:
+        self._given = os.fspath(path)
         self.path = Path(path)
         self.label = label
         self.result = result
@@ -274,7 +275,7 @@ class OutputFolder:
 
     def __enter__(self) -> "OutputFolder":
         where = self.label or f"{self.flag} {self.path}"
-        if str(self.path) == "":
+        if self._given == "":
             raise OutputError(f"{self.flag} needs a folder name (use {self.flag} . for the current folder)")
         try:
             if self.path.exists() and not self.path.is_dir():
