@@ -123,12 +123,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """The process entry point (``python -m app``): ``main``, then no late Ctrl-C: once the command has
-    finished and printed, an interrupt during interpreter shutdown does not turn its status into 130."""
+    """The process entry point (``occ-companion``, ``python -m app``): ``main`` with SIGTERM handled as
+    Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during interpreter
+    shutdown does not turn its status into 130."""
+    def terminate(signum, frame):  # SIGTERM is handled as Ctrl-C: staged files removed, exit 130
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
     status = main()
-    with_ign = getattr(signal, "SIGINT", None)
-    if with_ign is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return status
 
 

@@ -230,7 +230,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"risk in {result.risk.str(shown, radius=True)}  (arb ball: an enclosure of the exact risk, "
               f"{how.format(result.terms)})")
         for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
-            print(f"{name} in [" + ", ".join(x.str(17, radius=True) for x in grad) + "]")
+            print(f"{name} in [" + ", ".join(_ball_text(x, shown) for x in _compressed(grad)) + "]")
         return _monte_carlo_line(args, setting, alpha, beta)
     digits = args.dps if args.backend == "mp" else 17
     print(f"risk = {supported_digits(result.risk, result.risk_bound, digits)}  "
@@ -240,6 +240,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"every gradient coordinate: |error| <= {result.grad_bound:.3e} (digits shown: those the bounds support; "
           "lower --tol for more)")
     return _monte_carlo_line(args, setting, alpha, beta)
+
+
+def _ball_text(x, digits: int) -> str:
+    """An arb ball with its computed radius (``x.str`` with ``more=True`` shows the radius as computed,
+    not as display rounding makes it)."""
+    return x if isinstance(x, str) else x.str(digits, radius=True, more=True)
+
+
+def _compressed(values: list) -> list:
+    """The entries of a gradient; more than 6 with entries 2..d identical (symmetric parameters) print as
+    the first, the second and "... (entries 2 to d equal)"."""
+    if len(values) > 6 and all(v.mid() == values[1].mid() and v.rad() == values[1].rad() for v in values[2:]):
+        return [values[0], values[1], f"... (entries 2 to {len(values)} equal)"]
+    return values
 
 
 def _monte_carlo_line(args: argparse.Namespace, setting, alpha, beta) -> int:

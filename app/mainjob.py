@@ -14,6 +14,7 @@ import math
 import shlex
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -168,7 +169,14 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
                    ("joint", lambda: training.joint(args.joint_eta, args.steps), "--joint-eta"))
     for name, plan, flag in comparisons:
         try:
-            plans[name] = trainer.run(plan())
+            with warnings.catch_warnings():  # overflow on the way out of the doubles is reported below instead
+                warnings.simplefilter("ignore", RuntimeWarning)
+                traj = trainer.run(plan())
+            fin = traj.final
+            if not all(math.isfinite(x) for x in (fin.risk, fin.risk_bound, fin.alpha_a, fin.alpha_b, fin.beta_a,
+                                                  fin.beta_b)):
+                raise OverflowError("non-finite end point")
+            plans[name] = traj
         except (SettingError, OverflowError, FloatingPointError) as exc:  # a comparison plan that blew up
             if not isinstance(exc, (OverflowError, FloatingPointError)) and "must be finite" not in str(exc):
                 raise
