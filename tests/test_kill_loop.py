@@ -1,9 +1,9 @@
 """Every writing command, killed at random moments and at every step of its commit, leaves its output
 folder holding either the old complete result or the new complete result, never a mix (``app.io``).
 
-The commands run in forked children of this (already warm) test process, so a kill costs the
-command's own work and not a Python start-up; the children run ``app.cli.main`` with the real
-arguments.  Each folder is compared file by file with reference results of both argument lists,
+The commands run in children of a multiprocessing fork server that imported and warmed the suite once
+(``tests/_kill_child.py``), so a kill costs the command's own work and not a Python start-up; the
+children run ``app.cli.main`` with the real arguments.  Each folder is compared file by file with reference results of both argument lists,
 made by uninterrupted runs (timestamps, wall times and paths removed from the JSON records), so the
 check does not trust the implementation's own completion marker.
 
@@ -18,11 +18,11 @@ check does not trust the implementation's own completion marker.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -127,62 +127,36 @@ def _silent(fn, *args):
         return fn(*args)
 
 
-def spawn(argv: list[str], log: Path, die_at: int | None = None, folder: Path | None = None) -> int:
-    """Fork a child that runs ``main(argv)`` with stdout discarded and stderr into ``log``; with
-    ``die_at`` it dies (``os._exit(137)``) just before its die_at-th rename or unlink under ``folder``."""
-    pid = os.fork()
-    if pid:
-        return pid
-    rc = 99
-    try:
-        err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(err, 2)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        sys.stdout = open(1, "w", closefd=False)
-        sys.stderr = open(2, "w", closefd=False)
-        if die_at is not None:
-            _die_at(die_at, str(folder))
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        rc = main(argv)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as app.cli.entry: no late Ctrl-C after the work
-    except KeyboardInterrupt:  # before main took over: what the entry point would report
-        rc = 130
-    except BaseException:  # noqa: BLE001 - reported through the log and the status
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(rc)
+_CONTEXT = None
 
 
-def _die_at(k: int, under: str) -> None:
-    count = [0]
-    real_replace, real_unlink = os.replace, os.unlink
-
-    def step(path) -> None:
-        if os.path.abspath(os.fspath(path)).startswith(under):
-            count[0] += 1
-            if count[0] == k:
-                os._exit(137)
-
-    def replace(src, dst, *a, **kw):
-        step(dst)
-        return real_replace(src, dst, *a, **kw)
-
-    def unlink(path, *a, **kw):
-        step(path)
-        return real_unlink(path, *a, **kw)
-
-    os.replace, os.unlink = replace, unlink
+def _context():
+    """The multiprocessing fork server whose children run the commands (see tests/_kill_child.py)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        _CONTEXT.set_forkserver_preload(["tests._kill_child"])
+    return _CONTEXT
 
 
-def _wait(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+def spawn(argv: list[str], log: Path, die_at: int | None = None, folder: Path | None = None):
+    """Start a child running ``main(argv)`` (stderr into ``log``); with ``die_at`` it dies, as under
+    SIGKILL, just before its die_at-th rename or unlink under ``folder``."""
+    from tests import _kill_child
+
+    proc = _context().Process(target=_kill_child.child, args=(argv, str(log), die_at,
+                                                               None if folder is None else str(folder)))
+    proc.start()
+    return proc
+
+
+def _wait(proc, timeout: float = 300) -> int:
+    proc.join(timeout)
+    if proc.exitcode is None:  # a hung command is a failure, not a hung test run
+        proc.kill()
+        proc.join()
+        raise AssertionError(f"a child did not finish within {timeout} s")
+    return proc.exitcode
 
 
 def _prepare(cmd: Command, refs, folder: Path, variant: str) -> None:
@@ -249,14 +223,14 @@ def test_random_kills(name, references, tmp_path):
             delay = rng.uniform(0, 1.2 * durations[(name, target)])
             log = lane.with_suffix(".log")
             running.append((lane, target, sig, log, spawn(cmd.args(target, lane), log), time.perf_counter() + delay))
-        for lane, target, sig, log, pid, at in running:
+        for lane, target, sig, log, proc, at in running:
             time.sleep(max(0.0, at - time.perf_counter()))
             try:
-                os.kill(pid, sig)
+                os.kill(proc.pid, sig)
             except ProcessLookupError:
                 pass
-        for lane, target, sig, log, pid, at in running:
-            rc = _wait(pid)
+        for lane, target, sig, log, proc, at in running:
+            rc = _wait(proc)
             text = log.read_text()
             assert "Traceback" not in text, text
             if sig == signal.SIGINT:
