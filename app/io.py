@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import fnmatch
 import hashlib
 import json
 import os
