@@ -27,7 +27,7 @@ What it promises, step by step:
       artifacts is written atomically: from here on the new result is complete on disk;
    b. every staged file is renamed over its target (``os.replace``, atomic per file);
    c. stale artifacts are removed: the files this result wrote last time (from its marker) and the
-      names matching ``owns`` (fnmatch patterns) that the new result does not contain;
+      names matching ``owns`` (glob patterns, e.g. ``table1_*.png``) that the new result does not contain;
    d. the completion marker ``.occ-<result>.complete.json`` (the manifest: file names, SHA-256,
       UTC time) is written atomically, last; then the journal is deleted.
 
@@ -257,7 +257,7 @@ class OutputFolder:
     """The output folder of a command, used as a context manager (the protocol is in the module docstring).
 
     ``result`` names the command's result (its marker and journal are ``.occ-<result>.*``); ``owns`` are
-    fnmatch patterns (relative to the folder) of the artifacts this result owns, so older copies that the
+    glob patterns (relative to the folder) of the artifacts this result owns, so older copies that the
     new result does not write are removed at commit even without a marker (files of earlier versions);
     ``flag`` is the option named in messages (``label`` replaces "FLAG PATH" there when given).
     """
