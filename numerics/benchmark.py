@@ -354,7 +354,8 @@ def _check_writable(path: Path) -> str | None:
 
 
 def main(argv=None) -> int:
-    """Command line: run, print, and write docs/benchmarks.md atomically (``--quick``: d = 50 only, no mp, into results/benchmarks_quick.md unless --out is given, so a quick try leaves the tracked page alone)."""
+    """Command line: run, print, and write docs/benchmarks.md atomically (``--quick``: d = 50 only, no mp,
+    into results/benchmarks_quick.md unless --out is given, so a quick try leaves the tracked page alone)."""
     from theory.files import atomic_write_text
 
     ap = argparse.ArgumentParser(prog="python3 -m numerics.benchmark", description=__doc__.splitlines()[0])

@@ -187,7 +187,15 @@ def test_figure_colours_and_labels_follow_the_plans(monkeypatch, tmp_path):
     from theory.setting import Setting
 
     figures = []
-    monkeypatch.setattr(plotting.plt, "close", figures.append)
+
+    import matplotlib.figure
+
+    class Recorded(matplotlib.figure.Figure):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            figures.append(self)
+
+    monkeypatch.setattr(matplotlib.figure, "Figure", Recorded)
     trainer = training.Trainer(population_evaluator(Setting(4)), record_every=1)
     plans = {"output-only": trainer.run(training.output_only(1.0, 3)), "joint": trainer.run(training.joint(0.01, 3))}
     kw = dict(floor_c=None, risk_floor=None, target=None, phase_ends=None)
