@@ -222,14 +222,24 @@ def test_random_kills(name, references, tmp_path):
             sig = rng.choice([signal.SIGKILL, signal.SIGINT])
             delay = rng.uniform(0, 1.2 * durations[(name, target)])
             log = lane.with_suffix(".log")
-            running.append((lane, target, sig, log, spawn(cmd.args(target, lane), log), time.perf_counter() + delay))
-        for lane, target, sig, log, proc, at in running:
-            time.sleep(max(0.0, at - time.perf_counter()))
-            try:
-                os.kill(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-        for lane, target, sig, log, proc, at in running:
+            log.unlink(missing_ok=True)
+            running.append((lane, target, sig, log, spawn(cmd.args(target, lane), log), delay))
+        # each kill's clock starts when its child runs the command (it opens its log first), not during
+        # multiprocessing's own start-up, which is not the suite's code
+        begun, killed, deadline = {}, set(), time.perf_counter() + 120
+        while len(killed) < len(running) and time.perf_counter() < deadline:
+            now = time.perf_counter()
+            for i, (lane, target, sig, log, proc, delay) in enumerate(running):
+                if i not in begun and (log.exists() or proc.exitcode is not None):
+                    begun[i] = now
+                if i in begun and i not in killed and now >= begun[i] + delay:
+                    killed.add(i)
+                    try:
+                        os.kill(proc.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            time.sleep(0.0005)
+        for lane, target, sig, log, proc, delay in running:
             rc = _wait(proc)
             text = log.read_text()
             assert "Traceback" not in text, text
