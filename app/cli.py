@@ -1,21 +1,28 @@
 """occ-companion: proof companion for the occurrence language with geometric lengths.
 
 run: the main job (three-phase plan in its step-size regime vs the impossibility plans and joint GD);
+prove: every claim certified in ball arithmetic (arb), and the proofs for all d;
+table1: the reconstructed Table 1 experiments;
 finite: the finite-sample plan; values / evaluate: closed forms and exact series at a point;
-docs / latex: regenerate docs/derivations.md and README's claims, export LaTeX."""
+docs / latex: regenerate docs/derivations.md and README's claims, export LaTeX.
+
+Exit status, the same for every command: 0 done; 1 a claim, target or check failed; 2 bad usage
+(refused before any work); 3 undecided at the precision used; 4 internal error; 130 interrupted."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import shlex
+import signal
 import sys
 from typing import Sequence
 
 from theory.validation import SettingError
 
-from . import __version__
+from . import __version__, exitcodes
 from .checkout import NotInCheckout
-from .io import OutputError
+from .io import COMMITTED, OutputError
 from .options import UsageError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -28,8 +35,10 @@ COMMAND_MODULES: tuple[str, ...] = (
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""
 
 PROG = "occ-companion"
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_USAGE = exitcodes.USAGE  # kept for callers of the old names
+EXIT_INTERRUPTED = exitcodes.INTERRUPTED
+TRACEBACK_ENV = "OCC_TRACEBACK"
+"""Set to 1 to see the Python traceback of an internal error (exit status 4) instead of its one line."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,43 +57,84 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     text = str(exc)
     if "max_terms" in text and hasattr(args, "max_terms"):
         p = f"--p {args.p:g} makes strings long and " if getattr(args, "p", None) is not None else ""
+        how = {"run": "--evaluator integral", "evaluate": "--method integral (symmetric --alpha and --beta)"}
+        integral = (f"; or use {how[args.cmd]}, whose cost does not grow with d and the lengths"
+                    if args.cmd in how and getattr(args, "loss", "squared") == "squared"
+                    and getattr(args, "evaluator", getattr(args, "method", "")) != "integral" else "")
         return (f"the exact series at this setting needs more than --max-terms {args.max_terms} terms ({p}the "
-                f"enumeration grows with the length): raise --max-terms, loosen --tol (now {args.tol:g}), or use a "
-                f"larger --p; e.g. `{PROG} {args.cmd} --d {args.d}` uses the balancing p")
-    if "closed forms are stated for p < 1" in text:
-        return (f"at --d {args.d} the balancing p is 1 (every string has length 1), where the closed forms are not "
-                f"defined: give --p below 1 (e.g. `{PROG} {args.cmd} --d {args.d} --p 0.5`) or use --d 3")
+                f"enumeration grows with d and the string length): raise --max-terms, loosen --tol (now "
+                f"{args.tol:g}){' or use a larger --p' if p else ''}{integral}")
+    if "max_terms" in text:  # a command without --max-terms (finite)
+        return ("the exact population series at this setting is too large to enumerate (small --p makes strings "
+                "long, large --d makes many terms); use a larger --p or a smaller --d")
     return text
 
 
+def _interrupted(cmd: str) -> int:
+    if COMMITTED:
+        done = ", ".join(str(p) for p in COMMITTED)
+        print(f"{PROG} {cmd}: interrupted after writing {done} (complete)", file=sys.stderr)
+    else:
+        print(f"{PROG} {cmd}: interrupted; nothing new was written (earlier results are kept)", file=sys.stderr)
+    return exitcodes.INTERRUPTED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 success, 1 a target missed or docs stale,
-    2 bad usage, 130 interrupted).
+    """Run the command line; returns the exit status (``app.exitcodes``: 0 done, 1 a claim or target
+    failed, 2 bad usage, 3 undecided, 4 internal error, 130 interrupted).
 
     >>> main(["--version"])  # doctest: +ELLIPSIS
     occ-companion ...
     0
     """
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = "?"
+    COMMITTED.clear()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as stop:  # --help, --version, or a flag argparse refused (exit 2)
-        return int(stop.code or 0)
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as stop:  # --help, --version, or a flag argparse refused (exit 2)
+            return int(stop.code or 0)
+        cmd = args.cmd
         return args.func(args)
     except (UsageError, OutputError, NotInCheckout) as exc:
-        print(f"{PROG} {args.cmd}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"{PROG} {cmd}: error: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
     except SettingError as exc:
-        print(f"{PROG} {args.cmd}: error: {advice(exc, args)}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"{PROG} {cmd}: error: {advice(exc, args)}", file=sys.stderr)
+        return exitcodes.USAGE
     except KeyboardInterrupt:
-        print(f"{PROG} {args.cmd}: interrupted; no results were written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(cmd)
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return exitcodes.DONE
+    except MemoryError:
+        print(f"{PROG} {cmd}: error: out of memory for `{shlex.join([PROG, *argv])}`; use smaller sizes",
+              file=sys.stderr)
+        return exitcodes.INTERNAL
+    except Exception as exc:  # noqa: BLE001 - a bug: one line naming the input, its own exit status
+        if os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
+            raise
+        what = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"{PROG} {cmd}: internal error ({what}) on input `{shlex.join([PROG, *argv])}`; "
+              f"please report it (set {TRACEBACK_ENV}=1 for the traceback)", file=sys.stderr)
+        return exitcodes.INTERNAL
+
+
+def entry() -> int:
+    """The process entry point (``occ-companion``, ``python -m app``): ``main`` with SIGTERM handled as
+    Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during interpreter
+    shutdown does not turn its status into 130."""
+    def terminate(signum, frame):  # SIGTERM is handled as Ctrl-C: staged files removed, exit 130
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    status = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(entry())

@@ -6,19 +6,21 @@ remaining combinations (vector lengths, precision against backend, ...) before p
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import warnings
 from pathlib import Path
 
 import mpmath
 
-from theory.files import atomic_write_text
-
 from .checkout import checkout_root
 from .formatting import supported_digits
+from .io import OutputFolder
 from .options import (
     HelpFormatter,
     UsageError,
     add_setting_options,
+    check_memory,
     float_in,
     fraction,
     int_at_least,
@@ -32,6 +34,15 @@ from .options import (
 from .progress import progress_factory
 
 FINITE_EPSILON = 1e-2
+MAX_VALUES_DPS = 1000
+"""Largest --dps of ``values``: every closed form at 1000 digits takes about 10 s here; 10 000 did not finish."""
+MAX_INTEGRAL_DPS = 1000
+"""Largest --dps of ``evaluate --method integral`` (about 20 s at 1000 digits here)."""
+GUARD_DIGITS = 10
+MAX_FLOAT_BETA = 1e100
+"""Largest |beta| entry of the float backend: the squared loss of larger outputs overflows a double."""
+MAX_SAMPLE = 10**9
+"""Largest sample size (finite's N_1, N_3, --test-size): beyond it the run takes hours even where memory suffices."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,8 +68,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     va = sub.add_parser("values", help="every derived expression evaluated by mpmath at a chosen precision",
                         description=cmd_values.__doc__, formatter_class=HelpFormatter)
-    add_setting_options(va, 50, loss=False, p_one=False)
-    va.add_argument("--dps", type=int_at_least(5, 10_000), default=30, help="significant digits, in [5, 10000]")
+    add_setting_options(va, 50, d_min=3, loss=False, p_one=False)
+    va.add_argument("--dps", type=int_at_least(5, MAX_VALUES_DPS, why="higher precision takes minutes"), default=30,
+                    help=f"significant digits, in [5, {MAX_VALUES_DPS}] (evaluated with {GUARD_DIGITS} guard digits, "
+                         "so the last digit printed is correctly rounded)")
     va.add_argument("--eta1", type=positive, default=None,
                     help="phase-1 step eta_1, in (0, eta1_max) (eta1_max = d at the balancing p)")
     va.add_argument("--eta2", type=nonnegative, default=None, help="phase-2 step eta_2, >= 0")
@@ -118,17 +131,29 @@ def cmd_finite(args: argparse.Namespace) -> int:
     from numerics.regime import regime_plan
 
     setting = setting_from_args(args)
-    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=population_evaluator(setting))
-    target = args.epsilon + reg.floor
+    default_n = args.constant * setting.d * math.log(setting.d)
+    if (args.n1 is None or args.n3 is None) and not default_n <= MAX_SAMPLE:
+        raise UsageError(f"--constant {args.constant:g}: N = ceil(C d ln d) = {default_n:.3g} strings exceeds "
+                         f"{MAX_SAMPLE:.0e}; lower --constant or give --n1 and --n3")
     N_1 = args.n1 if args.n1 is not None else d_log_d(setting.d, args.constant)
     N_3 = args.n3 if args.n3 is not None else d_log_d(setting.d, args.constant)
+    for flag, n in (("--n1", N_1), ("--n3", N_3), ("--test-size", args.test_size)):
+        if n > MAX_SAMPLE:
+            raise UsageError(f"{flag}: {n} strings exceeds {MAX_SAMPLE:.0e}; use fewer")
+    # each sample is a strings x d matrix of counts (int64) with float work arrays of the same shape
+    check_memory("--d, --n1, --n3, --test-size, --constant", 4 * 8 * max(N_1, N_3, args.test_size) * setting.d,
+                 f"a sample of {max(N_1, N_3, args.test_size)} strings over d = {setting.d} symbols")
+    reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=population_evaluator(setting))
+    target = args.epsilon + reg.floor
     print(f"setting: {setting.describe()}; eta_1={reg.eta_1:.4g}, eta_2={reg.eta_2:.4g}, eta_3=1, T={reg.T_min}, "
           f"N_1={N_1}, N_3={N_3}", file=sys.stderr)
     progress = progress_factory(args.quiet)
     hits = 0
     for k in range(args.seeds):
-        run = three_phase_finite(setting, reg.eta_1, reg.eta_2, 1.0, reg.T_min, N_1, N_3, seed=args.seed + k,
-                                 test_size=args.test_size, progress=progress)
+        with warnings.catch_warnings():  # a 1-string training sample has no spread: numpy warns, nothing is wrong
+            warnings.simplefilter("ignore", RuntimeWarning)
+            run = three_phase_finite(setting, reg.eta_1, reg.eta_2, 1.0, reg.T_min, N_1, N_3, seed=args.seed + k,
+                                     test_size=args.test_size, progress=progress)
         hits += run.test_risk + 3 * run.test_se <= target
         print(f"seed {run.seed}: held-out risk {run.test_risk:.5g} +- {run.test_se:.2g} (train {run.train_risk:.5g})")
     goal = f"{args.epsilon:g}" if reg.floor == 0 else f"floor + epsilon = {reg.floor:.3g} + {args.epsilon:g}"
@@ -148,7 +173,7 @@ def cmd_values(args: argparse.Namespace) -> int:
             raise UsageError(f"--eta1 must lie in (0, eta1_max) = (0, {top:.6g}) for this setting, got {args.eta1:g}")
     given = {k: v for k, v in (("eta_1", args.eta1), ("eta_2", args.eta2), ("epsilon", args.epsilon)) if v is not None}
     print(f"setting: {setting.describe()}; {args.dps} significant digits")
-    for key, title, val, missing in ClosedForms(setting, dps=args.dps).all(**given):
+    for key, title, val, missing in ClosedForms(setting, dps=args.dps + GUARD_DIGITS).all(**given):
         shown = "(needs " + ", ".join("--" + m.replace("_", "") for m in missing) + ")" if val is None \
             else mpmath.nstr(val, args.dps)
         print(f"{key:<18} {shown}    # {title}")
@@ -176,6 +201,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          "(entries 2 to d equal); use --method series")
     if integral and args.alpha and not abs(args.alpha[0] - args.alpha[-1]) <= MAX_GAP:
         raise UsageError(f"--method integral takes |alpha_1 - alpha_2| <= {MAX_GAP:g}; use --method series")
+    if integral and args.dps > MAX_INTEGRAL_DPS:
+        raise UsageError(f"--method integral takes --dps up to {MAX_INTEGRAL_DPS} (about 20 s there; "
+                         f"{args.dps} digits would take far longer)")
+    if args.backend == "float" and not integral and any(abs(b) > MAX_FLOAT_BETA for b in args.beta or []):
+        raise UsageError(f"--beta entries above {MAX_FLOAT_BETA:g} in size overflow the float backend's squared loss; "
+                         "use --backend mp or arb")
+    if args.mc:
+        check_memory("--mc", 3 * 8 * args.mc * (d + 2), f"a Monte Carlo sample of {args.mc} strings over d = {d}")
     if args.backend == "float" and args.tol < 1e-15 and not integral:
         raise UsageError(f"--tol {args.tol:g} is below what the float backend can honour (1e-15): "
                          "add --backend mp or raise --tol")
@@ -197,7 +230,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"risk in {result.risk.str(shown, radius=True)}  (arb ball: an enclosure of the exact risk, "
               f"{how.format(result.terms)})")
         for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
-            print(f"{name} in [" + ", ".join(x.str(17, radius=True) for x in grad) + "]")
+            print(f"{name} in [" + ", ".join(_ball_text(x, shown) for x in _compressed(grad)) + "]")
         return _monte_carlo_line(args, setting, alpha, beta)
     digits = args.dps if args.backend == "mp" else 17
     print(f"risk = {supported_digits(result.risk, result.risk_bound, digits)}  "
@@ -207,6 +240,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"every gradient coordinate: |error| <= {result.grad_bound:.3e} (digits shown: those the bounds support; "
           "lower --tol for more)")
     return _monte_carlo_line(args, setting, alpha, beta)
+
+
+def _ball_text(x, digits: int) -> str:
+    """An arb ball with its computed radius (``x.str`` with ``more=True`` shows the radius as computed,
+    not as display rounding makes it)."""
+    return x if isinstance(x, str) else x.str(digits, radius=True, more=True)
+
+
+def _compressed(values: list) -> list:
+    """The entries of a gradient; more than 6 with entries 2..d identical (symmetric parameters) print as
+    the first, the second and "... (entries 2 to d equal)"."""
+    if len(values) > 6 and all(v.mid() == values[1].mid() and v.rad() == values[1].rad() for v in values[2:]):
+        return [values[0], values[1], f"... (entries 2 to {len(values)} equal)"]
+    return values
 
 
 def _monte_carlo_line(args: argparse.Namespace, setting, alpha, beta) -> int:
@@ -224,16 +271,20 @@ def cmd_latex(args: argparse.Namespace) -> int:
     """A standalone LaTeX document of the derived formulas (all, or the --only keys)."""
     from .latex import latex_document
 
-    keys = [k for k in args.only.split(",") if k] if args.only else None
-    text = latex_document(args.lengths, keys)
+    keys = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
+    if args.only and not keys:
+        raise UsageError(f"--only {args.only!r} names no key; give comma-separated keys as in docs/derivations.md "
+                         "or leave --only out for all")
     if args.out == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(latex_document(args.lengths, keys))
         return 0
     target = Path(args.out)
-    if not target.parent.is_dir():
-        raise UsageError(f"--out {args.out}: folder {target.parent} does not exist")
-    atomic_write_text(target, text)
-    print(f"wrote {args.out}")
+    if target.is_dir() or args.out.endswith("/"):
+        raise UsageError(f"--out {args.out} is a folder; give a file name such as {Path(args.out) / 'grads.tex'}")
+    with OutputFolder(target.parent, result="latex", flag="--out", label=f"the folder of --out {args.out}") as out:
+        text = latex_document(args.lengths, keys)
+        path = out.write_text(target.name, text)
+    print(f"wrote {path}")
     return 0
 
 
@@ -243,6 +294,10 @@ def cmd_docs(args: argparse.Namespace) -> int:
     from .report import generated_docs, stale_docs
 
     root = args.root.resolve() if args.root is not None else checkout_root()
+    if not root.is_dir():
+        raise UsageError(f"--root {args.root}: no such folder (give a checkout of the repository)")
+    if not (root / "README.md").is_file() or not (root / "docs").is_dir():
+        raise UsageError(f"--root {args.root}: not a checkout of the repository (no README.md and docs/ there)")
     if args.check:
         stale = stale_docs(root)
         for path in stale:
@@ -250,10 +305,13 @@ def cmd_docs(args: argparse.Namespace) -> int:
         if not stale:
             print(f"{root / 'docs/derivations.md'} and the claims block of {root / 'README.md'} are up to date")
         return 1 if stale else 0
-    for path, text in generated_docs(root).items():
-        if not path.exists() or path.read_text() != text:
-            atomic_write_text(path, text)
-            print(f"wrote {path}")
-        else:
-            print(f"{path} is up to date")
+    with OutputFolder(root, result="docs", flag="--root") as out:  # checked and locked before rendering
+        docs = generated_docs(root)
+        changed = {path: text for path, text in docs.items() if not path.exists() or path.read_text() != text}
+        if changed:  # both files as one result: a kill leaves the old pair or the new pair
+            with out.transaction(marker=False) as tx:
+                for path, text in changed.items():
+                    tx.write_text(str(path.relative_to(root)), text)
+    for path in docs:
+        print(f"wrote {path}" if path in changed else f"{path} is up to date")
     return 0

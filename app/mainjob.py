@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,7 @@ from .options import (
     add_setting_options,
     float_in,
     fraction,
+    int_at_least,
     positive,
     positive_int,
     setting_from_args,
@@ -48,6 +51,9 @@ SUMMARY = "summary.json"
 FIGURE = "risk_curves.png"
 ARTIFACTS = (SUMMARY, FIGURE)
 THREE_PHASE = "three-phase"
+MAX_PLAN_STEPS = 10_000_000
+"""Longest three-phase plan ``run`` starts: T_min beyond it (d around 10^6 at epsilon = 1e-3) means hours."""
+MAX_STEPS = 1_000_000
 CERTIFY_DPS = 25
 MAX_POINTS = 400
 """A phase longer than this records about this many log-spaced steps (the three-phase plan's phase 3
@@ -80,7 +86,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--attention-eta", type=positive, default=None,
                    help="attention step of the attention-only and attention-then-output plans "
                         "(default: eta_2 of the three-phase regime; 1 under --loss logistic)")
-    r.add_argument("--steps", type=positive_int, default=300, help="steps of the comparison plans")
+    r.add_argument("--steps", type=int_at_least(1, MAX_STEPS), default=300,
+                   help=f"steps of the comparison plans, in [1, {MAX_STEPS}]")
     r.add_argument("--joint-eta", type=positive, default=1.0, help="step size of joint GD (both layers)")
     r.add_argument("--evaluator", choices=METHODS, default="auto",
                    help="exact population evaluator: the float series, or the integral representation (arb balls, "
@@ -113,7 +120,7 @@ def run_command(args: argparse.Namespace) -> int:
     setting = setting_from_args(args)
     if args.evaluator == "integral" and not integral_applies(setting):
         raise UsageError("--evaluator integral covers --loss squared with p < 1; use --evaluator series or auto")
-    with OutputFolder(args.out) as out:  # unwritable or busy --out fails here, before the work
+    with OutputFolder(args.out, result="run", owns=ARTIFACTS) as out:  # unwritable or busy --out: refused here
         print(f"setting: {setting.describe()}", file=sys.stderr)
         result = main_job(setting, args, progress_factory(args.quiet))
         result.summary["run"]["wall_seconds"] = round(time.time() - started, 2)
@@ -140,7 +147,11 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
         reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
                           eta_3=args.eta3, evaluator=evaluator)
         if reg.T_min is None:
-            raise SettingError("no positive lower bound on the phase-3 curvature was found; lower --tol")
+            raise SettingError("no positive lower bound on the phase-3 curvature was found at this setting; "
+                               + ("lower --tol" if method == "series" else "use a larger --p or a smaller --d"))
+        if reg.T_min > MAX_PLAN_STEPS:
+            raise UsageError(f"the three-phase plan needs T_min = {reg.T_min:.3g} phase-3 steps here, more than "
+                             f"{MAX_PLAN_STEPS:.0e} (hours of computing); use a smaller --d or a larger --epsilon")
         print(f"regime: eta_1={reg.eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={reg.eta_2:.6g} >= {reg.eta2_min:.6g}, "
               f"eta_3={args.eta3}, T_min={reg.T_min}", file=sys.stderr)
     else:
@@ -150,11 +161,30 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
     plans: dict[str, Trajectory] = {}
     if reg is not None:
         plans[THREE_PHASE] = trainer.run(training.three_phase(reg.eta_1, reg.eta_2, args.eta3, reg.T_min))
-    plans["output-only"] = trainer.run(training.output_only(args.eta3, args.steps))
-    plans["attention-only"] = trainer.run(training.attention_only(attention_eta, args.steps))
-    plans["attention-then-output"] = trainer.run(training.attention_then_output(attention_eta, args.eta3, args.steps))
-    plans["joint"] = trainer.run(training.joint(args.joint_eta, args.steps))
+    diverged: dict[str, str] = {}
+    comparisons = (("output-only", lambda: training.output_only(args.eta3, args.steps), "--eta3"),
+                   ("attention-only", lambda: training.attention_only(attention_eta, args.steps), "--attention-eta"),
+                   ("attention-then-output",
+                    lambda: training.attention_then_output(attention_eta, args.eta3, args.steps), "--attention-eta"),
+                   ("joint", lambda: training.joint(args.joint_eta, args.steps), "--joint-eta"))
+    for name, plan, flag in comparisons:
+        try:
+            with warnings.catch_warnings():  # overflow on the way out of the doubles is reported below instead
+                warnings.simplefilter("ignore", RuntimeWarning)
+                traj = trainer.run(plan())
+            fin = traj.final
+            if not all(math.isfinite(x) for x in (fin.risk, fin.risk_bound, fin.alpha_a, fin.alpha_b, fin.beta_a,
+                                                  fin.beta_b)):
+                raise OverflowError("non-finite end point")
+            plans[name] = traj
+        except (SettingError, OverflowError, FloatingPointError) as exc:  # a comparison plan that blew up
+            if not isinstance(exc, (OverflowError, FloatingPointError)) and "must be finite" not in str(exc):
+                raise
+            diverged[name] = f"diverged: the parameters left the doubles (step size {flag} too large?)"
+            print(f"note: the {name} plan {diverged[name]}", file=sys.stderr)
     summary = _summary(setting, args, reg, plans, attention_eta)
+    for name, why in diverged.items():
+        summary["plans"][name] = {"diverged": True, "reason": why, "steps": args.steps}
     summary["evaluator"] = method
     ok = True
     if reg is not None:
@@ -230,8 +260,10 @@ def run_record(args: argparse.Namespace) -> dict[str, Any]:
 def rebuild_command(cmd: str, options: dict[str, Any]) -> str:
     """The command line that repeats a run with every option spelled out.
 
-    >>> rebuild_command("run", {"d": 5, "p": None, "no_plot": True, "certify": False})
-    'occ-companion run --d 5 --no-plot'
+    Shell-quoted, so it can be pasted back whatever the paths hold:
+
+    >>> rebuild_command("run", {"d": 5, "p": None, "no_plot": True, "certify": False, "out": "a b/ü"})
+    "occ-companion run --d 5 --no-plot --out 'a b/ü'"
     """
     parts = ["occ-companion", cmd]
     for key, value in options.items():
@@ -240,31 +272,40 @@ def rebuild_command(cmd: str, options: dict[str, Any]) -> str:
             parts.append(flag)
         elif value is not None and value is not False:
             parts += [flag, str(value)]
-    return " ".join(parts)
+    return shlex.join(parts)
 
 
 def write_artifacts(out: OutputFolder, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
-    """Write the figure (or remove an old one) and then summary.json, each atomically; the summary
-    goes last, so a folder with a summary.json holds one complete run."""
-    out.remove(*ARTIFACTS)
+    """Stage the figure (unless --no-plot) and summary.json, then commit them as one result
+    (``app.io``): the previous run's files stay in place until both new ones are complete, and an old
+    figure that this run does not draw is removed at the commit."""
+    with out.transaction() as tx:
+        _stage_artifacts(tx, result, setting, args)
+
+
+def _stage_artifacts(tx, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
     if not args.no_plot:
         from .plotting import plot_plans
 
         s = result.summary
         regime = s["regime"]
-        out.write(FIGURE, lambda fh: plot_plans(
+        tx.write(FIGURE, lambda fh: plot_plans(
             result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
             target=None if regime is None else args.epsilon + s["risk_floor"],
             phase_ends=None if regime is None else tuple(result.plans[THREE_PHASE].phase_ends[:-1]),
-            title=setting.describe()))
-    out.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
+            title=setting.describe(), evaluator=s["evaluator"],
+            diverged=tuple(name for name, rec in s["plans"].items() if rec.get("diverged"))))
+    tx.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
 
 
 def print_table(result: JobResult, setting: Setting) -> None:
-    """The plans' final risks, the verdict on the target and the mpmath re-evaluation, on stdout."""
+    """The plans' final risks, the verdict on the target and the arb re-evaluation, on stdout."""
     s = result.summary
     print(f"{'plan':<24}{'steps':>7}{'final risk':>14}{'bound':>10}")
     for name, rec in s["plans"].items():
+        if rec.get("diverged"):
+            print(f"{name:<24}{rec['steps']:>7}{'diverged':>14}{'':>10}  ({rec['reason']})")
+            continue
         print(f"{name:<24}{rec['steps']:>7}{rec['final_risk']:>14.6g}{rec['bound']:>10.1e}")
     if s["regime"] is None:
         print(f"note: {s['not_covered']}")

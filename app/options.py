@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import Callable
 
 from theory.setting import Setting
@@ -136,3 +137,36 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 class UsageError(Exception):
     """A combination of flags the command cannot run; the message names the flags (exit status 2)."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation on this machine (MemAvailable of /proc/meminfo,
+    else the physical memory), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_memory(flags: str, nbytes: float, what: str) -> None:
+    """Refuse (UsageError, before any work) a size whose memory estimate ``nbytes`` exceeds what the
+    machine has available; ``flags`` names the options to lower, ``what`` the allocation."""
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise UsageError(f"{flags}: {what} needs about {_bytes(nbytes)} of memory, but this machine has "
+                         f"{_bytes(free)} available; lower {flags}")
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover

@@ -54,8 +54,15 @@ def first_crossing(xs: list[int], lead: list[float], lag: list[float]) -> int | 
     return None
 
 
+PLAN_COLOURS = {"three-phase": "tab:blue", "output-only": "tab:orange", "attention-only": "tab:green",
+                "attention-then-output": "tab:red", "joint": "tab:purple"}
+"""One colour per plan, whatever plans a run draws, so figures of different runs compare."""
+EVALUATOR_LABELS = {"series": "exact series", "integral": "integral representation"}
+
+
 def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float | None, risk_floor: float | None,
-               target: float | None, phase_ends: tuple[int, ...] | None, title: str = "") -> None:
+               target: float | None, phase_ends: tuple[int, ...] | None, title: str = "",
+               evaluator: str = "series", diverged: tuple[str, ...] = ()) -> None:
     """Draw ``risk_curves.png`` into the binary file ``fh``.
 
     Left: population risk of every plan (log scale; x on a symlog scale so phases 1 and 2 of the
@@ -74,7 +81,10 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
     for name, traj in plans.items():
         steps = [pt.step for pt in traj.points]
         style = "--" if name == "attention-then-output" else "-"
-        left.plot(steps, traj.risks(), style, label=name, marker="o" if len(steps) < 40 else None, ms=3)
+        left.plot(steps, traj.risks(), style, label=name, marker="o" if len(steps) < 40 else None, ms=3,
+                  color=PLAN_COLOURS.get(name))
+    for name in diverged:
+        left.plot([], [], " ", label=f"{name}: diverged (not drawn)")
     if floor_c is not None:
         left.axhline(floor_c, color="k", ls="--", lw=1, label=f"output-only floor c(d) = {floor_c:.3g}")
     if risk_floor:
@@ -97,7 +107,7 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
     left.xaxis.set_minor_locator(NullLocator())
     left.set_xlim(left=0)
     left.set_xlabel("gradient step (linear up to 2, then log)")
-    left.set_ylabel("population risk (exact series)")
+    left.set_ylabel(f"population risk ({EVALUATOR_LABELS.get(evaluator, evaluator)})")
     left.set_title("risk by training plan")
     left.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
 
@@ -111,7 +121,12 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
         cross = first_crossing(steps, out, att)
         if cross is not None:
             right.axvline(cross, color="0.5", ls=":", lw=1, label=f"attention gap overtakes at step {cross}")
-        right.set_xlabel("joint GD step")
+        else:
+            right.plot([], [], " ", label=f"the attention gap does not overtake within {steps[-1]} steps")
+        if steps[-1] > 1000:  # a linear axis would squash the early crossing against the left edge
+            right.set_xscale("symlog", linthresh=10)
+            right.set_xlim(left=0)
+        right.set_xlabel("joint GD step" + (" (linear up to 10, then log)" if steps[-1] > 1000 else ""))
         right.set_ylabel("weight on a minus weight on each other symbol")
         right.set_title("joint GD: attention gap and output gap")
         right.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)

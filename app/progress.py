@@ -38,7 +38,10 @@ def progress_factory(quiet: bool, stream: TextIO | None = None) -> ProgressFacto
     disabled = quiet or not (hasattr(out, "isatty") and out.isatty())
 
     def make(desc: str, total: int) -> ProgressBar:
-        """One bar for ``total`` units of work labelled ``desc``."""
+        """One bar for ``total`` units of work labelled ``desc`` ("joint: joint" is shown as "joint")."""
+        plan, sep, phase = desc.partition(": ")
+        if sep and plan == phase:
+            desc = plan
         return tqdm(total=total, desc=desc, file=out, disable=disabled, leave=False, unit="step",
                     dynamic_ncols=True)
 

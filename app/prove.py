@@ -1,22 +1,38 @@
 """``occ-companion prove``: certificates in ball arithmetic for every claim of the claims table.
 
 For each d and each claim, one line per certified item: claim, d, item, the arb ball, the test, and
-PASS / FAIL / SKIP (a statistical claim).  Writes ``<out>/certificate.json`` atomically and exits 1 if any item
-FAILs, 2 on bad flags (checked before any work).
+PASS / FAIL / SKIP (a statistical claim).  Writes certificate.json into the --out folder (checked, locked and
+written atomically through ``app.io.OutputFolder`` before any work) and exits 1 if any item FAILs, 2 on bad
+flags or an unusable --out / --proofs-doc (checked before any work).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shlex
 import sys
 import time
+from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
 
-from theory.files import atomic_write_text
 from theory.validation import SettingError
 
+from .io import OutputFolder
+
 DEFAULT_DS = "3,5,10,50"
+HELP = """Certify every claim of the claims table in ball arithmetic (python-flint arb) at each --d: one line per
+certified item with its ball, the test and PASS / FAIL / SKIP (a statistical claim).  Writes certificate.json
+into --out.  --all-d adds the proofs for every d >= 3 and their mutation controls.
+
+The end point of the three-phase plan is certified by the arb series below d = 1000 and by the integral
+representation from d = 1000 on, so d just below 1000 is the slowest (d = 999 takes about ten times as long
+as d = 1000).
+
+Exit status: 0 all PASS, 1 an item FAILs, 2 bad flags or an unusable --out / --proofs-doc (checked before any
+work), 4 internal error, 130 interrupted."""
+CERTIFICATE = "certificate.json"
 
 
 def parse_ds(text: str) -> list[int]:
@@ -30,7 +46,8 @@ def parse_ds(text: str) -> list[int]:
             raise SettingError(f"--d must be comma-separated integers >= 3, got {part!r} in {text!r}") from None
         if d < 3:
             raise SettingError(f"--d: every alphabet size must be >= 3 (the claims need d >= 3), got {d}")
-        out.append(d)
+        if d not in out:  # --d 3,3,3 certifies d = 3 once
+            out.append(d)
     if not out:
         raise SettingError("--d needs at least one alphabet size")
     return out
@@ -58,11 +75,6 @@ def parse_int(text: str, flag: str, minimum: int) -> int:
     return value
 
 
-def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write ``payload`` as JSON to ``path`` atomically."""
-    atomic_write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -72,9 +84,10 @@ def _version() -> str:
         return "unknown"
 
 
-def run_all_d(doc_path: str | None) -> int:
-    """The all-d proofs and their mutation controls: one line each; optionally write docs/proofs.md.
-    Returns the number of failures (a proof that FAILs, or a control that does not)."""
+def run_all_d(doc: tuple[OutputFolder, str] | None) -> tuple[int, int]:
+    """The all-d proofs and their mutation controls: one line each; optionally write docs/proofs.md as
+    ``name`` into the (already checked and locked) folder ``doc``.  Returns (items, failures): the number
+    of proofs and controls, and of failures among them (a proof that FAILs, or a control that does not)."""
     from theory.proofs import all_proofs, mutation_controls, proofs_markdown
 
     results, controls = all_proofs(), mutation_controls()
@@ -82,28 +95,47 @@ def run_all_d(doc_path: str | None) -> int:
         print(f"{'proof':<8} {r.claim:<24} {r.domain:<18} {r.method:<60} {r.status}", flush=True)
     for name, r in controls:
         print(f"{'control':<8} {name:<60} {'FAIL (as it must)' if r.status == 'FAIL' else 'PASSED: broken'}")
-    if doc_path:
-        path = Path(doc_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(proofs_markdown(results, controls))
-        print(f"wrote {path}")
-    return sum(not r.passed for r in results) + sum(r.status != "FAIL" for _, r in controls)
+    if doc is not None:
+        folder, name = doc
+        print(f"wrote {folder.write_text(name, proofs_markdown(results, controls))}")
+    return (len(results) + len(controls),
+            sum(not r.passed for r in results) + sum(r.status != "FAIL" for _, r in controls))
+
+
+def output_folders(stack: contextlib.ExitStack, out: str, proofs_doc: str | None) -> tuple[OutputFolder, tuple | None]:
+    """Check and lock --out (and the folder of --proofs-doc) before any work; OutputError (exit 2) otherwise."""
+    folder = stack.enter_context(OutputFolder(out, result="prove", owns=(CERTIFICATE,)))
+    if proofs_doc is None:
+        return folder, None
+    doc = Path(proofs_doc)
+    if doc.is_dir():
+        raise SettingError(f"--proofs-doc {proofs_doc} is a folder; give a file path such as docs/proofs.md")
+    parent = doc.parent
+    if parent.resolve() == folder.path.resolve():
+        return folder, (folder, doc.name)
+    return folder, (stack.enter_context(OutputFolder(parent, result="proofs-doc", flag="--proofs-doc",
+                                                                 label=f"the folder of --proofs-doc {proofs_doc}")), doc.name)
 
 
 def cmd_prove(args) -> int:
     """Validate the flags, certify every claim at every d, print the lines, write certificate.json."""
-    from numerics.certify import certify_claims, claim_verdict
-    from theory.claims import CLAIMS
-
     if args.proofs_doc is not None and not args.proofs_doc:
         raise SettingError("--proofs-doc needs a file path")
     ds = parse_ds(args.d)
     eps = parse_epsilon(args.epsilon)
     steps = parse_int(args.steps, "--steps", 0)
     prec = parse_int(args.prec_bits, "--prec-bits", 53)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise SettingError(f"--out must be a folder, {out} is a file")
+    with contextlib.ExitStack() as stack:
+        out, doc = output_folders(stack, args.out, args.proofs_doc if args.proofs_doc else None)
+        return _certify_and_write(args, ds, eps, steps, prec, out, doc)
+
+
+def _certify_and_write(args, ds, eps, steps, prec, out: OutputFolder, doc) -> int:
+    from numerics.certify import certify_claims, claim_verdict
+    from theory.claims import CLAIMS
+
+    from .checkout import git_commit
+
     t0 = time.time()
     certs, verdicts, timings = [], [], {}
     for d in ds:
@@ -119,29 +151,50 @@ def cmd_prove(args) -> int:
         certs += at_d
         timings[str(d)] = round(time.time() - t, 3)
     counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "SKIP")}
+    commit, dirty = git_commit()
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "cmd")}
     payload = {
-        "version": _version(), "d": ds, "epsilon": float(eps), "epsilon_exact": str(eps),
+        "version": _version(), "git_commit": commit, "git_dirty": dirty,
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["occ-companion", "prove", *(part for key, value in options.items()
+                                                           for part in _flag(key, value))]),
+        "d": ds, "epsilon": float(eps), "epsilon_exact": str(eps),
         "prec_bits": prec, "steps": steps, "counts": counts, "all_pass": counts["FAIL"] == 0,
-        "seconds": {"total": round(time.time() - t0, 3), "per_d": timings},
+        "seconds": {"total": None, "per_d": timings},
         "ball_format": "[mid, rad]: the exact value lies in [mid - rad, mid + rad]",
         "claims": verdicts,
         "certificates": [c.as_json() for c in certs],
     }
+    all_d = ""
     if args.all_d or args.proofs_doc:
-        failures = run_all_d(args.proofs_doc)
+        t = time.time()
+        items, failures = run_all_d(doc)
+        timings["all_d"] = round(time.time() - t, 3)
+        payload["all_d_items"] = items
         payload["all_d_failures"] = failures
         counts["FAIL"] += failures
         payload["all_pass"] = counts["FAIL"] == 0
-    write_json_atomic(out / "certificate.json", payload)
-    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, "
-          f"{counts['SKIP']} SKIP; wrote {out / 'certificate.json'} in {payload['seconds']['total']:.1f} s")
+        all_d = f" (with {items} all-d proofs and controls, {failures} failing)"
+    payload["seconds"]["total"] = round(time.time() - t0, 3)
+    path = out.write_text(CERTIFICATE, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['SKIP']} SKIP{all_d}; "
+          f"wrote {path} in {payload['seconds']['total']:.1f} s")
     return 1 if counts["FAIL"] else 0
+
+
+def _flag(key: str, value) -> list[str]:
+    flag = "--" + key.replace("_", "-")
+    if value is True:
+        return [flag]
+    if value is None or value is False:
+        return []
+    return [flag, str(value)]
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``prove`` subcommand to an argparse subparsers object and set its func."""
     pr = subparsers.add_parser("prove", help="certify every claim in ball arithmetic (arb) at the given d",
-                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                               description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("--d", default=DEFAULT_DS, help=f"comma-separated alphabet sizes >= 3 (default {DEFAULT_DS})")
     pr.add_argument("--epsilon", default="1e-3", help="target risk above the floor, > 0 (default 1e-3, taken exactly)")
     pr.add_argument("--steps", default="300", help="steps of the output-only and attention-first plans (default 300)")
@@ -154,15 +207,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry point (``python3 -m app.prove``) until the lead wires ``prove`` into app.cli."""
-    ap = argparse.ArgumentParser(prog="occ-companion")
-    add_parser(ap.add_subparsers(dest="cmd", required=True))
-    args = ap.parse_args(["prove", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except SettingError as exc:
-        print(f"occ-companion prove: error: {exc}", file=sys.stderr)
-        return 2
+    """``python3 -m app.prove ARGS``: the same as ``occ-companion prove ARGS`` (through the CLI's error handling)."""
+    from .cli import main as cli_main
+
+    return cli_main(["prove", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

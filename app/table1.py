@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from theory.files import atomic_write_text
 from theory.validation import SettingError
 
 from . import exitcodes
@@ -26,7 +27,10 @@ from .io import OutputError, OutputFolder
 
 TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
 READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
-ARTIFACTS = ("table1.json", "table1.md", "table1.partial.json")
+OWNS = ("table1.json", "table1.md", "table1_*.png")
+"""The artifacts of a table1 result (stale ones of an earlier run are removed when a new result commits)."""
+PARTIAL = "table1.partial.json"
+"""Finished rows of a run in progress (not part of the result: written beside it, removed at the commit)."""
 
 
 def _int_at_least(low: int):
@@ -159,8 +163,8 @@ def main_args(args: argparse.Namespace) -> int:
 
     if args.from_json is not None:
         results = _load(args.from_json)
-        with OutputFolder(args.out) as out:
-            paths = TR.write_rendered(results, out)
+        with OutputFolder(args.out, result="table1", owns=OWNS) as out, out.transaction() as tx:
+            paths = TR.write(results, tx)
         print(TR.summary_text(results))
         print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
         return status(results)
@@ -171,23 +175,23 @@ def main_args(args: argparse.Namespace) -> int:
     rest = sys.argv[sys.argv.index("table1") + 1:] if "table1" in sys.argv else []
     command = ["occ-companion", "table1", *rest]
     commit, dirty = git_commit()  # the code that trains, read before the run
-    with OutputFolder(args.out) as out:
-        partial = out.path / "table1.partial.json"
+    with OutputFolder(args.out, result="table1", owns=OWNS) as out:
+        partial = out.path / PARTIAL
         done = _resume(partial, cfg)
         if done:
             print(f"resuming: {len(done)} finished rows kept from {partial}", file=sys.stderr)
 
         def save(name, row):
             done[name] = row
-            out.write_text("table1.partial.json", json.dumps({"config": cfg.to_dict(), "rows": done},
-                                                             allow_nan=False))
+            atomic_write_text(partial, json.dumps({"config": cfg.to_dict(), "rows": done}, allow_nan=False))
 
         results = RN.run(cfg, quiet=args.quiet, command=command, on_row=save, done=dict(done))
         import datetime
         results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        paths = TR.write(results, out)
-        out.remove("table1.partial.json")
+        with out.transaction() as tx:
+            paths = TR.write(results, tx)
+        partial.unlink(missing_ok=True)
     print(TR.summary_text(results))
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
     return status(results)

@@ -162,13 +162,12 @@ def _median_curve(recs: list[dict], key: str = "risk") -> tuple[list, np.ndarray
         return grid, np.nanmedian(vals, axis=0)
 
 
-def figures(results: dict, folder) -> list[Path]:
-    """One figure per row: risk by plan, and joint GD's attention and output progress under each measure."""
+def figures(results: dict, tx) -> list[Path]:
+    """One figure per row, staged in the transaction ``tx`` (``app.io``): risk by plan, and joint GD's
+    attention and output progress under each measure."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from theory.files import atomic_write
 
     paths = []
     for name, row in results["rows"].items():
@@ -221,10 +220,8 @@ def figures(results: dict, folder) -> list[Path]:
                 ax.text(0.5, 0.5, "no ground-truth direction stated" if "alignment" in title else "no joint run",
                         transform=ax.transAxes, ha="center")
         fig.tight_layout()
-        path = Path(folder) / f"table1_{slug(name)}.png"
-        atomic_write(path, partial(_save_png, fig))
+        paths.append(tx.write(f"table1_{slug(name)}.png", partial(_save_png, fig)))
         plt.close(fig)
-        paths.append(path)
     return paths
 
 
@@ -236,18 +233,8 @@ def _save_png(fig, fh) -> None:
     fig.savefig(fh, format="png", dpi=90)
 
 
-def write(results: dict, out) -> list[Path]:
-    """table1.json, table1.md and the figures into the OutputFolder ``out`` (JSON last but one, Markdown last:
-    the Markdown is the completion marker)."""
-    js = out.write_text("table1.json", json.dumps(results, indent=1, allow_nan=False))
-    return [js, *write_rendered(results, out)]
-
-
-def write_rendered(results: dict, out) -> list[Path]:
-    paths = figures(results, out.path)
-    keep = {p.name for p in paths}
-    for old in out.path.glob("table1_*.png"):
-        if old.name not in keep:
-            old.unlink()
-    md = out.write_text("table1.md", markdown(results))
-    return [*paths, md]
+def write(results: dict, tx) -> list[Path]:
+    """Stage table1.json, the figures and table1.md in the transaction ``tx`` of an ``app.io.OutputFolder``
+    (committed together; figures of rows no longer in the results are removed as stale)."""
+    js = tx.write_text("table1.json", json.dumps(results, indent=1, allow_nan=False))
+    return [js, *figures(results, tx), tx.write_text("table1.md", markdown(results))]

@@ -334,16 +334,45 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
     return lines
 
 
+QUICK_OUT = Path("results") / "benchmarks_quick.md"
+
+
+def _check_writable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (its folder missing or read-only), or None; checked before any work."""
+    import tempfile
+
+    if path.is_dir():
+        return f"--out {path} is a folder; give a file name"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".write-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"--out {path}: its folder is not writable ({exc.strerror or exc})"
+    return None
+
+
 def main(argv=None) -> int:
-    """Command line: run, print, and write docs/benchmarks.md (``--quick``: d = 50 only, no mp)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="d = 50 only, no mp timing")
-    ap.add_argument("--out", type=Path, default=DOC)
+    """Command line: run, print, and write docs/benchmarks.md atomically (``--quick``: d = 50 only, no mp,
+    into results/benchmarks_quick.md unless --out is given, so a quick try leaves the tracked page alone)."""
+    from theory.files import atomic_write_text
+
+    ap = argparse.ArgumentParser(prog="python3 -m numerics.benchmark", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="d = 50 only, no mp timing, fewer repeats")
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"Markdown file to write (default {DOC}; with --quick {QUICK_OUT})")
     args = ap.parse_args(argv)
+    out = args.out if args.out is not None else (QUICK_OUT if args.quick else DOC)
+    problem = _check_writable(out)
+    if problem is not None:
+        print(f"benchmark: error: {problem}", file=sys.stderr)
+        return 2
     lines = run(dims=(50,) if args.quick else (50, 500, 10_000), quick=args.quick)
     text = "\n".join(lines)
     print(text)
-    args.out.write_text(text)
+    atomic_write_text(out, text)
     return 0
 
 

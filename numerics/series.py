@@ -127,6 +127,10 @@ class _Enumeration:
     lean: dict = field(default_factory=dict)  # two classes: counts as context numbers, float buffers
 
 
+_TINY = math.ulp(0.0)
+"""The smallest positive double: the floor of the attention scaling factor e^-|gap|."""
+
+
 def _compositions(s: int, parts: int):
     """All tuples of ``parts`` non-negative integers summing to s."""
     if parts == 1:
@@ -174,6 +178,8 @@ def _rows(p: float, lo: int, probs: list[float], L: int, tol: float, max_terms: 
     xL = probs[L] * (1 - p)
     X = (1 - p) * (1 - probs[L]) / (1 - xL)
     scale = p / (1 - xL) / (1 - p) ** lo  # P(s) = scale X^s
+    if X >= 1.0:  # p below the double resolution of 1 - p: strings are astronomically long
+        raise SettingError(_too_many(max_terms, K))
     if X > 0:
         S = max(0, math.ceil(math.log(tol / 3 * (1 - X) / scale) / math.log(X)) - 1)
     else:
@@ -484,10 +490,10 @@ class SeriesEvaluator:
         gap = ctx.number(alpha_a) - ctx.number(alpha_b)
         c, r = E.lean["c"], E.lean["r"]
         buf = E.lean.get("buffers")
-        if buf is not None:
+        if buf is not None:  # the factor is kept >= the smallest subnormal: 0/0 would give nan at |gap| > 745
             if gap <= 0:
-                return np.multiply(c, math.exp(gap), out=buf["cu"]), r
-            return c, np.multiply(r, math.exp(-gap), out=buf["rr"])
+                return np.multiply(c, max(math.exp(gap), _TINY), out=buf["cu"]), r
+            return c, np.multiply(r, max(math.exp(-gap), _TINY), out=buf["rr"])
         if float(gap) <= 0:
             return c * ctx.exp(np.array([gap]))[0], r
         return c, r * ctx.exp(np.array([-gap]))[0]

@@ -68,11 +68,18 @@ def test_messages_give_advice_the_user_can_type(capsys, tmp_path):
     assert main(["run", "--d", "3", "--p", "1e-4", "--max-terms", "1000", "--no-plot", "--quiet",
                  "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "--max-terms 1000" in err and "raise --max-terms" in err and "occ-companion run --d 3" in err
+    assert "--max-terms 1000" in err and "raise --max-terms" in err and "--evaluator integral" in err
     assert "numerics" not in err and "max_terms" not in err
-    assert main(["values", "--d", "2"]) == 2
+    assert "`occ-companion run" not in err  # never the command that just failed as advice (m6)
+    assert main(["evaluate", "--d", "10000"]) == 2
     err = capsys.readouterr().err
-    assert "--p below 1" in err and "occ-companion values --d 2 --p 0.5" in err
+    assert "--method integral" in err and "occ-companion evaluate --d 10000" not in err
+    assert main(["finite", "--p", "0.001", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "max_terms" not in err and "tol" not in err and "numerics" not in err and "--p" in err
+    assert main(["values", "--d", "2", "--p", "0.5"]) == 2  # the closed forms divide by ln(d - 1) (m7)
+    out, err = capsys.readouterr()
+    assert out == "" and "argument --d" in err and "{}" not in err
 
 
 def test_version_and_python_dash_m():

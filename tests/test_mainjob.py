@@ -6,7 +6,7 @@ import os
 import pytest
 
 from app.cli import build_parser, main
-from app.io import OutputFolder
+from app.io import OutputFolder, complete_result
 from app.plotting import first_crossing
 
 
@@ -24,7 +24,9 @@ def test_run_reaches_the_target_and_keeps_the_floors(small_run):
     assert summary["plans"]["output-only"]["min_risk_lower"] >= summary["output_only_floor_c"] - 1e-12
     assert summary["plans"]["attention-only"]["final_risk"] == pytest.approx(0.5, abs=1e-9)
     assert (out / "risk_curves.png").stat().st_size > 10_000
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
+    hidden = sorted(p.name for p in out.iterdir() if p.name.startswith("."))
+    assert hidden == [".occ-run.complete.json"]  # the completion marker; no temporary file, no journal left
+    assert complete_result(out, "run")["files"].keys() == {"summary.json", "risk_curves.png"}
     umask = os.umask(0)
     os.umask(umask)
     assert (out / "summary.json").stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
@@ -69,7 +71,7 @@ def test_unwritable_out_fails_before_the_computation(tmp_path, capsys):
 def test_second_run_into_a_busy_folder_is_refused(tmp_path, capsys):
     with OutputFolder(tmp_path):
         assert main(["run", "--d", "5", "--out", str(tmp_path)]) == 2
-    assert "in use by another occ-companion run" in capsys.readouterr().err
+    assert "in use by another occ-companion command" in capsys.readouterr().err
     with OutputFolder(tmp_path):  # released again
         pass
 
@@ -87,7 +89,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_results(tmp_path, capsys, monkeyp
     monkeypatch.setattr(training.Trainer, "run", interrupted)
     assert main(["run", "--d", "4", "--steps", "3", "--quiet", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "occ-companion run: interrupted; no results were written"
+    assert err[-1] == "occ-companion run: interrupted; nothing new was written (earlier results are kept)"
     assert "Traceback" not in "\n".join(err)
     assert list(tmp_path.iterdir()) == []
 

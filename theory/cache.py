@@ -45,6 +45,7 @@ _registry: list[Callable[..., Any]] = []
 _files: dict[Path, tuple[tuple, dict]] = {}  # path -> (key, entries) loaded from or written to it in this process
 _depth = 0  # nesting of derivation calls: the file is written when the outermost one returns
 _dirty: set[Path] = set()
+_warned = False  # the unwritable-cache note is printed once per process
 
 
 def cache_dir() -> Path | None:
@@ -170,8 +171,27 @@ def _write(path: Path, key, entries: dict) -> None:
         merged = {**_read(path, key), **entries}
         atomic_write(path, lambda fh: pickle.dump({"key": key, "entries": merged}, fh,
                                                   protocol=pickle.HIGHEST_PROTOCOL))
-    except OSError:  # read-only or full disk: the cache is an optimisation only
+    except OSError as exc:  # read-only or full disk: the cache is an optimisation only, but say so once
+        global _warned
+        if not _warned:
+            _warned = True
+            print(f"note: the derivation cache {path.parent} is not writable ({exc.strerror or exc}); the SymPy "
+                  "derivations are repeated on every start (set OCC_CACHE_DIR to a writable folder, or "
+                  "OCC_NO_CACHE=1 to silence this)", file=sys.stderr)
         return
+
+
+def _plausible(value: Any, annotation: Any) -> bool:
+    """Whether a value read from the cache has the kind its derivation returns (its return annotation:
+    a SymPy object, or a tuple / dict of them), so a wrong entry is derived again instead of failing later."""
+    import sympy
+
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    if text.startswith("tuple"):
+        return isinstance(value, tuple) and all(isinstance(v, sympy.Basic) for v in value)
+    if text.startswith("dict"):
+        return isinstance(value, dict) and all(isinstance(v, sympy.Basic) for v in value.values())
+    return isinstance(value, sympy.Basic)
 
 
 def _entries(path: Path, key) -> dict:
@@ -207,6 +227,8 @@ def derivation(fn: F) -> F:
                     value = pickle.loads(raw)
                 except Exception:  # noqa: BLE001 - a corrupt entry is derived again
                     value = _MISSING
+                if value is not _MISSING and not _plausible(value, sig.return_annotation):
+                    value = _MISSING  # a wrong entry (e.g. an int in place of an expression): derived again
         if value is _MISSING:
             _depth += 1
             try:

@@ -1,0 +1,211 @@
+"""Limits, faults and records of the command line (issue 18): in-range values that used to give
+tracebacks, sizes refused before any work, output folders checked before the work, internal errors as
+one line with their own status, Ctrl-C messages, correctly rounded digits, the derivation cache."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import mpmath
+import pytest
+
+from app import exitcodes
+from app.cli import main
+
+
+def test_float_series_is_right_beyond_the_double_exponent_range(capsys):
+    """M5: at an attention gap of 800 (e^800 overflows a double) the float series agrees with the arb
+    series instead of failing on nan."""
+    argv = ["evaluate", "--d", "4", "--alpha", "800,0,0,0", "--beta", "1,-1,0.5,0.5"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    risk = float(out.split("risk = ", 1)[1].split()[0])
+    bound = float(out.split("|error| <= ", 1)[1].split(",")[0])
+    assert main([*argv, "--backend", "arb", "--tol", "1e-20"]) == 0
+    from flint import arb, ctx
+
+    with ctx.workprec(128):
+        ball = arb(capsys.readouterr().out.split("risk in ", 1)[1].split("  (", 1)[0])
+    assert abs(risk - float(ball.mid())) <= bound + float(ball.rad())
+
+
+def test_huge_eta2_factor_and_tiny_p(tmp_path, capsys):
+    """M5: --eta2-factor 100 at d = 50 runs (the gap passes 709); --p 1e-17 is refused with advice, exit 2."""
+    assert main(["run", "--eta2-factor", "100", "--steps", "2", "--no-plot", "--quiet", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["three_phase_reaches_target"] is True and summary["regime"]["eta_2"] > 800
+    capsys.readouterr()
+    assert main(["run", "--p", "1e-17", "--no-plot", "--quiet", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "--max-terms" in err and "Traceback" not in err
+
+
+def test_diverging_comparison_plan_is_reported_not_fatal(tmp_path, capsys):
+    """m5: joint GD at --joint-eta 1e300 leaves the doubles; the run still finishes and records it."""
+    assert main(["run", "--d", "4", "--joint-eta", "1e300", "--steps", "20", "--no-plot", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    plans = json.loads((tmp_path / "summary.json").read_text())["plans"]
+    assert plans["joint"]["diverged"] is True and "--joint-eta" in plans["joint"]["reason"]
+    assert "final_risk" in plans["three-phase"] and "final_risk" in plans["output-only"]
+    assert "diverged" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["evaluate", "--mc", "10000000000"], ["--mc", "memory"]),
+    (["finite", "--d", "100000"], ["--d", "memory"]),
+    (["finite", "--constant", "1e300"], ["--constant"]),
+    (["finite", "--test-size", "1000000000000"], ["--test-size"]),
+    (["evaluate", "--beta", "1e160,0,0,0,0"], ["--beta", "--backend mp"]),
+    (["evaluate", "--method", "integral", "--dps", "2000"], ["--dps"]),
+    (["values", "--dps", "10000"], ["--dps"]),
+    (["run", "--d", "1000000000", "--no-plot"], ["T_min", "--d"]),
+    (["run", "--steps", "10000000"], ["--steps"]),
+    (["run", "--out", ""], ["--out"]),
+], ids=lambda a: " ".join(a) if isinstance(a, list) and a and a[0][0] != "-" else "")
+def test_sizes_beyond_the_machine_are_refused_before_any_work(argv, words, capsys, tmp_path, monkeypatch):
+    """m9, m8, m15: refused with exit 2 and a message naming the flag, before any result line."""
+    monkeypatch.chdir(tmp_path)
+    if argv[0] == "run" and "--out" not in argv:
+        argv = [*argv, "--out", str(tmp_path / "o")]
+    assert main(argv) == exitcodes.USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and all(w in err for w in words), err
+    assert not (tmp_path / "summary.json").exists()  # --out '' never writes into the working directory
+
+
+def test_prove_checks_its_outputs_before_any_work(tmp_path, capsys):
+    """M6: an unusable --out or --proofs-doc is exit 2 before anything is certified."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for argv in (["prove", "--d", "3", "--out", "/proc/occ-x"], ["prove", "--d", "3", "--out", str(blocker / "s")],
+                 ["prove", "--d", "3", "--out", str(tmp_path / "o"), "--all-d", "--proofs-doc", "/proc/x.md"]):
+        assert main(argv) == exitcodes.USAGE
+        out, err = capsys.readouterr()
+        assert out == "" and "certifying" not in err and "Traceback" not in err and "not a writable folder" in err
+
+
+def test_prove_records_provenance_and_certifies_each_d_once(tmp_path, capsys):
+    """m12, m21: --d 3,3,3 certifies d = 3 once; certificate.json has commit, timestamp and command."""
+    assert main(["prove", "--d", "3,3,3", "--steps", "5", "--out", str(tmp_path / "o ü")]) == 0
+    cert = json.loads((tmp_path / "o ü" / "certificate.json").read_text())
+    assert cert["d"] == [3] and cert["timestamp"].endswith("+00:00") and "git_commit" in cert
+    assert cert["command"].startswith("occ-companion prove --d 3,3,3") and "'" in cert["command"]  # quoted path
+    assert capsys.readouterr().out.count("certifying") == 0
+
+
+def test_an_internal_error_is_one_line_with_its_own_status(monkeypatch, capsys):
+    import app.commands
+
+    def broken(args):
+        return 1 / 0
+
+    monkeypatch.setattr(app.commands, "cmd_values", broken)
+    monkeypatch.delenv("OCC_TRACEBACK", raising=False)
+    assert main(["values", "--d", "5"]) == exitcodes.INTERNAL != exitcodes.CLAIM_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error (ZeroDivisionError" in err[0]
+    assert "`occ-companion values --d 5`" in err[0] and "Traceback" not in err[0]
+
+
+def test_ctrl_c_after_the_commit_says_the_results_are_complete(tmp_path, capsys, monkeypatch):
+    import app.mainjob
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app.mainjob, "print_table", interrupted)
+    assert main(["run", "--d", "4", "--steps", "2", "--no-plot", "--quiet", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "interrupted after writing" in err and "summary.json" in err
+    from app.io import complete_result
+
+    assert complete_result(tmp_path, "run") is not None
+
+
+def test_values_digits_are_correctly_rounded(capsys):
+    """m16: every printed value equals the exact value rounded to --dps digits (computed at 3x the digits)."""
+    from numerics.closed_forms import ClosedForms
+    from theory.setting import Setting
+
+    assert main(["values", "--d", "50", "--dps", "30"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines()[1:] if "(needs" not in ln]
+    exact = {key: val for key, _, val, _ in ClosedForms(Setting(50), dps=90).all() if val is not None}
+    assert len(lines) >= 20
+    with mpmath.workdps(90):
+        for line in lines:
+            key, shown = line.split()[:2]
+            assert shown == mpmath.nstr(exact[key], 30), key
+
+
+def test_finite_with_one_string_prints_no_numpy_warnings(capsys):
+    """m22"""
+    main(["finite", "--d", "5", "--n1", "1", "--n3", "1", "--seeds", "1", "--test-size", "50", "--quiet"])
+    assert "RuntimeWarning" not in capsys.readouterr().err
+
+
+def test_a_wrong_cache_entry_is_derived_again(tmp_path, monkeypatch):
+    """m17: an entry of the right file with the wrong kind of value (an int for an expression) is ignored."""
+    import sympy as sp
+
+    from theory import cache, symbolic
+
+    monkeypatch.setenv("OCC_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    try:
+        good = symbolic.balanced_p()
+        path = cache.cache_file("theory.symbolic")
+        payload = pickle.loads(path.read_bytes())
+        entry = next(k for k in payload["entries"] if k[0] == "balanced_p")
+        payload["entries"][entry] = pickle.dumps(42)
+        path.write_bytes(pickle.dumps(payload))
+        cache.clear_memory()
+        again = symbolic.balanced_p()
+        assert isinstance(again, sp.Basic) and sp.simplify(again - good) == 0
+    finally:
+        cache.clear_memory()
+
+
+def test_unwritable_cache_is_noted_once(tmp_path, monkeypatch, capsys):
+    from theory import cache
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(cache, "_warned", False)
+    cache._write(blocker / "sub" / "x.pickle", ("k",), {"a": b"1"})
+    cache._write(blocker / "sub" / "x.pickle", ("k",), {"a": b"1"})
+    assert capsys.readouterr().err.count("not writable") == 1
+
+
+def test_figure_colours_and_labels_follow_the_plans(monkeypatch, tmp_path):
+    """m11: a plan has the same colour whatever plans are drawn; the y-label names the evaluator; a
+    missing crossing is said."""
+    import io
+
+    import app.plotting as plotting
+    from numerics import training
+    from numerics.evaluators import population_evaluator
+    from theory.setting import Setting
+
+    figures = []
+
+    import matplotlib.figure
+
+    class Recorded(matplotlib.figure.Figure):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            figures.append(self)
+
+    monkeypatch.setattr(matplotlib.figure, "Figure", Recorded)
+    trainer = training.Trainer(population_evaluator(Setting(4)), record_every=1)
+    plans = {"output-only": trainer.run(training.output_only(1.0, 3)), "joint": trainer.run(training.joint(0.01, 3))}
+    kw = dict(floor_c=None, risk_floor=None, target=None, phase_ends=None)
+    plotting.plot_plans(plans, io.BytesIO(), evaluator="integral", **kw)
+    plotting.plot_plans({"three-phase": plans["joint"], **plans}, io.BytesIO(), **kw)
+    for fig in figures:
+        left, right = fig.axes
+        colours = {ln.get_label(): ln.get_color() for ln in left.get_lines()}
+        assert colours["output-only"] == plotting.PLAN_COLOURS["output-only"]
+    assert "integral representation" in figures[0].axes[0].get_ylabel()
+    assert "exact series" in figures[1].axes[0].get_ylabel()
+    legend = [t.get_text() for t in figures[0].axes[1].get_legend().get_texts()]
+    assert any("does not overtake within 3 steps" in t for t in legend)

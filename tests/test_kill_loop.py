@@ -1,0 +1,256 @@
+"""Every writing command, killed at random moments and at every step of its commit, leaves its output
+folder holding either the old complete result or the new complete result, never a mix (``app.io``).
+
+The commands run in children of a multiprocessing fork server that imported and warmed the suite once
+(``tests/_kill_child.py``), so a kill costs the command's own work and not a Python start-up; the
+children run ``app.cli.main`` with the real arguments.  Each folder is compared file by file with reference results of both argument lists,
+made by uninterrupted runs (timestamps, wall times and paths removed from the JSON records), so the
+check does not trust the implementation's own completion marker.
+
+* ``test_kill_at_every_commit_step``: the child dies (``os._exit``, as under SIGKILL) just before its
+  k-th rename or unlink inside the folder, for every k until it finishes: every window of the commit.
+* ``test_random_kills``: ``KILLS`` (>= 50) kills per command, SIGKILL or SIGINT at a time drawn
+  uniformly over the command's duration, several children at once.  After SIGINT the folder must be
+  consistent even before recovery, the exit status 130 or 0, and no traceback printed.
+
+``OCC_KILLS`` raises the count (``HYPOTHESIS_PROFILE=thorough`` multiplies it by 8).
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.io import complete_result, recover
+from app.report import CLAIMS_BEGIN, CLAIMS_END
+
+KILLS = int(os.environ.get("OCC_KILLS", "50")) * (8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1)
+PARALLEL = 3
+
+VOLATILE = {"timestamp", "wall_seconds", "command", "git_dirty", "seconds", "out"}
+
+
+def _normalise(name: str, data: bytes):
+    """A file's content with the fields that differ between identical runs (times, paths) removed."""
+    if not name.endswith(".json"):
+        return data
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in VOLATILE}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    return strip(json.loads(data))
+
+
+def visible(folder: Path) -> dict:
+    """{relative name: normalised content} of every non-hidden file under ``folder``."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and not any(part.startswith(".") for part in rel.parts):
+            out[str(rel)] = _normalise(path.name, path.read_bytes())
+    return out
+
+
+def hidden_leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob(".*") if p.name.endswith((".tmp", ".journal")))
+
+
+# ------------------------------------------------------------------------------------------------
+# the commands: two argument lists each (A and B give different results), and how to prepare a folder
+
+class Command:
+    def __init__(self, name, argv_a, argv_b, result=None, fresh=None):
+        self.name, self.argv, self.result, self.fresh = name, {"A": argv_a, "B": argv_b}, result, fresh
+
+    def args(self, variant: str, folder: Path) -> list[str]:
+        return [a.replace("{out}", str(folder)) for a in self.argv[variant]]
+
+
+def _docs_old_state(root: Path) -> None:
+    """A checkout whose README claims block and derivations page are both stale (the "A" result)."""
+    (root / "docs").mkdir(parents=True, exist_ok=True)
+    (root / "README.md").write_text(f"# x\n\n{CLAIMS_BEGIN}\nold claims\n{CLAIMS_END}\n")
+    (root / "docs" / "derivations.md").write_text("old derivations\n")
+
+
+COMMANDS = {
+    "run": Command("run", ["run", "--d", "5", "--steps", "10", "--epsilon", "0.01", "--quiet", "--out", "{out}"],
+                   ["run", "--d", "5", "--steps", "12", "--epsilon", "0.01", "--no-plot", "--quiet", "--out", "{out}"],
+                   result="run"),
+    "prove": Command("prove", ["prove", "--d", "3", "--out", "{out}"], ["prove", "--d", "4", "--out", "{out}"]),
+    "latex": Command("latex", ["latex", "--only", "kappa", "--out", "{out}/formulas.tex"],
+                     ["latex", "--lengths", "nonnegative", "--only", "kappa", "--out", "{out}/formulas.tex"]),
+    # docs: "A" is the stale pair written by hand, "B" the regenerated pair
+    "docs": Command("docs", None, ["docs", "--root", "{out}"], fresh=_docs_old_state),
+}
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """{command: {variant: normalised folder content}} and each command's duration, from uninterrupted runs."""
+    refs, durations = {}, {}
+    base = tmp_path_factory.mktemp("refs")
+    for name, cmd in COMMANDS.items():
+        refs[name] = {}
+        for variant in ("A", "B"):
+            folder = base / f"{name}-{variant}"
+            if cmd.fresh is not None:
+                cmd.fresh(folder)
+            if cmd.argv[variant] is None:
+                refs[name][variant] = visible(folder)
+                continue
+            _silent(main, cmd.args(variant, folder))  # warm: caches, imports
+            t = time.perf_counter()
+            assert _silent(main, cmd.args(variant, folder)) == 0
+            durations[(name, variant)] = time.perf_counter() - t
+            refs[name][variant] = visible(folder)
+        assert refs[name]["A"] != refs[name]["B"]
+    return refs, durations
+
+
+def _silent(fn, *args):
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return fn(*args)
+
+
+_CONTEXT = None
+
+
+def _context():
+    """The multiprocessing fork server whose children run the commands (see tests/_kill_child.py)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        _CONTEXT.set_forkserver_preload(["tests._kill_child"])
+    return _CONTEXT
+
+
+def spawn(argv: list[str], log: Path, die_at: int | None = None, folder: Path | None = None):
+    """Start a child running ``main(argv)`` (stderr into ``log``); with ``die_at`` it dies, as under
+    SIGKILL, just before its die_at-th rename or unlink under ``folder``."""
+    from tests import _kill_child
+
+    proc = _context().Process(target=_kill_child.child, args=(argv, str(log), die_at,
+                                                               None if folder is None else str(folder)))
+    proc.start()
+    return proc
+
+
+def _wait(proc, timeout: float = 300) -> int:
+    proc.join(timeout)
+    if proc.exitcode is None:  # a hung command is a failure, not a hung test run
+        proc.kill()
+        proc.join()
+        raise AssertionError(f"a child did not finish within {timeout} s")
+    return proc.exitcode
+
+
+def _prepare(cmd: Command, refs, folder: Path, variant: str) -> None:
+    """Put the complete result ``variant`` into a fresh ``folder``."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if cmd.fresh is not None:
+        cmd.fresh(folder)
+    if cmd.argv[variant] is not None:
+        assert _silent(main, cmd.args(variant, folder)) == 0
+    assert visible(folder) == refs[cmd.name][variant]
+
+
+def _state(cmd: Command, refs, folder: Path) -> str:
+    """Which complete result the folder holds, after the recovery any next command does: "A" or "B"."""
+    recover(folder)
+    now = visible(folder)
+    found = [v for v in ("A", "B") if refs[cmd.name][v] == now]
+    assert found, f"{cmd.name}: the folder holds a mix of results: {sorted(now)}"
+    assert hidden_leftovers(folder) == [], f"{cmd.name}: leftovers after recovery"
+    if cmd.result is not None:
+        manifest = complete_result(folder, cmd.result)
+        assert manifest is not None and set(manifest["files"]) == set(now), f"{cmd.name}: marker disagrees"
+    return found[0]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_kill_at_every_commit_step(name, references, tmp_path):
+    refs, _ = references
+    cmd = COMMANDS[name]
+    folder = tmp_path / "out"
+    for old, new in ([("A", "B")] if cmd.argv["A"] is None else [("A", "B"), ("B", "A")]):
+        seen, k = set(), 1
+        while True:
+            _prepare(cmd, refs, folder, old)
+            rc = _wait(spawn(cmd.args(new, folder), tmp_path / "log", die_at=k, folder=folder.resolve()))
+            assert rc in (0, 137), (tmp_path / "log").read_text()
+            seen.add(_state(cmd, refs, folder))
+            if rc == 0:
+                break
+            k += 1
+        assert seen == {old, new} and k >= 2  # the kills fell before and after the commit point
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_random_kills(name, references, tmp_path):
+    refs, durations = references
+    cmd = COMMANDS[name]
+    rng = random.Random(f"kills-{name}")
+    variants = [v for v in ("A", "B") if cmd.argv[v] is not None]
+    lanes = [tmp_path / f"lane{i}" for i in range(PARALLEL)]
+    current = {}
+    for lane in lanes:
+        _prepare(cmd, refs, lane, "A")
+        current[lane] = "A"
+    outcomes = {"old": 0, "new": 0}
+    for start in range(0, KILLS, PARALLEL):
+        running = []
+        for lane in lanes[:KILLS - start]:
+            if cmd.fresh is not None and cmd.argv["A"] is None:  # docs: always from the stale pair
+                _prepare(cmd, refs, lane, "A")
+                current[lane] = "A"
+            target = "B" if current[lane] == "A" or len(variants) == 1 else "A"
+            sig = rng.choice([signal.SIGKILL, signal.SIGINT])
+            delay = rng.uniform(0, 1.2 * durations[(name, target)])
+            log = lane.with_suffix(".log")
+            log.unlink(missing_ok=True)
+            running.append((lane, target, sig, log, spawn(cmd.args(target, lane), log), delay))
+        # each kill's clock starts when its child runs the command (it opens its log first), not during
+        # multiprocessing's own start-up, which is not the suite's code
+        begun, killed, deadline = {}, set(), time.perf_counter() + 120
+        while len(killed) < len(running) and time.perf_counter() < deadline:
+            now = time.perf_counter()
+            for i, (lane, target, sig, log, proc, delay) in enumerate(running):
+                if i not in begun and (log.exists() or proc.exitcode is not None):
+                    begun[i] = now
+                if i in begun and i not in killed and now >= begun[i] + delay:
+                    killed.add(i)
+                    try:
+                        os.kill(proc.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            time.sleep(0.0005)
+        for lane, target, sig, log, proc, delay in running:
+            rc = _wait(proc)
+            text = log.read_text()
+            assert "Traceback" not in text, text
+            if sig == signal.SIGINT:
+                assert rc in (0, 130), (rc, text)
+                now = visible(lane)  # Ctrl-C never leaves a mix, even before any recovery
+                assert now in (refs[name]["A"], refs[name]["B"]), f"{name}: mix after Ctrl-C"
+            else:
+                assert rc in (0, -signal.SIGKILL), (rc, text)
+            state = _state(cmd, refs, lane)
+            assert state in (current[lane], target)
+            outcomes["new" if state == target and state != current[lane] else "old"] += 1
+            current[lane] = state
+    assert sum(outcomes.values()) >= KILLS
