@@ -53,10 +53,19 @@ def _task_list(text: str) -> tuple[str, ...]:
             continue
         if n.lower() not in lower:
             raise argparse.ArgumentTypeError(f"unknown task {n!r}; choose from {','.join(TASK_NAMES)}")
+        if lower[n.lower()] in out:
+            raise argparse.ArgumentTypeError(f"task {lower[n.lower()]} is listed twice")
         out.append(lower[n.lower()])
     if not out:
         raise argparse.ArgumentTypeError("needs at least one task")
-    return tuple(dict.fromkeys(out))
+    return tuple(out)
+
+
+MAX_D = 400
+"""Largest alphabet size table1 accepts: the engine is benchmarked to d = 200 (docs/benchmarks_engine.md); the
+exact populations grow linearly in d and take minutes to build beyond a few hundred."""
+TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
+                  "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding")
 
 
 def _k2(text: str):
@@ -110,6 +119,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _check_conflicts(args: argparse.Namespace) -> None:
+    """--from-json and --rerun take their configuration from the file: refuse flags they would ignore."""
+    given = [f for f in TRAINING_FLAGS if getattr(args, f) not in (None, False)]
+    if args.from_json is not None and args.rerun is not None:
+        raise SettingError("--from-json and --rerun exclude each other (one re-renders, the other trains again)")
+    for flag, what in ((args.from_json, "--from-json"), (args.rerun, "--rerun")):
+        if flag is not None and given:
+            raise SettingError(f"{what} takes its configuration from the file; drop "
+                               + ", ".join("--" + f.replace("_", "-") for f in given))
+    if args.d is not None and args.d > MAX_D:
+        raise SettingError(f"--d {args.d} is above the largest size table1 runs, --d {MAX_D} (the engine is "
+                           f"benchmarked to d = 200; exact populations take minutes to build beyond {MAX_D})")
+
+
 def config_from_args(args: argparse.Namespace):
     """The run configuration of the parsed flags (SettingError naming the flag on bad input)."""
     from numerics.experiments import protocol as PR
@@ -152,8 +175,11 @@ def _load(path: Path) -> dict:
             data = json.load(f)
     except (OSError, ValueError) as exc:
         raise SettingError(f"cannot read results file {path}: {exc}") from None
-    if not isinstance(data, dict) or "rows" not in data or "config" not in data:
-        raise SettingError(f"{path} is not a table1 results file (no rows/config)")
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), dict) or not isinstance(data.get("config"), dict):
+        raise SettingError(f"{path} is not a table1 results file (it needs a 'rows' and a 'config' object)")
+    if "reading" not in data:
+        raise SettingError(f"{path} is a results file of the first protocol (no reading): render it with the "
+                           "version that wrote it")
     return data
 
 
@@ -161,8 +187,14 @@ def main_args(args: argparse.Namespace) -> int:
     """Run the subcommand (flags checked and --out locked before any work)."""
     from . import table1_render as TR
 
+    _check_conflicts(args)
     if args.from_json is not None:
         results = _load(args.from_json)
+        try:
+            TR.markdown(results)  # the whole file is read before anything is written
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise SettingError(f"{args.from_json} is a malformed table1 results file ({type(exc).__name__}: "
+                               f"{exc})") from None
         with OutputFolder(args.out, result="table1", owns=OWNS) as out, out.transaction() as tx:
             paths = TR.write(results, tx)
         print(TR.summary_text(results))

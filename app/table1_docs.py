@@ -8,6 +8,7 @@ below; ``--check`` exits 1 when the page is stale.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def page(results: dict) -> str:
              PROTOCOL.format(batch=cfg["batch"], val_size=cfg["val_size"], test_size=cfg["test_size"],
                              readings=", ".join(f"`{k}`" for k in READINGS if k != "default"), **r),
              f"## Example run (d = {cfg['d']}, {cfg['seeds']} reported seeds, reading `{r['name']}`)", "",
-             f"Command: `{' '.join(results['command'])}` at commit {results.get('commit') or 'unknown'}; "
+             f"Command: `{shlex.join(results['command'])}` at commit {results.get('commit') or 'unknown'}; "
              f"{results['elapsed_s'] / 60:.0f} min wall on the 2-core machine, {results['cpu_s'] / 60:.0f} min of "
              f"CPU (timing, not a test; the machine was shared). Verdicts: {counts['holds']} hold, "
              f"{counts['does not hold']} do not hold, {counts['undecided']} undecided, {counts['refused']} refused.",

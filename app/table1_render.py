@@ -6,6 +6,7 @@ training.
 from __future__ import annotations
 
 import json
+import shlex
 from functools import partial
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def markdown(results: dict) -> str:
     verdicts = V.assess(results)
     lines = ["# Table 1 (reconstruction)", "",
              f"occurrence-companion {results['version']}; commit {results.get('commit') or 'unknown'}; "
-             f"command: `{' '.join(results['command'])}`; {results['elapsed_s']:.0f} s wall, "
+             f"command: `{shlex.join(results['command'])}`; {results['elapsed_s']:.0f} s wall, "
              f"{results['cpu_s']:.0f} s CPU.", "",
              f"d = {cfg['d']}, reported seeds = {cfg['seeds']}, batch {cfg['batch']}, validation "
              f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "

@@ -21,12 +21,26 @@ def _cli(argv) -> int:
 @pytest.mark.parametrize("argv,flag", [(["--tasks", "XOR"], "--tasks"), (["--seeds", "0"], "--seeds"),
                                        (["--d", "3", "--tasks", "OR"], "--d"), (["--max-steps", "nan"], "--max-steps"),
                                        (["--k2", "0"], "--k2"), (["--reading", "best"], "--reading"),
-                                       (["--max-steps", "2", "--k2", "5"], "--max-steps")])
+                                       (["--max-steps", "2", "--k2", "5"], "--max-steps"),
+                                       (["--tasks", "OR,OR"], "--tasks"), (["--d", "5000"], "--d"),
+                                       (["--from-json", "x.json", "--rerun", "y.json"], "--rerun"),
+                                       (["--from-json", "x.json", "--seeds", "9"], "--seeds")])
 def test_table1_bad_input_names_the_flag(argv, flag, capsys, tmp_path):
     out = tmp_path / "res"
     assert _cli([*argv, "--out", str(out), "--quiet"]) == exitcodes.USAGE
     assert flag in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "null", '{"rows": {}, "config": {}}', '{"rows": [], "config": {}}',
+                                     '{"rows": {"x": {"plans": 3}}, "config": {"d": 5}, "reading": {}}'])
+def test_malformed_results_files_are_refused_before_writing(tmp_path, capsys, content):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    out = tmp_path / "out"
+    assert _cli(["--from-json", str(bad), "--out", str(out)]) == exitcodes.USAGE
+    assert "results file" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
 
 
 def test_unwritable_out_is_refused_before_any_work(tmp_path, capsys):
