@@ -136,6 +136,17 @@ def page(results: dict) -> str:
              "normalised to 1 at the end; the dotted line at 1/2 gives t_half.", ""]
     for name in results["rows"]:
         lines.append(f"![{name}](example_table1/table1_{TR.slug(name)}.png)")
+    other = EXAMPLE / "theory-52" / "table1.json"
+    if other.exists():
+        t52 = json.loads(other.read_text())
+        v52 = V.assess(t52)
+        lines += ["", "## The theory's reading under this protocol (`theory-52`)", "",
+                  f"Command: `{shlex.join(t52['command'])}` ({t52['elapsed_s'] / 60:.0f} min wall): phases (1, 1), "
+                  "every plan exactly 52 steps, joint GD on separate grids, one tuning seed; the rest of the "
+                  "protocol as above (tuning seeds apart from the reported ones, extending grids, refusals). "
+                  "A fixed 52-step budget leaves most runs unconverged, so most verdicts are refused: that is "
+                  "the protocol's answer to the first protocol's verdicts, not a new finding about the paper.", "",
+                  *TR.verdict_table(v52), "", *TR.plan_table(t52)]
     lines += ["", "## The first protocol (`legacy-52`)", "",
               "The first protocol's page, with its numbers and verdicts unchanged, is "
               "[example_table1/legacy-52/table1_page.md](example_table1/legacy-52/table1_page.md). It reported most "
