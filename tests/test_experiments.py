@@ -265,7 +265,16 @@ def test_verdicts_are_refused_when_they_rest_on_an_artefact():
               "ratio": {"mean": 1.2, "std": 0.5, "n": 5}, "resolution": 1}
     assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "undecided"
     spread["ratio"] = {"mean": 0.5, "std": 0.1, "n": 5}
+    spread["t_half_att"], spread["t_half_out"] = {"mean": 10, "std": 1, "n": 5}, {"mean": 20, "std": 1, "n": 5}
     assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "does not hold"
+    # the same crossing snapshot on every seed (ratio exactly 1, no spread) is not "no lag": the resolution
+    # of 26 steps leaves it open
+    tie = {"t_half_att": {"mean": 234, "std": 0, "n": 5}, "t_half_out": {"mean": 234, "std": 0, "n": 5},
+           "ratio": {"mean": 1.0, "std": 0.0, "n": 5}, "resolution": 26}
+    assert _verdicts(_row(**{"lag.displacement": tie}))[lag]["verdict"] == "undecided"
+    tie["t_half_out"] = {"mean": 260, "std": 0, "n": 5}
+    tie["ratio"] = {"mean": 0.9, "std": 0.0, "n": 5}
+    assert _verdicts(_row(**{"lag.displacement": tie}))[lag]["verdict"] == "undecided"  # 26 steps apart: one gap
 
 
 @pytest.mark.parametrize("task,heads,d", [("ICL", 2, 9), ("AND", 2, 20), ("ICL", 1, 7), ("table", 2, 12)])

@@ -13,9 +13,10 @@ Criteria.  *Matches*: plan P matches plan Q when the excess mean held-out risk o
 max(3 standard errors of the difference, MATCH_SHARE x the attention effect), the attention effect being the
 output-only risk minus the joint-GD risk; *falls short* is its negation.  *Lags*: under joint GD, per measure
 (``lag``), the ratio t_half(attention) / t_half(output) over seeds: holds when its mean minus 3 standard errors
-is above 1 and t_half(attention) - t_half(output) exceeds the measure's resolution; does not hold when its mean
-plus 3 standard errors is at most 1 (or, for a single run, t_half(attention) is below t_half(output) by more
-than the resolution); undecided otherwise.
+is above 1 and t_half(attention) - t_half(output) exceeds the measure's resolution (the spacing of the
+recorded steps around the crossings); does not hold when its mean plus 3 standard errors is below 1 and
+t_half(output) - t_half(attention) exceeds the resolution; undecided otherwise (a single run has no standard
+error: the resolution alone decides).
 """
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def lag_verdict(row: dict, measure: str) -> dict:
     res = m["resolution"]
     if rs["mean"] - 3 * se > 1 and diff > res:
         v = "holds"
-    elif (rs["n"] > 1 and rs["mean"] + 3 * se <= 1) or (rs["n"] == 1 and diff < -res):
+    elif rs["mean"] + 3 * se < 1 and diff < -res:
         v = "does not hold"
     else:
         v = "undecided"
