@@ -39,6 +39,8 @@ from theory.validation import SettingError, check_epsilon
 STATUSES = ("PASS", "FAIL", "UNDECIDED", "SKIP")
 DEFAULT_PREC_BITS = 128
 MAX_PREC_BITS = 1024  # cap of the automatic precision retry
+FLOAT_PLAN_NOTE = ("the plan was run in double precision (numerics.training): this verdict is about the end "
+                   "point it reached, which cannot go below the float resolution, not about exact gradient descent")
 ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
 _SYMBOLS = {"eta_1": sym.eta1, "eta_2": sym.eta2, "eta_3": sym.eta3, "epsilon": sym.eps, "u": sym.u,
@@ -415,8 +417,9 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
             f"gap >= log u_min: {gap_status}; curvature 0 < lambda_min, eta_3 lambda_max <= 1: {curv_status}")
         out.append(Certificate(tp, f"T_min (plan T = {plan.T})", d, t_ball,
                                f"T >= ceil(upper) = {t_need}, gap >= log u_min", status, note))
-        out.append(Certificate(tp, "end-point risk", d, rT, f"< floor + epsilon = {float(epsilon):g}",
-                               below(rT, floor + eps)))
+        end = below(rT, floor + eps)
+        out.append(Certificate(tp, "end-point risk", d, rT, f"< floor + epsilon = {float(epsilon):g}", end,
+                               "" if end == "PASS" else FLOAT_PLAN_NOTE))
     return out
 
 
