@@ -14,7 +14,7 @@ from pathlib import Path
 import mpmath
 
 from .checkout import checkout_root
-from .formatting import supported_digits
+from .formatting import value_and_bound
 from .io import OutputFolder
 from .options import (
     HelpFormatter,
@@ -233,12 +233,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"{name} in [" + ", ".join(_ball_text(x, shown) for x in _compressed(grad)) + "]")
         return _monte_carlo_line(args, setting, alpha, beta)
     digits = args.dps if args.backend == "mp" else 17
-    print(f"risk = {supported_digits(result.risk, result.risk_bound, digits)}  "
-          f"(|error| <= {result.risk_bound:.3e}, {result.terms} terms)")
-    for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
-        print(f"{name} = [" + ", ".join(supported_digits(x, result.grad_bound, digits) for x in grad) + "]")
-    print(f"every gradient coordinate: |error| <= {result.grad_bound:.3e} (digits shown: those the bounds support; "
-          "lower --tol for more)")
+    risk, risk_bound = value_and_bound(result.risk, result.risk_bound, digits)
+    print(f"risk = {risk}  (|error| <= {risk_bound}, {result.terms} terms)")
+    shown = {name: [value_and_bound(x, result.grad_bound, digits) for x in grad]
+             for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta))}
+    for name, pairs in shown.items():
+        print(f"{name} = [" + ", ".join(v for v, _ in pairs) + "]")
+    grad_bound = max((p for pairs in shown.values() for p in pairs), key=lambda vb: float(vb[1]))[1]
+    print(f"every gradient coordinate: |error| <= {grad_bound} (digits shown: those the bounds support, the "
+          "bounds include the rounding of the digits shown; lower --tol for more)")
     return _monte_carlo_line(args, setting, alpha, beta)
 
 

@@ -381,4 +381,4 @@ def print_table(result: JobResult, setting: Setting) -> None:
               f"{check['risk_upper']!r}")
     if result.verdict != "PASS":
         print("note: the plans run in double precision; the verdict is about the end point reached, which cannot "
-              "go below the float resolution (exact gradient descent is what `occ-companion prove` certifies)")
+              "go below the float resolution (the T_min certificate of `occ-companion prove` is about exact gradient descent)")
