@@ -19,8 +19,11 @@ from .io import OutputFolder
 from .options import (
     HelpFormatter,
     UsageError,
+    EXACT_NOTE,
     add_setting_options,
     check_memory,
+    exact_nonnegative,
+    exact_positive,
     float_in,
     fraction,
     int_at_least,
@@ -72,10 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     va.add_argument("--dps", type=int_at_least(5, MAX_VALUES_DPS, why="higher precision takes minutes"), default=30,
                     help=f"significant digits, in [5, {MAX_VALUES_DPS}] (evaluated with {GUARD_DIGITS} guard digits, "
                          "so the last digit printed is correctly rounded)")
-    va.add_argument("--eta1", type=positive, default=None,
-                    help="phase-1 step eta_1, in (0, eta1_max) (eta1_max = d at the balancing p)")
-    va.add_argument("--eta2", type=nonnegative, default=None, help="phase-2 step eta_2, >= 0")
-    va.add_argument("--epsilon", type=positive, default=None, help="target risk epsilon, > 0")
+    va.add_argument("--eta1", type=exact_positive, default=None,
+                    help=f"phase-1 step eta_1, in (0, eta1_max) (eta1_max = d at the balancing p), {EXACT_NOTE}")
+    va.add_argument("--eta2", type=exact_nonnegative, default=None, help=f"phase-2 step eta_2, >= 0, {EXACT_NOTE}")
+    va.add_argument("--epsilon", type=exact_positive, default=None, help=f"target risk epsilon, > 0, {EXACT_NOTE}")
     va.set_defaults(func=cmd_values)
 
     evaluate = sub.add_parser("evaluate", help="exact series risk and gradients at a parameter point",

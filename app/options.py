@@ -92,7 +92,9 @@ class ExactDecimal(Fraction):
     (True, '1e-3', '0.001', '1/1000')
     """
 
-    def __new__(cls, text: str):
+    def __new__(cls, text, denominator=None):
+        if denominator is not None or not isinstance(text, str):  # Fraction's own constructors: a plain Fraction
+            return Fraction(text) if denominator is None else Fraction(text, denominator)
         self = super().__new__(cls, text.strip())
         self._text = text.strip()
         return self
