@@ -9,7 +9,7 @@ Two layers:
   library's own rounding control, no error budget is added by hand.
 * ``certify_claims`` computes, at one alphabet size d, one ``Certificate`` per item of each claim
   (the balancing p, gradient signs, the step-size regime, the output-only floor and the trajectories
-  above it, the attention-only risk) and says PASS or FAIL.  Items that need the population series at
+  above it, the attention-only risk) and says PASS, FAIL or UNDECIDED.  Items that need the population series at
   a point with alpha != 0 (T_min, the three-phase end point) are computed in ``certify_series_items``
   against the ball-arithmetic series evaluator (``SeriesEvaluator(setting, context="arb",
   prec_bits=...)``).
@@ -373,7 +373,7 @@ def phase3_curvature(ev_arb, d: int, alpha_a, alpha_b, prec_bits: int) -> tuple[
 
 def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: ArbClosedForms,
                          ev_arb) -> list[Certificate]:
-    """T_min and the three-phase end point, certified with the arb series (FAIL if it gives no balls).
+    """T_min and the three-phase end point, certified with the arb series (UNDECIDED if it gives no balls).
 
     T_min is certified for exact output gradient descent from the phase-3 start point the float run
     reached: its gap alpha_a - alpha_b >= log u_min (so inf_beta R <= floor + epsilon/2), the curvature

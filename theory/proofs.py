@@ -521,8 +521,8 @@ USED_BY = {
 """Which claims of theory.claims each all-d proof serves."""
 
 _SERIES = "checked against the series at d = 2..60 (`checks/test_closed_forms_agree.py`, `checks/test_high_precision.py`)"
-_SUMS = ("SymPy's summation of the length law (its convergence condition, dropped by `theory.symbolic._first_branch`, "
-         "is |1 - p| <= 1, which holds for p in (0, 1]; not re-checked by machine)")
+_SUMS = ("SymPy's summation over the length law, whose convergence condition on the series' ratio "
+         "`theory.symbolic._first_branch` drops without a machine check")
 CONDITIONS = {
     "balancing_p": f"given the SymPy derivation of P(y = -1) ({_SUMS}), {_SERIES}",
     "phase1_signs": f"given the SymPy derivation of the phase-1 gradients ({_SUMS}), {_SERIES}",
@@ -608,7 +608,8 @@ def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofR
         out.append(f"| `{key}` | {item} | {how} |")
     out += ["", "## Checked only at given d", "",
             "`occ-companion prove --d 3,5,10,50` certifies these per d (PASS needs an arb ball on the right "
-            "side); they are not proved for all d. `prove` also certifies, per d, each closed-form item proved "
+            "side, FAIL one on the wrong side; a ball that straddles the threshold is UNDECIDED after retrying at "
+            "doubled precision up to `--max-prec-bits`); they are not proved for all d. `prove` also certifies, per d, each closed-form item proved "
             "above (balancing p, gradient signs, eta1_max, kappa(eta_1), log u_min, eta2_min, c(d), R(0, 0)) as an "
             "arb ball, a cross-check of the proofs at those d.", "",
             "| claim | item | how |", "|---|---|---|"]
