@@ -29,6 +29,7 @@ def controls():
 
 def test_every_all_d_proof_passes(proofs):
     assert [r.claim for r in proofs] == EXPECTED
+    assert [r.shown.endswith(f"({loss} loss)") for r, loss in zip(proofs[-2:], ("squared", "logistic"))] == [True] * 2
     failed = [(r.claim, r.method, r.steps) for r in proofs if not r.passed]
     assert not failed, failed
     assert all(r.steps for r in proofs)

@@ -431,6 +431,8 @@ def prove_attention_only(loss: str = "squared", claimed=None) -> ProofResult:
     beta never moves under attention steps, and R(alpha, 0) = E[loss(0, y)]: 1/2 for the squared loss,
     log 2 for the logistic loss.  ``claimed`` is the value the proof is asked to establish (default
     the right one for ``loss``); the controls give a wrong one."""
+    if loss not in ("squared", "logistic"):
+        raise ValueError(f"loss must be 'squared' or 'logistic', got {loss!r}")
     beta, c, alpha = sp.IndexedBase("beta"), sp.IndexedBase("c"), sp.IndexedBase("alpha")
     k, dd = sp.Symbol("k", integer=True), sp.Symbol("d", integer=True, positive=True)
     f = sp.Sum(beta[k] * c[k] * sp.exp(alpha[k]), (k, 1, dd)) / sp.Sum(c[k] * sp.exp(alpha[k]), (k, 1, dd))
