@@ -17,8 +17,9 @@ EXPECTED = ["balancing_p", "phase1_signs", "output_floor_positive", "floor_is_in
             "kappa_positive", "regime_positive", "attention_only", "attention_only"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def proofs():
+    P.clear_caches()  # computed here, by the code as it is now (not reused from another test's run)
     return P.all_proofs()
 
 

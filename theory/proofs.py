@@ -455,6 +455,14 @@ def prove_attention_only(loss: str = "squared", claimed=None) -> ProofResult:
                    f"and R stays R(0, 0) = {claimed} ({loss} loss)", ok, steps)
 
 
+def clear_caches() -> None:
+    """Forget every cached proof (the proofs are cached per argument; a test that must see the code as
+    it is now, e.g. under a mutation, clears them first)."""
+    for fn in list(globals().values()):
+        if hasattr(fn, "cache_clear") and getattr(fn, "__module__", "") == __name__:
+            fn.cache_clear()
+
+
 def all_proofs() -> list[ProofResult]:
     """Every all-d proof, in the order docs/proofs.md lists them."""
     return [prove_balancing_p(), prove_phase1_signs(), prove_output_floor_positive(), prove_floor_is_infimum(),
