@@ -37,7 +37,7 @@ def test_every_all_d_proof_passes(proofs):
 
 
 def test_every_mutation_control_fails(controls):
-    assert len(controls) == 14
+    assert len(controls) == 15
     passed = [name for name, r in controls if r.status != "FAIL"]
     assert not passed, f"a proof procedure passed a false claim: {passed}"
 
@@ -64,6 +64,12 @@ def test_kappa_controls_fail_at_the_step_they_target(controls):
     assert any("not shown positive" in s for s in li2.steps)
     flipped = by_name["kappa with the sign of Li_2 flipped, symbolic"]
     assert any("not shown positive" in s for s in flipped.steps)
+
+
+def test_the_li2_step_needs_li2_to_enter_linearly():
+    x = P.X
+    ok, steps = P.li2_lower_bound(sp.polylog(2, 1 - 1 / x) ** 2, x, 1)
+    assert not ok and "does not enter linearly" in steps[-1]
 
 
 def test_the_li2_lemma_is_checked_on_the_whole_interval():

@@ -190,12 +190,11 @@ def polylog2_bounds_lemma() -> tuple[bool, str]:
                 f"{'shown' if covered else 'not shown'}; so 0 <= z <= Li_2(z) for z in [0, 1]")
 
 
-def li2_lower_bound(q, x=None, a=1) -> tuple[bool, list[str]]:
+def li2_lower_bound(q, x, a) -> tuple[bool, list[str]]:
     """Show q(x) > 0 for x > a, where q = coeff * Li_2(1 - 1/x) + rest, by Li_2(z) >= z.
 
     The bound q >= rest + coeff (1 - 1/x) needs coeff > 0 on x > a, which is shown first (with a
     negative coefficient the inequality turns round and nothing follows)."""
-    x = X if x is None else x
     split = _split_li2(q)
     lemma_ok, lemma = polylog2_bounds_lemma()
     steps = [lemma]
@@ -492,6 +491,15 @@ def li2_step_control() -> ProofResult:
     return _result("li2_step", "symbolic (Li_2 >= z)", "x > 1", "1 - Li_2(1 - 1/x) > 0", ok, steps)
 
 
+@lru_cache(maxsize=None)
+def li2_tight_control() -> ProofResult:
+    """The Li_2 >= z step alone on q = Li_2(z) - z - 1/(100 x), z = 1 - 1/x, which is false near x = 1
+    (Li_2(z) - z ~ z^2/4): only the bound Li_2(z) >= z itself, no larger one, refuses it."""
+    z = 1 - 1 / X
+    ok, steps = li2_lower_bound(sp.polylog(2, z) - z - 1 / (100 * X), X, 1)
+    return _result("li2_step", "symbolic (Li_2 >= z)", "x > 1", "Li_2(z) - z - 1/(100 x) > 0", ok, steps)
+
+
 def mutation_controls() -> list[tuple[str, ProofResult]]:
     """The same proof procedures on false variants of the claims; each must FAIL."""
     c = sym.uniform_attention_min_risk(LAW)
@@ -511,6 +519,7 @@ def mutation_controls() -> list[tuple[str, ProofResult]]:
         ("a kappa false only at eta_1 = d (true at d - 1), branch and bound", prove_kappa_positive_bnb(kappa_false_at_d())),
         ("a kappa false only for d in [3, 3.1), branch and bound", prove_kappa_positive_bnb(kappa_false_near_d3())),
         ("Li_2 step on 1 - Li_2(1 - 1/x) > 0 (false for large x; coefficient -1)", li2_step_control()),
+        ("Li_2 step on Li_2(z) - z - 1/(100 x) > 0, z = 1 - 1/x (false near x = 1)", li2_tight_control()),
         ("u_min > 1 for every epsilon < 13 (false at d = 3)", prove_regime_positive(13)),
         ("R(0, 0) = 1/2 under the logistic loss (it is log 2)", prove_attention_only("logistic", sp.Rational(1, 2))),
     ]
