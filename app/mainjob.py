@@ -379,6 +379,6 @@ def print_table(result: JobResult, setting: Setting) -> None:
     if check is not None:
         print(f"certified (arb) risk of the three-phase end point: {check['risk_lower']!r} <= R <= "
               f"{check['risk_upper']!r}")
-    if result.verdict != "PASS":
-        print("note: the plans run in double precision; the verdict is about the end point reached, which cannot "
-              "go below the float resolution (the T_min certificate of `occ-companion prove` is about exact gradient descent)")
+    if result.verdict == "FAIL":
+        print("note: the plans run in double precision; the verdict is about the end point reached (the T_min "
+              "certificate of `occ-companion prove` is about exact gradient descent)")

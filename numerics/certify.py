@@ -40,7 +40,7 @@ STATUSES = ("PASS", "FAIL", "UNDECIDED", "SKIP")
 DEFAULT_PREC_BITS = 128
 MAX_PREC_BITS = 1024  # cap of the automatic precision retry
 FLOAT_PLAN_NOTE = ("the plan was run in double precision (numerics.training): this verdict is about the end "
-                   "point it reached, which cannot go below the float resolution, not about exact gradient descent")
+                   "point it reached, not about exact gradient descent")
 ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
 _SYMBOLS = {"eta_1": sym.eta1, "eta_2": sym.eta2, "eta_3": sym.eta3, "epsilon": sym.eps, "u": sym.u,
@@ -419,7 +419,7 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
                                f"T >= ceil(upper) = {t_need}, gap >= log u_min", status, note))
         end = below(rT, floor + eps)
         out.append(Certificate(tp, "end-point risk", d, rT, f"< floor + epsilon = {float(epsilon):g}", end,
-                               "" if end == "PASS" else FLOAT_PLAN_NOTE))
+                               FLOAT_PLAN_NOTE if end == "FAIL" else ""))
     return out
 
 
