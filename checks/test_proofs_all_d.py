@@ -33,7 +33,7 @@ def test_every_all_d_proof_passes(proofs):
     assert [r.shown.endswith(f"({loss} loss)") for r, loss in zip(proofs[-2:], ("squared", "logistic"))] == [True] * 2
     failed = [(r.claim, r.method, r.steps) for r in proofs if not r.passed]
     assert not failed, failed
-    assert all(r.steps for r in proofs)
+    assert all(r.steps for r in proofs) and all(isinstance(s, str) and s for r in proofs for s in r.steps)
 
 
 def test_every_mutation_control_fails(controls):
