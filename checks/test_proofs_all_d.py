@@ -127,3 +127,14 @@ def test_docs_proofs_md_is_current(proofs, controls):
     path = Path(__file__).resolve().parents[1] / "docs" / "proofs.md"
     assert path.read_text() == P.proofs_markdown(proofs, controls), \
         "docs/proofs.md is stale: run `python3 -m app.prove --d 3 --all-d --proofs-doc docs/proofs.md`"
+
+
+def test_branch_and_bound_refuses_what_it_cannot_certify():
+    """f = (x - 5/2)^2 is >= 0 but 0 at x = 5/2, which no dyadic midpoint of [2, 9] hits: the boxes
+    around it never certify f > 0, so the budget runs out, and that is a failure, not a proof.  f = 0
+    (an exact zero ball) is not > 0 either: its first midpoint is a counterexample."""
+    x = P.X
+    ok, steps = P.branch_and_bound((x - sp.Rational(5, 2)) ** 2, x, Fraction(2), Fraction(9), max_boxes=200)
+    assert not ok and steps[0].startswith("undecided after 200 boxes"), steps
+    ok, steps = P.branch_and_bound(x - x, x, Fraction(2), Fraction(9))
+    assert not ok and steps[0].startswith("counterexample"), steps
