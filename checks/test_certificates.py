@@ -232,6 +232,8 @@ def test_three_valued_comparisons():
             ["PASS", "FAIL", "UNDECIDED"]
         assert [C.above(arb(3, 0.5), 2), C.above(arb(1, 0.5), 2), C.above(arb(2, 0.5), 2)] == \
             ["PASS", "FAIL", "UNDECIDED"]
+        # an exact point on the threshold: the strict inequality is certainly false
+        assert C.below(arb(2), 2) == "FAIL" and C.above(arb(2), 2) == "FAIL"
     assert C.both("PASS", "UNDECIDED") == "UNDECIDED" and C.both("UNDECIDED", "FAIL") == "FAIL"
     assert C.both("PASS", "PASS") == "PASS"
 
