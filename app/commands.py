@@ -14,13 +14,16 @@ from pathlib import Path
 import mpmath
 
 from .checkout import checkout_root
-from .formatting import supported_digits
+from .formatting import value_and_bound
 from .io import OutputFolder
 from .options import (
     HelpFormatter,
     UsageError,
+    EXACT_NOTE,
     add_setting_options,
     check_memory,
+    exact_nonnegative,
+    exact_positive,
     float_in,
     fraction,
     int_at_least,
@@ -72,10 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     va.add_argument("--dps", type=int_at_least(5, MAX_VALUES_DPS, why="higher precision takes minutes"), default=30,
                     help=f"significant digits, in [5, {MAX_VALUES_DPS}] (evaluated with {GUARD_DIGITS} guard digits, "
                          "so the last digit printed is correctly rounded)")
-    va.add_argument("--eta1", type=positive, default=None,
-                    help="phase-1 step eta_1, in (0, eta1_max) (eta1_max = d at the balancing p)")
-    va.add_argument("--eta2", type=nonnegative, default=None, help="phase-2 step eta_2, >= 0")
-    va.add_argument("--epsilon", type=positive, default=None, help="target risk epsilon, > 0")
+    va.add_argument("--eta1", type=exact_positive, default=None,
+                    help=f"phase-1 step eta_1, in (0, eta1_max) (eta1_max = d at the balancing p), {EXACT_NOTE}")
+    va.add_argument("--eta2", type=exact_nonnegative, default=None, help=f"phase-2 step eta_2, >= 0, {EXACT_NOTE}")
+    va.add_argument("--epsilon", type=exact_positive, default=None, help=f"target risk epsilon, > 0, {EXACT_NOTE}")
     va.set_defaults(func=cmd_values)
 
     evaluate = sub.add_parser("evaluate", help="exact series risk and gradients at a parameter point",
@@ -233,12 +236,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"{name} in [" + ", ".join(_ball_text(x, shown) for x in _compressed(grad)) + "]")
         return _monte_carlo_line(args, setting, alpha, beta)
     digits = args.dps if args.backend == "mp" else 17
-    print(f"risk = {supported_digits(result.risk, result.risk_bound, digits)}  "
-          f"(|error| <= {result.risk_bound:.3e}, {result.terms} terms)")
-    for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
-        print(f"{name} = [" + ", ".join(supported_digits(x, result.grad_bound, digits) for x in grad) + "]")
-    print(f"every gradient coordinate: |error| <= {result.grad_bound:.3e} (digits shown: those the bounds support; "
-          "lower --tol for more)")
+    risk, risk_bound = value_and_bound(result.risk, result.risk_bound, digits)
+    print(f"risk = {risk}  (|error| <= {risk_bound}, {result.terms} terms)")
+    shown = {name: [value_and_bound(x, result.grad_bound, digits) for x in grad]
+             for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta))}
+    for name, pairs in shown.items():
+        print(f"{name} = [" + ", ".join(v for v, _ in pairs) + "]")
+    grad_bound = max((p for pairs in shown.values() for p in pairs), key=lambda vb: float(vb[1]))[1]
+    print(f"every gradient coordinate: |error| <= {grad_bound} (digits shown: those the bounds support, the "
+          "bounds include the rounding of the digits shown; lower --tol for more)")
     return _monte_carlo_line(args, setting, alpha, beta)
 
 

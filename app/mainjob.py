@@ -16,6 +16,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -27,16 +28,20 @@ from numerics.evaluators import (  # light: the evaluators are imported when use
 from theory.setting import Setting
 from theory.validation import SettingError
 
-from . import __version__
+from . import __version__, exitcodes
 from .checkout import git_commit
 from .io import OutputFolder
 from .options import (
     HelpFormatter,
     UsageError,
+    EXACT_NOTE,
     add_setting_options,
+    exact_inputs,
+    exact_positive,
     float_in,
     fraction,
     int_at_least,
+    json_option,
     positive,
     positive_int,
     setting_from_args,
@@ -58,6 +63,7 @@ CERTIFY_DPS = 25
 MAX_POINTS = 400
 """A phase longer than this records about this many log-spaced steps (the three-phase plan's phase 3
 has about 6.4 d steps, computed in closed form; only the recorded ones are evaluated and kept)."""
+MAX_CERTIFY_DPS = 100  # cap of the automatic precision retry of an undecided end-point verdict
 NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss only; "
                "under the logistic loss the three-phase plan is skipped")
 
@@ -65,8 +71,11 @@ NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss
 RUN_DESCRIPTION = (
     "The main job: compute the three-phase step sizes for --epsilon, run the three-phase plan there and the "
     "output-only, attention-only, attention-then-output and joint plans beside it with exact population "
-    "gradients; write summary.json and risk_curves.png into --out and print a table.  Exits 1 when the "
-    "three-phase plan misses its target.  The regime is derived for the squared loss: under --loss logistic "
+    "gradients; write summary.json and risk_curves.png into --out and print a table.  The verdict on the "
+    "target is PASS, FAIL or UNDECIDED: from the float series' error estimate when it decides, else from an "
+    "arb enclosure of the end point's risk (always with --certify), retried at higher precision up to "
+    f"{MAX_CERTIFY_DPS} digits.  Exit status: 0 target reached, 1 missed, 3 undecided, 2 bad usage, 130 "
+    "interrupted.  The regime is derived for the squared loss: under --loss logistic "
     "only the comparison plans run.")
 
 
@@ -75,8 +84,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="main job: three-phase plan vs output-only / attention-only / attention-first / joint",
                        description=RUN_DESCRIPTION, formatter_class=HelpFormatter)
     add_setting_options(r, 50, d_min=3, p_one=False)
-    r.add_argument("--epsilon", type=positive, default=1e-3,
-                   help="target risk above the floor for the three-phase plan")
+    r.add_argument("--epsilon", type=exact_positive, default=exact_positive("1e-3"),
+                   help=f"target risk above the floor for the three-phase plan, {EXACT_NOTE}")
     r.add_argument("--eta1-frac", type=fraction, default=0.5,
                    help="phase-1 output step eta_1 as a fraction of eta1_max, in (0, 1)")
     r.add_argument("--eta2-factor", type=float_in(1, None, low_open=False), default=1.0,
@@ -98,7 +107,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="largest series enumeration allowed (small --p means long strings and many terms)")
     r.add_argument("--certify", action="store_true",
                    help=f"re-evaluate the three-phase end point in ball arithmetic (python-flint arb, the integral "
-                        f"representation at {CERTIFY_DPS} digits): an enclosure of its exact risk, printed and stored")
+                        f"representation at {CERTIFY_DPS} digits, more if undecided): an enclosure of its exact "
+                        "risk, printed, stored, and the verdict on the target (done anyway when the float "
+                        "estimate cannot decide it)")
     r.add_argument("--no-plot", action="store_true", help=f"do not draw {FIGURE} (an old one is removed)")
     r.add_argument("--out", default="results", help="output folder")
     r.add_argument("--quiet", action="store_true", help="no progress bars (they appear only on a terminal)")
@@ -111,7 +122,11 @@ class JobResult:
 
     summary: dict[str, Any]
     plans: dict[str, Trajectory]
-    ok: bool
+    verdict: str  # PASS, FAIL or UNDECIDED for the three-phase target; PASS when there is no target
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "PASS"
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -128,7 +143,10 @@ def run_command(args: argparse.Namespace) -> int:
     print_table(result, setting)
     written = [str(out.path / SUMMARY)] + ([] if args.no_plot else [str(out.path / FIGURE)])
     print("wrote " + " and ".join(written))
-    return 0 if result.ok else 1
+    return VERDICT_EXIT[result.verdict]
+
+
+VERDICT_EXIT = {"PASS": exitcodes.DONE, "FAIL": exitcodes.CLAIM_FAILED, "UNDECIDED": exitcodes.UNDECIDED}
 
 
 def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFactory | None = None) -> JobResult:
@@ -186,33 +204,72 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
     for name, why in diverged.items():
         summary["plans"][name] = {"diverged": True, "reason": why, "steps": args.steps}
     summary["evaluator"] = method
-    ok = True
+    verdict = "PASS"
     if reg is not None:
         fin = plans[THREE_PHASE].final
-        ok = fin.risk + fin.risk_bound <= args.epsilon + reg.floor
-        summary["three_phase_reaches_target"] = ok
-        if args.certify:
-            summary["plans"][THREE_PHASE]["certified"] = certify_end_point(setting, plans[THREE_PHASE])
-    return JobResult(summary, plans, ok)
+        target = float(args.epsilon) + reg.floor
+        verdict = float_verdict(fin.risk, fin.risk_bound, target)
+        summary["three_phase_verdict_float"] = verdict
+        if args.certify or verdict == "UNDECIDED":
+            certified = certify_end_point(setting, plans[THREE_PHASE], args.epsilon)
+            summary["plans"][THREE_PHASE]["certified"] = certified
+            verdict = certified["verdict"]
+        summary["three_phase_verdict"] = verdict
+        summary["three_phase_reaches_target"] = {"PASS": True, "FAIL": False}.get(verdict)
+    return JobResult(summary, plans, verdict)
 
 
-def certify_end_point(setting: Setting, traj: Trajectory) -> dict[str, float]:
+def float_verdict(risk: float, bound: float, target: float) -> str:
+    """The float series' verdict on risk <= target: PASS when risk + bound <= target, FAIL when
+    risk - bound > target, UNDECIDED when the bound straddles the target (an estimate, not an enclosure:
+    ``--certify`` or an undecided verdict brings in the arb enclosure).
+
+    >>> float_verdict(1e-3, 1e-12, 2e-3), float_verdict(3e-3, 1e-12, 2e-3), float_verdict(2e-3, 1e-12, 2e-3)
+    ('PASS', 'FAIL', 'UNDECIDED')
+    """
+    if risk + bound <= target:
+        return "PASS"
+    return "FAIL" if risk - bound > target else "UNDECIDED"
+
+
+def certify_end_point(setting: Setting, traj: Trajectory, epsilon=None) -> dict[str, Any]:
     """The end point of ``traj`` re-evaluated in ball arithmetic (python-flint arb) by the integral
     representation at CERTIFY_DPS digits (``numerics.integral``; any d, and the three-phase plan runs
     only under the squared loss with p < 1, where it applies).  A ball that encloses the exact population
     risk there (truncation tail and rounding included), stored as its midpoint, radius and the
-    outward-rounded ends risk_lower <= exact risk <= risk_upper."""
+    outward-rounded ends risk_lower <= exact risk <= risk_upper.
+
+    With ``epsilon`` (exact), also the verdict on risk < floor + epsilon by the same three-valued test
+    as ``occ-companion prove`` (``numerics.certify.below``), the floor and epsilon entered exactly; an
+    UNDECIDED verdict is retried at doubled digits up to MAX_CERTIFY_DPS."""
+    from numerics.certify import ArbClosedForms, below
     from numerics.integral import IntegralEvaluator
+    from theory.arb_forms import arb_of
 
     print("certifying the three-phase end point in ball arithmetic (arb) ...", file=sys.stderr)
     fin = traj.final
-    ball = IntegralEvaluator(setting, dps=CERTIFY_DPS).evaluate_symmetric(
-        fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b).risk
+    dps, verdict = CERTIFY_DPS, None
+    while True:
+        ball = IntegralEvaluator(setting, dps=dps).evaluate_symmetric(
+            fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b).risk
+        if epsilon is None:
+            break
+        from flint import ctx
+
+        with ctx.workprec(int(dps * 3.33) + 16):
+            verdict = below(ball, ArbClosedForms(setting).risk_floor() + arb_of(Fraction(epsilon)))
+        if verdict != "UNDECIDED" or 2 * dps > MAX_CERTIFY_DPS:
+            break
+        dps *= 2
     # the ends are exact dyadics; one ulp outward makes the float conversion safe whichever way it rounds
-    return {"risk": float(ball.mid()), "radius": float(ball.rad()),
-            "risk_lower": math.nextafter(float(ball.lower()), -math.inf),
-            "risk_upper": math.nextafter(float(ball.upper()), math.inf),
-            "method": "integral", "dps": CERTIFY_DPS, "arithmetic": "python-flint arb"}
+    out = {"risk": float(ball.mid()), "radius": float(ball.rad()),
+           "risk_lower": math.nextafter(float(ball.lower()), -math.inf),
+           "risk_upper": math.nextafter(float(ball.upper()), math.inf),
+           "method": "integral", "dps": dps, "arithmetic": "python-flint arb"}
+    if verdict is not None:
+        out["verdict"] = verdict
+        out["test"] = "risk < floor + epsilon (floor and epsilon exact)"
+    return out
 
 
 def _summary(setting: Setting, args: argparse.Namespace, reg: Regime | None, plans: dict[str, Trajectory],
@@ -224,7 +281,8 @@ def _summary(setting: Setting, args: argparse.Namespace, reg: Regime | None, pla
     summary: dict[str, Any] = {
         "run": run_record(args),
         "setting": {"d": setting.d, "p": float(setting.p_value), "lengths": setting.lengths, "loss": setting.loss},
-        "epsilon": args.epsilon,
+        "epsilon": float(args.epsilon),
+        "exact_inputs": exact_inputs(args),
         "risk_floor": reg.floor if reg is not None else None,
         "output_only_floor_c": c_d,
         "attention_eta": attention_eta,
@@ -250,7 +308,7 @@ def _plan_record(traj: Trajectory) -> dict[str, Any]:
 
 def run_record(args: argparse.Namespace) -> dict[str, Any]:
     """Provenance of a run: version, git commit, UTC timestamp, every option and the command that rebuilds it."""
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "cmd")}
+    options = {k: json_option(v) for k, v in vars(args).items() if k not in ("func", "cmd")}
     commit, dirty = git_commit()
     return {"version": __version__, "git_commit": commit, "git_dirty": dirty,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -291,7 +349,7 @@ def _stage_artifacts(tx, result: JobResult, setting: Setting, args: argparse.Nam
         regime = s["regime"]
         tx.write(FIGURE, lambda fh: plot_plans(
             result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
-            target=None if regime is None else args.epsilon + s["risk_floor"],
+            target=None if regime is None else float(args.epsilon) + s["risk_floor"],
             phase_ends=None if regime is None else tuple(result.plans[THREE_PHASE].phase_ends[:-1]),
             title=setting.describe(), evaluator=s["evaluator"],
             diverged=tuple(name for name, rec in s["plans"].items() if rec.get("diverged"))))
@@ -312,9 +370,15 @@ def print_table(result: JobResult, setting: Setting) -> None:
         return
     floor, eps = s["risk_floor"], s["epsilon"]
     goal = f"epsilon = {eps:.3g}" if floor == 0 else f"floor + epsilon = {floor:.3g} + {eps:.3g}"
-    print(f"three-phase reaches risk <= {goal}: {'yes' if result.ok else 'NO'};  "
-          f"output-only floor c(d) = {s['output_only_floor_c']:.6g}")
     check = s["plans"][THREE_PHASE].get("certified")
+    how = "arb enclosure" if check is not None else "float series estimate"
+    words = {"PASS": "yes", "FAIL": "NO", "UNDECIDED": "UNDECIDED (the enclosure straddles the target even at "
+             f"{MAX_CERTIFY_DPS} digits)"}
+    print(f"three-phase reaches risk <= {goal}: {words[result.verdict]} ({how});  "
+          f"output-only floor c(d) = {s['output_only_floor_c']:.6g}")
     if check is not None:
         print(f"certified (arb) risk of the three-phase end point: {check['risk_lower']!r} <= R <= "
               f"{check['risk_upper']!r}")
+    if result.verdict == "FAIL":
+        print("note: the plans run in double precision; the verdict is about the end point reached (the T_min "
+              "certificate of `occ-companion prove` is about exact gradient descent)")

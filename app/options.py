@@ -9,12 +9,15 @@ integer >= 1, got '-1'``).  Subcommand modules (``app.prove``, ``app.table1``, .
 3
 >>> fraction("0.5")
 0.5
+>>> exact_probability("0.1") == Fraction(1, 10), str(exact_probability("0.1"))
+(True, '0.1')
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+from fractions import Fraction
 from typing import Callable
 
 from theory.setting import Setting
@@ -79,9 +82,79 @@ def _interval(low: float | None, high: float | None, low_open: bool, high_open: 
     return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
 
 
+class ExactDecimal(Fraction):
+    """A number typed on the command line, kept exactly: the rational value of its decimal text
+    (``0.1`` is 1/10, not the double nearest it).  It prints as the text it was given, formats with a
+    spec (``:g``) through float, and computes as a Fraction.
+
+    >>> x = ExactDecimal("1e-3")
+    >>> x == Fraction(1, 1000), str(x), f"{x:g}", x.exact
+    (True, '1e-3', '0.001', '1/1000')
+    """
+
+    def __new__(cls, text, denominator=None):
+        if denominator is not None or not isinstance(text, str):  # Fraction's own constructors: a plain Fraction
+            return Fraction(text) if denominator is None else Fraction(text, denominator)
+        self = super().__new__(cls, text.strip())
+        self._text = text.strip()
+        return self
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(float(self), spec) if spec else str(self)
+
+    @property
+    def exact(self) -> str:
+        """The rational value, as numerator/denominator."""
+        return str(Fraction(self))
+
+    def __reduce__(self):  # pickles (multiprocessing) as the text it was parsed from
+        return (ExactDecimal, (self._text,))
+
+
+def exact_in(low: float | None, high: float | None, *, low_open: bool = True,
+             high_open: bool = True) -> Callable[[str], ExactDecimal]:
+    """An argparse type: a finite decimal (or a/b) in the interval from ``low`` to ``high``, parsed
+    exactly as an ``ExactDecimal`` (a rational), for inputs that feed ball arithmetic or SymPy."""
+    def parse(text: str) -> ExactDecimal:
+        try:
+            value = ExactDecimal(text)
+        except (ValueError, ZeroDivisionError, TypeError):
+            raise argparse.ArgumentTypeError(f"must be a finite number (a decimal such as 0.1 or 1e-3, taken "
+                                             f"exactly), got {text!r}") from None
+        ok = low is None or (value > low if low_open else value >= low)
+        ok = ok and (high is None or (value < high if high_open else value <= high))
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be a finite number {_interval(low, high, low_open, high_open)}, "
+                                             f"got {text!r}")
+        return value
+
+    parse.__name__ = "exact number"
+    parse.__doc__ = f"Parse a decimal exactly, {_interval(low, high, low_open, high_open)}."
+    return parse
+
+
+def exact_inputs(args: argparse.Namespace) -> dict[str, str]:
+    """The options parsed exactly (ExactDecimal), as {name: 'numerator/denominator'}, for the JSON records."""
+    return {k: v.exact for k, v in vars(args).items() if isinstance(v, ExactDecimal)}
+
+
+def json_option(value):
+    """An option value as JSON takes it: an exact decimal as the text it was typed as."""
+    return str(value) if isinstance(value, ExactDecimal) else value
+
+
+EXACT_NOTE = "taken exactly: the decimal as written (0.1 = 1/10)"
+
 positive_int = int_at_least(1)
 nonnegative_int = int_at_least(0)
 positive = float_in(0, None)
+exact_positive = exact_in(0, None)
+exact_nonnegative = exact_in(0, None, low_open=False)
+exact_probability = exact_in(0, 1, high_open=False)
+exact_fraction = exact_in(0, 1)
 nonnegative = float_in(0, None, low_open=False)
 fraction = float_in(0, 1)
 probability = float_in(0, 1, high_open=False)
@@ -109,8 +182,8 @@ def add_setting_options(parser: argparse.ArgumentParser, d_default: int, *, d_mi
     why = "the three-phase theorem needs d >= 3; try --d 3" if d_min == 3 else ""
     parser.add_argument("--d", type=int_at_least(d_min, why=why), default=d_default,
                         help=f"alphabet size (an integer >= {d_min})")
-    parser.add_argument("--p", type=probability if p_one else fraction, default=None,
-                        help=f"parameter of the geometric length law, in (0, 1{']' if p_one else ')'}; "
+    parser.add_argument("--p", type=exact_probability if p_one else exact_fraction, default=None,
+                        help=f"parameter of the geometric length law, in (0, 1{']' if p_one else ')'}, {EXACT_NOTE}; "
                              "default: the balancing value (P(y = +1) = 1/2)")
     parser.add_argument("--lengths", choices=LENGTH_VARIANTS, default="positive",
                         help="length law: n on {1, 2, ...} (positive) or on {0, 1, ...} (nonnegative; the "

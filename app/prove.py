@@ -1,9 +1,13 @@
 """``occ-companion prove``: certificates in ball arithmetic for every claim of the claims table.
 
 For each d and each claim, one line per certified item: claim, d, item, the arb ball, the test, and
-PASS / FAIL / SKIP (a statistical claim).  Writes certificate.json into the --out folder (checked, locked and
-written atomically through ``app.io.OutputFolder`` before any work) and exits 1 if any item FAILs, 2 on bad
-flags or an unusable --out / --proofs-doc (checked before any work).
+PASS (the ball is on the right side: certified), FAIL (it is on the wrong side: certified false),
+UNDECIDED (the ball straddles the threshold even after retrying at doubled precision up to
+--max-prec-bits) or SKIP (a statistical claim).  Writes certificate.json into the --out folder (checked,
+locked and written atomically through ``app.io.OutputFolder`` before any work).  Exit status
+(app/exitcodes.py): 0 every item PASS or SKIP, 1 an item FAILs, 3 nothing FAILs but an item is UNDECIDED,
+2 bad flags or an unusable --out / --proofs-doc (checked before any work).  --epsilon is taken exactly as
+the decimal written (1e-3 = 1/1000).
 """
 from __future__ import annotations
 
@@ -19,18 +23,21 @@ from pathlib import Path
 
 from theory.validation import SettingError
 
+from . import exitcodes
 from .io import OutputFolder
 
 DEFAULT_DS = "3,5,10,50"
 HELP = """Certify every claim of the claims table in ball arithmetic (python-flint arb) at each --d: one line per
-certified item with its ball, the test and PASS / FAIL / SKIP (a statistical claim).  Writes certificate.json
+certified item with its ball, the test and PASS (certified), FAIL (certified false), UNDECIDED (the ball
+straddles the threshold even at --max-prec-bits: the item is retried at doubled precision up to it) or SKIP
+(a statistical claim).  --epsilon is taken exactly as the decimal written (1e-3 = 1/1000).  Writes certificate.json
 into --out.  --all-d adds the proofs for every d >= 3 and their mutation controls.
 
 The end point of the three-phase plan is certified by the arb series below d = 1000 and by the integral
 representation from d = 1000 on, so d just below 1000 is the slowest (d = 999 takes about ten times as long
 as d = 1000).
 
-Exit status: 0 all PASS, 1 an item FAILs, 2 bad flags or an unusable --out / --proofs-doc (checked before any
+Exit status: 0 all PASS, 1 an item FAILs, 3 none FAILs but one is UNDECIDED, 2 bad flags or an unusable --out / --proofs-doc (checked before any
 work), 4 internal error, 130 interrupted."""
 CERTIFICATE = "certificate.json"
 
@@ -125,12 +132,14 @@ def cmd_prove(args) -> int:
     eps = parse_epsilon(args.epsilon)
     steps = parse_int(args.steps, "--steps", 0)
     prec = parse_int(args.prec_bits, "--prec-bits", 53)
+    max_prec = parse_int(args.max_prec_bits, "--max-prec-bits", prec)
     with contextlib.ExitStack() as stack:
         out, doc = output_folders(stack, args.out, args.proofs_doc if args.proofs_doc else None)
-        return _certify_and_write(args, ds, eps, steps, prec, out, doc)
+        return _certify_and_write(args, ds, eps, steps, (prec, max_prec), out, doc)
 
 
-def _certify_and_write(args, ds, eps, steps, prec, out: OutputFolder, doc) -> int:
+def _certify_and_write(args, ds, eps, steps, precs, out: OutputFolder, doc) -> int:
+    prec, max_prec = precs
     from numerics.certify import certify_claims, claim_verdict
     from theory.claims import CLAIMS
 
@@ -141,7 +150,7 @@ def _certify_and_write(args, ds, eps, steps, prec, out: OutputFolder, doc) -> in
     for d in ds:
         print(f"certifying d = {d} ...", file=sys.stderr, flush=True)
         t = time.time()
-        at_d = certify_claims(d, eps, steps=steps, prec_bits=prec)
+        at_d = certify_claims(d, eps, steps=steps, prec_bits=prec, max_prec_bits=max_prec)
         for c in at_d:
             print(c.line(), flush=True)
         for cl in CLAIMS:
@@ -150,7 +159,7 @@ def _certify_and_write(args, ds, eps, steps, prec, out: OutputFolder, doc) -> in
             print(f"== {cl.key:<22} d={d:<4} {v}", flush=True)
         certs += at_d
         timings[str(d)] = round(time.time() - t, 3)
-    counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "SKIP")}
+    counts = {s: sum(c.status == s for c in certs) for s in ("PASS", "FAIL", "UNDECIDED", "SKIP")}
     commit, dirty = git_commit()
     options = {k: v for k, v in vars(args).items() if k not in ("func", "cmd")}
     payload = {
@@ -159,7 +168,9 @@ def _certify_and_write(args, ds, eps, steps, prec, out: OutputFolder, doc) -> in
         "command": shlex.join(["occ-companion", "prove", *(part for key, value in options.items()
                                                            for part in _flag(key, value))]),
         "d": ds, "epsilon": float(eps), "epsilon_exact": str(eps),
-        "prec_bits": prec, "steps": steps, "counts": counts, "all_pass": counts["FAIL"] == 0,
+        "exact_inputs": {"epsilon": "the decimal as written, as a rational (epsilon_exact)"},
+        "prec_bits": prec, "max_prec_bits": max_prec, "steps": steps, "counts": counts,
+        "all_pass": counts["FAIL"] == 0 and counts["UNDECIDED"] == 0,
         "seconds": {"total": None, "per_d": timings},
         "ball_format": "[mid, rad]: the exact value lies in [mid - rad, mid + rad]",
         "claims": verdicts,
@@ -173,13 +184,26 @@ def _certify_and_write(args, ds, eps, steps, prec, out: OutputFolder, doc) -> in
         payload["all_d_items"] = items
         payload["all_d_failures"] = failures
         counts["FAIL"] += failures
-        payload["all_pass"] = counts["FAIL"] == 0
+        payload["all_pass"] = counts["FAIL"] == 0 and counts["UNDECIDED"] == 0
         all_d = f" (with {items} all-d proofs and controls, {failures} failing)"
     payload["seconds"]["total"] = round(time.time() - t0, 3)
+    status = exit_status(counts)
+    payload["exit_status"] = status
     path = out.write_text(CERTIFICATE, json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['SKIP']} SKIP{all_d}; "
+    print(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['UNDECIDED']} UNDECIDED, {counts['SKIP']} SKIP{all_d}; "
           f"wrote {path} in {payload['seconds']['total']:.1f} s")
-    return 1 if counts["FAIL"] else 0
+    return status
+
+
+def exit_status(counts: dict) -> int:
+    """CLAIM_FAILED if anything FAILs, else UNDECIDED if anything is undecided, else DONE.
+
+    >>> exit_status({"PASS": 3, "FAIL": 0, "UNDECIDED": 1, "SKIP": 1})
+    3
+    """
+    if counts["FAIL"]:
+        return exitcodes.CLAIM_FAILED
+    return exitcodes.UNDECIDED if counts["UNDECIDED"] else exitcodes.DONE
 
 
 def _flag(key: str, value) -> list[str]:
@@ -196,9 +220,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     pr = subparsers.add_parser("prove", help="certify every claim in ball arithmetic (arb) at the given d",
                                description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("--d", default=DEFAULT_DS, help=f"comma-separated alphabet sizes >= 3 (default {DEFAULT_DS})")
-    pr.add_argument("--epsilon", default="1e-3", help="target risk above the floor, > 0 (default 1e-3, taken exactly)")
+    pr.add_argument("--epsilon", default="1e-3",
+                    help="target risk above the floor, > 0 (default 1e-3; exact: the decimal as written, 1e-3 = 1/1000)")
     pr.add_argument("--steps", default="300", help="steps of the output-only and attention-first plans (default 300)")
     pr.add_argument("--prec-bits", default="128", help="arb working precision in bits (default 128)")
+    pr.add_argument("--max-prec-bits", default="1024",
+                    help="an UNDECIDED item is retried at doubled precision up to this many bits (default 1024)")
     pr.add_argument("--out", default="results", help="output folder for certificate.json (default results/)")
     pr.add_argument("--all-d", action="store_true", help="also run the proofs for all d and their mutation controls")
     pr.add_argument("--proofs-doc", default=None, help="with the all-d proofs, write docs/proofs.md to this path")

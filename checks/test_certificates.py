@@ -80,7 +80,7 @@ def test_a_shifted_zero_radius_ball_is_caught():
 
 
 def test_a_shrunk_floor_makes_the_trajectory_certificate_fail():
-    """Raise c(d) by the smallest margin of the trajectory: the certificate must turn to FAIL."""
+    """Raise c(d) by the smallest margin of the trajectory: UNDECIDED; by twice that: FAIL."""
     setting = Setting(3)
     cf = C.ArbClosedForms(setting, PREC)
     plan = C.choose_plan(setting, cf, Fraction(1, 1000), steps=20)
@@ -88,7 +88,9 @@ def test_a_shrunk_floor_makes_the_trajectory_certificate_fail():
     good = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], c)
     assert good.status == "PASS"
     with ctx.workprec(PREC):
-        bad_c = c + good.ball.mid()
+        edge_c, bad_c = c + good.ball.mid(), c + 2 * good.ball.mid()
+    edge = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], edge_c)
+    assert edge.status == "UNDECIDED"  # the worst margin straddles 0: not decided either way
     bad = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], bad_c)
     assert bad.status == "FAIL"
 
@@ -218,3 +220,164 @@ def test_prove_refuses_bad_flags_before_work(argv, flag, tmp_path, capsys):
     assert prove_main([*argv, "--out", str(tmp_path)]) == 2
     assert flag in capsys.readouterr().err
     assert not (tmp_path / "certificate.json").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# three-valued verdicts, and the mutations they must catch
+
+
+def test_three_valued_comparisons():
+    with ctx.workprec(PREC):
+        assert [C.below(arb(1, 0.5), 2), C.below(arb(3, 0.5), 2), C.below(arb(2, 0.5), 2)] == \
+            ["PASS", "FAIL", "UNDECIDED"]
+        assert [C.above(arb(3, 0.5), 2), C.above(arb(1, 0.5), 2), C.above(arb(2, 0.5), 2)] == \
+            ["PASS", "FAIL", "UNDECIDED"]
+        # an exact point on the threshold: the strict inequality is certainly false
+        assert C.below(arb(2), 2) == "FAIL" and C.above(arb(2), 2) == "FAIL"
+    assert C.both("PASS", "UNDECIDED") == "UNDECIDED" and C.both("UNDECIDED", "FAIL") == "FAIL"
+    assert C.both("PASS", "PASS") == "PASS"
+
+    def item(status):
+        return C.Certificate("output_only", "x", 3, None, "-", status)
+    assert C.claim_verdict([item("PASS"), item("UNDECIDED"), item("SKIP")]) == "UNDECIDED"
+    assert C.claim_verdict([item("FAIL"), item("UNDECIDED")]) == "FAIL"
+
+
+class _EndPointBall:
+    """The arb series, except that the risk at the plan's end point is replaced by ``ball``."""
+
+    def __init__(self, setting, final, ball):
+        self.ev = C.arb_series_evaluator(setting, PREC)
+        self.final, self.ball = (final.alpha_a, final.alpha_b, final.beta_a, final.beta_b), ball
+
+    def evaluate_symmetric(self, *point):
+        res = self.ev.evaluate_symmetric(*point)
+        if point == self.final:
+            class R:
+                risk = self.ball
+                grad_beta = res.grad_beta
+            return R()
+        return res
+
+
+@pytest.fixture(scope="module")
+def plan3():
+    setting = Setting(3)
+    eps = Fraction(1, 1000)
+    cf = C.ArbClosedForms(setting, PREC)
+    return setting, eps, cf, C.choose_plan(setting, cf, eps, steps=5)
+
+
+def test_an_end_point_ball_straddling_floor_plus_epsilon_is_undecided(plan3):
+    """A ball that only overlaps floor + epsilon decides nothing: UNDECIDED, never PASS; a ball wholly
+    above is FAIL, wholly below PASS."""
+    setting, eps, cf, plan = plan3
+    final = plan.trajectories["three_phase"].final
+    e = float(eps)
+    expect = {(e, e / 10): "UNDECIDED", (e * 0.95, e / 10): "UNDECIDED", (e * 1.2, e / 10): "FAIL",
+              (e * 0.8, e / 10): "PASS"}
+    for (mid, rad), status in expect.items():
+        with ctx.workprec(PREC):
+            ball = arb(mid, rad)
+        items = C.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, ball))
+        assert items[1].status == status, (mid, rad, items[1].line())
+
+
+def _independent_S_eigenvalues(setting, alpha_a, alpha_b):
+    """Eigenvalues of S = D^1/2 M D^1/2 from the mp series' quadratic moments and numpy."""
+    import numpy as np
+
+    from numerics.series import SeriesEvaluator
+
+    mom = SeriesEvaluator(setting, backend="mp", tol=1e-20, dps=30).quadratic_moments(alpha_a, alpha_b)
+    (m_aa, m_ab), (_, m_bb) = mom.M
+    d = setting.d
+    off = float(m_ab) / (d - 1) ** 0.5
+    return np.linalg.eigvalsh(np.array([[float(m_aa), off], [off, float(m_bb) / (d - 1)]]))
+
+
+@pytest.mark.parametrize("d", [3, 5])
+def test_phase3_curvature_balls_are_the_smallest_and_largest_eigenvalues(d, plan3):
+    setting = Setting(d)
+    cf = C.ArbClosedForms(setting, PREC)
+    plan = plan3[3] if d == 3 else C.choose_plan(setting, cf, Fraction(1, 1000), steps=2)
+    start = plan.trajectories["three_phase"].points[2]
+    lo, hi = C.phase3_curvature(C.arb_series_evaluator(setting, PREC), d, start.alpha_a, start.alpha_b, PREC)
+    ref = _independent_S_eigenvalues(setting, start.alpha_a, start.alpha_b)
+    assert ref[1] - ref[0] > 1e-3  # distinct, so swapping them cannot go unnoticed
+    assert abs(float(lo.mid()) - ref[0]) < 1e-9 and abs(float(hi.mid()) - ref[1]) < 1e-9, (lo, hi, ref)
+
+
+def test_T_min_ball_uses_lambda_min(plan3):
+    """The T_min ball is log((R0 - floor)/(epsilon/2)) / (-2 log(1 - eta_3 lambda_min)), with lambda_min
+    computed independently; with lambda_max in its place it would be far smaller."""
+    import math
+
+    setting, eps, cf, plan = plan3
+    start = plan.trajectories["three_phase"].points[2]
+    items = C.certify_series_items(setting, eps, plan, cf, C.arb_series_evaluator(setting, PREC))
+    lam = _independent_S_eigenvalues(setting, start.alpha_a, start.alpha_b)[0]
+    r0 = float(C.arb_series_evaluator(setting, PREC).evaluate_symmetric(
+        start.alpha_a, start.alpha_b, start.beta_a, start.beta_b).risk.mid())
+    t_ref = math.log(r0 / (float(eps) / 2)) / (-2 * math.log(1 - plan.eta_3 * lam))
+    t_ball = items[0].ball
+    assert items[0].status == "PASS" and abs(float(t_ball.mid()) - t_ref) < 1e-6 * t_ref, (t_ball, t_ref)
+
+
+def test_T_min_needs_the_gap_of_the_point_reached(plan3):
+    """A phase-3 start whose attention gap is below log u_min violates the lemma the T_min certificate
+    rests on: the certificate must FAIL even though the curvature and the step count are fine."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    traj = plan.trajectories["three_phase"]
+    pts = list(traj.points)
+    pts[2] = dataclasses.replace(pts[2], alpha_a=pts[2].alpha_a / 4, alpha_b=pts[2].alpha_b / 4)
+    with ctx.workprec(PREC):
+        assert arb(pts[2].alpha_a - pts[2].alpha_b) < cf.u_min(eps).log()
+    short = dataclasses.replace(plan, trajectories={**plan.trajectories,
+                                                    "three_phase": dataclasses.replace(traj, points=pts)})
+    items = C.certify_series_items(setting, eps, short, cf, C.arb_series_evaluator(setting, PREC))
+    assert items[0].status == "FAIL", items[0].line()
+
+
+def test_floor_is_infimum_certificate_fails_for_a_wrong_floor():
+    setting = Setting(5)
+    cf = C.ArbClosedForms(setting, PREC)
+    status, minimum = C.floor_is_infimum(cf)
+    assert status == "PASS" and minimum.overlaps(cf.output_only_floor())
+    with ctx.workprec(PREC):  # the minimum over beta of the quadratic, checked at its minimiser and nearby
+        assert cf.risk_alpha0(0, 0) > minimum
+
+    class Shifted(C.ArbClosedForms):
+        def output_only_floor(self, balanced=False):
+            with ctx.workprec(PREC):
+                return super().output_only_floor(balanced) + arb("1e-20")
+    assert C.floor_is_infimum(Shifted(setting, PREC))[0] == "FAIL"
+
+
+def test_prove_exit_statuses_follow_the_verdicts(tmp_path, monkeypatch, capsys):
+    """0 when everything passes, 1 on a FAIL, 3 on UNDECIDED without a FAIL (app/exitcodes.py)."""
+    from app import exitcodes
+
+    def fake(status):
+        def certify_claims(d, eps, **kw):
+            return [C.Certificate(cl.key, "x", d, None, "-", status) for cl in C.CLAIMS]
+        return certify_claims
+    for status, code in (("PASS", exitcodes.DONE), ("FAIL", exitcodes.CLAIM_FAILED),
+                         ("UNDECIDED", exitcodes.UNDECIDED)):
+        monkeypatch.setattr(C, "certify_claims", fake(status))
+        assert prove_main(["--d", "3", "--out", str(tmp_path)]) == code, status
+        data = json.loads((tmp_path / "certificate.json").read_text())
+        assert data["exit_status"] == code and data["all_pass"] == (status == "PASS")
+
+
+@pytest.mark.parametrize("argv", [["--epsilon", "1e-14"], ["--prec-bits", "53"]])
+def test_prove_decides_what_a_wider_ball_left_open(argv, tmp_path, capsys):
+    """At epsilon = 1e-14 (the series' omitted mass follows epsilon) and at 53 bits (retried at doubled
+    precision) every item at d = 3 is decided, and the claims PASS: they are true."""
+    rc = prove_main(["--d", "3", *argv, "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "certificate.json").read_text())
+    assert rc == 0 and data["counts"]["FAIL"] == 0 and data["counts"]["UNDECIDED"] == 0, capsys.readouterr().out
+    if argv[0] == "--prec-bits":
+        assert max(c["prec_bits"] for c in data["certificates"] if c["prec_bits"]) > 53

@@ -9,13 +9,15 @@ Two layers:
   library's own rounding control, no error budget is added by hand.
 * ``certify_claims`` computes, at one alphabet size d, one ``Certificate`` per item of each claim
   (the balancing p, gradient signs, the step-size regime, the output-only floor and the trajectories
-  above it, the attention-only risk) and says PASS or FAIL.  Items that need the population series at
+  above it, the attention-only risk) and says PASS, FAIL or UNDECIDED.  Items that need the population series at
   a point with alpha != 0 (T_min, the three-phase end point) are computed in ``certify_series_items``
   against the ball-arithmetic series evaluator (``SeriesEvaluator(setting, context="arb",
   prec_bits=...)``).
 
-Status words: PASS (the ball inequality holds, certified), FAIL (it does not hold, or the ball is too
-wide to decide), SKIP (the claim is statistical, not a closed-form statement; see its check module).
+Status words, three-valued: PASS (the ball inequality holds at every point of the ball: certified), FAIL
+(its negation holds at every point: certified false), UNDECIDED (the ball straddles the threshold: too
+wide to decide at this precision; ``certify_claims`` retries at doubled precision up to a cap), and SKIP
+(the claim is statistical, not a closed-form statement; see its check module).
 """
 from __future__ import annotations
 
@@ -34,8 +36,11 @@ from theory.claims import CLAIMS
 from theory.setting import Setting
 from theory.validation import SettingError, check_epsilon
 
-STATUSES = ("PASS", "FAIL", "SKIP")
+STATUSES = ("PASS", "FAIL", "UNDECIDED", "SKIP")
 DEFAULT_PREC_BITS = 128
+MAX_PREC_BITS = 1024  # cap of the automatic precision retry
+FLOAT_PLAN_NOTE = ("the plan was run in double precision (numerics.training): this verdict is about the end "
+                   "point it reached, not about exact gradient descent")
 ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
 _SYMBOLS = {"eta_1": sym.eta1, "eta_2": sym.eta2, "eta_3": sym.eta3, "epsilon": sym.eps, "u": sym.u,
@@ -114,6 +119,7 @@ class Certificate:
     test: str
     status: str
     note: str = ""
+    prec_bits: int | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -127,7 +133,7 @@ class Certificate:
 
     def as_json(self) -> dict:
         return {"claim": self.claim, "item": self.item, "d": self.d, "ball": ball_json(self.ball),
-                "test": self.test, "status": self.status, "note": self.note}
+                "test": self.test, "status": self.status, "note": self.note, "prec_bits": self.prec_bits}
 
 
 def ball_json(x: arb | None):
@@ -144,6 +150,37 @@ def ball_json(x: arb | None):
 
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def decide(holds: bool, fails: bool) -> str:
+    """PASS when the inequality holds at every point of its ball, FAIL when its negation does, else
+    UNDECIDED (the ball straddles the threshold)."""
+    if holds:
+        return "PASS"
+    return "FAIL" if fails else "UNDECIDED"
+
+
+def below(ball: arb, threshold) -> str:
+    """Three-valued ``ball < threshold`` (arb comparisons are true only for every point of the balls).
+
+    >>> below(arb(1, 0.5), 2), below(arb(3, 0.5), 2), below(arb(2, 0.5), 2)
+    ('PASS', 'FAIL', 'UNDECIDED')
+    """
+    threshold = arb_of(threshold)
+    return decide(ball < threshold, ball >= threshold)
+
+
+def above(ball: arb, threshold) -> str:
+    """Three-valued ``ball > threshold``."""
+    threshold = arb_of(threshold)
+    return decide(ball > threshold, ball <= threshold)
+
+
+def both(*statuses: str) -> str:
+    """The conjunction of three-valued verdicts: FAIL if any fails, else UNDECIDED if any is, else PASS."""
+    if "FAIL" in statuses:
+        return "FAIL"
+    return "UNDECIDED" if "UNDECIDED" in statuses else "PASS"
 
 
 def _float_upper(x: arb) -> float:
@@ -197,8 +234,29 @@ def _trajectory_above_floor(claim: str, d: int, cf: ArbClosedForms, traj, c: arb
     with ctx.workprec(cf.prec_bits):
         margins = [cf.risk_alpha0(pt.beta_a, pt.beta_b) - c for pt in traj.points]
         worst = min(margins, key=lambda m: float(m.lower()))
-        ok = all(m > 0 for m in margins)
-    return Certificate(claim, f"min over {len(margins)} points of R - c(d)", d, worst, "> 0", _verdict(ok))
+        status = both(*(above(m, 0) for m in margins))
+    return Certificate(claim, f"min over {len(margins)} points of R - c(d)", d, worst, "> 0", status)
+
+
+def floor_is_infimum(cf: ArbClosedForms) -> tuple[str, arb]:
+    """c(d, p) = inf over symmetric beta of R(0, beta), at the setting's p: the quadratic's Hessian is
+    positive definite (H_11 > 0, det H > 0, in arb) and its minimum q0 - b.H^-1 b / 2 overlaps the
+    closed form c(d, p).  (The infimum over all of R^d is over symmetric beta by convexity and symmetry:
+    theory.proofs.prove_floor_is_infimum.)  Returns the verdict and the ball of the minimum."""
+    if cf._coeffs is None:
+        cf.risk_alpha0(0, 0)
+    co = dict(cf._coeffs)
+    zero = arb(0)
+    with ctx.workprec(cf.prec_bits):
+        h11, h12, h22 = 2 * co.get((2, 0), zero), co.get((1, 1), zero), 2 * co.get((0, 2), zero)
+        b1, b2 = -co.get((1, 0), zero), -co.get((0, 1), zero)
+        det = h11 * h22 - h12 * h12
+        x1 = (h22 * b1 - h12 * b2) / det
+        x2 = (h11 * b2 - h12 * b1) / det
+        minimum = co.get((0, 0), zero) - (b1 * x1 + b2 * x2) / 2
+        c = cf.output_only_floor()
+        status = both(above(h11, 0), above(det, 0), "PASS" if minimum.overlaps(c) else "FAIL")
+    return status, minimum
 
 
 def certify_closed_form_items(setting: Setting, epsilon: Fraction, plan: Plan,
@@ -218,28 +276,31 @@ def certify_closed_form_items(setting: Setting, epsilon: Fraction, plan: Plan,
         pp = cf.prob_positive()
         add(Certificate(tp, "P(y=+1) at p", d, pp, "contains 1/2", _verdict(pp.contains(fmpq(1, 2)))))
         g0 = cf.zero_gradients()
-        add(Certificate(tp, "phase 1: dR/dbeta_a at 0", d, g0["grad_beta_a"], "< 0", _verdict(g0["grad_beta_a"] < 0)))
-        add(Certificate(tp, "phase 1: dR/dbeta_b at 0", d, g0["grad_beta_b"], "> 0", _verdict(g0["grad_beta_b"] > 0)))
+        add(Certificate(tp, "phase 1: dR/dbeta_a at 0", d, g0["grad_beta_a"], "< 0", below(g0["grad_beta_a"], 0)))
+        add(Certificate(tp, "phase 1: dR/dbeta_b at 0", d, g0["grad_beta_b"], "> 0", above(g0["grad_beta_b"], 0)))
         e1max = cf.eta1_max()
         add(Certificate(tp, "eta1_max", d, e1max, f"> eta_1 = {plan.eta_1:g} > 0",
-                        _verdict(e1max > arb_of(plan.eta_1) and plan.eta_1 > 0)))
+                        both(above(e1max, plan.eta_1), _verdict(plan.eta_1 > 0))))
         g2a, g2b = cf.phase2_gradient(plan.eta_1)
-        add(Certificate(tp, "phase 2: dR/dalpha_a at (0, beta1)", d, g2a, "< 0", _verdict(g2a < 0)))
-        add(Certificate(tp, "phase 2: dR/dalpha_b at (0, beta1)", d, g2b, "> 0", _verdict(g2b > 0)))
+        add(Certificate(tp, "phase 2: dR/dalpha_a at (0, beta1)", d, g2a, "< 0", below(g2a, 0)))
+        add(Certificate(tp, "phase 2: dR/dalpha_b at (0, beta1)", d, g2b, "> 0", above(g2b, 0)))
         kap = cf.kappa(plan.eta_1)
-        add(Certificate(tp, "kappa(eta_1)", d, kap, "> 0", _verdict(kap > 0)))
+        add(Certificate(tp, "kappa(eta_1)", d, kap, "> 0", above(kap, 0)))
         umin = cf.u_min(epsilon)
         log_u = umin.log()
         add(Certificate(tp, "log u_min(epsilon)", d, log_u, "sign decided (<= 0: eta2_min = 0)",
-                        _verdict(log_u > 0 or log_u <= 0)))
+                        decide(log_u > 0 or log_u <= 0, False)))
         e2min = cf.eta2_min(epsilon, plan.eta_1)
         add(Certificate(tp, "eta2_min", d, e2min, f">= 0, <= eta_2 = {plan.eta_2:.6g}",
-                        _verdict(e2min >= 0 and e2min <= arb_of(plan.eta_2))))
+                        both(decide(e2min >= 0, e2min < 0), decide(e2min <= arb_of(plan.eta_2),
+                                                                    e2min > arb_of(plan.eta_2)))))
 
         oo = "output_only"
         c_bal, c_gen = cf.output_only_floor(balanced=True), cf.output_only_floor()
         add(Certificate(oo, "c(d) (balanced closed form)", d, c_bal, "> 0, overlaps c(d, p)",
-                        _verdict(c_bal > 0 and c_bal.overlaps(c_gen))))
+                        both(above(c_bal, 0), _verdict(c_bal.overlaps(c_gen)))))
+        inf_status, minimum = floor_is_infimum(cf)
+        add(Certificate(oo, "min of R(0, beta) (Hessian > 0)", d, minimum, "overlaps c(d, p)", inf_status))
         add(_trajectory_above_floor(oo, d, cf, plan.trajectories["output_only"], c_bal))
 
         ato = "attention_then_output"
@@ -261,22 +322,30 @@ def certify_closed_form_items(setting: Setting, epsilon: Fraction, plan: Plan,
 # items that need the ball-arithmetic series
 
 
-def arb_series_evaluator(setting: Setting, prec_bits: int):
-    """The ball-arithmetic series evaluator at ``prec_bits``."""
+def series_tol(epsilon, prec_bits: int) -> float:
+    """The omitted-mass target of the arb series for a certificate at ``epsilon``: a thousandth of
+    epsilon (so the truncation radius cannot hide the verdict), at most 1e-12, and not below what
+    ``prec_bits`` resolves."""
+    return max(min(1e-12, float(epsilon) / 1000), 2.0 ** -prec_bits)
+
+
+def arb_series_evaluator(setting: Setting, prec_bits: int, tol: float = 1e-12):
+    """The ball-arithmetic series evaluator at ``prec_bits`` with omitted-mass target ``tol``."""
     from numerics.series import SeriesEvaluator
 
-    return SeriesEvaluator(setting, context="arb", prec_bits=prec_bits)
+    return SeriesEvaluator(setting, context="arb", prec_bits=prec_bits, tol=tol)
 
 
-def arb_evaluator(setting: Setting, prec_bits: int):
+def arb_evaluator(setting: Setting, prec_bits: int, tol: float = 1e-12):
     """Balls at ``prec_bits`` by the rule of ``numerics.evaluators``: the arb series below
-    INTEGRAL_FROM_D, the integral representation from there on (its cost does not grow with d)."""
+    INTEGRAL_FROM_D (omitted mass ``tol``), the integral representation from there on (its cost does
+    not grow with d; its tail is bounded at the working precision)."""
     from numerics.evaluators import choose_method
     from numerics.integral import IntegralEvaluator
 
     if choose_method(setting) == "integral":
         return IntegralEvaluator(setting, prec_bits=prec_bits)
-    return arb_series_evaluator(setting, prec_bits)
+    return arb_series_evaluator(setting, prec_bits, tol)
 
 
 def _is_ball(x) -> bool:
@@ -304,7 +373,7 @@ def phase3_curvature(ev_arb, d: int, alpha_a, alpha_b, prec_bits: int) -> tuple[
 
 def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: ArbClosedForms,
                          ev_arb) -> list[Certificate]:
-    """T_min and the three-phase end point, certified with the arb series (FAIL if it gives no balls).
+    """T_min and the three-phase end point, certified with the arb series (UNDECIDED if it gives no balls).
 
     T_min is certified for exact output gradient descent from the phase-3 start point the float run
     reached: its gap alpha_a - alpha_b >= log u_min (so inf_beta R <= floor + epsilon/2), the curvature
@@ -322,25 +391,35 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
     rT = ev_arb.evaluate_symmetric(final.alpha_a, final.alpha_b, final.beta_a, final.beta_b).risk
     if not (_is_ball(lam) and _is_ball(r0) and _is_ball(rT)):
         note = "series returned non-ball values: nothing is certified"
-        return [Certificate(tp, "T_min", d, None, "T >= T_min", "FAIL", note),
-                Certificate(tp, "end-point risk", d, None, "< epsilon", "FAIL", note)]
+        return [Certificate(tp, "T_min", d, None, "T >= T_min", "UNDECIDED", note),
+                Certificate(tp, "end-point risk", d, None, "< epsilon", "UNDECIDED", note)]
     out = []
     with ctx.workprec(prec):
         floor = cf.risk_floor()
         eps = arb_of(epsilon)
         # inf_beta R(alpha, beta) <= floor + epsilon/2 needs the gap of the point actually reached
-        gap_ok = arb_of(start.alpha_a) - arb_of(start.alpha_b) >= cf.u_min(epsilon).log()
+        gap = arb_of(start.alpha_a) - arb_of(start.alpha_b)
+        log_u = cf.u_min(epsilon).log()
+        gap_status = decide(gap >= log_u, gap < log_u)
         # excess contracts by (1 - eta_3 lambda_min)^2 per step when 0 < eta_3 lambda <= 1 for every eigenvalue
-        if lam > 0 and lam_max <= 1 / arb_of(plan.eta_3):
-            t_ball = ((r0 - floor) / (eps / 2)).log() / (-2 * (1 - plan.eta_3 * lam).log())
-            t_need = max(0, math.ceil(float(t_ball.upper()))) if t_ball.is_finite() else None
-        else:
-            t_ball, t_need = lam, None
-        ok = gap_ok and t_need is not None and plan.T >= t_need
+        eta3 = arb_of(plan.eta_3)
+        curv_status = both(above(lam, 0), decide(lam_max * eta3 <= 1, lam_max * eta3 > 1))
+        t_ball, t_need, t_status = lam, None, "UNDECIDED"
+        if curv_status == "PASS":
+            t_ball = ((r0 - floor) / (eps / 2)).log() / (-2 * (1 - eta3 * lam).log())
+            if t_ball.is_finite():
+                t_need = max(0, math.ceil(float(t_ball.upper())))
+                t_status = "PASS" if plan.T >= t_need else "UNDECIDED"
+        elif curv_status == "FAIL":
+            t_status = "FAIL"
+        status = both(gap_status, t_status)
+        note = "" if status == "PASS" else (
+            f"gap >= log u_min: {gap_status}; curvature 0 < lambda_min, eta_3 lambda_max <= 1: {curv_status}")
         out.append(Certificate(tp, f"T_min (plan T = {plan.T})", d, t_ball,
-                               f"T >= ceil(upper) = {t_need}, gap >= log u_min", _verdict(ok)))
-        out.append(Certificate(tp, "end-point risk", d, rT, f"< floor + epsilon = {float(epsilon):g}",
-                               _verdict(rT < floor + eps)))
+                               f"T >= ceil(upper) = {t_need}, gap >= log u_min", status, note))
+        end = below(rT, floor + eps)
+        out.append(Certificate(tp, "end-point risk", d, rT, f"< floor + epsilon = {float(epsilon):g}", end,
+                               FLOAT_PLAN_NOTE if end == "FAIL" else ""))
     return out
 
 
@@ -348,33 +427,47 @@ def certify_series_items(setting: Setting, epsilon: Fraction, plan: Plan, cf: Ar
 
 
 def claim_verdict(items: list[Certificate]) -> str:
-    """One verdict per claim: FAIL if an item fails, SKIP if all skip, else PASS."""
+    """One verdict per claim: FAIL if an item fails, else UNDECIDED if one is undecided, SKIP if all
+    skip, else PASS."""
     statuses = {c.status for c in items}
     if "FAIL" in statuses:
         return "FAIL"
+    if "UNDECIDED" in statuses:
+        return "UNDECIDED"
     return "SKIP" if statuses == {"SKIP"} else "PASS"
 
 
 def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAULT_PREC_BITS,
-                   series_evaluator=None) -> list[Certificate]:
+                   max_prec_bits: int = MAX_PREC_BITS, series_evaluator=None) -> list[Certificate]:
     """All certificates at one d under the default length law, ordered as the claims table.
+
+    An item left UNDECIDED at ``prec_bits`` is certified again at doubled precision (the arb series'
+    omitted mass following it, ``series_tol``) until it is decided or the precision would exceed
+    ``max_prec_bits``; each certificate records the precision its verdict was reached at.
 
     (Under the nonnegative-length variant some items state other facts, e.g. dR/dbeta_b(0) = 0 at its
     balancing p = 1/(d+1); ``prove`` covers the default law only.)
 
-    ``series_evaluator`` is a factory ``(setting, prec_bits) -> evaluator`` of arb balls; by default
-    ``arb_evaluator`` (the arb series, or the integral representation from d = INTEGRAL_FROM_D on).  The finite-sample claim is statistical and reported as SKIP.
+    ``series_evaluator`` is a factory ``(setting, prec_bits, tol) -> evaluator`` of arb balls; by default
+    ``arb_evaluator`` (the arb series, or the integral representation from d = INTEGRAL_FROM_D on).  The
+    finite-sample claim is statistical and reported as SKIP.
     """
     setting = Setting(d)
     if setting.d < 3:
         raise SettingError(f"--d: the claims are stated for d >= 3, got {d}")
     epsilon = Fraction(epsilon) if not isinstance(epsilon, Fraction) else epsilon
     check_epsilon(float(epsilon))
-    cf = ArbClosedForms(setting, prec_bits)
-    plan = choose_plan(setting, cf, epsilon, steps)
-    items = certify_closed_form_items(setting, epsilon, plan, prec_bits)
-    ev_arb = (series_evaluator or arb_evaluator)(setting, prec_bits)
-    items += certify_series_items(setting, epsilon, plan, cf, ev_arb)
+    prec = prec_bits
+    while True:
+        items = _certify_at(setting, epsilon, steps, prec, series_evaluator)
+        undecided = [i for i, c in enumerate(items) if c.status == "UNDECIDED"]
+        if not undecided or 2 * prec > max_prec_bits:
+            break
+        prec *= 2
+    if undecided:
+        note = f"undecided at {prec} bits (the retry cap is {max_prec_bits}): raise --prec-bits or --max-prec-bits"
+        items = [Certificate(**{**c.__dict__, "note": "; ".join(filter(None, [c.note, note]))})
+                 if c.status == "UNDECIDED" else c for c in items]
     by_claim = {c.key: [] for c in CLAIMS}
     for it in items:
         by_claim[it.claim].append(it)
@@ -382,3 +475,12 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
         "finite_sample", "held-out risk with N = ceil(30 d ln d)", d, None, "statistical", "SKIP",
         "a sampling claim: estimated in checks/test_finite_sample.py, not certified"))
     return [it for c in CLAIMS for it in by_claim[c.key]]
+
+
+def _certify_at(setting: Setting, epsilon: Fraction, steps: int, prec: int, series_evaluator) -> list[Certificate]:
+    cf = ArbClosedForms(setting, prec)
+    plan = choose_plan(setting, cf, epsilon, steps)
+    items = certify_closed_form_items(setting, epsilon, plan, prec)
+    ev_arb = (series_evaluator or arb_evaluator)(setting, prec, series_tol(epsilon, prec))
+    items += certify_series_items(setting, epsilon, plan, cf, ev_arb)
+    return [Certificate(**{**c.__dict__, "prec_bits": prec}) for c in items]

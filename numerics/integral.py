@@ -168,9 +168,12 @@ class IntegralEvaluator:
 
         out = []
         for j, k in J_INDICES[:count]:
-            target = (arb(2) ** -(self.tail_bits or prec)) * (u.max(arb(1))) ** -(k + 1)
+            scale = (u.max(arb(1))) ** -(k + 1)
+            target = (arb(2) ** -(self.tail_bits or prec)) * scale
             V = cut_off(j, k, u, x, X, target)
-            value = acb.integral(integrand(j, k, u, qpi, x), 0, V, abs_tol=target.mid()).real
+            # the integration tolerance follows the working precision even when tail_bits cuts the range
+            # short, so that the radius of a short-range ball is the tail bound, not integration slack
+            value = acb.integral(integrand(j, k, u, qpi, x), 0, V, abs_tol=((arb(2) ** -prec) * scale).mid()).real
             out.append(value + arb(0, tail_bound(j, k, u, x, X, V).upper()))
         return out
 

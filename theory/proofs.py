@@ -178,11 +178,35 @@ def branch_and_bound(f, x, lo: Fraction, hi: Fraction, *, max_boxes: int = 4000)
 
 
 def polylog2_bounds_lemma() -> tuple[bool, str]:
-    """SymPy sums sum_{k>=1} z^k/k^2 to Li_2(z) on 0 <= z <= 1: non-negative terms, first term z."""
+    """SymPy sums sum_{k>=1} z^k/k^2 to Li_2(z) under a convergence condition; the condition is checked
+    to hold on the whole interval 0 <= z <= 1 (as a set, not at a sample point).  Non-negative terms
+    with first term z then give 0 <= z <= Li_2(z) on [0, 1]."""
     s = sp.summation(_Z**_K / _K**2, (_K, 1, sp.oo))
-    branch = s.args[0] if isinstance(s, sp.Piecewise) else (s, True)
-    ok = branch[0] == sp.polylog(2, _Z) and sp.simplify(branch[1].subs(_Z, sp.Rational(1, 2))) == sp.true
-    return ok, "Li_2(z) = sum_{k>=1} z^k/k^2 on [0, 1] (SymPy summation), so 0 <= z <= Li_2(z) for z in [0, 1)"
+    branch = s.args[0] if isinstance(s, sp.Piecewise) else (s, sp.true)
+    cond = branch[1]
+    covered = cond == sp.true or sp.Interval(0, 1).is_subset(cond.as_set())
+    ok = branch[0] == sp.polylog(2, _Z) and bool(covered)
+    return ok, (f"Li_2(z) = sum_(k>=1) z^k/k^2 where {cond} (SymPy summation), which contains all of [0, 1]: "
+                f"{'shown' if covered else 'not shown'}; so 0 <= z <= Li_2(z) for z in [0, 1]")
+
+
+def li2_lower_bound(q, x, a) -> tuple[bool, list[str]]:
+    """Show q(x) > 0 for x > a, where q = coeff * Li_2(1 - 1/x) + rest, by Li_2(z) >= z.
+
+    The bound q >= rest + coeff (1 - 1/x) needs coeff > 0 on x > a, which is shown first (with a
+    negative coefficient the inequality turns round and nothing follows)."""
+    split = _split_li2(q)
+    lemma_ok, lemma = polylog2_bounds_lemma()
+    steps = [lemma]
+    if split is None or not lemma_ok:
+        return False, steps + ["Li_2 does not enter linearly: the lower bound does not apply"]
+    coeff, rest = split
+    if _sign_on(coeff, x, a) != 1:
+        return False, steps + [f"Li_2 coefficient {coeff} not shown positive: the lower bound does not apply"]
+    lower = sp.factor(sp.together(rest + coeff * (1 - 1 / x)))
+    steps.append(f"q >= {lower} (Li_2 coefficient {coeff} > 0, Li_2(z) >= z)")
+    ok, more = prove_positive(lower, x, a)
+    return ok, steps + more
 
 
 def _with_x(expr, p_expr=None):
@@ -197,15 +221,31 @@ def _with_x(expr, p_expr=None):
 
 @lru_cache(maxsize=None)
 def prove_balancing_p(p_expr=None) -> ProofResult:
-    """P(y = +1) = 1/2 at p = p_expr (default the derived 1/(d-1)), and p in (0, 1), for all real d > 2."""
+    """P(y = +1) = 1/2 at p = p_expr (default the derived 1/(d-1)), p in (0, 1), and no other root in
+    (0, 1): P(y = -1) is a Moebius function (a p + b) / (c p + e) of p whose denominator keeps one sign
+    on [0, 1] and whose determinant a e - b c is nonzero, so it is strictly monotone there. For all real d > 2."""
     p_expr = sym.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
-    gap = sp.simplify(sym.prob_no_marked(LAW).subs(sym.p, p_expr) - sp.Rational(1, 2))
+    pm = sym.prob_no_marked(LAW)
+    gap = sp.simplify(pm.subs(sym.p, p_expr) - sp.Rational(1, 2))
     steps = [f"P(y=-1) - 1/2 at p = {p_expr} simplifies to {gap}"]
     px = p_expr.subs(sym.d, X + 1)
     in_range = _sign_on(px, X, 1) == 1 and _sign_on(1 - px, X, 1) == 1
     steps.append(f"0 < p = {px} < 1 for x = d - 1 > 1: {'shown' if in_range else 'not shown'}")
-    return _result("balancing_p", "symbolic", "all real d > 2", f"P(y=+1) = 1/2 at p = {p_expr}",
-                   gap == 0 and in_range, steps)
+    num, den = (sp.expand(t.subs(sym.d, X + 1)) for t in sp.fraction(sp.together(pm)))
+    unique = False
+    if sp.degree(num, sym.p) <= 1 and sp.degree(den, sym.p) <= 1:
+        a, b = num.coeff(sym.p, 1), num.coeff(sym.p, 0)
+        c, e = den.coeff(sym.p, 1), den.coeff(sym.p, 0)
+        det = sp.factor(a * e - b * c)
+        s0, s1 = _sign_on(den.subs(sym.p, 0), X, 1), _sign_on(den.subs(sym.p, 1), X, 1)
+        unique = s0 is not None and s0 == s1 and _sign_on(det, X, 1) in (1, -1)
+        steps.append(f"P(y=-1) = ({num}) / ({den}) is Moebius in p; denominator of one sign at p = 0 and p = 1 "
+                     f"(linear, so on [0, 1]); determinant {det} nonzero for x > 1: strictly monotone, one root in "
+                     f"(0, 1): {'shown' if unique else 'not shown'}")
+    else:
+        steps.append("P(y=-1) is not a Moebius function of p: uniqueness not shown")
+    return _result("balancing_p", "symbolic", "all real d > 2", f"P(y=+1) = 1/2 at p = {p_expr}, the only root in (0, 1)",
+                   gap == 0 and in_range and unique, steps)
 
 
 @lru_cache(maxsize=None)
@@ -242,6 +282,42 @@ def prove_output_floor_positive(c_expr=None) -> ProofResult:
                    den_ok and num_ok, steps)
 
 
+@lru_cache(maxsize=None)
+def prove_floor_is_infimum(c_expr=None) -> ProofResult:
+    """c(d) = inf over beta in R^d of R(0, beta), for all real d > 2 (default: the derived c(d)).
+
+    Steps: (i) at alpha = 0, f = sum_k beta_k c_k / n is linear in beta, so R(0, beta) = E[(f - y)^2]/2
+    is a convex quadratic on R^d (an expectation of squares of affine functions); it is invariant under
+    permutations of the d - 1 unmarked symbols, so averaging any beta over those permutations gives a
+    symmetric beta with no larger risk (Jensen): the infimum over R^d equals the infimum over symmetric
+    beta = (beta_a, beta_b, ..., beta_b).  (ii) On that plane R(0, beta) is the derived quadratic
+    q(beta_a, beta_b) (checked to be of degree 2); its Hessian H has H_11 > 0 and det H > 0 for x > 1, so q
+    is strictly convex with the unique minimiser H^-1 b and minimum q0 - b.H^-1 b / 2.  (iii) That minimum
+    equals c_expr identically."""
+    c_expr = sym.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
+    ba, bb = sym.beta_a, sym.beta_b
+    poly = sp.Poly(sp.expand(sym.uniform_attention_risk(LAW)), ba, bb)
+    steps = ["R(0, beta) is an expectation of squares of affine functions of beta (f linear in beta at "
+             "alpha = 0): convex on R^d; invariant under permutations of the unmarked symbols, so by Jensen "
+             "the infimum over R^d is the infimum over symmetric beta (hand-argued step, stated here)"]
+    if poly.total_degree() != 2:
+        return _result("floor_is_infimum", "symbolic", "all real d > 2", "c(d) = inf_beta R(0, beta)", False,
+                       steps + [f"R(0, beta) on the symmetric plane has degree {poly.total_degree()}, not 2"])
+    co = {m: c for m, c in poly.terms()}
+    h11, h12, h22 = 2 * co.get((2, 0), 0), co.get((1, 1), 0), 2 * co.get((0, 2), 0)
+    b = sp.Matrix([-co.get((1, 0), 0), -co.get((0, 1), 0)])
+    H = sp.Matrix([[h11, h12], [h12, h22]])
+    ok11, s11 = prove_positive(sp.factor(_with_x(h11)), X, 1)
+    okdet, sdet = prove_positive(sp.factor(_with_x(H.det())), X, 1)
+    steps += ["H_11 > 0:"] + s11 + ["det H > 0:"] + sdet
+    minimum = co.get((0, 0), 0) - (b.T * H.inv() * b)[0] / 2
+    same = _is_zero(_with_x(minimum - c_expr)) or sp.simplify(_with_x(minimum - c_expr)) == 0
+    steps.append(f"q0 - b.H^-1 b / 2 - c(d) = 0 identically: {'shown' if same else 'not shown'}")
+    return _result("floor_is_infimum", "symbolic (convex quadratic, Hessian, identity)", "all real d > 2",
+                   "c(d) = inf over beta in R^d of R(0, beta), attained at a unique symmetric beta",
+                   ok11 and okdet and same, steps)
+
+
 def _kappa_linear(kappa_expr):
     """kappa = eta_1 * Q(eta_1) / |den| with Q linear in eta_1; returns (Q, steps) or (None, steps)."""
     num, den = sp.fraction(sp.together(sp.expand(_with_x(kappa_expr))))
@@ -276,64 +352,58 @@ def _split_li2(expr):
     return (coeff, rest) if not rest.has(sp.polylog) and not coeff.has(sp.polylog) else None
 
 
-def _phase2_gradient_steps(kappa_expr) -> tuple[bool, list[str]]:
-    """dR/dalpha_a(0, beta1) = -(d-1)/d kappa and dR/dalpha_b = -dR/dalpha_a/(d-1): signs follow from kappa."""
-    g_a, g_b = sym.phase2_attention_gradient(LAW)
-    ok = _is_zero(g_a + (sym.d - 1) / sym.d * kappa_expr) and _is_zero(g_b + g_a / (sym.d - 1))
-    return ok, [f"phase-2 gradients = (-(d-1)/d, 1/d) * kappa identically: {'shown' if ok else 'not shown'}"]
+D_LO = 3
+"""The smallest alphabet size of the claims (theory.claims: d >= 3); every all-d proof covers real d >= D_LO."""
 
 
 @lru_cache(maxsize=None)
-def prove_kappa_positive_symbolic(kappa_expr=None, range_factor: int = 1) -> ProofResult:
-    """kappa(eta_1) > 0 on 0 < eta_1 <= range_factor * d (eta1_max = d), all real d > 2, via Li_2(z) >= z."""
+def prove_kappa_positive_symbolic(kappa_expr=None, range_factor=1) -> ProofResult:
+    """kappa(eta_1) > 0 on 0 < eta_1 <= range_factor * d (eta1_max = d), all real d > 2, via Li_2(z) >= z.
+
+    kappa is linear-times-eta_1 (kappa = eta_1 Q(eta_1) / |den|, Q linear), so it is positive on the
+    whole range once Q(0) > 0 and Q(range_factor * d) > 0.  The phase-2 gradient signs are not a separate
+    step: theory.symbolic defines kappa = -d/(d-1) dR/dalpha_a(0, beta1) and dR/dalpha_b = -dR/dalpha_a/(d-1)
+    (softmax shift invariance), so kappa > 0 is the statement that they are (-, +)."""
     kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False
     if Qd is not None:
-        split = _split_li2(Qd)
-        lemma_ok, lemma = polylog2_bounds_lemma()
-        steps.append(lemma)
-        if split is not None and lemma_ok:
-            coeff, rest = split
-            if _sign_on(coeff, X, 1) == 1:
-                lower = sp.factor(sp.together(rest + coeff * (1 - 1 / X)))
-                steps.append(f"Q(eta_1 = {_range_label(range_factor)}) >= {lower} "
-                             f"(Li_2 coefficient {coeff} > 0, Li_2(z) >= z)")
-                okd, more = prove_positive(lower, X, 1)
-                steps += more
-            else:
-                steps.append(f"Li_2 coefficient {coeff} not shown positive: the lower bound does not apply")
-    okg, sg = _phase2_gradient_steps(kappa_expr)
-    steps += sg
+        steps.append(f"Q(eta_1 = {_range_label(range_factor)}):")
+        okd, more = li2_lower_bound(Qd, X, 1)
+        steps += more
     return _result("kappa_positive", "symbolic (linearity in eta_1, Li_2 >= z, monotonicity)", "all real d > 2",
-                   f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}; "
-                   "phase-2 gradient signs (-, +)",
-                   ok0 and okd and okg, steps)
+                   f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}, so the phase-2 gradient "
+                   "signs are (-, +)", ok0 and okd, steps)
 
 
 @lru_cache(maxsize=None)
-def prove_kappa_positive_bnb(kappa_expr=None, range_factor: int = 1, D0: int = 10) -> ProofResult:
+def prove_kappa_positive_bnb(kappa_expr=None, range_factor=1, D0: int = 10) -> ProofResult:
     """Same claim as the symbolic proof, endpoint eta_1 = range_factor * d by a second method:
-    arb branch and bound over real d in [3, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity."""
+    arb branch and bound over real d in [D_LO, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity.
+    The proof checks that the two pieces cover every real d >= D_LO."""
     kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False
+    box_lo, box_hi = Fraction(D_LO - 1), Fraction(D0 - 1)  # in x = d - 1
     if Qd is not None:
-        ok_box, s_box = branch_and_bound(Qd, X, Fraction(2), Fraction(D0 - 1))
+        ok_box, s_box = branch_and_bound(Qd, X, box_lo, box_hi)
         steps += s_box
         split = _split_li2(Qd)
         lemma_ok, lemma = polylog2_bounds_lemma()
         steps.append(lemma)
         ok_tail = False
-        if split is not None and lemma_ok and _sign_on(split[0], X, D0 - 1) == 1:
+        if split is not None and lemma_ok and _sign_on(split[0], X, box_hi) == 1:
             steps.append(f"for d >= {D0}: Q >= {sp.factor(split[1])} (Li_2 coefficient > 0, Li_2 >= 0)")
-            ok_tail, more = prove_positive(split[1], X, D0 - 1)
+            ok_tail, more = prove_positive(split[1], X, box_hi)
             steps += more
         else:
             steps.append(f"for d >= {D0}: the Li_2 >= 0 bound does not apply")
-        okd = ok_box and ok_tail
-    return _result("kappa_positive", f"branch and bound on d in [3, {D0}] (arb) + asymptotic bound for d >= {D0}",
-                   "all real d >= 3", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}",
+        covers = box_lo <= D_LO - 1 and box_hi >= D0 - 1
+        steps.append(f"pieces x in [{box_lo}, {box_hi}] and x >= {D0 - 1} cover every d >= {D_LO}: "
+                     f"{'yes' if covers else 'no'}")
+        okd = ok_box and ok_tail and covers
+    return _result("kappa_positive", f"branch and bound on d in [{D_LO}, {D0}] (arb) + asymptotic bound for d >= {D0}",
+                   f"all real d >= {D_LO}", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}",
                    ok0 and okd, steps)
 
 
@@ -355,9 +425,13 @@ def prove_regime_positive(eps_max=12) -> ProofResult:
 
 
 @lru_cache(maxsize=None)
-def prove_attention_only(loss: str = "squared") -> ProofResult:
-    """At beta = 0, f = 0 on every string for every alpha and d, so grad_alpha = 0, beta never moves
-    under attention steps, and R(alpha, 0) = E[loss(0, y)], which is 1/2 for the squared loss."""
+def prove_attention_only(loss: str = "squared", claimed=None) -> ProofResult:
+    """At beta = 0, f = 0 on every string for every alpha and d, so grad_alpha = 0 (whatever the loss),
+    beta never moves under attention steps, and R(alpha, 0) = E[loss(0, y)]: 1/2 for the squared loss,
+    log 2 for the logistic loss.  ``claimed`` is the value the proof is asked to establish (default
+    the right one for ``loss``); the controls give a wrong one."""
+    if loss not in ("squared", "logistic"):
+        raise ValueError(f"loss must be 'squared' or 'logistic', got {loss!r}")
     beta, c, alpha = sp.IndexedBase("beta"), sp.IndexedBase("c"), sp.IndexedBase("alpha")
     k, dd = sp.Symbol("k", integer=True), sp.Symbol("d", integer=True, positive=True)
     f = sp.Sum(beta[k] * c[k] * sp.exp(alpha[k]), (k, 1, dd)) / sp.Sum(c[k] * sp.exp(alpha[k]), (k, 1, dd))
@@ -365,21 +439,65 @@ def prove_attention_only(loss: str = "squared") -> ProofResult:
     f0 = sp.simplify(at_zero.doit())
     y = sp.Symbol("y")
     loss_at_0 = (0 - y) ** 2 / 2 if loss == "squared" else sp.log(1 + sp.exp(-y * 0))
+    if claimed is None:
+        claimed = sp.Rational(1, 2) if loss == "squared" else sp.log(2)
+    claimed = sp.sympify(claimed)
     vals = {int(v): sp.simplify(loss_at_0.subs(y, v)) for v in (1, -1)}
-    ok = f0 == 0 and all(v == sp.Rational(1, 2) for v in vals.values())
+    ok = f0 == 0 and all(sp.simplify(v - claimed) == 0 for v in vals.values())
     steps = [f"f at beta = 0: {f0} for every alpha, every d (sum of zero terms)",
-             "so df/dalpha = 0, the attention gradient vanishes and beta is never changed: f = 0 for ever",
-             f"{loss} loss at f = 0: {vals[1]} for y = +1 and {vals[-1]} for y = -1, so R(alpha, 0) = E[loss(0, y)]"]
+             "so df/dalpha = 0, the attention gradient loss'(f) df/dalpha vanishes for any loss, and beta is "
+             "never changed: f = 0 for ever",
+             f"{loss} loss at f = 0: {vals[1]} for y = +1 and {vals[-1]} for y = -1, so R(alpha, 0) = "
+             f"E[loss(0, y)] = {claimed}: {'shown' if ok else 'not shown'}"]
     return _result("attention_only", "symbolic", "all d >= 2, any length law",
                    f"grad_alpha R(alpha, 0) = 0 for every alpha (so an attention-first step leaves alpha = 0), "
-                   f"and R stays R(0, 0) = 1/2 ({loss} loss)", ok, steps)
+                   f"and R stays R(0, 0) = {claimed} ({loss} loss)", ok, steps)
+
+
+def clear_caches() -> None:
+    """Forget every cached proof (the proofs are cached per argument; a test that must see the code as
+    it is now, e.g. under a mutation, clears them first)."""
+    for fn in list(globals().values()):
+        if hasattr(fn, "cache_clear") and getattr(fn, "__module__", "") == __name__:
+            fn.cache_clear()
 
 
 def all_proofs() -> list[ProofResult]:
     """Every all-d proof, in the order docs/proofs.md lists them."""
-    return [prove_balancing_p(), prove_phase1_signs(), prove_output_floor_positive(),
+    return [prove_balancing_p(), prove_phase1_signs(), prove_output_floor_positive(), prove_floor_is_infimum(),
             prove_kappa_positive_symbolic(), prove_kappa_positive_bnb(), prove_regime_positive(),
-            prove_attention_only()]
+            prove_attention_only("squared"), prove_attention_only("logistic")]
+
+
+def kappa_false_near_d3():
+    """A false variant of kappa: positive at eta_1 = d - 1, negative at eta_1 = d only for d in [3, 3.1)
+    (a proof that starts its boxes at d = 4, or stops at eta_1 = d - 1, passes it)."""
+    li = sp.polylog(2, 1 - 1 / (sym.d - 1))
+    return sym.eta1 * (sym.d - 2 + sym.eta1 * (li / 4 - 2 / (sym.d - 1) ** 2))
+
+
+def kappa_false_at_d():
+    """A false variant of kappa: positive on 0 < eta_1 <= d - 1 for every d, negative at eta_1 = d; its
+    Li_2 coefficient at eta_1 = d is positive, so only the endpoint decides."""
+    li = sp.polylog(2, 1 - 1 / (sym.d - 1))
+    return sym.eta1 * (sym.d - sp.Rational(1, 2) - sym.eta1 + sym.eta1 * li / (4 * sym.d))
+
+
+@lru_cache(maxsize=None)
+def li2_step_control() -> ProofResult:
+    """The Li_2 >= z step alone on q = 1 - Li_2(1 - 1/x), which is false for large x (Li_2 -> pi^2/6):
+    only the check that the Li_2 coefficient is positive stops the bound q >= 1/x."""
+    ok, steps = li2_lower_bound(1 - sp.polylog(2, 1 - 1 / X), X, 1)
+    return _result("li2_step", "symbolic (Li_2 >= z)", "x > 1", "1 - Li_2(1 - 1/x) > 0", ok, steps)
+
+
+@lru_cache(maxsize=None)
+def li2_tight_control() -> ProofResult:
+    """The Li_2 >= z step alone on q = Li_2(z) - z - 1/(100 x), z = 1 - 1/x, which is false near x = 1
+    (Li_2(z) - z ~ z^2/4): only the bound Li_2(z) >= z itself, no larger one, refuses it."""
+    z = 1 - 1 / X
+    ok, steps = li2_lower_bound(sp.polylog(2, z) - z - 1 / (100 * X), X, 1)
+    return _result("li2_step", "symbolic (Li_2 >= z)", "x > 1", "Li_2(z) - z - 1/(100 x) > 0", ok, steps)
 
 
 def mutation_controls() -> list[tuple[str, ProofResult]]:
@@ -392,12 +510,18 @@ def mutation_controls() -> list[tuple[str, ProofResult]]:
         ("p = 1/d instead of 1/(d-1)", prove_balancing_p(1 / sym.d)),
         ("p = 1/(d+2): beta1_b > 0", prove_phase1_signs(1 / (sym.d + 2))),
         ("c(d) with log10 instead of ln (c(3) < 0)", prove_output_floor_positive(c_log10)),
+        ("c(d) + 1/d^2 as the infimum of R(0, beta)", prove_floor_is_infimum(c + 1 / sym.d**2)),
         ("kappa on 0 < eta_1 <= 10 eta1_max (false at d = 3), symbolic", prove_kappa_positive_symbolic(range_factor=10)),
         ("kappa on 0 < eta_1 <= 10 eta1_max, branch and bound", prove_kappa_positive_bnb(range_factor=10)),
         ("kappa with the sign of Li_2 flipped, symbolic", prove_kappa_positive_symbolic(kap_li2)),
         ("kappa with the sign of Li_2 flipped, branch and bound", prove_kappa_positive_bnb(kap_li2)),
+        ("a kappa false only at eta_1 = d (true at d - 1), symbolic", prove_kappa_positive_symbolic(kappa_false_at_d())),
+        ("a kappa false only at eta_1 = d (true at d - 1), branch and bound", prove_kappa_positive_bnb(kappa_false_at_d())),
+        ("a kappa false only for d in [3, 3.1), branch and bound", prove_kappa_positive_bnb(kappa_false_near_d3())),
+        ("Li_2 step on 1 - Li_2(1 - 1/x) > 0 (false for large x; coefficient -1)", li2_step_control()),
+        ("Li_2 step on Li_2(z) - z - 1/(100 x) > 0, z = 1 - 1/x (false near x = 1)", li2_tight_control()),
         ("u_min > 1 for every epsilon < 13 (false at d = 3)", prove_regime_positive(13)),
-        ("R(0, 0) = 1/2 under the logistic loss (it is log 2)", prove_attention_only("logistic")),
+        ("R(0, 0) = 1/2 under the logistic loss (it is log 2)", prove_attention_only("logistic", sp.Rational(1, 2))),
     ]
 
 
@@ -408,23 +532,57 @@ USED_BY = {
     "balancing_p": "three_phase (and every claim: the default law's p)",
     "phase1_signs": "three_phase",
     "output_floor_positive": "output_only, attention_then_output",
+    "floor_is_infimum": "output_only, attention_then_output",
     "kappa_positive": "three_phase",
     "regime_positive": "three_phase",
     "attention_only": "attention_only, attention_then_output",
 }
 """Which claims of theory.claims each all-d proof serves."""
 
+_SERIES = "checked against the series at d = 2..60 (`checks/test_closed_forms_agree.py`, `checks/test_high_precision.py`)"
+_SUMS = ("SymPy's summation over the length law, whose convergence condition on the series' ratio "
+         "`theory.symbolic._first_branch` drops without a machine check")
+CONDITIONS = {
+    "balancing_p": f"given the SymPy derivation of P(y = -1) ({_SUMS}), {_SERIES}",
+    "phase1_signs": f"given the SymPy derivation of the phase-1 gradients ({_SUMS}), {_SERIES}",
+    "output_floor_positive": f"given the SymPy derivation of c(d) ({_SUMS}), {_SERIES}",
+    "floor_is_infimum": ("given the SymPy derivation of R(0, beta) on the symmetric plane, checked against the series "
+                         "for non-symmetric beta at d = 3..5; the symmetrisation step (convexity + permutation "
+                         "invariance, Jensen) is argued by hand"),
+    "kappa_positive": f"given the SymPy derivation of kappa ({_SUMS}), {_SERIES}",
+    "regime_positive": f"given the SymPy derivation of B_2 and kappa ({_SUMS}), {_SERIES}",
+    "attention_only": "none beyond the model's definition (f = sum_k beta_k softmax_k)",
+}
+"""The conditions each all-d proof rests on (printed in the table of docs/proofs.md)."""
+
+HAND_ARGUED = (
+    ("three_phase", "T_min certificate: if the phase-3 start point has gap alpha_a - alpha_b >= log u_min, then "
+     "inf over beta of R(alpha, beta) <= floor + epsilon/2 (the u_min lemma)",
+     "argued in the docstring of `numerics.certify.certify_series_items` (u_min from B_2 and the attention "
+     "weight bound); not machine-checked: every T_min certificate depends on it"),
+    ("three_phase", "T_min certificate: output GD on the phase-3 quadratic contracts the excess by "
+     "(1 - eta_3 lambda_min)^2 per step when eta_3 lambda_max <= 1",
+     "the standard bound for gradient descent on a convex quadratic; the certificate checks both eigenvalue "
+     "conditions in arb"),
+    ("output_only", "inf over R^d equals inf over symmetric beta",
+     "convexity and permutation invariance (Jensen), stated in `floor_is_infimum`"),
+)
+"""Steps argued by hand on which a proof or certificate depends."""
+
 CHECKED_ONLY_AT_GIVEN_D = (
     ("three_phase", "phase-3 curvature lambda_min(D^1/2 M D^1/2) > 0 and T_min",
-     "needs the phase-3 series M, m (no closed form); certified per d from the arb series by `prove`"),
+     "needs the phase-3 series M, m (no closed form); certified per d by `prove` (arb series below d = 1000, "
+     "the integral representation from d = 1000 on), resting on the u_min lemma below"),
     ("three_phase", "the three-phase end point has risk < floor + epsilon",
-     "the plan is run in float; its end point is certified per d with the arb series by `prove`"),
+     "the plan is run in float; its end point is certified per d by `prove` (arb series below d = 1000, the "
+     "integral representation from d = 1000 on)"),
     ("output_only", "every output-only trajectory point has R(0, beta_t) > c(d)",
      "per d and per point, from the closed-form quadratic R(0, beta) in arb (exact for alpha = 0)"),
     ("attention_then_output", "every attention-first trajectory point has R(0, beta_t) > c(d)",
      "as above (the attention step leaves alpha = 0 exactly)"),
-    ("output_only", "c(d, p) = inf over beta in R^d of R(0, beta)",
-     "a derivation (SymPy's solve of the stationarity equations, convexity and symmetry), not re-proved here"),
+    ("output_only", "c(d, p) = inf over beta in R^d of R(0, beta) at the given p",
+     "proved for all d at the balancing p (`floor_is_infimum`); certified per d by `prove` (Hessian of the "
+     "quadratic positive definite, its minimum overlapping c(d, p))"),
     ("finite_sample", "held-out risk <= epsilon with N = ceil(30 d ln d)",
      "statistical: estimated by checks/test_finite_sample.py, neither proved nor certified"),
     ("all", "the nonnegative-length variant and p other than the balancing p",
@@ -446,9 +604,11 @@ def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofR
            "python-flint's arb enclosures (constant signs and the branch and bound); the series "
            "Li_2(z) = sum_k z^k/k^2 on [0, 1] as SymPy sums it. Variable: x = d - 1, so x > 1 covers every real d > 2.",
            "", "## Proved for all d", "",
-           "| proof | used by (theory/claims.py) | method | domain | shown | status |", "|---|---|---|---|---|---|"]
+           "| proof | used by (theory/claims.py) | method | domain | shown | conditions | status |",
+           "|---|---|---|---|---|---|---|"]
     for r in results:
-        out.append(f"| `{r.claim}` | {USED_BY[r.claim]} | {r.method} | {r.domain} | {r.shown} | {r.status} |")
+        out.append(f"| `{r.claim}` | {USED_BY[r.claim]} | {r.method} | {r.domain} | {r.shown} | "
+                   f"{CONDITIONS[r.claim]} | {r.status} |")
     out += ["", "### The steps", ""]
     for r in results:
         out.append(f"**`{r.claim}`** ({r.method}): {r.shown}.")
@@ -460,9 +620,15 @@ def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofR
             "| false variant | method | status |", "|---|---|---|"]
     for name, r in controls:
         out.append(f"| {name} | {r.method} | {r.status} |")
+    out += ["", "## Steps argued by hand", "",
+            "These are not machine-checked; the items named depend on them.", "",
+            "| claim | step | where, and what depends on it |", "|---|---|---|"]
+    for key, item, how in HAND_ARGUED:
+        out.append(f"| `{key}` | {item} | {how} |")
     out += ["", "## Checked only at given d", "",
             "`occ-companion prove --d 3,5,10,50` certifies these per d (PASS needs an arb ball on the right "
-            "side); they are not proved for all d. `prove` also certifies, per d, each closed-form item proved "
+            "side, FAIL one on the wrong side; a ball that straddles the threshold is UNDECIDED after retrying at "
+            "doubled precision up to `--max-prec-bits`); they are not proved for all d. `prove` also certifies, per d, each closed-form item proved "
             "above (balancing p, gradient signs, eta1_max, kappa(eta_1), log u_min, eta2_min, c(d), R(0, 0)) as an "
             "arb ball, a cross-check of the proofs at those d.", "",
             "| claim | item | how |", "|---|---|---|"]
