@@ -91,6 +91,8 @@ def lag_table(results: dict) -> list[str]:
            "|---|---|---|---|---|---|"]
     for name, row in results["rows"].items():
         for m, v in row["lag"].items():
+            if m == "alignment" and row["task"] == "AND":
+                continue  # no ground-truth direction is stated for AND (lag.alignment)
             out.append(f"| {name} | {m} | {fmt(v['t_half_att'])} | {fmt(v['t_half_out'])} | {fmt(v['ratio'])} | "
                        f"{v['resolution']} |")
     return out
@@ -195,7 +197,7 @@ def figures(results: dict, tx) -> list[Path]:
                     "output displacement": (r["curve"]["steps"], r["B_dist"]),
                     "attention gain (function)": (r["function"]["steps"], r["function"]["gain_att"]),
                     "output gain (function)": (r["function"]["steps"], r["function"]["gain_out"])}),
-                ("alignment with ground truth", lambda r: {} if not r.get("alignment") else {
+                ("alignment with ground truth", lambda r: {} if not r.get("alignment") or row["task"] == "AND" else {
                     "attention alignment": (r["alignment"]["steps"], r["alignment"]["att"]),
                     "output alignment": (r["alignment"]["steps"], r["alignment"]["out"])}))):
             drawn = False

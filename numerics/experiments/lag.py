@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import engine as E
-from . import tasks as TK
 from .population import marked_symbols
 
 
@@ -69,20 +68,19 @@ def alignment(task: str, d: int, alpha: np.ndarray, B: np.ndarray, extra: dict |
     """(attention alignment, output alignment) of parameters alpha (H, D), B (H, D, K) with the task's
     ground-truth directions, or None where the task has none stated here.
 
-    occurrence / OR / AND: the score and the readout of the marked symbols minus those of the unmarked ones
-    (mean over marked symbols; AND with two heads: each head's larger marked score, summed over heads);
+    occurrence / OR: the score and the readout of the marked symbols minus those of the unmarked ones (mean
+    over marked symbols); AND: none (its solutions need a three-level ranking of the symbols in one head and
+    a readout that is not a marked-versus-unmarked gap, ``capacity``, so no single direction is stated);
     ICL: the score of the previous-token-is-trigger coordinate minus the mean of the other previous-token
     coordinates, and the readout's diagonal (token z read out as answer z) minus its off-diagonal mean;
     SLR: cos(alpha, k*) and cos(beta, v*) (summed over heads).
     """
     alpha = np.asarray(alpha, float)
     B = np.asarray(B, float)
-    if task in TK.POPULATION_TASKS:
+    if task in ("occurrence", "OR"):
         k = marked_symbols(task)
         a_gap = alpha[:, :k] - alpha[:, k:].mean(axis=1, keepdims=True)
         b_gap = B[:, :k, 0] - B[:, k:, 0].mean(axis=1, keepdims=True)
-        if task == "AND":
-            return float(a_gap.max(axis=1).sum()), float(b_gap.mean(axis=1).sum())
         return float(a_gap.mean(axis=1).sum()), float(b_gap.mean(axis=1).sum())
     if task == "ICL":
         prev = alpha[:, d:]

@@ -121,6 +121,8 @@ def lag_verdict(row: dict, measure: str) -> dict:
     out = {"row": row["name"], "claim": claim, "measure": measure, "plans": ["joint"]}
     reasons = artefacts(row, ("joint",))
     m = row["lag"].get(measure)
+    if measure == "alignment" and row["task"] == "AND":  # results of runs made before AND lost its alignment
+        m = None
     if m is None:
         return out | {"verdict": "refused", "reasons": reasons + [f"no {measure} measure for this task"], "evidence": ""}
     if reasons:
@@ -162,7 +164,7 @@ def assess(results: dict) -> list[dict]:
             out.append(_compare(row, "attention_only", "three_phase", True,
                                 "attention-only is competitive (matches three-phase)"))
         for m in MEASURES:
-            if m in row["lag"] or m != "alignment":
+            if (m in row["lag"] and not (m == "alignment" and task == "AND")) or m != "alignment":
                 out.append(lag_verdict(row, m))
     ep = [r for r in rows.values() if r["task"] == "even_pairs"]
     for row in ep:
