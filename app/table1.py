@@ -8,7 +8,7 @@ verdict: holds, does not hold, undecided, or refused with the artefact it would 
 
 Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
 command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
-(table1.partial.json): a killed run started again with the same options trains only the missing rows.
+(.occ-table1.partial.json, hidden): a killed run started again with the same options trains only the missing rows.
 ``--from-json FILE`` re-renders a results file; ``--rerun FILE`` trains its recorded configuration again.
 Exit status: 0 every verdict decided, 3 some verdict undecided or refused, 2 bad usage, 130 interrupted.
 """
@@ -29,7 +29,7 @@ TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
 READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
 OWNS = ("table1.json", "table1.md", "table1_*.png")
 """The artifacts of a table1 result (stale ones of an earlier run are removed when a new result commits)."""
-PARTIAL = "table1.partial.json"
+PARTIAL = ".occ-table1.partial.json"
 """Finished rows of a run in progress (not part of the result: written beside it, removed at the commit)."""
 
 

@@ -54,7 +54,7 @@ occ-companion table1 --rerun results/table1.json       # train the recorded conf
 Options: `--tasks`, `--seeds`, `--d`, `--reading NAME`, and the reading's fields `--max-steps`, `--budget
 plateau|fixed`, `--k1`, `--k2 N|plateau`, `--joint-steps shared|separate`, `--optimizer gd|momentum|adam`,
 `--tuning-seeds`; `--icl-loss squared|cross-entropy`, `--jobs`, `--out`, `--quiet`. A run saves each
-finished row at once (`table1.partial.json`); the same command after a kill trains only the missing rows.
+finished row at once (`.occ-table1.partial.json`); the same command after a kill trains only the missing rows.
 Exit status 0 when every verdict is decided, 3 when some verdict is undecided or refused, 2 on bad usage.
 
 ## Tasks

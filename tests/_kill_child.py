@@ -23,6 +23,8 @@ def _warm() -> None:
         main(["run", "--d", "5", "--steps", "2", "--epsilon", "0.01", "--quiet", "--out", tmp])
         main(["prove", "--d", "3", "--steps", "2", "--out", tmp])
         main(["latex", "--only", "kappa", "--out", os.path.join(tmp, "f.tex")])
+        main(["table1", "--quick", "--tasks", "occurrence", "--jobs", "1", "--quiet", "--max-steps", "20",
+              "--out", os.path.join(tmp, "t1")])
         from app.report import derivations_markdown
 
         derivations_markdown()

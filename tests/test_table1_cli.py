@@ -58,7 +58,7 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     assert status in (exitcodes.DONE, exitcodes.UNDECIDED)
     res = json.loads((a / "table1.json").read_text())
     assert res["command"][:2] == ["occ-companion", "table1"] and res["reading"]["max_steps"] == 60
-    assert res["version"] and "timestamp" in res and not (a / "table1.partial.json").exists()
+    assert res["version"] and "timestamp" in res and not (a / ".occ-table1.partial.json").exists()
     assert (a / "table1_even_pairs.png").stat().st_size > 0
     assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == status
     assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
@@ -69,7 +69,7 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     row["marker"] = "kept"
     c = tmp_path / "c"
     c.mkdir()
-    (c / "table1.partial.json").write_text(json.dumps({"config": res["config"], "rows": {"occurrence": row}}))
+    (c / ".occ-table1.partial.json").write_text(json.dumps({"config": res["config"], "rows": {"occurrence": row}}))
     assert _cli([*argv[:-1], str(c)]) == status
     again = json.loads((c / "table1.json").read_text())
     assert again["rows"]["occurrence"].get("marker") == "kept"
@@ -78,7 +78,7 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     d = tmp_path / "d"
     d.mkdir()
     other = dict(res["config"], d=9)
-    (d / "table1.partial.json").write_text(json.dumps({"config": other, "rows": {"occurrence": row}}))
+    (d / ".occ-table1.partial.json").write_text(json.dumps({"config": other, "rows": {"occurrence": row}}))
     assert _cli([*argv[:-1], str(d)]) == status
     assert "marker" not in json.loads((d / "table1.json").read_text())["rows"]["occurrence"]
 
