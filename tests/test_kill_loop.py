@@ -35,7 +35,7 @@ from app.report import CLAIMS_BEGIN, CLAIMS_END
 KILLS = int(os.environ.get("OCC_KILLS", "50")) * (8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1)
 PARALLEL = 3
 
-VOLATILE = {"timestamp", "wall_seconds", "command", "git_dirty", "seconds", "out",
+VOLATILE = {"timestamp", "wall_seconds", "command", "git_commit", "git_dirty", "seconds", "out",
             "elapsed_s", "cpu_s", "wall_s", "commit", "dirty"}  # the last five: table1's records
 
 
