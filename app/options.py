@@ -59,12 +59,7 @@ def float_in(low: float | None, high: float | None, *, low_open: bool = True,
     """An argparse type: a finite number in the interval from ``low`` to ``high`` (None: unbounded)."""
     def parse(text: str) -> float:
         value = _number(text)
-        ok = math.isfinite(value)
-        if ok and low is not None:
-            ok = value > low if low_open else value >= low
-        if ok and high is not None:
-            ok = value < high if high_open else value <= high
-        if not ok:
+        if not (math.isfinite(value) and _in_range(value, low, high, low_open, high_open)):
             raise argparse.ArgumentTypeError(f"must be a finite number {_interval(low, high, low_open, high_open)}, "
                                              f"got {text!r}")
         return value
@@ -72,6 +67,13 @@ def float_in(low: float | None, high: float | None, *, low_open: bool = True,
     parse.__name__ = "number"
     parse.__doc__ = f"Parse a finite number {_interval(low, high, low_open, high_open)}."
     return parse
+
+
+def _in_range(value, low, high, low_open: bool, high_open: bool) -> bool:
+    """value within the interval of ``_interval`` (either end may be None: unbounded)."""
+    if low is not None and not (value > low if low_open else value >= low):
+        return False
+    return high is None or (value < high if high_open else value <= high)
 
 
 def _interval(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
@@ -124,9 +126,7 @@ def exact_in(low: float | None, high: float | None, *, low_open: bool = True,
         except (ValueError, ZeroDivisionError, TypeError):
             raise argparse.ArgumentTypeError(f"must be a finite number (a decimal such as 0.1 or 1e-3, taken "
                                              f"exactly), got {text!r}") from None
-        ok = low is None or (value > low if low_open else value >= low)
-        ok = ok and (high is None or (value < high if high_open else value <= high))
-        if not ok:
+        if not _in_range(value, low, high, low_open, high_open):
             raise argparse.ArgumentTypeError(f"must be a finite number {_interval(low, high, low_open, high_open)}, "
                                              f"got {text!r}")
         return value
