@@ -55,7 +55,7 @@ class Config:
     mass_tol: float = EXACT_MASS_TOL
     len_tol: float = 1e-13
     curve_points: int = 40
-    lag_points: int = 120
+    lag_points: int = 400
     icl_loss: str = "squared"
     even_pairs_embedding: str = "query"
     jobs: int = 2
