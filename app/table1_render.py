@@ -14,8 +14,7 @@ import numpy as np
 
 from numerics.experiments import verdicts as V
 from numerics.experiments.lag import relative_progress
-
-PLANS = ("three_phase", "joint", "output_only", "attention_only")
+from numerics.experiments.runner import PLANS
 VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecided": "undecided",
                 "refused": "*refused*"}
 
