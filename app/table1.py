@@ -23,7 +23,7 @@ from theory.files import atomic_write_text
 from theory.validation import SettingError
 
 from . import exitcodes
-from .io import OutputError, OutputFolder
+from .io import OutputFolder
 
 TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
 READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
@@ -248,8 +248,6 @@ def main(argv: list[str] | None = None) -> int:
     from .cli import main as cli_main
     return cli_main(["table1", *(sys.argv[1:] if argv is None else argv)])
 
-
-__all__ = ["add_parser", "main", "OutputError"]
 
 if __name__ == "__main__":
     sys.exit(main())

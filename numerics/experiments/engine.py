@@ -40,7 +40,7 @@ class Tokens:
     ``table`` (T, D): the token embeddings (numpy or scipy.sparse CSR).  Layout "bag": ``counts`` (N, T) dense
     multiplicities (few types).  Layout "rows": ``rows`` (M, D) the embedding of each token row (scipy.sparse
     CSR for one-hot tables, so a score is a lookup and a gradient a scatter-add; dense for dense tokens),
-    ``tok`` (M,) its type, ``mult`` (M,) its multiplicity, ``starts`` (N_ne,) first row of each non-empty
+    ``mult`` (M,) its multiplicity, ``starts`` (N_ne,) first row of each non-empty
     string, ``seg`` (M,) index of the row's string among the non-empty ones, ``nonempty`` (N_ne,) their
     indices in the batch (empty strings have f = 0).  No array has a dimension of the table's size T, so
     the cost is linear in the number of token rows however many types the table has.
@@ -52,7 +52,6 @@ class Tokens:
     weights: np.ndarray
     labels: np.ndarray | None
     counts: np.ndarray | None = None
-    tok: np.ndarray | None = None
     mult: np.ndarray | None = None
     starts: np.ndarray | None = None
     seg: np.ndarray | None = None
@@ -104,24 +103,12 @@ def from_batch(batch: Batch) -> Tokens:
         m = np.asarray(batch.m, float)
         n_idx, pos = np.nonzero(m)
         table = rows = X[n_idx, pos]
-        tok = np.arange(len(n_idx))
         mult = m[n_idx, pos]
     else:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
-    return Tokens(table=table, y=y, weights=w, labels=batch.labels, tok=tok, mult=mult, starts=starts,
+    return Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
                   seg=seg, nonempty=nonempty, rows=rows)
-
-
-def _table_times(table, M2: np.ndarray) -> np.ndarray:
-    """table (T, D) @ M2 (D, C) as a dense (T, C) array."""
-    out = table @ M2
-    return np.asarray(out)
-
-
-def _table_t_times(table, G: np.ndarray) -> np.ndarray:
-    """table^T (D, T) @ G (T, C) as a dense (D, C) array."""
-    return np.asarray(table.T @ G)
 
 
 @dataclass
@@ -207,28 +194,28 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     N = tb.size
     if tb.layout == "rows":
         return _forward_rows(alpha, B, tb)
-    S_tab = _table_times(tb.table, alpha.reshape(R * H, D).T)                         # (T, RH)
-    V_tab = _table_times(tb.table, B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
-    if True:  # bag layout
-        # few token types: a string's softmax shift (its largest present score) and its exponentials
-        # depend only on which types it has, so they are computed once per presence pattern (2^T of them)
-        # and gathered; then one (N, RH) array per type, no (N, T, RH) temporaries and no exp over N
-        counts = tb.counts
-        T = counts.shape[1]
-        pat = (counts > 0) @ (1 << np.arange(T))                                       # (N,) pattern
-        bits = ((np.arange(1 << T)[:, None] >> np.arange(T)[None, :]) & 1).astype(bool)  # (P, T)
-        topP = np.where(bits[:, :, None], S_tab[None], -np.inf).max(axis=1)            # (P, RH)
-        topP[~np.isfinite(topP)] = 0.0
-        exP = np.where(bits[:, :, None], np.exp(np.minimum(S_tab[None] - topP[:, None], 0.0)), 0.0)
-        w = np.empty((T, N, R * H))
-        for t in range(T):
-            np.take(exP[:, t], pat, axis=0, out=w[t])
-            w[t] *= counts[:, t:t + 1]
-        Z = w.sum(axis=0)
-        Z[Z == 0] = 1.0
-        w /= Z
-        V = V_tab.reshape(T, R * H, K)
-        fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)[..., None]
+    S_tab = np.asarray(tb.table @ alpha.reshape(R * H, D).T)                         # (T, RH)
+    V_tab = np.asarray(tb.table @ B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
+    # bag layout
+    # few token types: a string's softmax shift (its largest present score) and its exponentials
+    # depend only on which types it has, so they are computed once per presence pattern (2^T of them)
+    # and gathered; then one (N, RH) array per type, no (N, T, RH) temporaries and no exp over N
+    counts = tb.counts
+    T = counts.shape[1]
+    pat = (counts > 0) @ (1 << np.arange(T))                                       # (N,) pattern
+    bits = ((np.arange(1 << T)[:, None] >> np.arange(T)[None, :]) & 1).astype(bool)  # (P, T)
+    topP = np.where(bits[:, :, None], S_tab[None], -np.inf).max(axis=1)            # (P, RH)
+    topP[~np.isfinite(topP)] = 0.0
+    exP = np.where(bits[:, :, None], np.exp(np.minimum(S_tab[None] - topP[:, None], 0.0)), 0.0)
+    w = np.empty((T, N, R * H))
+    for t in range(T):
+        np.take(exP[:, t], pat, axis=0, out=w[t])
+        w[t] *= counts[:, t:t + 1]
+    Z = w.sum(axis=0)
+    Z[Z == 0] = 1.0
+    w /= Z
+    V = V_tab.reshape(T, R * H, K)
+    fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)[..., None]
     fh = fh.reshape(N, R, H, K)
     return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
 
@@ -292,20 +279,19 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
         return r, ga, gB, fw.f
     gh = np.broadcast_to(g[:, :, None, :], (g.shape[0], R, H, K)).reshape(-1, R * H, K)
     fh = fw.fh.reshape(-1, R * H, K)
-    if tb.layout == "bag":
-        # per type t: dV_t = sum_n w_tn g_n; ds_t = sum_n w_tn (V_t - fh_n) . g_n
-        if K == 1:
-            g1, f1 = gh[..., 0], fh[..., 0]                                            # (N, RH)
-            dV = np.einsum("tnc,nc->tc", fw.w, g1)[..., None]                          # (T, RH, 1)
-            wfg = np.einsum("tnc,nc->tc", fw.w, f1 * g1)
-            ds = fw.V[:, :, 0] * dV[..., 0] - wfg                                      # (T, RH)
-        else:
-            dV = np.einsum("tnc,nck->tck", fw.w, gh)
-            fg = np.einsum("nck,nck->nc", fh, gh)
-            ds = np.einsum("tck,tck->tc", fw.V, dV) - np.einsum("tnc,nc->tc", fw.w, fg)
-        G_V, G_s = dV.reshape(dV.shape[0], -1), ds
-    gB = _table_t_times(tb.table, G_V).reshape(D, R, H, K).transpose(1, 2, 0, 3)
-    ga = _table_t_times(tb.table, G_s).reshape(D, R, H).transpose(1, 2, 0)
+    # per type t: dV_t = sum_n w_tn g_n; ds_t = sum_n w_tn (V_t - fh_n) . g_n
+    if K == 1:
+        g1, f1 = gh[..., 0], fh[..., 0]                                            # (N, RH)
+        dV = np.einsum("tnc,nc->tc", fw.w, g1)[..., None]                          # (T, RH, 1)
+        wfg = np.einsum("tnc,nc->tc", fw.w, f1 * g1)
+        ds = fw.V[:, :, 0] * dV[..., 0] - wfg                                      # (T, RH)
+    else:
+        dV = np.einsum("tnc,nck->tck", fw.w, gh)
+        fg = np.einsum("nck,nck->nc", fh, gh)
+        ds = np.einsum("tck,tck->tc", fw.V, dV) - np.einsum("tnc,nc->tc", fw.w, fg)
+    G_V, G_s = dV.reshape(dV.shape[0], -1), ds
+    gB = np.asarray(tb.table.T @ G_V).reshape(D, R, H, K).transpose(1, 2, 0, 3)
+    ga = np.asarray(tb.table.T @ G_s).reshape(D, R, H).transpose(1, 2, 0)
     return r, ga, gB, fw.f
 
 

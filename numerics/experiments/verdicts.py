@@ -164,7 +164,7 @@ def assess(results: dict) -> list[dict]:
             out.append(_compare(row, "attention_only", "three_phase", True,
                                 "attention-only is competitive (matches three-phase)"))
         for m in MEASURES:
-            if (m in row["lag"] and not (m == "alignment" and task == "AND")) or m != "alignment":
+            if m != "alignment" or (m in row["lag"] and task != "AND"):
                 out.append(lag_verdict(row, m))
     ep = [r for r in rows.values() if r["task"] == "even_pairs"]
     for row in ep:
