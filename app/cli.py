@@ -2,7 +2,7 @@
 
 run: the main job (three-phase plan in its step-size regime vs the impossibility plans and joint GD);
 prove: every claim certified in ball arithmetic (arb), and the proofs for all d;
-table1: the reconstructed Table 1 experiments;
+table1: the reconstructed Table 1 experiments; sweep: Table 1 under every reading of the protocol;
 finite: the finite-sample plan; values / evaluate: closed forms and exact series at a point;
 docs / latex: regenerate docs/derivations.md and README's claims, export LaTeX.
 
@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands",  # finite, values, evaluate, latex, docs
     "app.prove",     # prove
     "app.table1",    # table1
+    "app.sweep",     # sweep
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""

@@ -332,16 +332,31 @@ def run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
 def _run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
     cpu0, wall0 = time.process_time(), time.time()
     cfg = Config.from_dict(cfg_dict)
-    loss = task_loss(task, cfg)
     found = search(task, heads, cfg)
     tuning_steps = found.pop("_steps")
     chosen = {p: found[p]["chosen"] for p in PLANS}
-    seeds = [0] if exact(task, heads, cfg) else list(range(cfg.seeds))
-    per_seed = [report_seed(task, heads, s, cfg, chosen) for s in seeds]
+    per_seed = [report_seed(task, heads, s, cfg, chosen) for s in reported_seeds(task, heads, cfg)]
+    data_info = make_data(task, heads, 0, cfg).info if exact(task, heads, cfg) else {"p": TK.length_parameter(task, cfg.d)}
+    row = assemble_row(name, task, heads, cfg, found, {p: [ps[p] for ps in per_seed if p in ps] for p in PLANS},
+                       ceiling_of(task, cfg.d, heads, task_loss(task, cfg), cfg), data_info)
+    return row | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
+
+
+def reported_seeds(task: str, heads: int, cfg: Config) -> list[int]:
+    """The reported seeds of a row: seed 0 alone on an exact population (every seed would train the same
+    run), else 0, ..., seeds - 1."""
+    return [0] if exact(task, heads, cfg) else list(range(cfg.seeds))
+
+
+def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per_plan: dict, ceiling: dict,
+                 data_info: dict) -> dict:
+    """The row of a results dict from its parts: each plan's search (``search``), its reported-seed results
+    (``report_seed``, per plan in seed order), the capacity ceiling and the data's description."""
     plans = {}
     for p in PLANS:
-        recs = [ps[p] for ps in per_seed if p in ps]
-        plans[p] = {"search": found[p], "chosen": chosen[p], "seeds": recs,
+        recs = per_plan.get(p, [])
+        chosen = found[p]["chosen"]
+        plans[p] = {"search": found[p], "chosen": chosen, "seeds": recs,
                     "risk": stats([r["test_risk"] for r in recs]), "acc": stats([r["test_acc"] for r in recs]),
                     "diverged": [r["seed"] for r in recs if r["diverged"]],
                     "unstable": [r["seed"] for r in recs if r["unstable"]],
@@ -360,12 +375,10 @@ def _run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
                       "ratio": stats([v["ratio"] for v in vals]),
                       "resolution": max(v["resolution"] for v in vals),
                       "resolution_per_seed": [v["resolution"] for v in vals]}
-    data_info = make_data(task, heads, 0, cfg).info if exact(task, heads, cfg) else {"p": TK.length_parameter(task, cfg.d)}
     data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
-    return {"name": name, "task": task, "heads": heads, "loss": loss, "exact": exact(task, heads, cfg),
-            "seeds_run": seeds, "data": data_info, "plans": plans, "lag": lag,
-            "ceiling": ceiling_of(task, cfg.d, heads, loss, cfg),
-            "cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
+    return {"name": name, "task": task, "heads": heads, "loss": task_loss(task, cfg), "exact": exact(task, heads, cfg),
+            "seeds_run": reported_seeds(task, heads, cfg), "data": data_info, "plans": plans, "lag": lag,
+            "ceiling": ceiling}
 
 
 def ceiling_of(task: str, d: int, heads: int, loss: str, cfg: Config) -> dict:

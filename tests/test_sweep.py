@@ -1,0 +1,382 @@
+"""The readings sweep (issue 16): readings files, unit projection, equality with table1's runner, the store
+(resume, corruption, concurrent sweeps), the dask cluster (LocalCluster and --scheduler), failures and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from numerics.experiments import readings as RD
+from numerics.experiments import runner as RN
+from numerics.experiments import sweep as SW
+from theory.validation import SettingError
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = """
+[sweep]
+tasks = ["occurrence", "even_pairs"]
+seeds = 2
+d = [8]
+[config]
+val_size = 256
+test_size = 256
+lag_points = 60
+[base]
+max_steps = 40
+eval_every = 10
+patience = 3
+phase2_cap = 20
+tuning_seeds = 1
+max_extensions = 1
+[axes.schedule]
+"k2=1" = { k2 = 1 }
+"k2=plateau" = { k2 = "plateau" }
+[axes.joint]
+shared = { joint_steps = "shared" }
+"""
+
+
+def _cli(*args, cwd, timeout=300, **kw):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "app", "sweep", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def _tidy(folder: Path):
+    import pandas as pd
+
+    return pd.read_csv(folder / "tidy.csv")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One uninterrupted tiny sweep on a LocalCluster through the command line."""
+    where = tmp_path_factory.mktemp("sweep_ref")
+    (where / "tiny.toml").write_text(TINY)
+    r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--workers", "2", cwd=where)
+    assert r.returncode == 0, r.stderr
+    return where
+
+
+# ------------------------------------------------------------------------------------------------
+# readings files
+
+
+def test_shipped_readings_file_spans_the_axes_the_issue_names():
+    g = RD.load()
+    assert len(g.readings) >= 24
+    values = {f: {getattr(r, f) for r in g.readings.values()} for f in ("k2", "joint_steps", "optimizer", "budget")}
+    assert 1 in values["k2"] and len(values["k2"] - {1}) >= 2          # theory's (1, 1) and two multi-step
+    assert values["joint_steps"] == {"shared", "separate"}
+    assert values["optimizer"] == {"gd", "momentum", "adam"}
+    assert values["budget"] == {"plateau", "fixed"}
+    assert g.default is not None and g.seeds >= 5 and {25, 50, 100, 200} <= set(g.d)
+    assert all(r.k1 == 1 for r in g.readings.values() if r.k2 == 1)
+    cells = g.cells()
+    assert {d for _, d, _ in cells} == set(g.d)
+    assert sum(1 for _, d, _ in cells if d == 25) == len(g.readings)   # the whole product at d = 25
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[sweep]\nd = [8]\n", "axes"),
+    ("[axes.a]\nx = { k3 = 1 }\n", "k3"),
+    ("[axes.a]\nx = { k2 = 0 }\n", "k2"),
+    ("[axes.a]\nx = {}\n[[limit]]\nd = [9]\n", "d = [9]"),
+    ("[axes.a]\nx = {}\n[[limit]]\nd = [50]\nreadings = ['y']\n", "'y'"),
+    ("[sweep]\ntasks = ['XOR']\n[axes.a]\nx = {}\n", "XOR"),
+    ("[config]\nbatch = 0\n[axes.a]\nx = {}\n", "batch"),
+    ("[config]\nd = 8\n[axes.a]\nx = {}\n", "d"),
+    ("[axes.a\n", "not valid TOML"),
+])
+def test_bad_readings_files_are_refused_naming_the_entry(tmp_path, text, words):
+    f = tmp_path / "r.toml"
+    f.write_text(text)
+    with pytest.raises(SettingError, match=None) as exc:
+        RD.load(f)
+    assert words in str(exc.value) and str(f) in str(exc.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# units
+
+
+def test_projection_shares_exactly_the_units_a_plan_does_not_depend_on():
+    g = RD.load()
+    p = SW.plan(g)
+    by = {}
+    for (reading, d, row), info in p.rows.items():
+        if d == 25 and row == "OR":
+            by[reading] = info["plans"]
+    base = "k2=plateau/shared/gd/plateau"
+    for other, same, differ in [
+        ("k2=1/shared/gd/plateau", ("joint", "output_only", "attention_only"), ("three_phase",)),
+        ("k2=plateau/separate/gd/plateau", ("three_phase", "output_only", "attention_only"), ("joint",)),
+        ("k2=plateau/shared/adam/plateau", (), ("three_phase", "joint", "output_only", "attention_only")),
+        ("k2=plateau/shared/gd/fixed", (), ("three_phase", "joint", "output_only", "attention_only")),
+    ]:
+        for plan in same:
+            assert by[base][plan] == by[other][plan], (other, plan)
+        for plan in differ:
+            assert by[base][plan] != by[other][plan], (other, plan)
+    # 36 readings need 18 three-phase, 12 joint and 6 each of output-only and attention-only searches per row
+    per_row = {}
+    for (reading, d, row), info in p.rows.items():
+        if d == 25 and row == "OR":
+            for plan, k in info["plans"].items():
+                per_row.setdefault(plan, set()).add(k)
+    assert {k: len(v) for k, v in per_row.items()} == {"three_phase": 18, "joint": 12, "output_only": 6,
+                                                      "attention_only": 6}
+
+
+def test_key_covers_the_version_and_the_configuration():
+    g = RD.load()
+    a, b = SW.plan(g, version="1"), SW.plan(g, version="2")
+    assert set(a.searches).isdisjoint(b.searches)
+    spec = next(iter(a.searches.values()))
+    assert SW.key_of({**spec, "config": {**spec["config"], "batch": 65}}) != SW.key_of(spec)
+
+
+# ------------------------------------------------------------------------------------------------
+# the sweep on a cluster
+
+
+def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
+    """Each cell of the sweep (units trained per plan, shared between readings) equals runner.run of the same
+    reading (all plans trained together): same chosen step sizes, risks equal to rounding."""
+    import pandas as pd
+
+    out = reference / "out"
+    tidy = _tidy(out)
+    pd.testing.assert_frame_equal(tidy, pd.read_parquet(out / "tidy.parquet"), check_dtype=False)
+    summary = json.loads((out / "sweep.json").read_text())
+    assert summary["readings_file"]["text"] == TINY and summary["counts"]["failed"] == 0
+    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    # one record per (reading, row, plan, seed, d): occurrence is exact (seed 0 only), even pairs has 2 seeds
+    assert len(tidy) == len(g.readings) * 4 * (1 + 2)
+    assert not tidy.duplicated(["reading", "d", "row", "plan", "seed"]).any()
+    from threadpoolctl import threadpool_limits
+    for name in g.readings:
+        cfg = g.run_config(8, g.tasks, name)
+        cfg.jobs = 1
+        with threadpool_limits(1):
+            ref = RN.run(cfg, quiet=True)
+        for row_name, row in ref["rows"].items():
+            for plan, pr in row["plans"].items():
+                got = tidy[(tidy.reading == name) & (tidy.row == row_name) & (tidy.plan == plan)].sort_values("seed")
+                assert list(got.lr_out.fillna(0)) == pytest.approx([(pr["chosen"] or {}).get("out", 0)] * len(got),
+                                                                   rel=1e-12)
+                want = [r["test_risk"] for r in pr["seeds"]]
+                assert list(got.test_risk) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+def _start(where: Path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "app", "sweep", "--readings", "tiny.toml", "--store", "store",
+                             "--out", "out", "--workers", "2"], cwd=where, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_units(store: SW.Store, proc, n: int) -> None:
+    deadline = time.time() + 240
+    while len(store.keys()) < n and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+
+
+def test_sweep_interrupted_then_killed_resumes_training_only_what_was_missing(reference, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops cleanly with status 130 and
+    keeps every finished unit; a SIGKILL later loses only the units in flight; the resumed sweep trains only
+    what is missing and gives the same tidy table as an uninterrupted one."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    store = SW.Store(tmp_path / "store")
+    proc = _start(tmp_path)
+    _wait_for_units(store, proc, 4)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted; every finished task is kept" in err and "Traceback" not in err
+    first = set(store.keys())
+    proc = _start(tmp_path)
+    _wait_for_units(store, proc, len(first) + 4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = set(store.keys())
+    assert 4 <= len(first) < len(kept)
+    assert not (tmp_path / "out" / "sweep.json").exists()
+    r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--workers", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    ref_counts = json.loads((reference / "out" / "sweep.json").read_text())["counts"]
+    assert summary["counts"]["reused"] == len(kept) < ref_counts["trained"]
+    assert summary["counts"]["trained"] + summary["counts"]["reused"] == ref_counts["trained"]
+    assert [r["completed"] for r in summary["runs"]] == [False, True]  # the SIGKILLed run left no record
+    assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
+
+
+def test_corrupt_store_entries_are_retrained_not_used(reference, tmp_path):
+    shutil.copytree(reference / "store", tmp_path / "store")
+    (tmp_path / "tiny.toml").write_text(TINY)
+    store = SW.Store(tmp_path / "store")
+    keys = store.keys()
+    # a result changed behind its digest, and a file cut short
+    changed = store.path(keys[0])
+    entry = json.loads(changed.read_text())
+    entry["result"] = json.loads(json.dumps(entry["result"]).replace("0.", "0.9", 1))
+    changed.write_text(json.dumps(entry))
+    cut = store.path(keys[1])
+    cut.write_text(cut.read_text()[:100])
+    r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    counts = json.loads((tmp_path / "out" / "sweep.json").read_text())["counts"]
+    assert counts["corrupt_retrained"] == 2 and counts["trained"] == 2
+    assert len(list((tmp_path / "store" / "corrupt").iterdir())) == 2
+    assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
+    assert all(store.get(k, json.loads(store.path(k).read_text())["spec"]) is not None for k in keys)
+
+
+def test_two_concurrent_sweeps_into_one_store_stay_consistent(reference, tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "app", "sweep", "--readings", "tiny.toml", "--store", "store",
+                               "--out", f"out{i}", "--workers", "1", "--quiet"], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    store = SW.Store(tmp_path / "store")
+    for k in store.keys():
+        entry = json.loads(store.path(k).read_text())
+        assert store.get(k, entry["spec"]) is not None
+    assert not (tmp_path / "store" / "corrupt").exists()
+    for i in (1, 2):
+        assert _tidy(tmp_path / f"out{i}").equals(_tidy(reference / "out"))
+
+
+def test_scheduler_address_runs_on_a_separate_worker_with_the_same_results(reference, tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    sched_file = tmp_path / "scheduler.json"
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                              "--port", "0", "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    worker = None
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                   "--nworkers", "1", "--no-dashboard"], env=env, cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--scheduler", address, "--quiet",
+                 cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        summary = json.loads((tmp_path / "out" / "sweep.json").read_text())
+        assert summary["scheduler"] == address and summary["workers"] == 1
+        assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
+    finally:
+        for p in (worker, sched):
+            if p is not None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    g.tasks = ("occurrence",)
+    p = SW.plan(g)
+    real = SW.UNITS["search"]
+
+    def broken(spec):
+        if spec["plan"] == "attention_only":
+            raise FloatingPointError("injected")
+        return real(spec)
+
+    monkeypatch.setitem(SW.UNITS, "search", broken)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        out = SW.execute(p, SW.Store(tmp_path / "store"), lambda: client)
+    assert len(out.failed) == 1 and "injected" in next(iter(out.failed.values()))["error"]
+    assert len(out.trained) == len(p.searches) + len(p.ceilings) - 1 + sum(
+        len(p.seeds(k)) for k in p.searches if k not in out.failed)
+    for reading in g.readings:
+        res = SW.cell_results(p, out, reading, 8)
+        assert res["rows"] == {} and "attention_only search failed: FloatingPointError: injected" in \
+            res["missing_rows"]["occurrence"][0]
+        verdicts = SW.cell_verdicts(res)
+        assert verdicts and all(v["verdict"] == "refused" and v["category"] == "training failed" for v in verdicts)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--d", "9"], "--d 9"),
+    (["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
+    (["--readings", "missing.toml"], "cannot read readings file"),
+    (["--store", "file.txt"], "--store"),
+    (["--out", "file.txt"], "--out"),
+])
+def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "file.txt").write_text("x")
+    base = ["--readings", "tiny.toml"] if "--readings" not in args else []
+    r = _cli(*base, *args, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr
+    assert not (tmp_path / "store").exists() or args[0] == "--out"
+
+
+def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
+    r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(reference / "store"), "--out", "out",
+             "--no-train", "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert summary["scheduler"] == "none (every task stored)" and summary["counts"]["trained"] == 0
+    assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
+    r = _cli("--readings", str(reference / "tiny.toml"), "--store", "empty", "--out", "out2", "--no-train",
+             "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 3, r.stderr
+    summary = json.loads((tmp_path / "out2" / "sweep.json").read_text())
+    assert summary["cells"] == [] and len(summary["incomplete_cells"]) == 2
+    assert "Cells not complete" in (tmp_path / "out2" / "sweep.md").read_text()
+
+
+def test_robustness_counts_and_the_axis_a_verdict_depends_on():
+    from app import sweep_render as SR
+
+    axes = {"schedule": ["k2=1", "k2=20"], "optimizer": ["gd", "adam"]}
+
+    def v(verdict, category=None):
+        return {"row": "OR", "claim": "c", "verdict": verdict, "reasons": ["x"] if category else [],
+                "evidence": "", **({"category": category} if category else {})}
+
+    # the verdict flips with the optimizer only (schedule changes nothing, all else equal)
+    per = {"k2=1/gd": v("holds"), "k2=20/gd": v("holds"), "k2=1/adam": v("does not hold"),
+           "k2=20/adam": v("does not hold")}
+    assert SR.depends_on(per, axes) == ["optimizer (holds under gd)"]
+    per["k2=20/adam"] = v("refused", "edge step")
+    assert SR.depends_on(per, axes) == ["optimizer (holds under gd)"]
+    per["k2=1/adam"] = v("undecided")
+    assert SR.depends_on(per, axes) == []      # no pair differing in one axis flips holds <-> does not hold
+    summary = {"default_reading": "k2=1/gd", "readings_file": {"axes": axes},
+               "cells": [{"reading": r, "d": 8, "verdicts": [x]} for r, x in per.items()]}
+    table = SR.robustness_table(summary, 8)
+    assert table[2] == "| OR | c | holds | 2/4 | 0/4 | 1/4 | 1 (edge step 1) | - |"
+
+
+@pytest.mark.parametrize("reasons, category", [
+    (["three phase: chosen step at an untried grid edge (out high)"], "edge step"),
+    (["joint: diverged on seeds [1]"], "divergence"),
+    (["joint: ended above its starting risk (unstable) on seeds [0]"], "divergence"),
+    (["not representable: ceiling risk in [0.05, 0.2] against the task's best 0"], "capacity ceiling"),
+    (["joint: not converged within the budget on seeds [0, 2]"], "non-convergence"),
+    (["training failed: joint search failed: ValueError: x"], "training failed"),
+    (["t_half undefined (a block never moves)"], "other"),
+])
+def test_refusal_reasons_are_categorised(reasons, category):
+    assert SW.reason_category(reasons) == category
