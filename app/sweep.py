@@ -29,22 +29,11 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
+from .options import int_at_least
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
 """Progress lines when stderr is not a terminal: one every LOG_EVERY_S seconds."""
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
-        return v
-    return parse
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -69,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("sweep"), help="output folder (default sweep/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=_int_at_least(1), default=None,
+    p.add_argument("--workers", type=int_at_least(1), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
     p.add_argument("--no-train", action="store_true",

@@ -111,7 +111,7 @@ def robustness_table(summary: dict, d: int) -> list[str]:
     axes = summary["readings_file"]["axes"]
     n = len(_readings_at(summary, d))
     lines = [f"| row | paper's claim | default reading | holds | does not hold | undecided | refused (why) | "
-             f"verdict changes with |", "|---|---|---|---|---|---|---|---|"]
+             "verdict changes with |", "|---|---|---|---|---|---|---|---|"]
     for (row, claim), per in _by_claim(summary, d).items():
         c = Counter(v["verdict"] for v in per.values())
         why = Counter(v.get("category", "other") for v in per.values() if v["verdict"] == "refused")
@@ -171,6 +171,33 @@ def lag_side_by_side(summary: dict) -> list[str]:
     return lines
 
 
+def lag_across_readings(summary: dict, d: int) -> list[str]:
+    """Per row at one d: the mean t_half ratio (attention / output) of joint GD under the displacement and the
+    functional measure, as median [min, max] over the readings, with the share of readings where the ratio is
+    above 1 (whatever its verdict)."""
+    import statistics
+
+    per: dict = {}
+    for cell in summary["cells"]:
+        if cell["d"] != d:
+            continue
+        for row, lag in cell["lag"].items():
+            for m in ("displacement", "function"):
+                r = (lag.get(m) or {}).get("ratio") or {}
+                if r.get("mean") is not None:
+                    per.setdefault(row, {}).setdefault(m, []).append(r["mean"])
+    lines = ["| row | displacement ratio: median [min, max] | above 1 | function ratio: median [min, max] | above 1 |",
+             "|---|---|---|---|---|"]
+    for row, ms in per.items():
+        cells = []
+        for m in ("displacement", "function"):
+            v = ms.get(m, [])
+            cells += ([f"{statistics.median(v):.3g} [{min(v):.3g}, {max(v):.3g}]",
+                       f"{sum(x > 1 for x in v)}/{len(v)}"] if v else ["n/a", "-"])
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def reading_page_name(reading: str) -> str:
     return f"reading_{TR.slug(reading.replace('=', '_'))}.md"
 
@@ -198,8 +225,14 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
                   f"![claim x reading at d = {d}]({link_prefix}sweep_heat_d{d}.png)", ""]
     lines += ["### Verdicts across d", "", "Default reading's verdict (counts over readings: h holds, n does not "
               "hold, u undecided, r refused).", "", *verdicts_by_d(summary), "",
-              "### Attention lag: displacement and functional measures side by side (default reading)", "",
-              *lag_side_by_side(summary), "", "### Per reading", "",
+              "### Attention lag: displacement and functional measures side by side", "",
+              "Joint GD's t_half (the step at which a block has made half of its progress) of attention and output "
+              "under the parameter-displacement measure and the functional measure, default reading:", "",
+              *lag_side_by_side(summary), ""]
+    for d in ds:
+        lines += [f"Across the {per_d[d]} readings at d = {d} (mean ratio over seeds, per reading):", "",
+                  *lag_across_readings(summary, d), ""]
+    lines += ["### Per reading", "",
               "Every reading's plans, risks, lag measures and verdicts: "
               + ", ".join(f"[{r}]({link_prefix}{reading_page_name(r)})" for r in rf["readings"]
                           if any(c["reading"] == r for c in summary["cells"])) + ".", ""]

@@ -24,6 +24,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
+from .options import int_at_least
 
 TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
 READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
@@ -31,18 +32,6 @@ OWNS = ("table1.json", "table1.md", "table1_*.png")
 """The artifacts of a table1 result (stale ones of an earlier run are removed when a new result commits)."""
 PARTIAL = ".occ-table1.partial.json"
 """Finished rows of a run in progress (not part of the result: written beside it, removed at the commit)."""
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
-        return v
-    return parse
 
 
 def _task_list(text: str) -> tuple[str, ...]:
@@ -87,28 +76,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small run (d = 8, 3 seeds, cap 400 steps; about a minute)")
     p.add_argument("--tasks", type=_task_list, default=None,
                    help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
-    p.add_argument("--seeds", type=_int_at_least(1), default=None, help="reported seeds (default 5)")
-    p.add_argument("--d", type=_int_at_least(1), default=None, help="alphabet size (default 50)")
+    p.add_argument("--seeds", type=int_at_least(1), default=None, help="reported seeds (default 5)")
+    p.add_argument("--d", type=int_at_least(1), default=None, help="alphabet size (default 50)")
     p.add_argument("--reading", choices=READING_NAMES, default=None,
                    help="named reading of the protocol (default: default; see docs/table1.md)")
-    p.add_argument("--max-steps", type=_int_at_least(2), default=None, help="budget cap of every plan (default 5000)")
+    p.add_argument("--max-steps", type=int_at_least(2), default=None, help="budget cap of every plan (default 5000)")
     p.add_argument("--budget", choices=["plateau", "fixed"], default=None,
                    help="stop at a validation plateau (default) or run exactly --max-steps")
-    p.add_argument("--k1", type=_int_at_least(1), default=None, help="three-phase: output steps of phase 1 (default 1)")
+    p.add_argument("--k1", type=int_at_least(1), default=None, help="three-phase: output steps of phase 1 (default 1)")
     p.add_argument("--k2", type=_k2, default=None,
                    help="three-phase: attention steps of phase 2, or 'plateau' (default)")
     p.add_argument("--joint-steps", choices=["shared", "separate"], default=None,
                    help="joint GD: one learning rate for both layers (default) or one per layer")
     p.add_argument("--optimizer", choices=["gd", "momentum", "adam"], default=None,
                    help="optimizer of every plan and phase (default gd)")
-    p.add_argument("--tuning-seeds", type=_int_at_least(1), default=None,
+    p.add_argument("--tuning-seeds", type=int_at_least(1), default=None,
                    help="seeds used only to choose step sizes (default 2)")
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
                    help="loss of the ICL bigram task (default squared)")
     p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
                    help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
                         "(the first protocol's pair tokens, which it cannot)")
-    p.add_argument("--jobs", type=_int_at_least(1), default=2, help="worker processes (default 2)")
+    p.add_argument("--jobs", type=int_at_least(1), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--from-json", type=Path, default=None, metavar="FILE",

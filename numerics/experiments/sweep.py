@@ -47,7 +47,7 @@ STORE_FORMAT = 1
 PROJECTED = {"three_phase": ("joint_steps",), "joint": ("k1", "k2", "phase2_cap"),
              "output_only": ("k1", "k2", "phase2_cap", "joint_steps"),
              "attention_only": ("k1", "k2", "phase2_cap", "joint_steps")}
-"""Reading fields a plan does not use, beyond those of the other optimizers (``relevant``)."""
+"""Reading fields a plan does not use (``relevant``; the constants of the optimizers not chosen are ignored too)."""
 CONFIG_FIELDS_OUT = ("tasks", "seeds", "and_heads", "jobs", "reading")
 """Config fields that are not part of a unit's spec (the unit names its own row, seed and reading)."""
 
@@ -301,7 +301,6 @@ def execute(p: Plan, store: Store, connect: Callable[[], object] | None,
     out = Outcome()
     client = None
     t0 = time.time()
-    pending_seeds: dict = {}
 
     def lookup(key, spec):
         entry = store.get(key, spec)
@@ -402,7 +401,7 @@ def cell_results(p: Plan, out: Outcome, reading: str, d: int) -> dict:
         if (rn, dd) != (reading, d):
             continue
         why = []
-        found, per_plan, cpu, steps = {}, {}, 0.0, 0
+        found, per_plan, steps = {}, {}, 0
         for plan_name, skey in info["plans"].items():
             if skey not in out.results:
                 why.append(f"{plan_name} search " + ("failed: " + out.failed[skey]["error"] if skey in out.failed
