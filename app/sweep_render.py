@@ -110,7 +110,7 @@ def robustness_table(summary: dict, d: int) -> list[str]:
     default = summary.get("default_reading")
     axes = summary["readings_file"]["axes"]
     n = len(_readings_at(summary, d))
-    lines = [f"| row | paper's claim | default reading | holds | does not hold | undecided | refused (why) | "
+    lines = ["| row | paper's claim | default reading | holds | does not hold | undecided | refused (why) | "
              "verdict changes with |", "|---|---|---|---|---|---|---|---|"]
     for (row, claim), per in _by_claim(summary, d).items():
         c = Counter(v["verdict"] for v in per.values())
