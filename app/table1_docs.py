@@ -133,7 +133,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
                 "protocol's readings below are its axes; the sweep's full results (tidy tables as CSV and Parquet, "
                 "every verdict, heat maps, one page per reading) are in [sweep/](sweep/).", "",
                 SR.robustness_markdown(sweep, link_prefix="sweep/"), ""]
-    lines = [INTRO.format(minutes=minutes, sweep_time=sweep_time), *lead, "## Tasks", "", task_table(),
+    lines = [INTRO.format(minutes=minutes, sweep_time=sweep_time).rstrip("\n") + "\n", *lead, "## Tasks", "", task_table(),
              PROTOCOL.format(batch=cfg["batch"], val_size=cfg["val_size"], test_size=cfg["test_size"],
                              readings=", ".join(f"`{k}`" for k in READINGS if k != "default"), **r),
              f"## Example run (d = {cfg['d']}, {cfg['seeds']} reported seeds, reading `{r['name']}`)", "",

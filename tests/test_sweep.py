@@ -380,3 +380,30 @@ def test_robustness_counts_and_the_axis_a_verdict_depends_on():
 ])
 def test_refusal_reasons_are_categorised(reasons, category):
     assert SW.reason_category(reasons) == category
+
+
+def test_docs_sweep_tables_agree_with_its_exports():
+    """docs/sweep/ (the committed full sweep): the robustness counts of sweep.md equal those recomputed with
+    pandas from verdicts.csv, the tidy table has one row per (reading, d, row, plan, seed), and docs/table1.md
+    leads with the robustness table of that sweep."""
+    import pandas as pd
+
+    docs = ROOT / "docs" / "sweep"
+    if not (docs / "sweep.json").exists():
+        pytest.skip("no committed sweep in docs/sweep")
+    summary = json.loads((docs / "sweep.json").read_text())
+    verdicts = pd.read_csv(docs / "verdicts.csv")
+    md = (docs / "sweep.md").read_text()
+    for (d, row, claim), g in verdicts.groupby(["d", "row", "claim"]):
+        n = len(g)
+        counts = g.verdict.value_counts()
+        line = next(ln for ln in md.split(f"### Robustness at d = {d} ")[1].splitlines()
+                    if ln.startswith(f"| {row} | {claim} |"))
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        assert cells[3:6] == [f"{counts.get(v, 0)}/{n}" for v in ("holds", "does not hold", "undecided")], line
+        assert cells[6].split(" ")[0] == str(counts.get("refused", 0)), line
+    tidy = pd.read_parquet(docs / "tidy.parquet")
+    assert not tidy.duplicated(["reading", "d", "row", "plan", "seed"]).any()
+    assert set(zip(tidy.reading, tidy.d)) == {(c["reading"], c["d"]) for c in summary["cells"]}
+    table1 = (ROOT / "docs" / "table1.md").read_text()
+    assert table1.index("## Robustness") < table1.index("## Tasks")
