@@ -250,11 +250,25 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     return "\n".join(lines)
 
 
+def cost_markdown(summary: dict) -> list[str]:
+    """What the sweep cost: the wall time of every invocation on its store (same readings file and version; a
+    killed or interrupted run counts too), and the units' CPU time by d and task, largest first."""
+    runs = summary["runs"]
+    by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
+    total = summary["units_cpu_s"]
+    return ["## Cost", "",
+            f"{len(runs)} invocations of the sweep on this store took {summary['runs_wall_s'] / 3600:.2f} h wall in "
+            f"all (killed and resumed runs included); the units took {total / 3600:.2f} h of CPU (one BLAS thread "
+            "each). CPU time by d and task (searches, seeds and ceilings together):", "",
+            "| d, task | CPU h | share |", "|---|---|---|",
+            *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], ""]
+
+
 def markdown(summary: dict) -> str:
     return "\n".join(["# Table 1 under every reading of the protocol (sweep)", "",
                       f"occurrence-companion {summary['version']}; commit {summary.get('commit') or 'unknown'}; "
-                      f"{summary['wall_s'] / 60:.0f} min wall on {summary.get('scheduler', '?')}.", "",
-                      robustness_markdown(summary)])
+                      f"this rendering {summary['wall_s'] / 60:.0f} min wall on {summary.get('scheduler', '?')}.", "",
+                      robustness_markdown(summary), *cost_markdown(summary)])
 
 
 def reading_page(summary: dict, reading: str) -> str:

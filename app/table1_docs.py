@@ -126,8 +126,8 @@ def page(results: dict, sweep: dict | None = None) -> str:
     if sweep is not None:
         from . import sweep_render as SR
 
-        sweep_time = (f"{sweep['wall_s'] / 3600:.1f} h wall and {sweep['units_cpu_s'] / 3600:.1f} h of CPU on 2 "
-                      "cores" if sweep["counts"]["reused"] == 0 else "timings in docs/benchmarks.md")
+        sweep_time = (f"{sweep['runs_wall_s'] / 3600:.1f} h wall and {sweep['units_cpu_s'] / 3600:.1f} h of CPU on "
+                      "2 cores; cost by task in sweep/sweep.md")
         lead = ["## Robustness: every claim under every reading (sweep)", "",
                 f"Command: `{shlex.join(sweep['command'])}` at commit {sweep.get('commit') or 'unknown'}. The "
                 "protocol's readings below are its axes; the sweep's full results (tidy tables as CSV and Parquet, "

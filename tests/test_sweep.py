@@ -407,3 +407,19 @@ def test_docs_sweep_tables_agree_with_its_exports():
     assert set(zip(tidy.reading, tidy.d)) == {(c["reading"], c["d"]) for c in summary["cells"]}
     table1 = (ROOT / "docs" / "table1.md").read_text()
     assert table1.index("## Robustness") < table1.index("## Tasks")
+
+
+def test_cost_section_adds_up():
+    """The cost table lists every (d, task) of the summary, largest first, with CPU hours that add up to the
+    units' total and the wall time of every run on the store."""
+    from app import sweep_render as SR
+
+    by = {"d=25 OR": 1800.0, "d=50 ICL": 5400.0, "d=25 occurrence": 3600.0}
+    summary = {"runs": [{"wall_s": 3600.0}, {"wall_s": 1800.0}], "runs_wall_s": 5400.0,
+               "units_cpu_s_by": by, "units_cpu_s": sum(by.values())}
+    lines = SR.cost_markdown(summary)
+    rows = [ln.split("|")[1:-1] for ln in lines if ln.startswith("| d=")]
+    assert [r[0].strip() for r in rows] == ["d=50 ICL", "d=25 occurrence", "d=25 OR"]
+    assert sum(float(r[1]) for r in rows) == pytest.approx(3.0)
+    assert [r[2].strip() for r in rows] == ["50%", "33%", "17%"]
+    assert "1.50 h wall" in lines[2] and "2 invocations" in lines[2]
