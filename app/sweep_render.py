@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -202,6 +203,10 @@ def reading_page_name(reading: str) -> str:
     return f"reading_{TR.slug(reading.replace('=', '_'))}.md"
 
 
+def _readings(n: int) -> str:
+    return f"{n} reading" + ("" if n == 1 else "s")
+
+
 def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     """The sweep's Markdown: what ran, a robustness table per d, the heat maps, the verdicts across d, the lag
     measures side by side, and links to the per-reading pages (``link_prefix`` + file name)."""
@@ -212,7 +217,7 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     lines = [f"Readings file `{Path(rf['path']).name}` (SHA-256 {rf['sha256'][:12]}): axes "
              + "; ".join(f"{a}: {', '.join(v)}" for a, v in rf["axes"].items())
              + f"; {len(rf['readings'])} readings, {rf['seeds']} reported seeds, tasks {', '.join(rf['tasks'])}. "
-             + "Cells run: " + ", ".join(f"d = {d}: {per_d[d]} readings" for d in ds) + ".", "",
+             + "Cells run: " + ", ".join(f"d = {d}: {_readings(per_d[d])}" for d in ds) + ".", "",
              f"{counts['searches']} step-size searches and {counts['ceilings']} capacity ceilings (readings share "
              f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
              f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
@@ -221,7 +226,7 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
              "else equal, turns a verdict between holds and does not hold (and the choices under which it holds).",
              ""]
     for d in ds:
-        lines += [f"### Robustness at d = {d} ({per_d[d]} readings)", "", *robustness_table(summary, d), "",
+        lines += [f"### Robustness at d = {d} ({_readings(per_d[d])})", "", *robustness_table(summary, d), "",
                   f"![claim x reading at d = {d}]({link_prefix}sweep_heat_d{d}.png)", ""]
     lines += ["### Verdicts across d", "", "Default reading's verdict (counts over readings: h holds, n does not "
               "hold, u undecided, r refused).", "", *verdicts_by_d(summary), "",
@@ -230,7 +235,7 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
               "under the parameter-displacement measure and the functional measure, default reading:", "",
               *lag_side_by_side(summary), ""]
     for d in ds:
-        lines += [f"Across the {per_d[d]} readings at d = {d} (mean ratio over seeds, per reading):", "",
+        lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per reading):", "",
                   *lag_across_readings(summary, d), ""]
     lines += ["### Per reading", "",
               "Every reading's plans, risks, lag measures and verdicts: "
@@ -261,7 +266,11 @@ def cost_markdown(summary: dict) -> list[str]:
             f"all (killed and resumed runs included); the units took {total / 3600:.2f} h of CPU (one BLAS thread "
             "each). CPU time by d and task (searches, seeds and ceilings together):", "",
             "| d, task | CPU h | share |", "|---|---|---|",
-            *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], ""]
+            *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], "",
+            "The invocations (a run that trains nothing only renders from the store):", "",
+            "| started (UTC) | command | tasks trained | wall |", "|---|---|---|---|",
+            *[f"| {r.get('started', '?')} | `{shlex.join(r.get('command', []))}` | {r.get('trained')} | "
+              f"{r['wall_s'] / 60:.1f} min |" for r in runs], ""]
 
 
 def markdown(summary: dict) -> str:

@@ -129,7 +129,8 @@ def page(results: dict, sweep: dict | None = None) -> str:
         sweep_time = (f"{sweep['runs_wall_s'] / 3600:.1f} h wall and {sweep['units_cpu_s'] / 3600:.1f} h of CPU on "
                       "2 cores; cost by task in sweep/sweep.md")
         lead = ["## Robustness: every claim under every reading (sweep)", "",
-                f"Command: `{shlex.join(sweep['command'])}` at commit {sweep.get('commit') or 'unknown'}. The "
+                f"Rendered by `{shlex.join(sweep['command'])}` at commit {sweep.get('commit') or 'unknown'}, from "
+                f"the store that the runs listed under *Cost* in [sweep/sweep.md](sweep/sweep.md) trained. The "
                 "protocol's readings below are its axes; the sweep's full results (tidy tables as CSV and Parquet, "
                 "every verdict, heat maps, one page per reading) are in [sweep/](sweep/).", "",
                 SR.robustness_markdown(sweep, link_prefix="sweep/"), ""]
