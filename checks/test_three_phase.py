@@ -109,7 +109,9 @@ def test_regime_refuses_steps_outside_it():
 
 
 @pytest.mark.parametrize("d,eps,eta1_frac,eta2_factor,eta_3", [(3, 1e-3, 0.5, 1.0, 1.0), (5, 1e-2, 0.25, 1.5, 0.5),
-                                                               (8, 3e-2, 0.9, 1.0, 0.8)])
+                                                               (8, 3e-2, 0.9, 1.0, 0.8),
+                                                               (3, 0.3, 0.5, 1.0, 1.0),   # excess in (eps/2, eps]
+                                                               (3, 0.5, 0.5, 1.0, 1.0)])  # excess <= eps/2: T_min 0
 def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta1_frac, eta2_factor, eta_3):
     """lambda_min_lower is a lower bound of the smallest curvature of phase 3 (arb balls from gradient
     differences, ``certify.phase3_curvature``, not the moments the regime uses) and is tight to it (so it is
@@ -137,7 +139,8 @@ def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta
     with mpmath.workdps(50):
         def left(T):
             return mpmath.mpf(reg.initial_excess_upper) * (1 - mpmath.mpf(eta_3) * reg.lambda_min_lower) ** (2 * T)
-        assert reg.T_min > 0 and left(reg.T_min) <= mpmath.mpf(eps) / 2 < left(reg.T_min - 1)
+        assert left(reg.T_min) <= mpmath.mpf(eps) / 2 and (reg.T_min == 0 or mpmath.mpf(eps) / 2 < left(reg.T_min - 1))
+    assert reg.eta_1 == eta1_frac * reg.eta1_max and reg.eta_2 == eta2_factor * reg.eta2_min
 
 
 def test_regime_contains_its_boundaries():

@@ -361,6 +361,53 @@ def test_exit_status():
         assert V.exit_status([{"verdict": "holds"}, {"verdict": bad}]) == "undecided"
 
 
+def _verdicts(row):
+    return {v["claim"]: v for v in V.assess({"rows": {row["name"]: row}}) if "alignment" not in v["claim"]
+            and "function" not in v["claim"]}
+
+
+def test_verdicts_are_refused_when_they_rest_on_an_artefact():
+    base = _verdicts(_row())
+    match, lag = "three-phase matches joint GD", "attention lags output under joint GD (displacement)"
+    assert base[match]["verdict"] == "holds" and base[lag]["verdict"] == "holds"
+    for change, reason in [({"plans.joint.search": {"all_diverged": False, "edge": ["out high"], "insensitive": False}},
+                            "edge"),
+                           ({"plans.three_phase.diverged": [3]}, "diverged"),
+                           ({"plans.joint.unstable": [1]}, "unstable"),
+                           ({"plans.joint.not_converged": [0]}, "not converged"),
+                           ({"ceiling": {"risk": 0.3, "lower": 0.1, "upper": 0.3, "best_risk": 0.0,
+                                         "accuracy": 0.7, "kind": "LP"}}, "not representable"),
+                           ({"ceiling": {"risk": 0.3, "lower": 0.0, "upper": 0.3, "best_risk": 0.0,
+                                         "accuracy": 0.7, "kind": "LP"}}, "capacity undecided"),
+                           ({"ceiling": None}, "no capacity ceiling")]:
+        got = _verdicts(_row(**change))
+        assert got[match]["verdict"] == "refused" and any(reason in x for x in got[match]["reasons"]), change
+    # the lag verdict depends on the joint plan only: an edge of three-phase does not refuse it
+    got = _verdicts(_row(**{"plans.three_phase.search": {"all_diverged": False, "edge": ["att high"],
+                                                         "insensitive": False}}))
+    assert got[lag]["verdict"] == "holds" and got[match]["verdict"] == "refused"
+    # decided the other way, and undecided within the resolution
+    assert _verdicts(_row(**{"plans.three_phase.risk": {"mean": 0.2, "std": 0.0, "n": 1}}))[match]["verdict"] \
+        == "does not hold"
+    within = {"t_half_att": {"mean": 11, "std": 0, "n": 1}, "t_half_out": {"mean": 10, "std": 0, "n": 1},
+              "ratio": {"mean": 1.1, "std": 0.0, "n": 1}, "resolution": 2}
+    assert _verdicts(_row(**{"lag.displacement": within}))[lag]["verdict"] == "undecided"
+    spread = {"t_half_att": {"mean": 40, "std": 5, "n": 5}, "t_half_out": {"mean": 10, "std": 1, "n": 5},
+              "ratio": {"mean": 1.2, "std": 0.5, "n": 5}, "resolution": 1}
+    assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "undecided"
+    spread["ratio"] = {"mean": 0.5, "std": 0.1, "n": 5}
+    spread["t_half_att"], spread["t_half_out"] = {"mean": 10, "std": 1, "n": 5}, {"mean": 20, "std": 1, "n": 5}
+    assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "does not hold"
+    # the same crossing snapshot on every seed (ratio exactly 1, no spread) is not "no lag": the resolution
+    # of 26 steps leaves it open
+    tie = {"t_half_att": {"mean": 234, "std": 0, "n": 5}, "t_half_out": {"mean": 234, "std": 0, "n": 5},
+           "ratio": {"mean": 1.0, "std": 0.0, "n": 5}, "resolution": 26}
+    assert _verdicts(_row(**{"lag.displacement": tie}))[lag]["verdict"] == "undecided"
+    tie["t_half_out"] = {"mean": 260, "std": 0, "n": 5}
+    tie["ratio"] = {"mean": 0.9, "std": 0.0, "n": 5}
+    assert _verdicts(_row(**{"lag.displacement": tie}))[lag]["verdict"] == "undecided"  # 26 steps apart: one gap
+
+
 # ------------------------------------------------------------------------------------------------ grid
 
 
