@@ -247,6 +247,7 @@ def test_lag_verdict_refusals():
     assert V.lag_verdict(row, "displacement")["verdict"] == "holds"
     v = V.lag_verdict(_lag_row(_stat(None, 0.0, 0)), "displacement")
     assert v["verdict"] == "refused" and v["reasons"] == ["t_half undefined (a block never moves)"]
+    assert v["evidence"] == ""
     # AND has no alignment measure, even in results recorded with one
     row = _lag_row(_stat(4.0), task="AND")
     row["lag"]["alignment"] = row["lag"]["displacement"]
@@ -277,6 +278,8 @@ def test_assess_speaks_to_the_claims_of_each_task():
         ("AND", "attention-only is competitive (matches three-phase)", "holds"),
         ("AND", "attention lags output under joint GD (displacement)", "holds"),
         ("AND", "attention lags output under joint GD (function)", "refused")]
+    v = [v for v in V.assess({"rows": {"AND": row}}) if v["claim"].startswith("attention-only")]
+    assert v[0]["evidence"].startswith("attention only 0.01 vs three phase 0.01: excess 0")
     row = _row("OR")
     row["lag"]["alignment"] = row["lag"]["displacement"]
     assert [c for _, c, _ in _claims([row])][-1] == "attention lags output under joint GD (alignment)"
@@ -450,6 +453,17 @@ def test_grid_extension_faces():
     assert g.done and g.best() == (3, 0) and g.edges() == [(0, 1)]  # two extensions used up
 
 
+def test_grid_extension_face_is_taken_at_the_best_offset():
+    """Minimiser at (2, 1): the first grid's best (1, 1) opens both top edges; then the best (2, 1) opens axis 0
+    again (its face: the points at offset 2, not those elsewhere, e.g. not (1, 2)) and axis 1 at (2, 2)."""
+    g = GridSearch(2, 3, 6)
+    f = lambda p: (p[0] - 2.0) ** 2 + (p[1] - 1.0) ** 2  # noqa: E731
+    g.record({p: f(p) for p in g.pending})
+    assert g.best() == (1, 1) and g.pending == [(-1, 2), (0, 2), (1, 2), (2, -1), (2, 0), (2, 1)]
+    g.record({p: f(p) for p in g.pending})
+    assert g.best() == (2, 1) and g.pending == [(2, 2), (3, -1), (3, 0), (3, 1)]
+
+
 def test_grid_extensions_are_counted_per_side():
     g, rounds = _search(lambda p: -float(p[0]), max_ext=2)
     assert g.best() == (3,) and rounds == 3 and g.edges() == [(0, 1)]
@@ -466,7 +480,9 @@ def test_grid_all_diverged_steps_down_on_every_axis():
     assert g.pending == sorted([(-2, -1), (-2, 0), (-2, 1), (-1, -2), (0, -2), (1, -2)])
     assert g.extensions == {(0, -1): 1, (0, 1): 0, (1, -1): 1, (1, 1): 0}
     g.record({p: None for p in g.pending})
-    assert g.extensions[(0, -1)] == 2 and min(p[0] for p in g.pending) == -3
+    # each face is built from the points at the lowest offset of its axis (the tried set is now a cross)
+    assert g.pending == sorted([(-3, -1), (-3, 0), (-3, 1), (-1, -3), (0, -3), (1, -3)])
+    assert g.extensions[(0, -1)] == 2
     g.record({p: None for p in g.pending})
     assert g.done and g.best() is None
     # one axis, all diverged: exactly max_ext more rounds
@@ -502,11 +518,25 @@ def test_grid_insensitive_only_when_every_point_ties():
     assert not g.insensitive()
     g, _ = _search(lambda p: None if p[0] == 1 else 0.5, max_ext=0)  # a diverged point: not insensitive
     assert not g.insensitive()
+    g, _ = _search(lambda p: 0.5, points=2, max_ext=0)  # two points are enough to tie
+    assert g.insensitive() and g.best() == (0,) and len(g.tried) == 2
+    g, _ = _search(lambda p: 1e9 - p[0], points=2, max_ext=0)  # spread exactly TIE_RTOL x the largest: a tie
+    assert 1e9 - (1e9 - 1) == TIE_RTOL * 1e9 and g.insensitive()
     g, _ = _search(lambda p: 0.5, points=1, max_ext=0)  # one point: nothing to tie with
     assert not g.insensitive() and g.best() == (0,) and g.edges() == [(0, -1), (0, 1)]
     g = GridSearch(1, 3, 2)
     g.record({p: 0.5 for p in g.pending})
     assert g.done and g.pending == [] and g.best() == (0,)
+
+
+def test_grid_flat_edge_on_the_first_of_two_axes():
+    """Best (1, 0), its inner neighbour (0, 0) on axis 0 within the flat tolerance: no extension on either axis."""
+    g = GridSearch(2, 3, 6, flat=0.25)
+    g.record({p: 0.5 - 0.125 * p[0] + p[1] ** 2 for p in g.pending})
+    assert g.best() == (1, 0) and g.done and g.edges() == []
+    g = GridSearch(2, 3, 6, flat=0.1)
+    g.record({p: 0.5 - 0.125 * p[0] + p[1] ** 2 for p in g.pending})
+    assert g.edges() == [(0, 1)] and g.pending == [(2, -1), (2, 0), (2, 1)]
 
 
 def test_grid_flat_edge_boundary():
