@@ -278,6 +278,8 @@ def test_assess_speaks_to_the_claims_of_each_task():
         ("AND", "attention-only is competitive (matches three-phase)", "holds"),
         ("AND", "attention lags output under joint GD (displacement)", "holds"),
         ("AND", "attention lags output under joint GD (function)", "refused")]
+    row_short = _row("AND", **{"plans.three_phase.risk": _stat(0.2)})
+    assert ("AND", "three-phase falls short of joint GD", "holds") in _claims([row_short])
     v = [v for v in V.assess({"rows": {"AND": row}}) if v["claim"].startswith("attention-only")]
     assert v[0]["evidence"].startswith("attention only 0.01 vs three phase 0.01: excess 0")
     row = _row("OR")
@@ -314,6 +316,14 @@ def test_even_pairs_near_one_within_three_se_or_one_resolution():
     assert _ep_claims([_ep(_stat(1.75), tb=0.5, res=1)])[NEAR] == "holds"
     assert _ep_claims([_ep(_stat(1.75), tb=0.0, res=1)])[NEAR] == "holds"
     assert _ep_claims([_ep(_stat(2.25), tb=0.0, res=1)])[NEAR] == "does not hold"
+    # an undecided base (ratio 1, no time apart) is near 1, and its reasons are not carried over
+    v = [v for v in V.assess({"rows": {"even_pairs": _ep(_stat(1.0))}}) if v["claim"] == NEAR]
+    assert v[0]["verdict"] == "holds" and v[0]["reasons"] == []
+    # a refused measure does not stop the other one
+    row = _ep(_stat(1.0))
+    row["lag"]["displacement"]["ratio"] = _stat(None, 0.0, 0)
+    assert _ep_claims([row])[NEAR] == "refused"
+    assert _ep_claims([row], "function")[NEAR.replace("displacement", "function")] == "holds"
     # a refused base is refused under both claims' names
     row = _ep(_stat(1.0))
     row["plans"]["joint"]["diverged"] = [0]
@@ -337,6 +347,11 @@ def test_even_pairs_least_lag_against_the_other_rows():
     assert _ep_claims([ep, other("a", 1.75), other("b", 1.5)])[LEAST] == "undecided"
     assert _ep_claims([ep, other("a", 1.25, 1 / 6)])[LEAST] == "undecided"  # upper end 1.5: touches
     assert _ep_claims([ep, other("a", 1.25, 0.1), other("b", 3.0)])[LEAST] == "does not hold"
+    # the other rows' intervals are 3 SE wide (SE 0.08): [1.51, 1.99] is above 1.5, [1.01, 1.49] below
+    assert _ep_claims([ep, other("a", 1.75, 0.16)])[LEAST] == "holds"
+    assert _ep_claims([ep, other("a", 1.25, 0.16)])[LEAST] == "does not hold"
+    # with one row only, the function measure is still judged
+    assert _ep_claims([ep], "function")[LEAST.replace("displacement", "function")] == "refused"
     # the even-pairs interval is 3 SE wide on each side
     assert _ep_claims([_ep(_stat(1.5, 0.5, 4)), other("a", 2.25)])[LEAST] == "undecided"
     assert _ep_claims([_ep(_stat(1.5, 0.4, 4)), other("a", 2.25)])[LEAST] == "holds"
@@ -350,6 +365,12 @@ def test_even_pairs_least_lag_against_the_other_rows():
     assert v[0]["evidence"] == "ratios a 3, even pairs 1.5"
     v = [v for v in V.assess({"rows": {r["name"]: r for r in (ep, other("a", 3.0))}}) if v["claim"] == LEAST]
     assert v[0]["reasons"] == []
+    bad2 = other("e", 0.5)
+    bad2["plans"]["joint"]["diverged"] = [0]
+    rows = (ep, other("a", 3.0), other("b", 2.5), bad, bad2)
+    v = [v for v in V.assess({"rows": {r["name"]: r for r in rows}}) if v["claim"] == LEAST]
+    assert v[0]["evidence"] == "ratios a 3, b 2.5, even pairs 1.5"
+    assert v[0]["reasons"] == ["rows refused and left out: c, e"]
     # both measures are judged
     assert set(_ep_claims([ep, other("a", 3.0)], "function")) == {
         "attention lags output under joint GD (function)",
@@ -648,6 +669,17 @@ def test_alignment_with_the_ground_truth_directions():
     bS = np.array([[[0.0], [2.0]], [[1.0], [0.0]]])
     assert L.alignment("SLR", 2, aS, bS, {"k": k, "v": v}) == pytest.approx((0.6, 1.0), abs=1e-15)
     assert L.alignment("SLR", 2, aS, bS) is None
+    # three coordinates and two heads (so heads and coordinates cannot be confused), norms below 1
+    k3, v3 = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
+    a3 = np.array([[0.3, 0.4, 0.0], [0.0, 0.0, 0.0]])
+    b3 = np.array([[[0.0], [0.2], [0.0]], [[0.1], [0.0], [0.0]]])
+    assert L.alignment("SLR", 3, a3, b3, {"k": k3, "v": v3}) == pytest.approx((0.6, 1.0), abs=1e-15)
+    # two heads of ICL: each head's readout against its own diagonal and off-diagonal
+    a2 = np.concatenate([a, [[0.0, 0.0, 0.0, 2.0, 2.0, 2.0]]])
+    assert L.alignment("ICL", 3, a2, np.concatenate([Bi, 2 * Bi])) == pytest.approx((3.5, 3.0), abs=1e-14)
+    # three heads of OR (two marked symbols: more heads than marked symbols)
+    three = np.concatenate([alpha, 2 * alpha, 0 * alpha])
+    assert L.alignment("OR", 5, three, np.concatenate([B, 2 * B, 0 * B])) == pytest.approx((0.0, -1.0), abs=1e-14)
 
 
 def test_alignment_curves():
@@ -657,3 +689,13 @@ def test_alignment_curves():
     got = L.alignment_curves("occurrence", d, snaps, [0, 2])
     assert got == {"steps": [0, 2], "att": [0.0, 3.0], "out": [0.0, 0.0]}
     assert L.alignment_curves("AND", d, snaps, [0, 2]) is None
+    assert L.alignment_curves("occurrence", d, snaps, [2]) == {"steps": [2], "att": [3.0], "out": [0.0]}
+    # d and the task's extra data are passed on (ICL reads d, SLR its directions)
+    top = np.array([[4.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    icl = {0: (np.zeros((1, 6)), np.zeros((1, 5, 3))),
+           1: (np.array([[9.0, 9.0, 9.0, 5.0, 1.0, 2.0]]), np.concatenate([top, np.zeros((2, 3))])[None])}
+    got = L.alignment_curves("ICL", 3, icl, [0, 1])
+    assert got["att"] == [0.0, 3.5] and got["out"] == pytest.approx([0.0, 1.0], abs=1e-14)
+    slr = {0: (np.array([[0.3, 0.4]]), np.array([[[0.0], [2.0]]]))}
+    got = L.alignment_curves("SLR", 2, slr, [0], {"k": np.array([1.0, 0.0]), "v": np.array([0.0, 1.0])})
+    assert got["att"] == pytest.approx([0.6]) and got["out"] == [1.0]
