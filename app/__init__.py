@@ -8,9 +8,39 @@ True
 """
 from __future__ import annotations
 
+import os
+import shlex
+import sys
 from importlib.metadata import PackageNotFoundError, version
 
-import theory  # noqa: F401  (first: pins SymPy's ground types before anything imports SymPy)
+from . import exitcodes  # no imports of its own: loaded before anything that can fail
+
+
+def _uncaught_as_one_line(kind, value, tb) -> None:
+    """``sys.excepthook`` of ``python3 -m app`` and ``python3 -m app.X``: what escapes before the CLI's own
+    handling (``cli.main``) takes over, a Ctrl-C while the modules load or an error in a module's body, is
+    one line on stderr with the CLI's exit status (130 interrupted, 4 internal error), never a traceback."""
+    if issubclass(kind, KeyboardInterrupt):
+        print("occ-companion: interrupted while starting; nothing was written", file=sys.stderr)
+        status = exitcodes.INTERRUPTED
+    elif os.environ.get(exitcodes.TRACEBACK_ENV, "") not in ("", "0"):
+        sys.__excepthook__(kind, value, tb)
+        status = exitcodes.INTERNAL
+    else:
+        what = f"{kind.__name__}: {value}".splitlines()[0] if str(value) else kind.__name__
+        print(f"occ-companion: internal error ({what}) on input `{shlex.join([sys.executable, *sys.argv])}`; "
+              f"please report it (set {exitcodes.TRACEBACK_ENV}=1 for the traceback)", file=sys.stderr)
+        status = exitcodes.INTERNAL
+    sys.stderr.flush()
+    os._exit(status)  # the status itself (an uncaught Ctrl-C would end the process by SIGINT instead)
+
+
+if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "occ-companion":
+    # a program is starting: `python3 -m app...` (runpy loads this package while argv[0] is "-m") or the
+    # console script
+    sys.excepthook = _uncaught_as_one_line
+
+import theory  # noqa: E402,F401  (before anything imports SymPy: pins SymPy's ground types)
 
 try:
     __version__: str = version("occurrence-companion")

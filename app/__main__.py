@@ -1,12 +1,9 @@
-"""``python -m app``: the occ-companion command line (a Ctrl-C while it starts up exits 130 quietly)."""
+"""``python3 -m app``: the occ-companion command line (what escapes before the CLI's handling, e.g. a Ctrl-C
+while the modules load, is one line: ``app._uncaught_as_one_line``)."""
 from __future__ import annotations
 
 import sys
 
-try:
-    from .cli import entry
-except KeyboardInterrupt:  # pragma: no cover - interrupted during the imports
-    print("occ-companion: interrupted", file=sys.stderr)
-    sys.exit(130)
+from .cli import entry
 
 sys.exit(entry())

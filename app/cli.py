@@ -38,8 +38,7 @@ and sets ``func`` (parsed options -> exit status).  A new command is one more li
 PROG = "occ-companion"
 EXIT_USAGE = exitcodes.USAGE  # kept for callers of the old names
 EXIT_INTERRUPTED = exitcodes.INTERRUPTED
-TRACEBACK_ENV = "OCC_TRACEBACK"
-"""Set to 1 to see the Python traceback of an internal error (exit status 4) instead of its one line."""
+TRACEBACK_ENV = exitcodes.TRACEBACK_ENV
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,15 +122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exitcodes.INTERNAL
 
 
-def entry() -> int:
-    """The process entry point (``occ-companion``, ``python -m app``): ``main`` with SIGTERM handled as
-    Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during interpreter
-    shutdown does not turn its status into 130."""
+def entry(command: Sequence[str] = ()) -> int:
+    """The process entry point (``occ-companion``, ``python3 -m app``, and ``python3 -m app.X`` with the
+    subcommand X as ``command``): ``main`` on ``command`` and the process's arguments, with SIGTERM handled
+    as Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during
+    interpreter shutdown does not turn its status into 130."""
     def terminate(signum, frame):  # SIGTERM is handled as Ctrl-C: staged files removed, exit 130
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
-    status = main()
+    status = main([*command, *sys.argv[1:]])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return status

@@ -16,3 +16,5 @@ USAGE = 2
 UNDECIDED = 3
 INTERNAL = 4
 INTERRUPTED = 130
+TRACEBACK_ENV = "OCC_TRACEBACK"
+"""Set to 1 to see the Python traceback of an internal error (exit status 4) instead of its one line."""

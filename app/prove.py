@@ -234,11 +234,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """``python3 -m app.prove ARGS``: the same as ``occ-companion prove ARGS`` (through the CLI's error handling)."""
+    """``occ-companion prove ARGS`` called from Python (through the CLI's error handling)."""
     from .cli import main as cli_main
 
     return cli_main(["prove", *(sys.argv[1:] if argv is None else argv)])
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover - python3 -m app.prove ARGS is occ-companion prove ARGS
+    from .cli import entry
+    sys.exit(entry(["prove"]))

@@ -232,11 +232,6 @@ def status(results: dict) -> int:
     return exitcodes.DONE if V.exit_status(V.assess(results)) == "done" else exitcodes.UNDECIDED
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python3 -m app.table1 ...``: the same command through the CLI's error handling."""
-    from .cli import main as cli_main
-    return cli_main(["table1", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python3 -m app.table1 ARGS is occ-companion table1 ARGS
+    from .cli import entry
+    sys.exit(entry(["table1"]))

@@ -6,13 +6,16 @@ the final risk is the series value plus its truncation bound.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import mpmath
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import evaluator, examples, floor_c, lengths_st, setting
+from numerics.closed_forms import ClosedForms
 from numerics.regime import regime_plan, three_phase_regime
 from numerics.series import SeriesEvaluator
 from numerics.training import Trainer, three_phase
@@ -100,3 +103,53 @@ def test_regime_refuses_steps_outside_it():
         three_phase_regime(setting(2), 1e-2, 0.5)
     with pytest.raises(SettingError, match="squared"):
         three_phase_regime(setting(5, loss="logistic"), 1e-2, 0.5)
+
+
+# ---- the regime's numbers, deterministically (not through the finite-sample check's statistics) ----------
+
+
+@pytest.mark.parametrize("d,eps,eta1_frac,eta2_factor,eta_3", [(3, 1e-3, 0.5, 1.0, 1.0), (5, 1e-2, 0.25, 1.5, 0.5),
+                                                               (8, 3e-2, 0.9, 1.0, 0.8),
+                                                               (3, 0.3, 0.5, 1.0, 1.0),   # excess in (eps/2, eps]
+                                                               (3, 0.5, 0.5, 1.0, 1.0)])  # excess <= eps/2: T_min 0
+def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta1_frac, eta2_factor, eta_3):
+    """lambda_min_lower is a lower bound of the smallest curvature of phase 3 (arb balls from gradient
+    differences, ``certify.phase3_curvature``, not the moments the regime uses) and is tight to it (so it is
+    not the largest); initial_excess_upper bounds R(start) - floor for the start the series trainer reaches;
+    T_min is the smallest T with excess x (1 - eta_3 lambda)^(2T) <= epsilon/2 (half of epsilon for the
+    contraction, half for inf_beta R; ``certify.certify_series_items``)."""
+    from numerics import certify as C
+
+    reg = regime_plan(setting(d), eps, eta1_frac=eta1_frac, eta2_factor=eta2_factor, eta_3=eta_3,
+                      evaluator=evaluator(d))
+    # the start of phase 3 by the closed forms the regime uses, and as the series trainer reaches it (their
+    # gradients differ by the series' truncation, 1e-12, times the step sizes)
+    cf = ClosedForms(setting(d))
+    (a2a, a2b), (b1a, b1b) = ((float(x) for x in pair) for pair in (cf.phase2_alpha(reg.eta_1, reg.eta_2),
+                                                                     cf.phase1_beta(reg.eta_1)))
+    start = Trainer(evaluator(d), record_every=None).run(three_phase(reg.eta_1, reg.eta_2, eta_3, 0)).final
+    assert max(abs(u - v) for u, v in [(a2a, start.alpha_a), (a2b, start.alpha_b), (b1a, start.beta_a),
+                                        (b1b, start.beta_b)]) < 1e-10
+    ev = C.arb_series_evaluator(setting(d), 128, tol=1e-25)
+    lo, hi = C.phase3_curvature(ev, d, a2a, a2b, 128)
+    assert float(hi.lower()) - float(lo.upper()) > 1e-3  # distinct: the largest could not pass for the smallest
+    assert float(lo.upper()) - 1e-9 <= reg.lambda_min_lower <= float(lo.lower())
+    r0 = ev.evaluate_symmetric(a2a, a2b, b1a, b1b).risk
+    assert float(r0.upper()) - reg.floor <= reg.initial_excess_upper <= float(r0.lower()) - reg.floor + 1e-9
+    with mpmath.workdps(50):
+        def left(T):
+            return mpmath.mpf(reg.initial_excess_upper) * (1 - mpmath.mpf(eta_3) * reg.lambda_min_lower) ** (2 * T)
+        assert left(reg.T_min) <= mpmath.mpf(eps) / 2 and (reg.T_min == 0 or mpmath.mpf(eps) / 2 < left(reg.T_min - 1))
+    assert reg.eta_1 == eta1_frac * reg.eta1_max and reg.eta_2 == eta2_factor * reg.eta2_min
+
+
+def test_regime_contains_its_boundaries():
+    reg = regime_plan(setting(5), 1e-2, evaluator=evaluator(5))
+    e1, e2, T = reg.eta_1, reg.eta2_min, reg.T_min
+    assert reg.eta_1 == 0.5 * reg.eta1_max and reg.eta_2 == reg.eta2_min and reg.eta_3 == 1.0
+    assert reg.contains(e1, e2, 1.0, T) and reg.contains(e1, e2, 0.5, T + 1)
+    for args in [(reg.eta1_max, e2, 1.0, T), (0.0, e2, 1.0, T), (e1, e2 * (1 - 1e-12), 1.0, T), (e1, e2, 0.0, T),
+                 (e1, e2, 1.0 + 1e-12, T), (e1, e2, 1.0, T - 1)]:
+        assert not reg.contains(*args), args
+    assert not dataclasses.replace(reg, T_min=None).contains(e1, e2, 1.0, T)
+    assert regime_plan(setting(5), 1e-2, eta2_factor=3.0, evaluator=evaluator(5)).eta_2 == 3.0 * e2

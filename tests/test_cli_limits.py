@@ -209,3 +209,54 @@ def test_figure_colours_and_labels_follow_the_plans(monkeypatch, tmp_path):
     assert "exact series" in figures[1].axes[0].get_ylabel()
     legend = [t.get_text() for t in figures[0].axes[1].get_legend().get_texts()]
     assert any("does not overtake within 3 steps" in t for t in legend)
+
+
+RAISE_ON_IMPORT = '''
+import os, sys
+name, kind = os.environ["OCC_TEST_RAISE"].split(":")
+
+
+class Raise:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == name:
+            raise {"interrupt": KeyboardInterrupt, "error": RuntimeError}[kind]("raised on importing " + name)
+
+
+sys.meta_path.insert(0, Raise())
+'''
+"""A ``sitecustomize`` that raises while a named module is being imported: a Ctrl-C (or a fault) that lands
+exactly there, in a real ``python3 -m`` process."""
+
+
+@pytest.mark.parametrize("module,args,during", [
+    ("app", ["run", "--help"], "theory"),             # the package's own imports
+    ("app.table1", ["--help"], "app.io"),             # the body of a module run as a program
+    ("app.prove", ["--help"], "app.cli"),
+    ("app.table1_docs", ["--check"], "app.table1_render"),
+])
+def test_python_m_app_modules_end_in_one_line_with_the_cli_status(tmp_path, module, args, during):
+    """m23: ``python3 -m app.X`` never bypasses the CLI's handling: a Ctrl-C while the modules load exits 130
+    and an error exits 4, each with one line on stderr and no traceback; without the fault, the module runs
+    the CLI's subcommand (a bad results file is bad usage, 2)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "sitecustomize.py").write_text(RAISE_ON_IMPORT)
+    root = Path(__file__).resolve().parent.parent
+    for kind, status in [("interrupt", exitcodes.INTERRUPTED), ("error", exitcodes.INTERNAL)]:
+        env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{root}", OCC_TEST_RAISE=f"{during}:{kind}")
+        env.pop(exitcodes.TRACEBACK_ENV, None)
+        proc = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == status and len(lines) == 1 and "Traceback" not in proc.stderr, (kind, proc.stderr)
+        assert ("interrupted" if kind == "interrupt" else f"RuntimeError: raised on importing {during}") in lines[0]
+    if module == "app.table1":
+        (tmp_path / "list.json").write_text("[]")
+        env = dict(os.environ, PYTHONPATH=str(root))
+        proc = subprocess.run([sys.executable, "-m", module, "--from-json", "list.json", "--out", "o"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == exitcodes.USAGE and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "not a table1 results file" in proc.stderr and not (tmp_path / "o").exists()

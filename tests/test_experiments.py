@@ -1,8 +1,6 @@
 """The Table 1 experiment layers: engine (against the dense model), exact populations, the extending grid,
-the plateau rule, the lag measures and the refusal of verdicts resting on artefacts."""
+the plateau rule and the lag measures (the verdicts: tests/test_experiment_verdicts.py)."""
 from __future__ import annotations
-
-import copy
 
 import numpy as np
 import pytest
@@ -15,7 +13,6 @@ from numerics.experiments import engine as E
 from numerics.experiments import lag as L
 from numerics.experiments import runner as RN
 from numerics.experiments import tasks as TK
-from numerics.experiments import verdicts as V
 from numerics.experiments.grid import GridSearch
 from numerics.experiments.population import population
 from numerics.model import Model, Params
@@ -206,75 +203,6 @@ def test_functional_lag_on_trajectories_with_a_known_answer():
     f = L.functional_curves(frozen, steps, test, "squared")
     assert max(abs(x) for x in f["gain_att"]) == 0.0
     assert L.t_half(steps, f["gain_att"]) is None
-
-
-def _row(**changes):
-    """A synthetic results row whose verdicts are decided (three-phase matches joint; attention lags)."""
-    seeds = [{"curve": {"risk": [0.5, 0.1]}}]
-    plan = {"risk": {"mean": 0.01, "std": 0.0, "n": 1}, "seeds": seeds, "diverged": [], "capped": [],
-            "not_converged": [], "truncation_bound": 0.0,
-            "search": {"all_diverged": False, "edge": [], "insensitive": False}}
-    row = {"name": "occurrence", "task": "occurrence", "plans": {p: copy.deepcopy(plan) for p in RN.PLANS},
-           "ceiling": {"risk": 0.0, "lower": 0.0, "upper": 0.0, "best_risk": 0.0, "accuracy": 1.0,
-                       "kind": "construction"},
-           "lag": {"displacement": {"t_half_att": {"mean": 40, "std": 0, "n": 1},
-                                    "t_half_out": {"mean": 10, "std": 0, "n": 1},
-                                    "ratio": {"mean": 4.0, "std": 0.0, "n": 1}, "resolution": 1}}}
-    row["plans"]["output_only"]["risk"]["mean"] = 0.3
-    for path, value in changes.items():
-        obj = row
-        keys = path.split(".")
-        for k in keys[:-1]:
-            obj = obj[k]
-        obj[keys[-1]] = value
-    return row
-
-
-def _verdicts(row):
-    return {v["claim"]: v for v in V.assess({"rows": {row["name"]: row}}) if "alignment" not in v["claim"]
-            and "function" not in v["claim"]}
-
-
-def test_verdicts_are_refused_when_they_rest_on_an_artefact():
-    base = _verdicts(_row())
-    match, lag = "three-phase matches joint GD", "attention lags output under joint GD (displacement)"
-    assert base[match]["verdict"] == "holds" and base[lag]["verdict"] == "holds"
-    for change, reason in [({"plans.joint.search": {"all_diverged": False, "edge": ["out high"], "insensitive": False}},
-                            "edge"),
-                           ({"plans.three_phase.diverged": [3]}, "diverged"),
-                           ({"plans.joint.unstable": [1]}, "unstable"),
-                           ({"plans.joint.not_converged": [0]}, "not converged"),
-                           ({"ceiling": {"risk": 0.3, "lower": 0.1, "upper": 0.3, "best_risk": 0.0,
-                                         "accuracy": 0.7, "kind": "LP"}}, "not representable"),
-                           ({"ceiling": {"risk": 0.3, "lower": 0.0, "upper": 0.3, "best_risk": 0.0,
-                                         "accuracy": 0.7, "kind": "LP"}}, "capacity undecided"),
-                           ({"ceiling": None}, "no capacity ceiling")]:
-        got = _verdicts(_row(**change))
-        assert got[match]["verdict"] == "refused" and any(reason in x for x in got[match]["reasons"]), change
-    # the lag verdict depends on the joint plan only: an edge of three-phase does not refuse it
-    got = _verdicts(_row(**{"plans.three_phase.search": {"all_diverged": False, "edge": ["att high"],
-                                                         "insensitive": False}}))
-    assert got[lag]["verdict"] == "holds" and got[match]["verdict"] == "refused"
-    # decided the other way, and undecided within the resolution
-    assert _verdicts(_row(**{"plans.three_phase.risk": {"mean": 0.2, "std": 0.0, "n": 1}}))[match]["verdict"] \
-        == "does not hold"
-    within = {"t_half_att": {"mean": 11, "std": 0, "n": 1}, "t_half_out": {"mean": 10, "std": 0, "n": 1},
-              "ratio": {"mean": 1.1, "std": 0.0, "n": 1}, "resolution": 2}
-    assert _verdicts(_row(**{"lag.displacement": within}))[lag]["verdict"] == "undecided"
-    spread = {"t_half_att": {"mean": 40, "std": 5, "n": 5}, "t_half_out": {"mean": 10, "std": 1, "n": 5},
-              "ratio": {"mean": 1.2, "std": 0.5, "n": 5}, "resolution": 1}
-    assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "undecided"
-    spread["ratio"] = {"mean": 0.5, "std": 0.1, "n": 5}
-    spread["t_half_att"], spread["t_half_out"] = {"mean": 10, "std": 1, "n": 5}, {"mean": 20, "std": 1, "n": 5}
-    assert _verdicts(_row(**{"lag.displacement": spread}))[lag]["verdict"] == "does not hold"
-    # the same crossing snapshot on every seed (ratio exactly 1, no spread) is not "no lag": the resolution
-    # of 26 steps leaves it open
-    tie = {"t_half_att": {"mean": 234, "std": 0, "n": 5}, "t_half_out": {"mean": 234, "std": 0, "n": 5},
-           "ratio": {"mean": 1.0, "std": 0.0, "n": 5}, "resolution": 26}
-    assert _verdicts(_row(**{"lag.displacement": tie}))[lag]["verdict"] == "undecided"
-    tie["t_half_out"] = {"mean": 260, "std": 0, "n": 5}
-    tie["ratio"] = {"mean": 0.9, "std": 0.0, "n": 5}
-    assert _verdicts(_row(**{"lag.displacement": tie}))[lag]["verdict"] == "undecided"  # 26 steps apart: one gap
 
 
 @pytest.mark.parametrize("task,heads,d", [("ICL", 2, 9), ("AND", 2, 20), ("ICL", 1, 7), ("table", 2, 12)])
