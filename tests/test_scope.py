@@ -1,0 +1,107 @@
+"""`occ-competition scope` (issue 19): the study registry, the command's checks before work, and the studies
+of this branch (regime, laws) called in-process at small sizes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from numerics.scope import STUDIES, available
+from numerics.scope import regime as RG
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args, cwd, timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "app", "scope", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------------------------------------------
+# study 1: the regime
+
+
+@pytest.fixture(scope="module")
+def regime_d10():
+    cfg = {**RG.config(True), "d": [10]}
+    return cfg, {name: RG.unit(args) for name, args in RG.units(cfg).items() if args["kind"] == "row"}
+
+
+def test_regime_success_map_contains_the_theorems_region_at_d10(regime_d10):
+    cfg, results = regime_d10
+    per = RG.summarise(cfg, results)["per_d"]["10"]
+    assert per["theorem_cells"] >= 3                      # the region is on the grid, so containment can fail
+    assert per["contains_theorem_region"] and per["theorem_cells_failing"] == []
+    # and the map is not all success: cells below eta2_min fail at eta_1 = eta1_max / 2
+    half = next(r for r in per["rows"] if r["eta1_frac"] == 0.5)
+    assert not all(half["succeeds"]) and any(half["succeeds"])
+
+
+def test_regime_containment_fails_when_phase_3_is_too_short(regime_d10, monkeypatch):
+    """The mutation the containment test must kill: a phase 3 far shorter than T_min reaches no target."""
+    cfg, _ = regime_d10
+    real = RG.reference
+
+    def short(d, epsilon, tol):
+        return {**real(d, epsilon, tol), "T": 1}
+
+    monkeypatch.setattr(RG, "reference", short)
+    rows = {n: RG.unit(a) for n, a in RG.units(cfg).items() if a["kind"] == "row" and a["eta1_frac"] == 0.5}
+    per = RG.summarise(cfg, rows)["per_d"]["10"]
+    assert not per["contains_theorem_region"] and per["theorem_cells_failing"]
+
+
+def test_regime_smallest_eta2_is_where_the_risk_crosses_the_target(regime_d10):
+    cfg, results = regime_d10
+    row = next(r for r in results.values() if r["eta1_frac"] == 0.5)
+    star, T = row["smallest_eta2"]["T"], row["reference"]["T"]
+    eta_1, eps = row["eta_1"], cfg["epsilon"]
+    above = RG._phase3(10, cfg["series_tol"], eta_1, star, 1.0, T)[0]
+    below = RG._phase3(10, cfg["series_tol"], eta_1, star * (1 - 2 * cfg["bisection_rel"]), 1.0, T)[0]
+    assert above <= eps < below
+
+
+def test_regime_corner_certificates_agree_with_the_float_map():
+    args = {**RG.units(RG.config(True))["certify d=10 eta1=0.5-0.9"]}
+    out = RG.unit(args)
+    assert out["cells"] and all(c["status"] != "undecided" for c in out["cells"])
+    for cell in out["cells"]:                             # a certified corner never contradicts the float map
+        for status, ok in zip(cell["corners"], cell["float_corners"]):
+            assert status == ("PASS" if ok else "FAIL")
+    assert {c["status"] for c in out["corners"]} == {"PASS", "FAIL"}
+
+
+# ------------------------------------------------------------------------------------------------
+# the command
+
+
+def test_registry_names_the_five_studies_and_this_branch_has_its_two():
+    assert STUDIES == ("regime", "kqv", "sgd", "laws", "samples")
+    assert available("regime")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--studies", "nosuch"], "unknown study 'nosuch'"),
+    (["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
+    (["--store", "file.txt", "--studies", "regime"], "--store"),
+    (["--out", "file.txt", "--studies", "regime"], "--out"),
+])
+def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
+    (tmp_path / "file.txt").write_text("x")
+    r = _cli(*args, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr
+    assert not (tmp_path / "sweep-store" / "units").exists()
+
+
+def test_a_study_absent_from_the_checkout_is_refused_when_asked_for(tmp_path):
+    absent = [n for n in STUDIES if not available(n)]
+    if not absent:
+        pytest.skip("every study is on this checkout")
+    r = _cli("--studies", f"regime,{absent[0]}", cwd=tmp_path)
+    assert r.returncode == 2 and f"--studies {absent[0]}: not on this checkout" in r.stderr
