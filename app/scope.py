@@ -118,7 +118,7 @@ def main_args(args: argparse.Namespace) -> int:
 
     from . import scope_docs
     from .checkout import git_commit
-    from .sweep import Progress, check_cluster_options, check_store, client, close
+    from .sweep import Cluster, Progress, check_cluster_options, check_store, interrupted
 
     check_cluster_options(args)
     names = selected(args.studies)
@@ -133,31 +133,20 @@ def main_args(args: argparse.Namespace) -> int:
     commit, dirty = git_commit()
     specs = {key: spec for entry in studies.values() for key, spec in entry["units"].values()}
     with OutputFolder(args.out, result="scope", owns=OWNS) as out:
-        opened: list = []
-
-        def connect():
-            opened.extend(client(args))
-            return opened[0]
-
+        cluster = Cluster(args)
         progress = Progress(args.quiet, "scope")
         cpu0, started = time.process_time(), time.time()
         try:
-            outcome = SW.execute_calls(specs, store, connect, progress)
-            workers = len(opened[0].scheduler_info().get("workers", {})) if opened else 0
+            outcome = SW.execute_calls(specs, store, cluster.connect, progress)
         except KeyboardInterrupt:
-            progress.close()
-            print(f"occ-companion scope: interrupted; every finished unit is kept in {args.store} (run the same "
-                  f"command to resume); {args.out} is unchanged", file=sys.stderr)
-            return exitcodes.INTERRUPTED
+            return interrupted("scope", args.store, args.out, "unit")
         finally:
             progress.close()
-            if opened:
-                close(*opened)
+            cluster.close()
         record = {"suite": "occurrence-companion", "version": version, "commit": commit, "dirty": dirty,
                   "command": command, "quick": args.quick, "store": str(args.store),
-                  "scheduler": args.scheduler or (f"LocalCluster ({workers} workers)" if opened
-                                                  else "none (every unit stored)"),
-                  "workers": workers, "units": len(specs), "trained": len(outcome.trained),
+                  "scheduler": cluster.describe("unit"), "workers": cluster.workers, "units": len(specs),
+                  "trained": len(outcome.trained),
                   "reused": len(outcome.reused), "failed": len(outcome.failed), "wall_s": time.time() - started,
                   "units_cpu_s": sum(outcome.unit_cpu.values()),
                   "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -93,7 +93,7 @@ def summary_text(record: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from theory.files import atomic_write_text
+    from .report import write_page
 
     ap = argparse.ArgumentParser(prog="python3 -m app.scope_docs", description=__doc__)
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/scope.md is stale")
@@ -101,14 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     record = json.loads((EXAMPLE / "scope.json").read_text())
     text = page(record, generator="python3 -m app.scope_docs", source="example_scope/scope.json",
                 link_prefix="example_scope/")
-    target = DOCS / "scope.md"
-    if args.check:
-        stale = not target.exists() or target.read_text() != text
-        print("docs/scope.md is " + ("stale" if stale else "current"))
-        return 1 if stale else 0
-    atomic_write_text(target, text)
-    print(f"wrote {target}")
-    return 0
+    return write_page(DOCS / "scope.md", text, args.check)
 
 
 if __name__ == "__main__":

@@ -192,27 +192,17 @@ def main_args(args: argparse.Namespace) -> int:
     command = ["occ-companion", "sweep", *rest]
     commit, dirty = git_commit()
     with OutputFolder(args.out, result="sweep", owns=OWNS) as out:
-        opened: list = []
-
-        def connect():
-            opened.extend(client(args))
-            return opened[0]
-
+        cluster = Cluster(args)
         progress = Progress(args.quiet)
         cpu0, started = time.process_time(), time.time()
         outcome = None
         try:
-            outcome = SW.execute(p, store, None if args.no_train else connect, progress)
-            workers = len(opened[0].scheduler_info().get("workers", {})) if opened else 0
+            outcome = SW.execute(p, store, None if args.no_train else cluster.connect, progress)
         except KeyboardInterrupt:
-            progress.close()
-            print(f"occ-companion sweep: interrupted; every finished task is kept in {args.store} (run the same "
-                  f"command to resume); {args.out} is unchanged", file=sys.stderr)
-            return exitcodes.INTERRUPTED
+            return interrupted("sweep", args.store, args.out)
         finally:
             progress.close()
-            if opened:
-                close(*opened)
+            cluster.close()
             store.log_run({"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(
                                timespec="seconds"), "wall_s": time.time() - started, "command": command,
                            "readings_sha256": grid.sha256, "version": p.version, "d": list(grid.d),
@@ -222,8 +212,7 @@ def main_args(args: argparse.Namespace) -> int:
                            "scheduler": args.scheduler or "LocalCluster"})
         summary = SR.summarise(p, outcome, store)
         summary.update({"command": command, "commit": commit, "dirty": dirty, "store": str(args.store),
-                        "scheduler": args.scheduler or (f"LocalCluster ({workers} workers)" if opened else "none (every task stored)"),
-                        "workers": workers,
+                        "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,
                         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
         with out.transaction() as tx:
@@ -232,6 +221,39 @@ def main_args(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(x) for x in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else ""),
           file=sys.stderr)
     return exitcodes.UNDECIDED if outcome.failed or summary["incomplete_cells"] else exitcodes.DONE
+
+
+class Cluster:
+    """The dask client of a command: connected at the first unit to train (``connect``), closed by ``close``
+    (which keeps the number of workers it had)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.opened: list = []
+        self.workers = 0
+
+    def connect(self):
+        self.opened.extend(client(self.args))
+        return self.opened[0]
+
+    def close(self) -> None:
+        if self.opened:
+            try:
+                self.workers = len(self.opened[0].scheduler_info().get("workers", {}))
+            except Exception:  # noqa: BLE001 - a scheduler going away: the count is informative only
+                pass
+            close(*self.opened)
+
+    def describe(self, unit: str = "task") -> str:
+        return self.args.scheduler or (f"LocalCluster ({self.workers} workers)" if self.opened
+                                       else f"none (every {unit} stored)")
+
+
+def interrupted(command: str, store: Path, out: Path, unit: str = "task") -> int:
+    """The message and exit status of a command interrupted while its units ran."""
+    print(f"occ-companion {command}: interrupted; every finished {unit} is kept in {store} (run the same "
+          f"command to resume); {out} is unchanged", file=sys.stderr)
+    return exitcodes.INTERRUPTED
 
 
 def close(client, cluster) -> None:

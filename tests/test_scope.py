@@ -1,4 +1,4 @@
-"""`occ-competition scope` (issue 19): the study registry, the command's checks before work, and the studies
+"""`occ-companion scope` (issue 19): the study registry, the command's checks before work, and the studies
 of this branch (regime, laws) called in-process at small sizes."""
 from __future__ import annotations
 
@@ -105,3 +105,70 @@ def test_a_study_absent_from_the_checkout_is_refused_when_asked_for(tmp_path):
         pytest.skip("every study is on this checkout")
     r = _cli("--studies", f"regime,{absent[0]}", cwd=tmp_path)
     assert r.returncode == 2 and f"--studies {absent[0]}: not on this checkout" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# study 4: other length laws
+
+
+@pytest.mark.parametrize("name", ["lomax", "poisson"])
+def test_law_pmf_sums_to_one_within_its_stated_tail_and_the_sampler_follows_the_tail(name):
+    import numpy as np
+
+    from numerics.scope import laws as LW
+
+    law = LW.law_of(name, 10)[0]
+    for N in (1, 5, 40, 1000):
+        total = sum(law.pmf(n) for n in range(1, N + 1))
+        assert abs(total + law.tail(N) - 1) <= 1e-12 * N
+    n = law.sample(np.random.default_rng(3), 200_000)
+    assert n.min() >= 1
+    for N in (1, 5, 20, 60):
+        share, p = float(np.mean(n > N)), law.tail(N)
+        assert abs(share - p) <= 4 * np.sqrt(p * (1 - p) / len(n)) + 1e-12
+
+
+def test_law_series_enumerates_the_mass_the_law_states():
+    from numerics.scope import laws as LW
+    from numerics.series import SeriesEvaluator
+
+    s = LW.setting_of("poisson", 10, "squared")
+    ev = SeriesEvaluator(s, tol=1e-9)
+    res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
+    assert res.omitted_mass <= 1e-9 and abs(float(res.risk) - 0.5) <= 1e-9   # f = 0: every string loses 1/2
+
+
+@pytest.mark.parametrize("name", ["geometric", "lomax", "poisson"])
+def test_law_floors_agree_with_the_series_and_monte_carlo_and_are_balanced(name):
+    from numerics.scope import laws as LW
+
+    args = LW.units(LW.config(True))[f"{name} squared d=10"]
+    out = LW._floor(args)
+    assert out["floor"] > 0.05
+    assert abs(out["floor"] - out["floor_series"]) <= 1e-6 + out["floor_bound"] + out["floor_series_bound"]
+    assert abs(out["floor_mc"] - out["floor"]) <= 4 * out["floor_mc_se"]
+    se = (0.25 / args["mc_size"]) ** 0.5
+    assert abs(out["p_absent_mc"] - 0.5) <= 4 * se                    # the balancing parameter balances
+
+
+def test_geometric_floor_from_the_moments_is_the_papers_c_of_d():
+    from numerics.closed_forms import ClosedForms
+    from numerics.scope import laws as LW
+    from theory.setting import Setting
+
+    dd, mm, P0, c, _, _ = LW.floor_expression()
+    for d in (5, 10, 50):
+        m = LW.law_of("geometric", d)[2]
+        assert abs(float(c.subs({dd: d, mm: m, P0: 0.5})) - float(ClosedForms(Setting(d)).output_only_floor())) < 1e-12
+
+
+def test_closed_forms_refuse_a_law_they_are_not_derived_for():
+    from numerics.closed_forms import ClosedForms
+    from numerics.evaluators import integral_applies
+    from numerics.scope import laws as LW
+    from theory.validation import SettingError
+
+    s = LW.setting_of("poisson", 10, "squared")
+    with pytest.raises(SettingError, match="geometric length law"):
+        ClosedForms(s)
+    assert not integral_applies(s)
