@@ -13,7 +13,19 @@ def _certified_line(per: dict) -> str:
     counts = {}
     for c in cells:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
-    return "; ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    return "; ".join(f"{s}: {n}" for s, n in sorted(counts.items()))
+
+
+def _beyond(beyond: dict) -> str:
+    """The sentence on the rows with eta_1 >= eta1_max (outside the theorem's hypotheses)."""
+    rows = [(d, f, e2) for d, per in beyond.items() for f, e2 in per.items()]
+    if not rows:
+        return ""
+    won = [(d, f) for d, f, e2 in rows if e2 is not None]
+    if not won:
+        return "No eta_2 on the grid succeeds at eta_1 >= eta1_max. "
+    return ("Outside the theorem's hypotheses, the plan also succeeds at eta_1 >= eta1_max for some eta_2 on the "
+            "grid (" + ", ".join(f"d = {d}, eta_1 = {f} eta1_max" for d, f in won) + "). ")
 
 
 def markdown(summary: dict) -> str:
@@ -52,8 +64,7 @@ def markdown(summary: dict) -> str:
            if ratios else "No eta_2 on the grid succeeded, ")
         + f"and both grow like d to the power {num(s['slope_eta2_min'], 2)} (eta2_min) and "
         f"{num(s['slope_smallest_T'], 2)} (smallest succeeding; least-squares slopes of log eta_2 on log d over "
-        f"{len(s['d'])} values of d, estimates). Success also extends to eta_1 >= eta1_max on the rows mapped "
-        "there (the figure), outside the theorem's hypotheses. Certified in arb at the four corners of cells "
+        f"{len(s['d'])} values of d, estimates). " + _beyond(v["beyond_eta1_max"]) + "Certified in arb at the four corners of cells "
         f"around the boundary: {c['succeeds at every corner']} cells succeed at every corner, "
         f"{c['fails at every corner']} fail at every corner (for every T), {c['straddles the boundary']} "
         f"straddle it and {c['undecided']} are undecided; the corners are certified, the points between them "

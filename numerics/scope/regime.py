@@ -258,6 +258,7 @@ def summarise(cfg: dict, results: dict[str, dict]) -> dict:
             "eta2_grid": [c["eta_2"] for c in rows[0]["cells"]],
             "theorem_cells": len(theorem_cells), "theorem_cells_failing": outside,
             "contains_theorem_region": bool(theorem_cells) and not outside,
+            "beyond_eta1_max": {str(r["eta1_frac"]): r["smallest_eta2"]["T"] for r in rows if r["eta1_frac"] >= 1},
             "at_half": {"eta1_frac": mid["eta1_frac"], "eta2_min": mid["eta2_min"],
                         "smallest_T": mid["smallest_eta2"]["T"], "smallest_inf": mid["smallest_eta2"]["inf"],
                         "ratio_T": None if mid["smallest_eta2"]["T"] is None or not mid["eta2_min"] else
@@ -280,5 +281,6 @@ def summarise(cfg: dict, results: dict[str, dict]) -> dict:
                "ratios_T": {k: per_d[k]["at_half"]["ratio_T"] for k in per_d},
                "ratios_inf": {k: per_d[k]["at_half"]["ratio_inf"] for k in per_d},
                "slopes": {k: scaling[k] for k in ("slope_eta2_min", "slope_smallest_T", "slope_smallest_inf")},
-               "certified_counts": counts, "epsilon": cfg["epsilon"]}
+               "certified_counts": counts, "epsilon": cfg["epsilon"],
+               "beyond_eta1_max": {k: per_d[k]["beyond_eta1_max"] for k in per_d}}
     return {"title": TITLE, "per_d": per_d, "scaling": scaling, "verdict": verdict}
