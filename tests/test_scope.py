@@ -172,3 +172,14 @@ def test_closed_forms_refuse_a_law_they_are_not_derived_for():
     with pytest.raises(SettingError, match="geometric length law"):
         ClosedForms(s)
     assert not integral_applies(s)
+
+
+def test_docs_scope_page_is_generated_from_the_example_run():
+    from app import scope_docs
+
+    assert scope_docs.main(["--check"]) == 0
+    record = json.loads((ROOT / "docs" / "example_scope" / "scope.json").read_text())
+    for name, study in record["studies"].items():       # the full configuration is recorded per study
+        mod = __import__(f"numerics.scope.{name}", fromlist=["config"])
+        assert study["config"] == json.loads(json.dumps(mod.config(record["quick"])))
+        assert (ROOT / "docs" / "example_scope" / f"scope_{name}.png").exists()
