@@ -300,8 +300,8 @@ def _assemble(counts, weights, empty, omitted, ctx) -> _Enumeration:
 def _law_enumeration(d: int, law, sizes: tuple, tol: float, max_terms: int) -> _Enumeration:
     """The series of a length law other than the geometric one (``DiscreteLaw``), float context, two classes
     (the marked symbol, the d - 1 others): lengths n up to the law's cut-off at tol / 2, and per n the marked
-    count c up to its binomial quantile at tol / (2 (N + 1)); weights P(n) Binomial(n, 1/d)(c).  The omitted
-    mass is computed afterwards from the weights, as for the geometric law."""
+    counts c between its binomial quantiles at tol / (4 (N + 1)) on each side; weights P(n) Binomial(n, 1/d)(c).
+    The omitted mass is computed afterwards from the weights, as for the geometric law."""
     from scipy.stats import binom
 
     if len(sizes) != 2:
@@ -309,14 +309,17 @@ def _law_enumeration(d: int, law, sizes: tuple, tol: float, max_terms: int) -> _
                            "unmarked symbols (two classes); group the parameters or use numerics.montecarlo")
     N = law.cutoff(tol / 2)
     ns = np.arange(max(law.start, 1), N + 1)
-    cmax = np.minimum(binom.isf(tol / (2 * (N + 1)), ns, 1.0 / d), ns).astype(np.int64)
-    total = int((cmax + 1).sum())
+    q = tol / (4 * (N + 1))
+    cmin = np.maximum(binom.ppf(q, ns, 1.0 / d) - 1, 0).astype(np.int64)
+    cmax = np.minimum(binom.isf(q, ns, 1.0 / d), ns).astype(np.int64)
+    width = cmax - cmin + 1
+    total = int(width.sum())
     if total > max_terms:
         raise SettingError(_too_many(max_terms, len(sizes)))
-    n_rows = np.repeat(ns, cmax + 1)
-    c = np.arange(total) - np.repeat(np.cumsum(cmax + 1) - (cmax + 1), cmax + 1)
+    n_rows = np.repeat(ns, width)
+    c = np.repeat(cmin, width) + np.arange(total) - np.repeat(np.cumsum(width) - width, width)
     pn = np.array([float(law.pmf(int(n))) for n in ns])
-    weights = np.repeat(pn, cmax + 1) * binom.pmf(c, n_rows, 1.0 / d)
+    weights = np.repeat(pn, width) * binom.pmf(c, n_rows, 1.0 / d)
     empty = float(law.pmf(0)) if law.start == 0 else 0.0
     omitted = max(1.0 - math.fsum(weights.tolist()) - empty, 0.0)
     return _assemble(np.stack([c, n_rows - c], axis=1).astype(np.int64), weights, empty, omitted, FLOAT)
