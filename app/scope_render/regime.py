@@ -66,7 +66,7 @@ def markdown(summary: dict) -> str:
         f"{num(s['slope_smallest_T'], 2)} (smallest succeeding; least-squares slopes of log eta_2 on log d over "
         f"{len(s['d'])} values of d, estimates). " + _beyond(v["beyond_eta1_max"]) + "Certified in arb at the four corners of cells "
         f"around the boundary: {c['succeeds at every corner']} cells succeed at every corner, "
-        f"{c['fails at every corner']} fail at every corner (for every T), {c['straddles the boundary']} "
+        f"{c['fails at every corner']} fail at every corner (after the T steps), {c['straddles the boundary']} "
         f"straddle it and {c['undecided']} are undecided; the corners are certified, the points between them "
         "are not (no monotonicity in (eta_1, eta_2) is proved here).")
     return "\n".join(lines) + "\n"

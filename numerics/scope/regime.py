@@ -16,14 +16,12 @@ with d.
 
 Certification: for a few cells on each side of the boundary (between two adjacent eta_1 rows and two adjacent
 eta_2 grid points), each of the four corners is certified in arb: the closed forms of phases 1 and 2 as balls
-(``certify.ArbClosedForms``), the phase-3 moments as balls (``integral.IntegralEvaluator``), and
-
-    inf_beta R  <=  R_T  <=  inf_beta R + (1 - eta_3 lambda_min)^(2T) (R_0 - inf_beta R)
-
-(exact output GD on the quadratic, 0 < eta_3 lambda <= 1 for both eigenvalues of D^1/2 M D^1/2, checked on the
-balls); a corner succeeds (certified) when the upper end is below floor + epsilon and fails (certified, for
-every T) when inf_beta R is above it.  Between the corners nothing is certified: the cell's status rests on the
-corners alone, which is said wherever it is reported.
+(``certify.ArbClosedForms``), the phase-3 moments M, m as balls (``integral.IntegralEvaluator``), and phase 3
+as exact output GD on the quadratic, beta_T - beta* = (I - eta_3 D M)^T (beta^(1) - beta*) with beta* = M^-1 m
+(a 2 x 2 ball matrix power), so that R_T = inf_beta R + (beta_T - beta*)^T M (beta_T - beta*) / 2 is enclosed
+at that corner; the corner succeeds (PASS) or fails (FAIL) when the ball lies below or above floor + epsilon.
+Between the corners nothing is certified: the cell's status rests on the corners alone, which is said wherever
+it is reported.
 """
 from __future__ import annotations
 
@@ -150,10 +148,10 @@ def _row(args: dict) -> dict:
 def certify_corner(d: int, epsilon: float, eta_1: float, eta_2: float, eta_3: float, T: int,
                    prec_bits: int) -> dict:
     """Three-valued certificate that the three-phase plan at (eta_1, eta_2, eta_3, T) ends at risk <= floor +
-    epsilon (PASS), or above it for every T (FAIL), from arb balls (see the module docstring)."""
-    from flint import arb, ctx
+    epsilon (PASS) or above it (FAIL), from an arb enclosure of R_T (see the module docstring)."""
+    from flint import arb_mat, ctx
 
-    from numerics.certify import ArbClosedForms, above, below, both, decide
+    from numerics.certify import ArbClosedForms, below
     from numerics.integral import IntegralEvaluator
     from theory.arb_forms import arb_of
     from theory.setting import Setting
@@ -165,26 +163,16 @@ def certify_corner(d: int, epsilon: float, eta_1: float, eta_2: float, eta_3: fl
         a2 = cfa.phase2_alpha(arb_of(eta_1), arb_of(eta_2))
         mo = IntegralEvaluator(s, prec_bits=prec_bits).quadratic_moments(a2[0], a2[1])
         (M00, M01), (_, M11) = mo.M
-        m0, m1 = mo.m
-        det = M00 * M11 - M01 * M01
-        r_inf = (1 - (m0 * m0 * M11 - 2 * m0 * m1 * M01 + m1 * m1 * M00) / det) / 2
-        r0 = mo.risk(b1[0], b1[1])
-        s11, s22, s12 = M00, M11 / (d - 1), M01 / arb(d - 1).sqrt()
-        disc = ((s11 - s22) ** 2 + 4 * s12 ** 2).sqrt()
-        lam_min, lam_max = (s11 + s22 - disc) / 2, (s11 + s22 + disc) / 2
-        e3 = arb_of(eta_3)
-        target = cfa.risk_floor() + arb_of(epsilon)
-        contraction = both(above(lam_min, 0), decide(lam_max * e3 <= 1, lam_max * e3 > 1))
-        upper = r_inf + (1 - e3 * lam_min) ** (2 * T) * (r0 - r_inf) if contraction == "PASS" else None
-        fails = above(r_inf, target)
-        if upper is not None and below(upper, target) == "PASS":
-            status = "PASS"
-        elif fails == "PASS":
-            status = "FAIL"
-        else:
-            status = "UNDECIDED"
-    return {"eta_1": eta_1, "eta_2": eta_2, "status": status, "risk_inf": [float(r_inf.lower()), float(r_inf.upper())],
-            "risk_T_upper": None if upper is None else float(upper.upper()), "contraction": contraction}
+        M = arb_mat([[M00, M01], [M01, M11]])
+        star = M.solve(arb_mat([[mo.m[0]], [mo.m[1]]]))
+        r_inf = (1 - (arb_mat([[mo.m[0], mo.m[1]]]) * star)[0, 0]) / 2
+        step = arb_mat([[1, 0], [0, 1]]) - arb_of(eta_3) * arb_mat([[1, 0], [0, arb_of(1) / (d - 1)]]) * M
+        e0 = arb_mat([[b1[0]], [b1[1]]]) - star
+        eT = (step ** T) * e0
+        r_T = r_inf + (eT.transpose() * M * eT)[0, 0] / 2
+        status = below(r_T, cfa.risk_floor() + arb_of(epsilon))
+    return {"eta_1": eta_1, "eta_2": eta_2, "status": status, "risk_T": [float(r_T.lower()), float(r_T.upper())],
+            "risk_inf": [float(r_inf.lower()), float(r_inf.upper())]}
 
 
 def _certify(args: dict) -> dict:
