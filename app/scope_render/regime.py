@@ -18,7 +18,8 @@ def _certified_line(per: dict) -> str:
 
 def _beyond(beyond: dict) -> str:
     """The sentence on the rows with eta_1 >= eta1_max (outside the theorem's hypotheses)."""
-    rows = [(d, f, e2) for d, per in beyond.items() for f, e2 in per.items()]
+    rows = [(d, f, e2) for d, per in sorted(beyond.items(), key=lambda kv: int(kv[0]))
+            for f, e2 in sorted(per.items(), key=lambda kv: float(kv[0]))]
     if not rows:
         return ""
     won = [(d, f) for d, f, e2 in rows if e2 is not None]
@@ -28,10 +29,15 @@ def _beyond(beyond: dict) -> str:
             "grid (" + ", ".join(f"d = {d}, eta_1 = {f} eta1_max" for d, f in won) + "). ")
 
 
+def _by_d(per_d: dict) -> list[dict]:
+    """The per-d summaries in increasing d (scope.json keeps them under string keys, sorted as text)."""
+    return sorted(per_d.values(), key=lambda per: per["d"])
+
+
 def markdown(summary: dict) -> str:
     v = summary["verdict"]
     rows = []
-    for key, per in summary["per_d"].items():
+    for per in _by_d(summary["per_d"]):
         h = per["at_half"]
         rows.append([per["d"], per["T"], num(per["eta1_max"]), num(h["eta2_min"], 4), num(h["smallest_T"], 3),
                      num(h["ratio_T"], 3), num(h["smallest_inf"], 3), num(h["ratio_inf"], 3),
@@ -51,11 +57,13 @@ def markdown(summary: dict) -> str:
     c = v["certified_counts"]
     lines.append(
         "**Verdict.** " + (
-            f"At every d tested ({', '.join(v['contains'])}) the success map contains the theorem's sufficient "
-            "region: every grid cell with eta_1 < eta1_max and eta_2 >= eta2_min reaches the target. "
+            f"At every d tested ({', '.join(sorted(v['contains'], key=int))}) the success map contains the "
+            "theorem's sufficient region: every grid cell with eta_1 < eta1_max and eta_2 >= eta2_min reaches "
+            "the target. "
             if contained else
             "The success map does NOT contain the theorem's sufficient region at d = "
-            + ", ".join(k for k, ok in v["contains"].items() if not ok) + " (cells of the region that miss the "
+            + ", ".join(k for k, ok in sorted(v["contains"].items(), key=lambda kv: int(kv[0])) if not ok)
+            + " (cells of the region that miss the "
             "target are listed in scope.json). ")
         + (f"The regime is conservative in eta_2: the smallest succeeding eta_2 is {num(min(ratios), 2)} to "
            f"{num(max(ratios), 2)} times eta2_min at eta_1 = eta1_max / 2 (with the same T), "
@@ -79,7 +87,7 @@ def figure(summary: dict, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    per_ds = list(summary["per_d"].values())
+    per_ds = _by_d(summary["per_d"])
     fig, axes = plt.subplots(1, len(per_ds), figsize=(4.6 * len(per_ds), 4.0), squeeze=False)
     for ax, per in zip(axes[0], per_ds):
         fr = [r["eta1_frac"] for r in per["rows"]]
