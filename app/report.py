@@ -152,3 +152,14 @@ def write_page(target: Path, text: str, check: bool) -> int:
     atomic_write_text(target, text)
     print(f"wrote {target}")
     return 0
+
+
+def generator_main(prog: str, description: str, target: Path, text, argv: list[str] | None = None) -> int:
+    """The command line of a page generator: write ``text()`` to ``target``, or ``--check`` it (exit 1 when
+    stale)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--check", action="store_true", help=f"exit 1 when {target.name} is stale")
+    args = ap.parse_args(argv)
+    return write_page(target, text(), args.check)

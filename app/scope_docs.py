@@ -91,17 +91,13 @@ def summary_text(record: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    from .report import generator_main
 
-    from .report import write_page
+    def text() -> str:
+        return page(json.loads((EXAMPLE / "scope.json").read_text()), generator="python3 -m app.scope_docs",
+                    source="example_scope/scope.json", link_prefix="example_scope/")
 
-    ap = argparse.ArgumentParser(prog="python3 -m app.scope_docs", description=__doc__)
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/scope.md is stale")
-    args = ap.parse_args(argv)
-    record = json.loads((EXAMPLE / "scope.json").read_text())
-    text = page(record, generator="python3 -m app.scope_docs", source="example_scope/scope.json",
-                link_prefix="example_scope/")
-    return write_page(DOCS / "scope.md", text, args.check)
+    return generator_main("python3 -m app.scope_docs", __doc__, DOCS / "scope.md", text, argv)
 
 
 if __name__ == "__main__":

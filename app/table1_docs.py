@@ -172,16 +172,14 @@ def page(results: dict, sweep: dict | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    from .report import generator_main
 
-    from .report import write_page
+    def text() -> str:
+        results = json.loads((EXAMPLE / "table1.json").read_text())
+        sweep = json.loads((SWEEP / "sweep.json").read_text()) if (SWEEP / "sweep.json").exists() else None
+        return page(results, sweep)
 
-    ap = argparse.ArgumentParser(prog="python3 -m app.table1_docs", description=__doc__)
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/table1.md is stale")
-    args = ap.parse_args(argv)
-    results = json.loads((EXAMPLE / "table1.json").read_text())
-    sweep = json.loads((SWEEP / "sweep.json").read_text()) if (SWEEP / "sweep.json").exists() else None
-    return write_page(DOCS / "table1.md", page(results, sweep), args.check)
+    return generator_main("python3 -m app.table1_docs", __doc__, DOCS / "table1.md", text, argv)
 
 
 if __name__ == "__main__":
