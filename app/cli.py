@@ -3,6 +3,7 @@
 run: the main job (three-phase plan in its step-size regime vs the impossibility plans and joint GD);
 prove: every claim certified in ball arithmetic (arb), and the proofs for all d;
 table1: the reconstructed Table 1 experiments; sweep: Table 1 under every reading of the protocol;
+scope: how far the theorem reaches once its simplifications are relaxed (five studies);
 finite: the finite-sample plan; values / evaluate: closed forms and exact series at a point;
 docs / latex: regenerate docs/derivations.md and README's claims, export LaTeX.
 
@@ -31,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.prove",     # prove
     "app.table1",    # table1
     "app.sweep",     # sweep
+    "app.scope",     # scope
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""

@@ -137,3 +137,29 @@ def stale_docs(root: Path) -> list[Path]:
     """The generated documents of the checkout at ``root`` whose committed text differs from a fresh rendering."""
     return [path for path, text in generated_docs(root).items()
             if not path.exists() or path.read_text() != text]
+
+
+def write_page(target: Path, text: str, check: bool) -> int:
+    """Write a generated page atomically, or with ``check`` say whether the committed copy is current; the
+    exit status of a docs generator (1 when stale under ``check``)."""
+    from theory.files import atomic_write_text
+
+    name = target.relative_to(target.parents[1]) if len(target.parents) > 1 else target
+    if check:
+        stale = not target.exists() or target.read_text() != text
+        print(f"{name} is " + ("stale" if stale else "current"))
+        return 1 if stale else 0
+    atomic_write_text(target, text)
+    print(f"wrote {target}")
+    return 0
+
+
+def generator_main(prog: str, description: str, target: Path, text, argv: list[str] | None = None) -> int:
+    """The command line of a page generator: write ``text()`` to ``target``, or ``--check`` it (exit 1 when
+    stale)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--check", action="store_true", help=f"exit 1 when {target.name} is stale")
+    args = ap.parse_args(argv)
+    return write_page(target, text(), args.check)

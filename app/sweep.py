@@ -82,20 +82,20 @@ def _grid(args):
         grid.limits = tuple(lim for lim in grid.limits if set(lim.d) & set(grid.d))
     if args.no_train and (args.scheduler is not None or args.workers is not None):
         raise SettingError("--no-train starts no cluster; drop --scheduler and --workers")
-    if args.scheduler is not None and args.workers is not None:
-        raise SettingError("--workers sizes the LocalCluster; with --scheduler the cluster's own workers run")
+    check_cluster_options(args)
     return grid
 
 
 class Progress:
     """done / running / failed counts and time left: a tqdm bar on a terminal, a line a minute otherwise."""
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool, name: str = "sweep"):
         from tqdm import tqdm
 
         self.tty = sys.stderr.isatty() and not quiet
         self.quiet = quiet
-        self.bar = tqdm(total=0, desc="sweep tasks", unit="task", disable=not self.tty, dynamic_ncols=True)
+        self.name = name
+        self.bar = tqdm(total=0, desc=f"{name} tasks", unit="task", disable=not self.tty, dynamic_ncols=True)
         self.last_log = 0.0
         self.trained0 = None
 
@@ -123,14 +123,32 @@ class Progress:
         elif not self.quiet and (time.time() - self.last_log >= LOG_EVERY_S or finished == c["total"]):
             self.last_log = time.time()
             eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
-            print(f"sweep: {finished}/{c['total']} tasks; {text}; {c['elapsed'] / 60:.1f} min{eta}",
+            print(f"{self.name}: {finished}/{c['total']} tasks; {text}; {c['elapsed'] / 60:.1f} min{eta}",
                   file=sys.stderr, flush=True)
 
     def close(self):
         self.bar.close()
 
 
-def _client(args):
+def check_store(store: Path) -> None:
+    """The results store must be a writable folder before any work (a SettingError, exit 2, otherwise)."""
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        probe = store / f".probe.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise SettingError(f"--store {store} is not a writable folder ({exc.strerror or exc}); "
+                           "choose another --store") from None
+
+
+def check_cluster_options(args) -> None:
+    """--scheduler and --workers exclude each other (the LocalCluster's size against a running cluster)."""
+    if args.scheduler is not None and args.workers is not None:
+        raise SettingError("--workers sizes the LocalCluster; with --scheduler the cluster's own workers run")
+
+
+def client(args):
     import logging
 
     from distributed import Client, LocalCluster
@@ -169,39 +187,22 @@ def main_args(args: argparse.Namespace) -> int:
         print(f"{len(p.cells())} cells (reading x d), {len(p.rows)} rows, {len(p.searches)} step-size searches "
               f"({stored} of the searches and ceilings stored), {len(p.ceilings)} capacity ceilings")
         return exitcodes.DONE
-    try:  # the store must be writable before any work
-        args.store.mkdir(parents=True, exist_ok=True)
-        probe = args.store / f".probe.{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise SettingError(f"--store {args.store} is not a writable folder ({exc.strerror or exc}); "
-                           "choose another --store") from None
+    check_store(args.store)
     rest = sys.argv[sys.argv.index("sweep") + 1:] if "sweep" in sys.argv else []
     command = ["occ-companion", "sweep", *rest]
     commit, dirty = git_commit()
     with OutputFolder(args.out, result="sweep", owns=OWNS) as out:
-        opened: list = []
-
-        def connect():
-            opened.extend(_client(args))
-            return opened[0]
-
+        cluster = Cluster(args)
         progress = Progress(args.quiet)
         cpu0, started = time.process_time(), time.time()
         outcome = None
         try:
-            outcome = SW.execute(p, store, None if args.no_train else connect, progress)
-            workers = len(opened[0].scheduler_info().get("workers", {})) if opened else 0
+            outcome = SW.execute(p, store, None if args.no_train else cluster.connect, progress)
         except KeyboardInterrupt:
-            progress.close()
-            print(f"occ-companion sweep: interrupted; every finished task is kept in {args.store} (run the same "
-                  f"command to resume); {args.out} is unchanged", file=sys.stderr)
-            return exitcodes.INTERRUPTED
+            return interrupted("sweep", args.store, args.out)
         finally:
             progress.close()
-            if opened:
-                _close(*opened)
+            cluster.close()
             store.log_run({"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(
                                timespec="seconds"), "wall_s": time.time() - started, "command": command,
                            "readings_sha256": grid.sha256, "version": p.version, "d": list(grid.d),
@@ -211,8 +212,7 @@ def main_args(args: argparse.Namespace) -> int:
                            "scheduler": args.scheduler or "LocalCluster"})
         summary = SR.summarise(p, outcome, store)
         summary.update({"command": command, "commit": commit, "dirty": dirty, "store": str(args.store),
-                        "scheduler": args.scheduler or (f"LocalCluster ({workers} workers)" if opened else "none (every task stored)"),
-                        "workers": workers,
+                        "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,
                         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
         with out.transaction() as tx:
@@ -223,7 +223,40 @@ def main_args(args: argparse.Namespace) -> int:
     return exitcodes.UNDECIDED if outcome.failed or summary["incomplete_cells"] else exitcodes.DONE
 
 
-def _close(client, cluster) -> None:
+class Cluster:
+    """The dask client of a command: connected at the first unit to train (``connect``), closed by ``close``
+    (which keeps the number of workers it had)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.opened: list = []
+        self.workers = 0
+
+    def connect(self):
+        self.opened.extend(client(self.args))
+        return self.opened[0]
+
+    def close(self) -> None:
+        if self.opened:
+            try:
+                self.workers = len(self.opened[0].scheduler_info().get("workers", {}))
+            except Exception:  # noqa: BLE001 - a scheduler going away: the count is informative only
+                pass
+            close(*self.opened)
+
+    def describe(self, unit: str = "task") -> str:
+        return self.args.scheduler or (f"LocalCluster ({self.workers} workers)" if self.opened
+                                       else f"none (every {unit} stored)")
+
+
+def interrupted(command: str, store: Path, out: Path, unit: str = "task") -> int:
+    """The message and exit status of a command interrupted while its units ran."""
+    print(f"occ-companion {command}: interrupted; every finished {unit} is kept in {store} (run the same "
+          f"command to resume); {out} is unchanged", file=sys.stderr)
+    return exitcodes.INTERRUPTED
+
+
+def close(client, cluster) -> None:
     try:
         client.close()
         if cluster is not None:

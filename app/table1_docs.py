@@ -173,24 +173,14 @@ def page(results: dict, sweep: dict | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    from .report import generator_main
 
-    from theory.files import atomic_write_text
+    def text() -> str:
+        results = json.loads((EXAMPLE / "table1.json").read_text())
+        sweep = json.loads((SWEEP / "sweep.json").read_text()) if (SWEEP / "sweep.json").exists() else None
+        return page(results, sweep)
 
-    ap = argparse.ArgumentParser(prog="python3 -m app.table1_docs", description=__doc__)
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/table1.md is stale")
-    args = ap.parse_args(argv)
-    results = json.loads((EXAMPLE / "table1.json").read_text())
-    sweep = json.loads((SWEEP / "sweep.json").read_text()) if (SWEEP / "sweep.json").exists() else None
-    text = page(results, sweep)
-    target = DOCS / "table1.md"
-    if args.check:
-        stale = not target.exists() or target.read_text() != text
-        print("docs/table1.md is " + ("stale" if stale else "current"))
-        return 1 if stale else 0
-    atomic_write_text(target, text)
-    print(f"wrote {target}")
-    return 0
+    return generator_main("python3 -m app.table1_docs", __doc__, DOCS / "table1.md", text, argv)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from functools import lru_cache
 import sympy as sp
 from flint import arb, ctx, fmpq
 
-from numerics.closed_forms import ClosedFormsBase
+from numerics.closed_forms import ClosedFormsBase, require_geometric
 from theory import symbolic as sym
 from theory.arb_forms import arb_of, to_arb
 from theory.claims import CLAIMS
@@ -68,6 +68,7 @@ class ArbClosedForms(ClosedFormsBase):
             raise SettingError(f"prec_bits must be an integer >= 53, got {prec_bits!r}")
         if setting.loss != "squared":
             raise SettingError("the closed forms certified here are derived for the squared loss")
+        require_geometric(setting, "the closed forms certified here are")
         pv = setting.p_value
         if not isinstance(pv, Fraction):
             pv = Fraction(pv)  # a float p is a dyadic rational: entered exactly

@@ -60,6 +60,13 @@ def _sym():
     return symbolic
 
 
+def require_geometric(setting: Setting, what: str) -> None:
+    """A SettingError unless the setting's length law is the geometric one (what ``what`` is derived for)."""
+    if not setting.geometric:
+        raise SettingError(f"{what} derived for the geometric length law, the setting has "
+                           f"{setting.law.describe()}; use numerics.series.SeriesEvaluator")
+
+
 def to_mpf(x: Number) -> mpmath.mpf:
     """x as an mpf at the current mpmath precision; a Fraction is divided exactly there (never via float)."""
     if isinstance(x, Fraction):
@@ -198,6 +205,7 @@ class ClosedForms(ClosedFormsBase):
     def __init__(self, setting: Setting, dps: int = 50):
         if not isinstance(setting, Setting):
             raise SettingError(f"setting must be a theory.setting.Setting, got {setting!r}")
+        require_geometric(setting, "the closed forms are")
         if isinstance(dps, bool) or not isinstance(dps, numbers.Integral) or not 5 <= dps <= 100_000:
             raise SettingError(f"dps (decimal digits) must be an integer in [5, 100000], got {dps!r}")
         self.setting = setting

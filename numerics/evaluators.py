@@ -26,8 +26,8 @@ INTEGRAL_DPS = 16
 
 
 def integral_applies(setting: Setting) -> bool:
-    """The integral representation covers the squared loss with p < 1."""
-    return setting.loss == "squared" and setting.p_value != 1
+    """The integral representation covers the squared loss with the geometric law and p < 1."""
+    return setting.loss == "squared" and setting.geometric and setting.p_value != 1
 
 
 def choose_method(setting: Setting, method: str = "auto") -> str:

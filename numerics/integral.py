@@ -132,6 +132,9 @@ class IntegralEvaluator:
         if setting.loss != "squared":
             raise SettingError(f"the integral representation is derived for the squared loss, the setting "
                                f"has loss={setting.loss!r}; use numerics.series.SeriesEvaluator")
+        from .closed_forms import require_geometric
+
+        require_geometric(setting, "the integral representation is")
         p = setting.p_value
         if p == 1:
             raise SettingError("the integral representation needs p < 1 (at p = 1 every string has length "

@@ -276,6 +276,12 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
         else:
             weights = _exact_weights(counts, rows, ctx, p, lo, d, sizes, L)
             omitted = 1 - (weights.sum() + empty)
+    return _assemble(counts, weights, empty, omitted, ctx)
+
+
+def _assemble(counts, weights, empty, omitted, ctx) -> _Enumeration:
+    """The enumeration of count rows and their weights, with the lean buffers of the two-class path."""
+    K = counts.shape[1]
     labels = np.where(counts[:, 0] > 0, 1.0, -1.0)
     E = _Enumeration(counts, weights, labels, empty, omitted)
     if K == 2:
@@ -288,6 +294,35 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
             E.lean["buffers"] = {name: np.empty(T) for name in ("cu", "rr", "f", "w", "g", "loss", "tmp")}
             E.lean["buffers"]["dl"] = np.empty((T, 1))
     return E
+
+
+@lru_cache(maxsize=8)
+def _law_enumeration(d: int, law, sizes: tuple, tol: float, max_terms: int) -> _Enumeration:
+    """The series of a length law other than the geometric one (``DiscreteLaw``), float context, two classes
+    (the marked symbol, the d - 1 others): lengths n up to the law's cut-off at tol / 2, and per n the marked
+    counts c between its binomial quantiles at tol / (4 (N + 1)) on each side; weights P(n) Binomial(n, 1/d)(c).
+    The omitted mass is computed afterwards from the weights, as for the geometric law."""
+    from scipy.stats import binom
+
+    if len(sizes) != 2:
+        raise SettingError(f"the series under {law.describe()} is written for parameters symmetric in the "
+                           "unmarked symbols (two classes); group the parameters or use numerics.montecarlo")
+    N = law.cutoff(tol / 2)
+    ns = np.arange(max(law.start, 1), N + 1)
+    q = tol / (4 * (N + 1))
+    cmin = np.maximum(binom.ppf(q, ns, 1.0 / d) - 1, 0).astype(np.int64)
+    cmax = np.minimum(binom.isf(q, ns, 1.0 / d), ns).astype(np.int64)
+    width = cmax - cmin + 1
+    total = int(width.sum())
+    if total > max_terms:
+        raise SettingError(_too_many(max_terms, len(sizes)))
+    n_rows = np.repeat(ns, width)
+    c = np.repeat(cmin, width) + np.arange(total) - np.repeat(np.cumsum(width) - width, width)
+    pn = np.array([float(law.pmf(int(n))) for n in ns])
+    weights = np.repeat(pn, width) * binom.pmf(c, n_rows, 1.0 / d)
+    empty = float(law.pmf(0)) if law.start == 0 else 0.0
+    omitted = max(1.0 - math.fsum(weights.tolist()) - empty, 0.0)
+    return _assemble(np.stack([c, n_rows - c], axis=1).astype(np.int64), weights, empty, omitted, FLOAT)
 
 
 def _make_context(key: tuple, guard: bool = False):
@@ -351,6 +386,9 @@ class SeriesEvaluator:
         dps = check_int("dps", dps, 15)
         if context == "float" and tol < 1e-15:
             raise SettingError("the float context cannot resolve tol < 1e-15; use context='mp' or 'arb'")
+        if context != "float" and not setting.geometric:
+            raise SettingError(f"under {setting.law.describe()} the series runs in the float context only "
+                               "(its weights are not exact rationals)")
         max_terms = check_int("max_terms", max_terms)
         if prec_bits is None:
             prec_bits = math.ceil(dps * math.log2(10)) + 32
@@ -370,6 +408,8 @@ class SeriesEvaluator:
         return self.context
 
     def _enum(self, sizes: list[int]) -> _Enumeration:
+        if not self.setting.geometric:
+            return _law_enumeration(self.setting.d, self.setting.law, tuple(sizes), self.tol, self.max_terms)
         p, lo = _length_law(self.setting)
         return _enumeration(self.setting.d, p, lo, tuple(sizes), self.tol, self._key, self.max_terms)
 

@@ -423,3 +423,54 @@ def test_cost_section_adds_up():
     assert sum(float(r[1]) for r in rows) == pytest.approx(3.0)
     assert [r[2].strip() for r in rows] == ["50%", "33%", "17%"]
     assert "1.50 h wall" in lines[2] and "2 invocations" in lines[2]
+
+
+# ------------------------------------------------------------------------------------------------
+# generic units (kind "call"): the studies of `occ-companion scope` run through the same store and loop
+
+
+def square_or_fail(args: dict) -> dict:
+    """A generic unit for the tests: x^2, or a ValueError on negative x."""
+    if args["x"] < 0:
+        raise ValueError(f"negative x = {args['x']}")
+    return {"square": args["x"] ** 2, "pid": os.getpid()}
+
+
+def test_call_units_are_stored_resumed_and_a_failing_one_is_recorded(tmp_path):
+    from distributed import Client, LocalCluster
+
+    fn = f"{__name__}:square_or_fail"
+    specs = {SW.key_of(s): s for s in (SW.call_spec(fn, {"x": x}) for x in (2, 3, -1))}
+    bad = next(k for k, s in specs.items() if s["args"]["x"] < 0)
+    store = SW.Store(tmp_path / "store")
+    connected = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        def connect():
+            connected.append(1)
+            return client
+
+        first = SW.execute_calls(specs, store, connect)
+        assert sorted(first.results[k]["square"] for k in first.trained) == [4, 9]
+        assert list(first.failed) == [bad] and "ValueError: negative x = -1" in first.failed[bad]["error"]
+        assert set(store.keys()) == set(specs) - {bad}
+        again = SW.execute_calls(specs, store, connect)     # resume: only the failed unit is run again
+        assert sorted(again.reused) == sorted(set(specs) - {bad}) and again.trained == [] and list(again.failed) == [bad]
+        assert len(connected) == 2
+    stored_only = SW.execute_calls(specs, store, None)      # render only: nothing trained, the missing unit listed
+    assert stored_only.skipped == {bad: "not in the store (not trained: render only)"}
+    assert {k: v["square"] for k, v in stored_only.results.items()} == {k: first.results[k]["square"] for k in first.trained}
+    other = SW.call_spec(fn, {"x": 2}, version="0.0.0")     # the key covers the version
+    assert SW.key_of(other) not in specs
+
+
+@pytest.mark.parametrize("fn, words", [("nomodule", "module:name"), ("numerics.nothing_here:f", "not found"),
+                                        ("numerics.experiments.sweep:STORE_FORMAT", "not callable")])
+def test_call_units_refuse_a_bad_function_reference(fn, words):
+    with pytest.raises(SettingError, match=words):
+        SW.resolve(fn)
+
+
+def test_call_spec_refuses_arguments_that_are_not_json():
+    with pytest.raises(TypeError):
+        SW.call_spec("numerics.experiments.sweep:canonical", {"x": object()})

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .validation import check_d, check_loss, check_p, check_real, check_variant
+from .validation import SettingError, check_d, check_loss, check_p, check_real, check_variant
 
 
 @lru_cache(maxsize=None)
@@ -34,8 +34,102 @@ def balanced_p_exact(d: int, lengths: str = "positive") -> Fraction:
     return rational("balanced_p", (lengths,), d)
 
 
+class DiscreteLaw:
+    """A law of the string length on {start, start + 1, ...}: what every evaluator and the Monte Carlo read.
+
+    Subclasses give ``start``, ``pmf(n)``, ``tail(N)`` = P(length > N) and ``sample(rng, size)``;
+    ``cutoff(tol)`` (the smallest N with tail <= tol) is found here from ``tail`` alone.  ``geometric`` says
+    whether the closed forms and the integral representation (derived for the geometric law) apply."""
+
+    start: int
+    geometric = False
+
+    def cutoff(self, tol: float) -> int:
+        """The smallest N >= start with P(length > N) <= tol (doubling, then bisection on ``tail``)."""
+        tol = check_real("tol", tol, 0, 1)
+        hi = self.start
+        while self.tail(hi) > tol:
+            hi = 2 * hi + 1
+        lo = self.start - 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if self.tail(mid) <= tol else (mid, hi)
+        return max(hi, self.start)
+
+
 @dataclass(frozen=True)
-class LengthLaw:
+class LomaxLaw(DiscreteLaw):
+    """A heavy-tailed law: the discretised Lomax (Pareto II) law on {1, 2, ...},
+    P(length > N) = (sigma / (sigma + N))^shape for N >= 0, so P(n) = tail(n - 1) - tail(n) ~ shape sigma^shape
+    n^-(shape+1): a power law with finite mean for shape > 1 (infinite variance for shape <= 2).  Exact sampler
+    by inversion: n = ceil(sigma (U^(-1/shape) - 1)) for U uniform on (0, 1].
+
+    >>> law = LomaxLaw(2.0, 3.0)
+    >>> law.tail(0), round(law.pmf(1), 6), law.cutoff(0.02)
+    (1.0, 0.4375, 19)
+    """
+
+    shape: float
+    sigma: float
+    start: int = 1
+
+    def __post_init__(self):
+        check_real("shape", self.shape, 1, None)
+        check_real("sigma", self.sigma, 0, None)
+
+    def tail(self, N):
+        """P(length > N) = (sigma / (sigma + N))^shape for N >= 0 (1 below)."""
+        return 1.0 if N < 1 else (self.sigma / (self.sigma + N)) ** self.shape
+
+    def pmf(self, n):
+        """P(length = n) = tail(n - 1) - tail(n); 0 outside {1, 2, ...}."""
+        return 0.0 if n < 1 else self.tail(n - 1) - self.tail(n)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` independent lengths (inversion of the tail)."""
+        u = 1.0 - rng.random(size)  # in (0, 1]
+        return np.maximum(np.ceil(self.sigma * (u ** (-1.0 / self.shape) - 1.0)), 1).astype(np.int64)
+
+    def describe(self) -> str:
+        return f"discretised Lomax(shape={self.shape:g}, sigma={self.sigma:.6g}) on {{1,2,...}}"
+
+
+@dataclass(frozen=True)
+class ShiftedPoissonLaw(DiscreteLaw):
+    """A light-tailed law: n = 1 + K with K ~ Poisson(lam), on {1, 2, ...}.
+
+    >>> law = ShiftedPoissonLaw(2.0)
+    >>> round(law.pmf(1), 6), round(law.tail(1), 6)
+    (0.135335, 0.864665)
+    """
+
+    lam: float
+    start: int = 1
+
+    def __post_init__(self):
+        check_real("lam", self.lam, 0, None)
+
+    def pmf(self, n):
+        """P(length = n) = e^-lam lam^(n-1) / (n-1)!."""
+        if n < 1:
+            return 0.0
+        return math.exp(-self.lam + (n - 1) * math.log(self.lam) - math.lgamma(n))
+
+    def tail(self, N):
+        """P(length > N) = P(K >= N) (the regularised lower incomplete gamma function)."""
+        from scipy.special import gammainc
+
+        return 1.0 if N < 1 else float(gammainc(N, self.lam))
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return 1 + rng.poisson(self.lam, size=size)
+
+    def describe(self) -> str:
+        return f"1 + Poisson(lam={self.lam:.6g}) on {{1,2,...}}"
+
+
+@dataclass(frozen=True)
+class LengthLaw(DiscreteLaw):
     """n ~ Geometric(p) on {start, start + 1, ...}: P(n) = p (1 - p)^(n - start).
 
     ``start`` is 1 under the default law and 0 under the nonnegative variant.  ``pmf`` and ``tail``
@@ -48,6 +142,7 @@ class LengthLaw:
 
     p: Fraction | float
     start: int
+    geometric = True
 
     def pmf(self, n):
         """P(length = n); 0 outside the support."""
@@ -82,12 +177,15 @@ class LengthLaw:
 
 @dataclass(frozen=True)
 class Setting:
-    """One instance of the setting.  ``p=None`` means the balancing value (P(y=+1) = 1/2)."""
+    """One instance of the setting.  ``p=None`` means the balancing value (P(y=+1) = 1/2).  ``length_law``
+    replaces the geometric law by another ``DiscreteLaw`` (then p and lengths are not used, and the closed
+    forms and the integral representation, derived for the geometric law, refuse the setting)."""
 
     d: int
     p: float | Fraction | None = None
     lengths: str = "positive"
     loss: str = "squared"
+    length_law: DiscreteLaw | None = None
     p_value: Fraction | float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -99,11 +197,20 @@ class Setting:
         else:
             pv = check_p(self.p)
         object.__setattr__(self, "p_value", pv)
+        if self.length_law is not None and not isinstance(self.length_law, DiscreteLaw):
+            raise SettingError(f"length_law must be a theory.setting.DiscreteLaw, got {self.length_law!r}")
 
     @property
-    def law(self) -> LengthLaw:
+    def law(self) -> DiscreteLaw:
         """The length law of this setting."""
+        if self.length_law is not None:
+            return self.length_law
         return LengthLaw(self.p_value, 1 if self.lengths == "positive" else 0)
+
+    @property
+    def geometric(self) -> bool:
+        """Whether the length law is the geometric one (the closed forms' and the integral's law)."""
+        return self.law.geometric
 
     @staticmethod
     def label(marked_counts) -> np.ndarray:

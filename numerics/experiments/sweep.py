@@ -6,7 +6,9 @@ Units (each a picklable call of one function on a JSON-ready *spec*):
 * ``search``: one plan's step-size search for one row at one d under one reading (``runner.search`` on the
   tuning seeds);
 * ``seed``: that plan trained on one reported seed at the chosen step sizes and measured (``runner.report_seed``);
-* ``ceiling``: the row's capacity ceiling (``capacity.ceiling``; it depends on neither reading nor seed).
+* ``ceiling``: the row's capacity ceiling (``capacity.ceiling``; it depends on neither reading nor seed);
+* ``call``: a generic unit, any function named "module:name" on JSON-ready arguments (``call_spec``; the
+  studies of ``occ-companion scope`` run as such units, through ``execute_calls``).
 
 A unit's spec holds only what its result depends on: the run configuration, the row, the plan, and the
 reading *projected on the plan* (``relevant``: the three-phase schedule matters only to the three-phase plan,
@@ -21,8 +23,8 @@ file does not parse, whose spec differs from the one asked for, or whose digest 
 it is moved to ``<store>/corrupt/`` and the unit is trained again.  Two sweeps may share a store: each entry
 is written whole by one rename, and both writers of a unit write the same deterministic result.
 
-The driver (``execute``) submits every unit whose result is not in the store (searches and ceilings first,
-each seed unit when its search has finished), writes each result as it arrives, records a unit that raised with
+The driver (``Driver``, shared by ``execute`` and ``execute_calls``) submits every unit whose result is not in
+the store (searches and ceilings first, each seed unit when its search has finished), writes each result as it arrives, records a unit that raised with
 its error (its dependants are skipped, the sweep goes on), and on Ctrl-C cancels what is left: every finished
 unit is already in the store, so the same command resumes where it stopped.
 """
@@ -122,7 +124,37 @@ def _ceiling(spec: dict) -> dict:
     return {"ceiling": RN.ceiling_of(spec["task"], cfg.d, spec["heads"], RN.task_loss(spec["task"], cfg), cfg)}
 
 
-UNITS: dict[str, Callable[[dict], dict]] = {"search": _search, "seed": _seed, "ceiling": _ceiling}
+def _call(spec: dict) -> dict:
+    """A generic unit: the function named "module:name" in ``spec["fn"]`` called on ``spec["args"]``."""
+    return resolve(spec["fn"])(spec["args"])
+
+
+def resolve(fn: str) -> Callable[[dict], dict]:
+    """The function of a "module:name" reference (a SettingError when it does not name one)."""
+    import importlib
+
+    from theory.validation import SettingError
+
+    module, sep, name = fn.partition(":")
+    if not sep or not module or not name:
+        raise SettingError(f"a call unit names its function as 'module:name', got {fn!r}")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise SettingError(f"call unit function {fn!r} not found ({exc})") from None
+    if not callable(found):
+        raise SettingError(f"call unit function {fn!r} is not callable")
+    return found
+
+
+def call_spec(fn: str, args: dict, version: str | None = None) -> dict:
+    """The spec of a generic unit: ``fn`` ("module:name") called on the JSON-ready ``args``; the key covers
+    the function, the arguments and the package version (a new version recomputes)."""
+    canonical(args)  # refuses arguments that are not JSON-ready, before any work
+    return {"kind": "call", "version": version or RN.package_version(), "fn": fn, "args": args}
+
+
+UNITS: dict[str, Callable[[dict], dict]] = {"search": _search, "seed": _seed, "ceiling": _ceiling, "call": _call}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -286,8 +318,109 @@ COST = {"ICL": 10, "AND": 4, "SLR": 3, "OR": 2, "even_pairs": 1, "occurrence": 1
 
 def _priority(spec: dict) -> float:
     """Smaller alphabets first (their cells complete early, so a sweep stopped early has whole cells), and
-    within one d the heavier units first (so the last units to finish are short)."""
+    within one d the heavier units first (so the last units to finish are short); generic units in order."""
+    if spec["kind"] == "call":
+        return 0.0
     return -1000 * spec["config"]["d"] + COST[spec["task"]] * spec["heads"] + (100 if spec["kind"] == "search" else 0)
+
+
+class Driver:
+    """The execution loop every kind of unit shares: look a unit up in the store, else submit it to the dask
+    client (connected at the first unit to train), write each result to the store as it arrives, record a
+    unit that raised with its error, and on Ctrl-C cancel what is left.
+
+    ``on_done(key, spec)`` is called after a unit's result is in ``outcome.results`` (trained now or read
+    from the store), ``on_failed(key, spec)`` after a unit raised: there the caller submits or skips the
+    units that depend on it.  With ``connect=None`` nothing is trained and ``not_trained(key, spec)`` is
+    called for every missing unit instead."""
+
+    def __init__(self, store: Store, connect: Callable[[], object] | None, out: Outcome | None = None, *,
+                 on_done: Callable[[str, dict], None] | None = None,
+                 on_failed: Callable[[str, dict], None] | None = None,
+                 not_trained: Callable[[str, dict], None] | None = None):
+        self.store, self.connect = store, connect
+        self.out = out if out is not None else Outcome()
+        self.on_done, self.on_failed, self.not_trained = on_done, on_failed, not_trained
+        self.client = None
+        self.futures: dict = {}
+        self.ac = None
+        self.t0 = time.time()
+
+    def lookup(self, key: str, spec: dict) -> bool:
+        """Take the unit's result from the store when it is there (True), else False."""
+        entry = self.store.get(key, spec)
+        if entry is None:
+            return False
+        out = self.out
+        out.results[key] = entry["result"]
+        out.reused.append(key)
+        out.unit_cpu[key] = entry.get("cpu_s", 0.0)
+        if self.on_done is not None:
+            self.on_done(key, spec)
+        return True
+
+    def need(self, key: str, spec: dict) -> None:
+        """The unit's result: from the store, or trained (submitted now)."""
+        if not self.lookup(key, spec):
+            self.submit(key, spec)
+
+    def submit(self, key: str, spec: dict) -> None:
+        from distributed import as_completed
+
+        if self.connect is None:
+            self.out.skipped[key] = "not in the store (not trained: render only)"
+            if self.not_trained is not None:
+                self.not_trained(key, spec)
+            return
+        if self.client is None:
+            self.client = self.connect()
+            self.ac = as_completed()
+        fut = self.client.submit(run_unit, spec, key=f"{spec['kind']}-{key[:16]}", pure=False,
+                                 priority=_priority(spec))
+        self.futures[fut.key] = (key, spec, fut)
+        self.ac.add(fut)
+
+    def run(self, total: int, progress: Callable[[dict, object], None] | None = None) -> Outcome:
+        """Wait for every submitted unit (and the units their hooks submit); ``progress(counts, client)`` is
+        called after every unit."""
+        out = self.out
+
+        def report():
+            if progress is not None:
+                progress({"done": len(out.trained), "reused": len(out.reused), "failed": len(out.failed),
+                          "skipped": len(out.skipped), "submitted": len(self.futures), "total": total,
+                          "elapsed": time.time() - self.t0}, self.client)
+
+        report()
+        try:
+            for fut in self.ac or ():
+                key, spec, _ = self.futures.pop(fut.key)
+                if fut.status == "error":
+                    exc = fut.exception()
+                    tb = "".join(traceback.format_exception(type(exc), exc, fut.traceback()))
+                    out.failed[key] = {"spec": spec, "error": f"{type(exc).__name__}: {exc}", "traceback": tb}
+                    if self.on_failed is not None:
+                        self.on_failed(key, spec)
+                elif fut.status == "finished":
+                    done = fut.result()
+                    self.store.put(key, spec, done)
+                    out.results[key] = done["result"]
+                    out.trained.append(key)
+                    out.cpu_s += done["cpu_s"]
+                    out.unit_cpu[key] = done["cpu_s"]
+                    if self.on_done is not None:
+                        self.on_done(key, spec)
+                fut.release()
+                report()
+        except KeyboardInterrupt:
+            out.interrupted = True
+            if self.client is not None:
+                self.client.cancel([f for _, _, f in self.futures.values()])
+            raise
+        finally:
+            out.wall_s = time.time() - self.t0
+            out.corrupt = list(self.store.corrupt_found)
+        return out
 
 
 def execute(p: Plan, store: Store, connect: Callable[[], object] | None,
@@ -296,96 +429,56 @@ def execute(p: Plan, store: Store, connect: Callable[[], object] | None,
     once, at the first unit to train: a sweep whose units are all stored starts no cluster); see the module
     docstring.  ``progress(counts, client)`` is called after every unit.  With ``connect=None`` nothing is
     trained: the outcome holds what the store has, and every missing unit is listed in ``skipped``."""
-    from distributed import as_completed
-
     out = Outcome()
-    client = None
-    t0 = time.time()
+    first_round = [True]  # stored searches get their seeds after every first-round unit is looked up or submitted
 
-    def lookup(key, spec):
-        entry = store.get(key, spec)
-        if entry is not None:
-            out.results[key] = entry["result"]
-            out.reused.append(key)
-            out.unit_cpu[key] = entry.get("cpu_s", 0.0)
-        return entry is not None
-
-    futures = {}
-    ac = None
-
-    def submit(key, spec):
-        nonlocal client, ac
-        if connect is None:
-            out.skipped[key] = "not in the store (not trained: render only)"
-            if spec["kind"] == "search":
-                for s in p.seeds(key):
-                    out.skipped[f"{key}/{s}"] = "its search is not in the store"
-            return
-        if client is None:
-            client = connect()
-            ac = as_completed()
-        fut = client.submit(run_unit, spec, key=f"{spec['kind']}-{key[:16]}", pure=False, priority=_priority(spec))
-        futures[fut.key] = (key, spec, fut)
-        ac.add(fut)
+    def skip_seeds(skey, why):
+        for s in p.seeds(skey):
+            out.skipped[f"{skey}/{s}"] = why
 
     def seeds_of(skey):
         res = out.results[skey]["search"]
         if res["chosen"] is None:
-            for s in p.seeds(skey):
-                out.skipped[f"{skey}/{s}"] = "every step size diverged on the tuning seeds"
+            skip_seeds(skey, "every step size diverged on the tuning seeds")
             return
         for s in p.seeds(skey):
             spec = p.seed_spec(skey, s, res["chosen"])
             k = key_of(spec)
             out.seed_keys[(skey, s)] = k
-            if not lookup(k, spec):
-                submit(k, spec)
+            driver.need(k, spec)
 
+    def on_done(key, spec):
+        if spec["kind"] == "search" and not first_round[0]:
+            seeds_of(key)
+
+    def on_failed(key, spec):
+        if spec["kind"] == "search":
+            skip_seeds(key, f"search {key[:12]} failed")
+
+    def not_trained(key, spec):
+        if spec["kind"] == "search":
+            skip_seeds(key, "its search is not in the store")
+
+    driver = Driver(store, connect, out, on_done=on_done, on_failed=on_failed, not_trained=not_trained)
     for key, spec in list(p.ceilings.items()) + list(p.searches.items()):
-        if not lookup(key, spec):
-            submit(key, spec)
+        driver.need(key, spec)
+    first_round[0] = False
     for skey in p.searches:
         if skey in out.results:
             seeds_of(skey)
     total = len(p.ceilings) + sum(1 + len(p.seeds(k)) for k in p.searches)
+    return driver.run(total, progress)
 
-    def report():
-        if progress is not None:
-            progress({"done": len(out.trained), "reused": len(out.reused), "failed": len(out.failed),
-                      "skipped": len(out.skipped), "submitted": len(futures), "total": total,
-                      "elapsed": time.time() - t0}, client)
 
-    report()
-    try:
-        for fut in ac or ():
-            key, spec, _ = futures.pop(fut.key)
-            if fut.status == "error":
-                exc = fut.exception()
-                tb = "".join(traceback.format_exception(type(exc), exc, fut.traceback()))
-                out.failed[key] = {"spec": spec, "error": f"{type(exc).__name__}: {exc}", "traceback": tb}
-                if spec["kind"] == "search":
-                    for s in p.seeds(key):
-                        out.skipped[f"{key}/{s}"] = f"search {key[:12]} failed"
-            elif fut.status == "finished":
-                done = fut.result()
-                store.put(key, spec, done)
-                out.results[key] = done["result"]
-                out.trained.append(key)
-                out.cpu_s += done["cpu_s"]
-                out.unit_cpu[key] = done["cpu_s"]
-                if spec["kind"] == "search":
-                    seeds_of(key)
-            fut.release()
-            report()
-    except KeyboardInterrupt:
-        out.interrupted = True
-        if client is not None:
-            client.cancel([f for _, _, f in futures.values()])
-        raise
-    finally:
-        out.wall_s = time.time() - t0
-        out.corrupt = list(store.corrupt_found)
-    return out
+def execute_calls(specs: dict[str, dict], store: Store, connect: Callable[[], object] | None,
+                  progress: Callable[[dict, object], None] | None = None) -> Outcome:
+    """Run the generic units ``specs`` (key -> ``call_spec``) that the store lacks, as ``execute`` does for the
+    Table 1 units (same store, same loop); a unit that raised is in ``failed``, with ``connect=None`` a
+    missing unit is in ``skipped``."""
+    driver = Driver(store, connect)
+    for key, spec in specs.items():
+        driver.need(key, spec)
+    return driver.run(len(specs), progress)
 
 
 # ------------------------------------------------------------------------------------------------

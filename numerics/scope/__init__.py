@@ -1,0 +1,32 @@
+"""The studies of ``occ-companion scope``: how far the theorem reaches once its simplifications are relaxed.
+
+Each study NAME of ``STUDIES`` is two modules: ``numerics.scope.NAME`` (computation only) with ``TITLE``,
+``config(quick) -> dict`` (every parameter, JSON-ready), ``units(cfg) -> {unit name: args}`` (independent
+units of seconds to minutes each), ``unit(args) -> dict`` (deterministic given its args, seeds included) and
+``summarise(cfg, results) -> dict`` (the study's numbers and a ``verdict`` dict); and ``app.scope_render.NAME``
+(presentation only) with ``markdown(summary) -> str`` and ``figure(summary, path)``.  ``app.scope`` runs every
+unit as a generic unit of the sweep runner (``numerics.experiments.sweep.call_spec``).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+STUDIES = ("regime", "kqv", "sgd", "laws", "samples")
+"""The five studies, in the issue's order: 1 the step-size regime, 2 key-query-value, 3 stochastic gradients,
+4 length laws and losses, 5 the sample-complexity constant."""
+
+
+def available(name: str) -> bool:
+    """Whether both modules of study ``name`` exist on this checkout."""
+    return all(importlib.util.find_spec(m) is not None for m in (f"numerics.scope.{name}", f"app.scope_render.{name}"))
+
+
+def computation(name: str):
+    """The computation module of a study."""
+    return importlib.import_module(f"numerics.scope.{name}")
+
+
+def unit_function(name: str) -> str:
+    """The "module:name" reference of a study's unit function (the key of its units in the store)."""
+    return f"numerics.scope.{name}:unit"

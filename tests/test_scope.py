@@ -1,0 +1,185 @@
+"""`occ-companion scope` (issue 19): the study registry, the command's checks before work, and the studies
+of this branch (regime, laws) called in-process at small sizes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from numerics.scope import STUDIES, available
+from numerics.scope import regime as RG
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args, cwd, timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "app", "scope", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------------------------------------------
+# study 1: the regime
+
+
+@pytest.fixture(scope="module")
+def regime_d10():
+    cfg = {**RG.config(True), "d": [10]}
+    return cfg, {name: RG.unit(args) for name, args in RG.units(cfg).items() if args["kind"] == "row"}
+
+
+def test_regime_success_map_contains_the_theorems_region_at_d10(regime_d10):
+    cfg, results = regime_d10
+    per = RG.summarise(cfg, results)["per_d"]["10"]
+    assert per["theorem_cells"] >= 3                      # the region is on the grid, so containment can fail
+    assert per["contains_theorem_region"] and per["theorem_cells_failing"] == []
+    # and the map is not all success: cells below eta2_min fail at eta_1 = eta1_max / 2
+    half = next(r for r in per["rows"] if r["eta1_frac"] == 0.5)
+    assert not all(half["succeeds"]) and any(half["succeeds"])
+
+
+def test_regime_containment_fails_when_phase_3_is_too_short(regime_d10, monkeypatch):
+    """The mutation the containment test must kill: a phase 3 far shorter than T_min reaches no target."""
+    cfg, _ = regime_d10
+    real = RG.reference
+
+    def short(d, epsilon, tol):
+        return {**real(d, epsilon, tol), "T": 1}
+
+    monkeypatch.setattr(RG, "reference", short)
+    rows = {n: RG.unit(a) for n, a in RG.units(cfg).items() if a["kind"] == "row" and a["eta1_frac"] == 0.5}
+    per = RG.summarise(cfg, rows)["per_d"]["10"]
+    assert not per["contains_theorem_region"] and per["theorem_cells_failing"]
+
+
+def test_regime_smallest_eta2_is_where_the_risk_crosses_the_target(regime_d10):
+    cfg, results = regime_d10
+    row = next(r for r in results.values() if r["eta1_frac"] == 0.5)
+    star, T = row["smallest_eta2"]["T"], row["reference"]["T"]
+    eta_1, eps = row["eta_1"], cfg["epsilon"]
+    above = RG._phase3(10, cfg["series_tol"], eta_1, star, 1.0, T)[0]
+    below = RG._phase3(10, cfg["series_tol"], eta_1, star * (1 - 2 * cfg["bisection_rel"]), 1.0, T)[0]
+    assert above <= eps < below
+
+
+def test_regime_corner_certificates_agree_with_the_float_map():
+    args = {**RG.units(RG.config(True))["certify d=10 eta1=0.5-0.9"]}
+    out = RG.unit(args)
+    assert out["cells"] and all(c["status"] != "undecided" for c in out["cells"])
+    for cell in out["cells"]:                             # a certified corner never contradicts the float map
+        for status, ok in zip(cell["corners"], cell["float_corners"]):
+            assert status == ("PASS" if ok else "FAIL")
+    assert {c["status"] for c in out["corners"]} == {"PASS", "FAIL"}
+
+
+# ------------------------------------------------------------------------------------------------
+# the command
+
+
+def test_registry_names_the_five_studies_and_this_branch_has_its_two():
+    assert STUDIES == ("regime", "kqv", "sgd", "laws", "samples")
+    assert available("regime")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--studies", "nosuch"], "unknown study 'nosuch'"),
+    (["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
+    (["--store", "file.txt", "--studies", "regime"], "--store"),
+    (["--out", "file.txt", "--studies", "regime"], "--out"),
+])
+def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
+    (tmp_path / "file.txt").write_text("x")
+    r = _cli(*args, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr
+    assert not (tmp_path / "sweep-store" / "units").exists()
+
+
+def test_a_study_absent_from_the_checkout_is_refused_when_asked_for(tmp_path):
+    absent = [n for n in STUDIES if not available(n)]
+    if not absent:
+        pytest.skip("every study is on this checkout")
+    r = _cli("--studies", f"regime,{absent[0]}", cwd=tmp_path)
+    assert r.returncode == 2 and f"--studies {absent[0]}: not on this checkout" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# study 4: other length laws
+
+
+@pytest.mark.parametrize("name", ["lomax", "poisson"])
+def test_law_pmf_sums_to_one_within_its_stated_tail_and_the_sampler_follows_the_tail(name):
+    import numpy as np
+
+    from numerics.scope import laws as LW
+
+    law = LW.law_of(name, 10)[0]
+    for N in (1, 5, 40, 1000):
+        total = sum(law.pmf(n) for n in range(1, N + 1))
+        assert abs(total + law.tail(N) - 1) <= 1e-12 * N
+    n = law.sample(np.random.default_rng(3), 200_000)
+    assert n.min() >= 1
+    for N in (1, 5, 20, 60):
+        share, p = float(np.mean(n > N)), law.tail(N)
+        assert abs(share - p) <= 4 * np.sqrt(p * (1 - p) / len(n)) + 1e-12
+
+
+def test_law_series_enumerates_the_mass_the_law_states():
+    from numerics.scope import laws as LW
+    from numerics.series import SeriesEvaluator
+
+    s = LW.setting_of("poisson", 10, "squared")
+    ev = SeriesEvaluator(s, tol=1e-9)
+    res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
+    assert res.omitted_mass <= 1e-9 and abs(float(res.risk) - 0.5) <= 1e-9   # f = 0: every string loses 1/2
+
+
+@pytest.mark.parametrize("name", ["geometric", "lomax", "poisson"])
+def test_law_floors_agree_with_the_series_and_monte_carlo_and_are_balanced(name):
+    from numerics.scope import laws as LW
+
+    args = LW.units(LW.config(True))[f"{name} squared d=10"]
+    out = LW._floor(args)
+    assert out["floor"] > 0.05
+    assert abs(out["floor"] - out["floor_series"]) <= 1e-6 + out["floor_bound"] + out["floor_series_bound"]
+    assert abs(out["floor_mc"] - out["floor"]) <= 4 * out["floor_mc_se"]
+    se = (0.25 / args["mc_size"]) ** 0.5
+    assert abs(out["p_absent_mc"] - 0.5) <= 4 * se                    # the balancing parameter balances
+
+
+def test_geometric_floor_from_the_moments_is_the_papers_c_of_d():
+    from numerics.closed_forms import ClosedForms
+    from numerics.scope import laws as LW
+    from theory.setting import Setting
+
+    dd, mm, P0, c, _, _ = LW.floor_expression()
+    for d in (5, 10, 50):
+        m = LW.law_of("geometric", d)[2]
+        assert abs(float(c.subs({dd: d, mm: m, P0: 0.5})) - float(ClosedForms(Setting(d)).output_only_floor())) < 1e-12
+
+
+def test_closed_forms_refuse_a_law_they_are_not_derived_for():
+    from numerics.closed_forms import ClosedForms
+    from numerics.evaluators import integral_applies
+    from numerics.scope import laws as LW
+    from theory.validation import SettingError
+
+    s = LW.setting_of("poisson", 10, "squared")
+    with pytest.raises(SettingError, match="geometric length law"):
+        ClosedForms(s)
+    assert not integral_applies(s)
+
+
+def test_docs_scope_page_is_generated_from_the_example_run():
+    from app import scope_docs
+
+    assert scope_docs.main(["--check"]) == 0
+    record = json.loads((ROOT / "docs" / "example_scope" / "scope.json").read_text())
+    for name, study in record["studies"].items():       # the full configuration is recorded per study
+        mod = __import__(f"numerics.scope.{name}", fromlist=["config"])
+        assert study["config"] == json.loads(json.dumps(mod.config(record["quick"])))
+        assert (ROOT / "docs" / "example_scope" / f"scope_{name}.png").exists()
