@@ -336,16 +336,22 @@ def test_bag_layout_at_large_scores_and_empty_strings(task, merged):
         assert np.abs(f[:40, i] - ff).max() <= 1e-12 * max(np.abs(ff).max(), 1.0)
 
 
-def test_chunks_of_runs_do_not_change_the_result(monkeypatch):
-    """Runs split into chunks (CHUNK_ELEMENTS) give the same risks and gradients as one chunk of all runs."""
-    tb = E.from_batch(population("occurrence", 9, 1e-8, 1e-8))
+@pytest.mark.parametrize("layout", ["bag", "rows"])
+def test_chunks_of_runs_do_not_change_the_result(monkeypatch, layout):
+    """Runs split into chunks (CHUNK_ELEMENTS) give the same risks and gradients as one chunk of all runs,
+    in both layouts (rows: ICL, whose runs and heads share one sparse product per chunk)."""
+    if layout == "bag":
+        tb, D, K = E.from_batch(population("occurrence", 9, 1e-8, 1e-8)), 9, 1
+    else:
+        tb, D, K = E.from_batch(TK.sample("ICL", 9, 30, np.random.default_rng(4))), 18, 9
+    assert tb.layout == layout
     rng = np.random.default_rng(0)
-    alpha, B = rng.standard_normal((7, 2, 9)), rng.standard_normal((7, 2, 9, 1))
+    alpha, B = rng.standard_normal((7, 2, D)), rng.standard_normal((7, 2, D, K))
     monkeypatch.setattr(E, "CHUNK_ELEMENTS", 10 ** 9)
-    assert E._chunk(tb, 2, 1) >= 7
+    assert E._chunk(tb, 2, K) >= 7
     whole = E.risk_and_grad(alpha, B, tb)
     monkeypatch.setattr(E, "CHUNK_ELEMENTS", 1)
-    assert E._chunk(tb, 2, 1) == 1
+    assert E._chunk(tb, 2, K) == 1
     split = E.risk_and_grad(alpha, B, tb)
     for x, y in zip(whole, split):
         assert x.shape == y.shape and np.abs(x - y).max() <= 1e-14 * np.abs(y).max()

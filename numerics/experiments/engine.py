@@ -114,9 +114,8 @@ def from_batch(batch: Batch) -> Tokens:
 @dataclass
 class Forward:
     """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
-    weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout a list over (run, head) of
-    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string, and for
-    sparse rows V = (the flat index seg * D + column, the row) of every non-zero of the rows (CSR order)."""
+    weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout (M, RH) with V the mean
+    embeddings xbar (RH, N_ne, D) of the non-empty strings."""
 
     f: np.ndarray
     fh: np.ndarray
@@ -124,67 +123,59 @@ class Forward:
     V: object = None
 
 
+def _row_operators(tb: Tokens):
+    """The rows layout's sparse operators, built once per batch and kept on ``tb``: ``scatter`` (N_ne D, M)
+    sends row i's embedding x_i to the block of its string (entry (seg_i D + j, i) = x_ij), so
+    scatter @ W is every string's weighted sum of its rows for all (run, head) columns of W at once, and
+    scatter^T gathers, for each row, its string's block; ``rows_t`` is rows^T (for the score gradient)."""
+    ops = tb.__dict__.get("_ops")
+    if ops is None:
+        X = sp.csr_matrix(tb.rows)
+        D = X.shape[1]
+        row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        gather = sp.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr),
+                               shape=(X.shape[0], len(tb.starts) * D))
+        rows_t = tb.rows.T.tocsr() if sp.issparse(tb.rows) else np.ascontiguousarray(tb.rows.T)
+        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather, rows_t)
+    return ops
+
+
 def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
-    """Rows layout: per run and head, scores s = X_rows alpha (a lookup for one-hot rows), the segment
-    softmax w, the mean embedding xbar = sum_i w_i x_i of each string (a sparse product) and f = xbar B
-    (a dense product of size N x D x K): no array of size rows x K."""
+    """Rows layout, all runs and heads at once: scores s = X_rows alpha (a lookup for one-hot rows), the
+    segment softmax w, the mean embedding xbar_n = sum_i w_i x_i of each string (one sparse product over
+    every (run, head)) and f = xbar B (a batched dense product of size N x D x K per run and head)."""
     R, H, D = alpha.shape
     K = B.shape[-1]
     N = tb.size
-    M = tb.rows.shape[0]
-    indptr = np.append(tb.starts, M)
-    cols = np.arange(M)
+    N_ne = len(tb.starts)
+    scatter, _, _ = _row_operators(tb)
     S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
     top = np.maximum.reduceat(S, tb.starts, axis=0)
     E_ = tb.mult[:, None] * np.exp(S - top[tb.seg])
     Z = np.add.reduceat(E_, tb.starts, axis=0)
     Wt = E_ / Z[tb.seg]                                                               # (M, RH)
+    xbar = np.ascontiguousarray((scatter @ Wt).reshape(N_ne, D, R * H).transpose(2, 0, 1))  # (RH, N_ne, D)
+    fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
     fh = np.zeros((N, R, H, K))
-    parts = []
-    N_ne = len(tb.starts)
-    if sp.issparse(tb.rows):
-        # the mean embedding by one scatter-add over the non-zeros of the rows: non-zero j of row i adds
-        # w_i x_ij to xbar[seg_i, col_j] (flat index ``flat``, also the gather index of the backward pass)
-        X = tb.rows
-        nnz_row = np.repeat(cols, np.diff(X.indptr))
-        flat = tb.seg[nnz_row] * D + X.indices
-    for r in range(R):
-        for h in range(H):
-            w = Wt[:, r * H + h]
-            if sp.issparse(tb.rows):
-                xbar = np.bincount(flat, weights=w[nnz_row] * X.data, minlength=N_ne * D).reshape(N_ne, D)
-            else:
-                Sw = sp.csr_matrix((w, cols, indptr), shape=(N_ne, M))
-                xbar = np.asarray(Sw @ tb.rows)                                        # (N_ne, D)
-            fh[tb.nonempty, r, h] = xbar @ B[r, h]
-            parts.append((w, xbar))
-    return Forward(f=fh.sum(axis=2), fh=fh, w=parts, V=(flat, nnz_row) if sp.issparse(tb.rows) else None)
+    fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
+    return Forward(f=fh.sum(axis=2), fh=fh, w=Wt, V=xbar)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of the rows layout from dL/df = g (N, R, K): dB_h = xbar^T g, and per row
-    ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
+    """Gradients of the rows layout from dL/df = g (N, R, K), all runs and heads at once: dB_h = xbar^T g,
+    and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
-    ga = np.zeros((R, H, D))
-    gB = np.zeros((R, H, D, K))
-    sparse_rows = sp.issparse(tb.rows)
-    if sparse_rows:
-        X = tb.rows
-        flat, nnz_row = fw.V                              # seg * D + column, and row, of every non-zero
-    for r in range(R):
-        g_ne = g[tb.nonempty, r]                                                      # (N_ne, K)
-        for h in range(H):
-            w, xbar = fw.w[r * H + h]
-            gB[r, h] = xbar.T @ g_ne
-            U = g_ne @ B[r, h].T                                                      # (N_ne, D)
-            if sparse_rows:
-                vg = np.bincount(nnz_row, weights=X.data * U.ravel()[flat], minlength=X.shape[0])
-            else:
-                vg = np.einsum("md,md->m", tb.rows, U[tb.seg])
-            fg = np.einsum("nk,nk->n", fw.fh[tb.nonempty, r, h], g_ne)
-            ds = w * (vg - fg[tb.seg])
-            ga[r, h] = np.asarray(tb.rows.T @ ds).ravel()
-    return ga, gB
+    N_ne = len(tb.starts)
+    _, gather, rows_t = _row_operators(tb)
+    g_ne = np.broadcast_to(g[tb.nonempty].transpose(1, 0, 2)[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
+    gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
+    U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
+    vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                            # (M, RH)
+    fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
+    fg = np.einsum("nck,cnk->nc", fh, g_ne)                                           # (N_ne, RH)
+    ds = fw.w * (vg - fg[tb.seg])
+    ga = np.asarray(rows_t @ ds)                                                      # (D, RH)
+    return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
 
 
 def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
@@ -246,14 +237,19 @@ def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") ->
 
 
 CHUNK_ELEMENTS = 250_000
-"""Runs are processed in chunks whose largest temporary (token rows x runs x heads x outputs) stays below
-this many elements: beyond it, memory traffic, not arithmetic, sets the time."""
+"""Runs are processed in chunks whose largest temporary per chunk stays below this many elements (bag
+layout: strings x types x runs x heads x outputs; rows layout: runs x heads x the largest of token rows,
+strings x D, strings x K and D x K): beyond it, memory traffic, not arithmetic, sets the time, and memory
+stays linear in the batch whatever the number of runs."""
 
 
 def _chunk(tb: Tokens, H: int, K: int) -> int:
-    if tb.layout == "rows":  # no rows x K temporaries: runs are looped inside
-        return 1 << 30
-    return max(1, CHUNK_ELEMENTS // max(tb.counts.size * H * K, 1))
+    if tb.layout == "rows":
+        D = tb.rows.shape[1]
+        per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
+    else:
+        per_run = tb.counts.size * H * K
+    return max(1, CHUNK_ELEMENTS // max(per_run, 1))
 
 
 def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
