@@ -355,3 +355,21 @@ def test_chunks_of_runs_do_not_change_the_result(monkeypatch, layout):
     split = E.risk_and_grad(alpha, B, tb)
     for x, y in zip(whole, split):
         assert x.shape == y.shape and np.abs(x - y).max() <= 1e-14 * np.abs(y).max()
+
+
+@pytest.mark.parametrize("task", ["occurrence", "AND", "ICL", "SLR"])
+def test_uniform_mean_token_moment_is_that_of_the_forward_pass(task):
+    """E[xbar xbar^T] without a strings x D array equals the moment of the mean tokens that the forward
+    pass gives at alpha = 0 with B = I (K = D outputs), on a population (bag) and on sampled rows; a
+    control with one class weight changed differs."""
+    d = 7
+    tb = E.from_batch(population(task, d, 1e-8, 1e-8) if task in ("occurrence", "AND")
+                      else TK.sample(task, d, 40, np.random.default_rng(3), seed=1))
+    D = tb.table.shape[1]
+    xbar = E.forward(np.zeros((1, 1, D)), np.eye(D)[None, None], tb).f[:, 0, :]
+    ref = (xbar * tb.weights[:, None]).T @ xbar
+    got = E.uniform_mean_token_moment(tb)
+    assert np.abs(got - ref).max() <= 1e-14 * np.abs(ref).max()
+    tb.weights = tb.weights.copy()
+    tb.weights[np.argmax(tb.weights)] *= 1.5
+    assert np.abs(E.uniform_mean_token_moment(tb) - ref).max() > 1e-6 * np.abs(ref).max()

@@ -211,6 +211,23 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
 
 
+def uniform_mean_token_moment(tb: Tokens) -> np.ndarray:
+    """E[xbar xbar^T] (D, D) under the batch's weights, xbar the mean token of a string under uniform
+    attention (alpha = 0: each token weighted by its multiplicity); an empty string has xbar = 0.  Memory
+    linear in the batch: bag layout through the (T, T) moment of the class weights (no strings x D array);
+    rows layout through one scatter of the normalised multiplicities, strings x D."""
+    if tb.layout == "bag":
+        tot = tb.counts.sum(axis=1, keepdims=True)
+        W = tb.counts / np.where(tot > 0, tot, 1.0)                                   # (N, T)
+        inner = (W * tb.weights[:, None]).T @ W                                       # (T, T)
+        X = tb.table.toarray() if sp.issparse(tb.table) else np.asarray(tb.table)
+        return X.T @ inner @ X
+    scatter, _, _ = _row_operators(tb)
+    Z = np.add.reduceat(tb.mult, tb.starts)
+    xbar = (scatter @ (tb.mult / Z[tb.seg])).reshape(len(tb.starts), -1)             # (N_ne, D)
+    return (xbar * tb.weights[tb.nonempty, None]).T @ xbar
+
+
 def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """Per string and run: loss (N, R) and dloss/df (N, R, K)."""
     N, R, K = f.shape
