@@ -244,13 +244,20 @@ def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray
 
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient)."""
+    return risk_and_accuracy(alpha, B, tb, loss)[0]
+
+
+def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
+    """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
+    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept)."""
     c = _chunk(tb, alpha.shape[1], B.shape[-1])
-    out = []
+    risks, accs = [], []
     for i in range(0, alpha.shape[0], c):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
         lv, _ = losses(fw.f, tb, loss)
-        out.append(tb.weights @ lv)
-    return np.concatenate(out)
+        risks.append(tb.weights @ lv)
+        accs.append(accuracy(fw.f, tb))
+    return np.concatenate(risks), (None if accs[0] is None else np.concatenate(accs))
 
 
 CHUNK_ELEMENTS = 250_000
@@ -269,15 +276,21 @@ def _chunk(tb: Tokens, H: int, K: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(per_run, 1))
 
 
-def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
-    """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs."""
+def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared", with_f: bool = True):
+    """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs;
+    ``with_f=False`` returns None for f (a trainer needs no outputs, and on a population of a million
+    classes f of 30 runs is 240 MB)."""
     R, H, _ = alpha.shape
     c = _chunk(tb, H, B.shape[-1])
-    if R <= c:
-        return _risk_and_grad(alpha, B, tb, loss)
-    parts = [_risk_and_grad(alpha[i:i + c], B[i:i + c], tb, loss) for i in range(0, R, c)]
+    parts = []
+    for i in range(0, R, c):
+        r, ga, gB, f = _risk_and_grad(alpha[i:i + c], B[i:i + c], tb, loss)
+        parts.append((r, ga, gB, f if with_f else None))
+    if len(parts) == 1:
+        return parts[0]
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts], axis=1))
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts], axis=1) if with_f else None)
 
 
 def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):

@@ -283,13 +283,9 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
         A = np.stack([rec.snapshots[s][0] for s in steps])
         B = np.stack([rec.snapshots[s][1] for s in steps])
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            risks, accs = [], []
-            for i in range(0, len(steps), 16):
-                fw = E.forward(A[i:i + 16], B[i:i + 16], data.test)
-                lv, _ = E.losses(fw.f, data.test, loss)
-                risks += (data.test.weights @ lv).tolist()
-                acc = E.accuracy(fw.f, data.test)
-                accs += [None] * len(lv[0]) if acc is None else acc.tolist()
+            risk_arr, acc_arr = E.risk_and_accuracy(A, B, data.test, loss)
+        risks = risk_arr.tolist()
+        accs = [None] * len(steps) if acc_arr is None else acc_arr.tolist()
         risks = [x if math.isfinite(x) else None for x in risks]
         res = {"plan": plan, "seed": seed, "steps": rec.steps, "converged": rec.converged, "capped": rec.capped,
                "diverged": rec.diverged, "unstable": rec.unstable, "phase_ends": rec.phase_ends,
