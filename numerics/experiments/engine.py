@@ -107,8 +107,10 @@ def from_batch(batch: Batch) -> Tokens:
     else:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
-    return Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
-                  seg=seg, nonempty=nonempty, rows=rows)
+    tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
+                seg=seg, nonempty=nonempty, rows=rows)
+    _row_operators(tb)
+    return tb
 
 
 @dataclass
@@ -124,19 +126,18 @@ class Forward:
 
 
 def _row_operators(tb: Tokens):
-    """The rows layout's sparse operators, built once per batch and kept on ``tb``: ``scatter`` (N_ne D, M)
-    sends row i's embedding x_i to the block of its string (entry (seg_i D + j, i) = x_ij), so
-    scatter @ W is every string's weighted sum of its rows for all (run, head) columns of W at once, and
-    scatter^T gathers, for each row, its string's block; ``rows_t`` is rows^T (for the score gradient)."""
+    """The rows layout's sparse operators, built once per batch (by ``from_batch``) and kept on ``tb``:
+    ``scatter`` (N_ne D, M) sends row i's embedding x_i to the block of its string (entry (seg_i D + j, i)
+    = x_ij), so scatter @ W is every string's weighted sum of its rows for all (run, head) columns of W at
+    once; ``gather`` = scatter^T gives each row its string's block."""
     ops = tb.__dict__.get("_ops")
     if ops is None:
-        X = sp.csr_matrix(tb.rows)
+        X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
         D = X.shape[1]
         row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
         gather = sp.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr),
                                shape=(X.shape[0], len(tb.starts) * D))
-        rows_t = tb.rows.T.tocsr() if sp.issparse(tb.rows) else np.ascontiguousarray(tb.rows.T)
-        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather, rows_t)
+        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather)
     return ops
 
 
@@ -148,7 +149,7 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     K = B.shape[-1]
     N = tb.size
     N_ne = len(tb.starts)
-    scatter, _, _ = _row_operators(tb)
+    scatter, _ = _row_operators(tb)
     S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
     top = np.maximum.reduceat(S, tb.starts, axis=0)
     E_ = tb.mult[:, None] * np.exp(S - top[tb.seg])
@@ -166,7 +167,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
     N_ne = len(tb.starts)
-    _, gather, rows_t = _row_operators(tb)
+    scatter, gather = _row_operators(tb)
     g_ne = np.broadcast_to(g[tb.nonempty].transpose(1, 0, 2)[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
@@ -174,7 +175,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
     fg = np.einsum("nck,cnk->nc", fh, g_ne)                                           # (N_ne, RH)
     ds = fw.w * (vg - fg[tb.seg])
-    ga = np.asarray(rows_t @ ds)                                                      # (D, RH)
+    ga = (scatter @ ds).reshape(N_ne, D, R * H).sum(axis=0)                           # (D, RH)
     return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
 
 
@@ -222,7 +223,7 @@ def uniform_mean_token_moment(tb: Tokens) -> np.ndarray:
         inner = (W * tb.weights[:, None]).T @ W                                       # (T, T)
         X = tb.table.toarray() if sp.issparse(tb.table) else np.asarray(tb.table)
         return X.T @ inner @ X
-    scatter, _, _ = _row_operators(tb)
+    scatter, _ = _row_operators(tb)
     Z = np.add.reduceat(tb.mult, tb.starts)
     xbar = (scatter @ (tb.mult / Z[tb.seg])).reshape(len(tb.starts), -1)             # (N_ne, D)
     return (xbar * tb.weights[tb.nonempty, None]).T @ xbar
