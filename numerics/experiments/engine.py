@@ -151,10 +151,12 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     N_ne = len(tb.starts)
     scatter, _ = _row_operators(tb)
     S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
-    top = np.maximum.reduceat(S, tb.starts, axis=0)
-    E_ = tb.mult[:, None] * np.exp(S - top[tb.seg])
-    Z = np.add.reduceat(E_, tb.starts, axis=0)
-    Wt = E_ / Z[tb.seg]                                                               # (M, RH)
+    # the softmax in place (S becomes the weights): no new (M, RH) array per operation
+    S -= np.maximum.reduceat(S, tb.starts, axis=0)[tb.seg]
+    np.exp(S, out=S)
+    S *= tb.mult[:, None]
+    S /= np.add.reduceat(S, tb.starts, axis=0)[tb.seg]
+    Wt = S                                                                            # (M, RH)
     xbar = np.ascontiguousarray((scatter @ Wt).reshape(N_ne, D, R * H).transpose(2, 0, 1))  # (RH, N_ne, D)
     fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
     fh = np.zeros((N, R, H, K))
@@ -174,7 +176,8 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                            # (M, RH)
     fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
     fg = np.einsum("nck,cnk->nc", fh, g_ne)                                           # (N_ne, RH)
-    ds = fw.w * (vg - fg[tb.seg])
+    vg -= fg[tb.seg]
+    ds = np.multiply(vg, fw.w, out=vg)
     ga = (scatter @ ds).reshape(N_ne, D, R * H).sum(axis=0)                           # (D, RH)
     return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
 
