@@ -169,16 +169,26 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
     N_ne = len(tb.starts)
-    scatter, gather = _row_operators(tb)
+    _, gather = _row_operators(tb)
     g_ne = np.broadcast_to(g[tb.nonempty].transpose(1, 0, 2)[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
-    vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                            # (M, RH)
     fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
-    fg = np.einsum("nck,cnk->nc", fh, g_ne)                                           # (N_ne, RH)
-    vg -= fg[tb.seg]
-    ds = np.multiply(vg, fw.w, out=vg)
-    ga = (scatter @ ds).reshape(N_ne, D, R * H).sum(axis=0)                           # (D, RH)
+    fg = np.empty((N_ne, R * H))
+    for c in range(R * H):  # f_hn . g_n per (run, head): the summation order of the per-run path
+        fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
+    if sp.issparse(tb.rows):
+        vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                        # (M, RH)
+        vg -= fg[tb.seg]
+        ds = np.multiply(vg, fw.w, out=vg)
+        ga = np.asarray(tb.rows.T @ ds)                                               # (D, RH)
+    else:
+        # dense rows (SLR, cheap): per run and head, a row's dot product and rows^T ds by BLAS, the
+        # summation order of the per-run path, so that trained numbers do not move with the rounding
+        ga = np.empty((D, R * H))
+        for c in range(R * H):
+            ds = fw.w[:, c] * (np.einsum("md,md->m", tb.rows, U[c][tb.seg]) - fg[tb.seg, c])
+            ga[:, c] = tb.rows.T @ ds
     return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
 
 
