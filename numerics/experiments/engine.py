@@ -174,9 +174,12 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
     fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
-    fg = np.empty((N_ne, R * H))
-    for c in range(R * H):  # f_hn . g_n per (run, head): the summation order of the per-run path
-        fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
+    if K == 1:  # f_hn . g_n is one product
+        fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
+    else:
+        fg = np.empty((N_ne, R * H))
+        for c in range(R * H):  # per (run, head): the summation order of the per-run path
+            fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
     if sp.issparse(tb.rows):
         vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                        # (M, RH)
         vg -= fg[tb.seg]
