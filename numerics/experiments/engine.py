@@ -268,13 +268,16 @@ def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = 
     """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
     forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept)."""
     c = _chunk(tb, alpha.shape[1], B.shape[-1])
-    risks, accs = [], []
+    lvs, accs = [], []
     for i in range(0, alpha.shape[0], c):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
-        lv, _ = losses(fw.f, tb, loss)
-        risks.append(tb.weights @ lv)
+        lvs.append(losses(fw.f, tb, loss)[0])
         accs.append(accuracy(fw.f, tb))
-    return np.concatenate(risks), (None if accs[0] is None else np.concatenate(accs))
+    if tb.layout == "rows":  # one weighted sum over all runs: the rounding of the unchunked rows path
+        risks = tb.weights @ np.concatenate(lvs, axis=1)
+    else:
+        risks = np.concatenate([tb.weights @ lv for lv in lvs])
+    return risks, (None if accs[0] is None else np.concatenate(accs))
 
 
 CHUNK_ELEMENTS = 250_000
