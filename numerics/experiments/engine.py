@@ -261,23 +261,31 @@ def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray
 
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient)."""
-    return risk_and_accuracy(alpha, B, tb, loss)[0]
+    lvs, _ = _chunked_losses(alpha, B, tb, loss, False)
+    if tb.layout == "rows":  # one weighted sum over all runs: the rounding of the unchunked rows path
+        return tb.weights @ np.concatenate(lvs, axis=1)
+    return np.concatenate([tb.weights @ lv for lv in lvs])
 
 
 def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
     """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
-    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept)."""
+    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), each a
+    weighted sum over all R runs at once."""
+    lvs, hits = _chunked_losses(alpha, B, tb, loss, True)
+    acc = None if tb.labels is None else tb.weights @ np.concatenate(hits, axis=1)
+    return tb.weights @ np.concatenate(lvs, axis=1), acc
+
+
+def _chunked_losses(alpha, B, tb: Tokens, loss: str, hits: bool):
+    """Per chunk of runs: the losses (N, c) and, with ``hits``, the correct predictions (N, c) as floats."""
     c = _chunk(tb, alpha.shape[1], B.shape[-1])
-    lvs, accs = [], []
+    lvs, hs = [], []
     for i in range(0, alpha.shape[0], c):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
         lvs.append(losses(fw.f, tb, loss)[0])
-        accs.append(accuracy(fw.f, tb))
-    if tb.layout == "rows":  # one weighted sum over all runs: the rounding of the unchunked rows path
-        risks = tb.weights @ np.concatenate(lvs, axis=1)
-    else:
-        risks = np.concatenate([tb.weights @ lv for lv in lvs])
-    return risks, (None if accs[0] is None else np.concatenate(accs))
+        if hits and tb.labels is not None:
+            hs.append(_hits(fw.f, tb))
+    return lvs, hs
 
 
 CHUNK_ELEMENTS = 250_000
@@ -344,12 +352,13 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
 def accuracy(f: np.ndarray, tb: Tokens) -> np.ndarray | None:
     """Weighted accuracy per run: sign(f) (f = 0 counts as -1) for +-1 labels, argmax for class labels;
     None for regression."""
-    if tb.labels is None:
-        return None
+    return None if tb.labels is None else tb.weights @ _hits(f, tb)
+
+
+def _hits(f: np.ndarray, tb: Tokens) -> np.ndarray:
+    """Correct predictions (N, R) as floats (see ``accuracy``)."""
     if f.shape[-1] > 1:
         pred = np.argmax(f, axis=-1)
-        hit = pred == np.asarray(tb.labels)[:, None]
     else:
         pred = np.where(f[..., 0] > 0, 1, -1)
-        hit = pred == np.asarray(tb.labels)[:, None]
-    return tb.weights @ hit.astype(float)
+    return (pred == np.asarray(tb.labels)[:, None]).astype(float)

@@ -185,7 +185,15 @@ def output_curvature(val: E.Tokens, loss: str) -> float:
     """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token), the
     curvature of the squared risk in each output column at alpha = 0 (divided by K under cross-entropy,
     whose Hessian in f at the zero start is (I - 11^T / K) / K): the scale of the step-size grids."""
-    lam = float(np.linalg.eigvalsh(E.uniform_mean_token_moment(val))[-1])
+    D = val.table.shape[1]
+    zero_a = np.zeros((1, 1, D))
+    eye = np.eye(D)
+    # xbar of every string: f of a one-head model with B = I (K = D outputs), weights uniform at alpha = 0
+    # (engine.uniform_mean_token_moment gives the same moment without the strings x D array, but with
+    # another rounding (1e-15), which moves trained numbers by up to 5e-12 through the step-size grid)
+    fw = E.forward(zero_a, eye[None, None], val)
+    xbar = fw.f[:, 0, :]
+    lam = float(np.linalg.eigvalsh((xbar * val.weights[:, None]).T @ xbar)[-1])
     return lam / val.y.shape[1] if loss == "cross_entropy" else lam
 
 
@@ -282,10 +290,12 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
         steps = curve_subset(sorted(rec.snapshots), cfg.curve_points)
         A = np.stack([rec.snapshots[s][0] for s in steps])
         B = np.stack([rec.snapshots[s][1] for s in steps])
+        risks, accs = [], []
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            risk_arr, acc_arr = E.risk_and_accuracy(A, B, data.test, loss)
-        risks = risk_arr.tolist()
-        accs = [None] * len(steps) if acc_arr is None else acc_arr.tolist()
+            for i in range(0, len(steps), 16):
+                r16, a16 = E.risk_and_accuracy(A[i:i + 16], B[i:i + 16], data.test, loss)
+                risks += r16.tolist()
+                accs += [None] * len(r16) if a16 is None else a16.tolist()
         risks = [x if math.isfinite(x) else None for x in risks]
         res = {"plan": plan, "seed": seed, "steps": rec.steps, "converged": rec.converged, "capped": rec.capped,
                "diverged": rec.diverged, "unstable": rec.unstable, "phase_ends": rec.phase_ends,
