@@ -264,16 +264,40 @@ def test_bag_layout_at_large_scores_and_empty_strings(task, merged):
         assert np.abs(f[:40, i] - ff).max() <= 1e-12 * max(np.abs(ff).max(), 1.0)
 
 
-def test_chunks_of_runs_do_not_change_the_result(monkeypatch):
-    """Runs split into chunks (CHUNK_ELEMENTS) give the same risks and gradients as one chunk of all runs."""
-    tb = E.from_batch(population("occurrence", 9, 1e-8, 1e-8))
+@pytest.mark.parametrize("layout", ["bag", "rows"])
+def test_chunks_of_runs_do_not_change_the_result(monkeypatch, layout):
+    """Runs split into chunks (CHUNK_ELEMENTS) give the same risks and gradients as one chunk of all runs,
+    in both layouts (rows: ICL, whose runs and heads share one sparse product per chunk)."""
+    if layout == "bag":
+        tb, D, K = E.from_batch(population("occurrence", 9, 1e-8, 1e-8)), 9, 1
+    else:
+        tb, D, K = E.from_batch(TK.sample("ICL", 9, 30, np.random.default_rng(4))), 18, 9
+    assert tb.layout == layout
     rng = np.random.default_rng(0)
-    alpha, B = rng.standard_normal((7, 2, 9)), rng.standard_normal((7, 2, 9, 1))
+    alpha, B = rng.standard_normal((7, 2, D)), rng.standard_normal((7, 2, D, K))
     monkeypatch.setattr(E, "CHUNK_ELEMENTS", 10 ** 9)
-    assert E._chunk(tb, 2, 1) >= 7
+    assert E._chunk(tb, 2, K) >= 7
     whole = E.risk_and_grad(alpha, B, tb)
     monkeypatch.setattr(E, "CHUNK_ELEMENTS", 1)
-    assert E._chunk(tb, 2, 1) == 1
+    assert E._chunk(tb, 2, K) == 1
     split = E.risk_and_grad(alpha, B, tb)
     for x, y in zip(whole, split):
         assert x.shape == y.shape and np.abs(x - y).max() <= 1e-14 * np.abs(y).max()
+
+
+@pytest.mark.parametrize("task", ["occurrence", "AND", "ICL", "SLR"])
+def test_uniform_mean_token_moment_is_that_of_the_forward_pass(task):
+    """E[xbar xbar^T] without a strings x D array equals the moment of the mean tokens that the forward
+    pass gives at alpha = 0 with B = I (K = D outputs), on a population (bag) and on sampled rows; a
+    control with one class weight changed differs."""
+    d = 7
+    tb = E.from_batch(population(task, d, 1e-8, 1e-8) if task in ("occurrence", "AND")
+                      else TK.sample(task, d, 40, np.random.default_rng(3), seed=1))
+    D = tb.table.shape[1]
+    xbar = E.forward(np.zeros((1, 1, D)), np.eye(D)[None, None], tb).f[:, 0, :]
+    ref = (xbar * tb.weights[:, None]).T @ xbar
+    got = E.uniform_mean_token_moment(tb)
+    assert np.abs(got - ref).max() <= 1e-14 * np.abs(ref).max()
+    tb.weights = tb.weights.copy()
+    tb.weights[np.argmax(tb.weights)] *= 1.5
+    assert np.abs(E.uniform_mean_token_moment(tb) - ref).max() > 1e-6 * np.abs(ref).max()

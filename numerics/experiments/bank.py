@@ -189,7 +189,7 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
         idx = np.flatnonzero(active)
         tb = train(t)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            risk, ga, gB, _ = E.risk_and_grad(alpha[idx], B[idx], tb, loss)
+            risk, ga, gB, _ = E.risk_and_grad(alpha[idx], B[idx], tb, loss, with_f=False)
         rates = np.array([block_rates(i) for i in idx])
         bad = ~np.isfinite(risk) | ~np.isfinite(ga).all(axis=(1, 2)) | ~np.isfinite(gB).all(axis=(1, 2, 3))
         with np.errstate(over="ignore", invalid="ignore"):

@@ -160,17 +160,21 @@ def best_pattern(m: np.ndarray, y: np.ndarray, w: np.ndarray, heads: int):
     readout (heads, T)).  Normal equations rank the patterns; the best is re-solved by least squares."""
     T = m.shape[1]
     orders = weak_orderings(T)
-    feats = [limit_features(m, r) for r in orders]
-    wf = [f * w[:, None] for f in feats]
     yy = float((w * y * y).sum())
-    Fy = [f.T @ (w * y) for f in feats]
-    gram = {}
-    if heads > 1:
-        for i, j in itertools.combinations_with_replacement(range(len(orders)), 2):
-            gram[i, j] = wf[i].T @ feats[j]
-            gram[j, i] = gram[i, j].T
-    else:
-        gram = {(i, i): wf[i].T @ feats[i] for i in range(len(orders))}
+    gram, Fy = {}, []
+    if heads > 1:  # every pair of patterns: the features of all patterns at once (not their weighted copies)
+        feats = [limit_features(m, r) for r in orders]
+        for i in range(len(orders)):
+            wf = feats[i] * w[:, None]
+            Fy.append(feats[i].T @ (w * y))
+            for j in range(i, len(orders)):
+                gram[i, j] = wf.T @ feats[j]
+                gram[j, i] = gram[i, j].T
+    else:  # one pattern at a time: memory of one (N, T) feature array
+        for i, r in enumerate(orders):
+            f = limit_features(m, r)
+            Fy.append(f.T @ (w * y))
+            gram[i, i] = (f * w[:, None]).T @ f
     best = (math.inf, None)
     for combo in itertools.combinations_with_replacement(range(len(orders)), heads):
         G = np.block([[gram[i, j] for j in combo] for i in combo])
@@ -180,7 +184,7 @@ def best_pattern(m: np.ndarray, y: np.ndarray, w: np.ndarray, heads: int):
         if risk < best[0]:
             best = (risk, combo)
     combo = best[1]
-    Phi = np.concatenate([feats[i] for i in combo], axis=1)
+    Phi = np.concatenate([limit_features(m, orders[i]) for i in combo], axis=1)
     theta, risk = _weighted_lstsq(Phi, y, w)
     return risk, [orders[i] for i in combo], theta.reshape(heads, T)
 

@@ -107,16 +107,17 @@ def from_batch(batch: Batch) -> Tokens:
     else:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
-    return Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
-                  seg=seg, nonempty=nonempty, rows=rows)
+    tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
+                seg=seg, nonempty=nonempty, rows=rows)
+    _row_operators(tb)
+    return tb
 
 
 @dataclass
 class Forward:
     """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
-    weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout a list over (run, head) of
-    (w (M,), xbar (N_ne, D)), xbar the attention-weighted mean embedding of each non-empty string, and for
-    sparse rows V = (the flat index seg * D + column, the row) of every non-zero of the rows (CSR order)."""
+    weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout (M, RH) with V the mean
+    embeddings xbar (RH, N_ne, D) of the non-empty strings."""
 
     f: np.ndarray
     fh: np.ndarray
@@ -124,67 +125,74 @@ class Forward:
     V: object = None
 
 
+def _row_operators(tb: Tokens):
+    """The rows layout's sparse operators, built once per batch (by ``from_batch``) and kept on ``tb``:
+    ``scatter`` (N_ne D, M) sends row i's embedding x_i to the block of its string (entry (seg_i D + j, i)
+    = x_ij), so scatter @ W is every string's weighted sum of its rows for all (run, head) columns of W at
+    once; ``gather`` = scatter^T gives each row its string's block."""
+    ops = tb.__dict__.get("_ops")
+    if ops is None:
+        X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
+        D = X.shape[1]
+        row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        gather = sp.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr),
+                               shape=(X.shape[0], len(tb.starts) * D))
+        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather)
+    return ops
+
+
 def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
-    """Rows layout: per run and head, scores s = X_rows alpha (a lookup for one-hot rows), the segment
-    softmax w, the mean embedding xbar = sum_i w_i x_i of each string (a sparse product) and f = xbar B
-    (a dense product of size N x D x K): no array of size rows x K."""
+    """Rows layout, all runs and heads at once: scores s = X_rows alpha (a lookup for one-hot rows), the
+    segment softmax w, the mean embedding xbar_n = sum_i w_i x_i of each string (one sparse product over
+    every (run, head)) and f = xbar B (a batched dense product of size N x D x K per run and head)."""
     R, H, D = alpha.shape
     K = B.shape[-1]
     N = tb.size
-    M = tb.rows.shape[0]
-    indptr = np.append(tb.starts, M)
-    cols = np.arange(M)
-    S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
-    top = np.maximum.reduceat(S, tb.starts, axis=0)
-    E_ = tb.mult[:, None] * np.exp(S - top[tb.seg])
-    Z = np.add.reduceat(E_, tb.starts, axis=0)
-    Wt = E_ / Z[tb.seg]                                                               # (M, RH)
-    fh = np.zeros((N, R, H, K))
-    parts = []
     N_ne = len(tb.starts)
-    if sp.issparse(tb.rows):
-        # the mean embedding by one scatter-add over the non-zeros of the rows: non-zero j of row i adds
-        # w_i x_ij to xbar[seg_i, col_j] (flat index ``flat``, also the gather index of the backward pass)
-        X = tb.rows
-        nnz_row = np.repeat(cols, np.diff(X.indptr))
-        flat = tb.seg[nnz_row] * D + X.indices
-    for r in range(R):
-        for h in range(H):
-            w = Wt[:, r * H + h]
-            if sp.issparse(tb.rows):
-                xbar = np.bincount(flat, weights=w[nnz_row] * X.data, minlength=N_ne * D).reshape(N_ne, D)
-            else:
-                Sw = sp.csr_matrix((w, cols, indptr), shape=(N_ne, M))
-                xbar = np.asarray(Sw @ tb.rows)                                        # (N_ne, D)
-            fh[tb.nonempty, r, h] = xbar @ B[r, h]
-            parts.append((w, xbar))
-    return Forward(f=fh.sum(axis=2), fh=fh, w=parts, V=(flat, nnz_row) if sp.issparse(tb.rows) else None)
+    scatter, _ = _row_operators(tb)
+    S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
+    # the softmax in place (S becomes the weights): no new (M, RH) array per operation
+    S -= np.maximum.reduceat(S, tb.starts, axis=0)[tb.seg]
+    np.exp(S, out=S)
+    S *= tb.mult[:, None]
+    S /= np.add.reduceat(S, tb.starts, axis=0)[tb.seg]
+    Wt = S                                                                            # (M, RH)
+    xbar = np.ascontiguousarray((scatter @ Wt).reshape(N_ne, D, R * H).transpose(2, 0, 1))  # (RH, N_ne, D)
+    fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
+    fh = np.zeros((N, R, H, K))
+    fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
+    return Forward(f=fh.sum(axis=2), fh=fh, w=Wt, V=xbar)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of the rows layout from dL/df = g (N, R, K): dB_h = xbar^T g, and per row
-    ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
+    """Gradients of the rows layout from dL/df = g (N, R, K), all runs and heads at once: dB_h = xbar^T g,
+    and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
-    ga = np.zeros((R, H, D))
-    gB = np.zeros((R, H, D, K))
-    sparse_rows = sp.issparse(tb.rows)
-    if sparse_rows:
-        X = tb.rows
-        flat, nnz_row = fw.V                              # seg * D + column, and row, of every non-zero
-    for r in range(R):
-        g_ne = g[tb.nonempty, r]                                                      # (N_ne, K)
-        for h in range(H):
-            w, xbar = fw.w[r * H + h]
-            gB[r, h] = xbar.T @ g_ne
-            U = g_ne @ B[r, h].T                                                      # (N_ne, D)
-            if sparse_rows:
-                vg = np.bincount(nnz_row, weights=X.data * U.ravel()[flat], minlength=X.shape[0])
-            else:
-                vg = np.einsum("md,md->m", tb.rows, U[tb.seg])
-            fg = np.einsum("nk,nk->n", fw.fh[tb.nonempty, r, h], g_ne)
-            ds = w * (vg - fg[tb.seg])
-            ga[r, h] = np.asarray(tb.rows.T @ ds).ravel()
-    return ga, gB
+    N_ne = len(tb.starts)
+    _, gather = _row_operators(tb)
+    g_ne = np.broadcast_to(g[tb.nonempty].transpose(1, 0, 2)[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
+    gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
+    U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
+    fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
+    if K == 1:  # f_hn . g_n is one product
+        fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
+    else:
+        fg = np.empty((N_ne, R * H))
+        for c in range(R * H):  # per (run, head): the summation order of the per-run path
+            fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
+    if sp.issparse(tb.rows):
+        vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                        # (M, RH)
+        vg -= fg[tb.seg]
+        ds = np.multiply(vg, fw.w, out=vg)
+        ga = np.asarray(tb.rows.T @ ds)                                               # (D, RH)
+    else:
+        # dense rows (SLR, cheap): per run and head, a row's dot product and rows^T ds by BLAS, the
+        # summation order of the per-run path, so that trained numbers do not move with the rounding
+        ga = np.empty((D, R * H))
+        for c in range(R * H):
+            ds = fw.w[:, c] * (np.einsum("md,md->m", tb.rows, U[c][tb.seg]) - fg[tb.seg, c])
+            ga[:, c] = tb.rows.T @ ds
+    return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
 
 
 def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
@@ -220,6 +228,23 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
 
 
+def uniform_mean_token_moment(tb: Tokens) -> np.ndarray:
+    """E[xbar xbar^T] (D, D) under the batch's weights, xbar the mean token of a string under uniform
+    attention (alpha = 0: each token weighted by its multiplicity); an empty string has xbar = 0.  Memory
+    linear in the batch: bag layout through the (T, T) moment of the class weights (no strings x D array);
+    rows layout through one scatter of the normalised multiplicities, strings x D."""
+    if tb.layout == "bag":
+        tot = tb.counts.sum(axis=1, keepdims=True)
+        W = tb.counts / np.where(tot > 0, tot, 1.0)                                   # (N, T)
+        inner = (W * tb.weights[:, None]).T @ W                                       # (T, T)
+        X = tb.table.toarray() if sp.issparse(tb.table) else np.asarray(tb.table)
+        return X.T @ inner @ X
+    scatter, _ = _row_operators(tb)
+    Z = np.add.reduceat(tb.mult, tb.starts)
+    xbar = (scatter @ (tb.mult / Z[tb.seg])).reshape(len(tb.starts), -1)             # (N_ne, D)
+    return (xbar * tb.weights[tb.nonempty, None]).T @ xbar
+
+
 def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """Per string and run: loss (N, R) and dloss/df (N, R, K)."""
     N, R, K = f.shape
@@ -236,35 +261,64 @@ def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray
 
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient)."""
+    lvs, _ = _chunked_losses(alpha, B, tb, loss, False)
+    if tb.layout == "rows":  # one weighted sum over all runs: the rounding of the unchunked rows path
+        return tb.weights @ np.concatenate(lvs, axis=1)
+    return np.concatenate([tb.weights @ lv for lv in lvs])
+
+
+def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
+    """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
+    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), each a
+    weighted sum over all R runs at once."""
+    lvs, hits = _chunked_losses(alpha, B, tb, loss, True)
+    acc = None if tb.labels is None else tb.weights @ np.concatenate(hits, axis=1)
+    return tb.weights @ np.concatenate(lvs, axis=1), acc
+
+
+def _chunked_losses(alpha, B, tb: Tokens, loss: str, hits: bool):
+    """Per chunk of runs: the losses (N, c) and, with ``hits``, the correct predictions (N, c) as floats."""
     c = _chunk(tb, alpha.shape[1], B.shape[-1])
-    out = []
+    lvs, hs = [], []
     for i in range(0, alpha.shape[0], c):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
-        lv, _ = losses(fw.f, tb, loss)
-        out.append(tb.weights @ lv)
-    return np.concatenate(out)
+        lvs.append(losses(fw.f, tb, loss)[0])
+        if hits and tb.labels is not None:
+            hs.append(_hits(fw.f, tb))
+    return lvs, hs
 
 
 CHUNK_ELEMENTS = 250_000
-"""Runs are processed in chunks whose largest temporary (token rows x runs x heads x outputs) stays below
-this many elements: beyond it, memory traffic, not arithmetic, sets the time."""
+"""Runs are processed in chunks whose largest temporary per chunk stays below this many elements (bag
+layout: strings x types x runs x heads x outputs; rows layout: runs x heads x the largest of token rows,
+strings x D, strings x K and D x K): beyond it, memory traffic, not arithmetic, sets the time, and memory
+stays linear in the batch whatever the number of runs."""
 
 
 def _chunk(tb: Tokens, H: int, K: int) -> int:
-    if tb.layout == "rows":  # no rows x K temporaries: runs are looped inside
-        return 1 << 30
-    return max(1, CHUNK_ELEMENTS // max(tb.counts.size * H * K, 1))
+    if tb.layout == "rows":
+        D = tb.rows.shape[1]
+        per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
+    else:
+        per_run = tb.counts.size * H * K
+    return max(1, CHUNK_ELEMENTS // max(per_run, 1))
 
 
-def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
-    """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs."""
+def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared", with_f: bool = True):
+    """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs;
+    ``with_f=False`` returns None for f (a trainer needs no outputs, and on a population of a million
+    classes f of 30 runs is 240 MB)."""
     R, H, _ = alpha.shape
     c = _chunk(tb, H, B.shape[-1])
-    if R <= c:
-        return _risk_and_grad(alpha, B, tb, loss)
-    parts = [_risk_and_grad(alpha[i:i + c], B[i:i + c], tb, loss) for i in range(0, R, c)]
+    parts = []
+    for i in range(0, R, c):
+        r, ga, gB, f = _risk_and_grad(alpha[i:i + c], B[i:i + c], tb, loss)
+        parts.append((r, ga, gB, f if with_f else None))
+    if len(parts) == 1:
+        return parts[0]
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts], axis=1))
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts], axis=1) if with_f else None)
 
 
 def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
@@ -298,12 +352,13 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
 def accuracy(f: np.ndarray, tb: Tokens) -> np.ndarray | None:
     """Weighted accuracy per run: sign(f) (f = 0 counts as -1) for +-1 labels, argmax for class labels;
     None for regression."""
-    if tb.labels is None:
-        return None
+    return None if tb.labels is None else tb.weights @ _hits(f, tb)
+
+
+def _hits(f: np.ndarray, tb: Tokens) -> np.ndarray:
+    """Correct predictions (N, R) as floats (see ``accuracy``)."""
     if f.shape[-1] > 1:
         pred = np.argmax(f, axis=-1)
-        hit = pred == np.asarray(tb.labels)[:, None]
     else:
         pred = np.where(f[..., 0] > 0, 1, -1)
-        hit = pred == np.asarray(tb.labels)[:, None]
-    return tb.weights @ hit.astype(float)
+    return (pred == np.asarray(tb.labels)[:, None]).astype(float)

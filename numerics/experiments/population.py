@@ -74,7 +74,7 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     lq, lr = np.log(1.0 / d), np.log1p(-k / d)
     for n in range(1, n_max + 1):
         hi = int(min(n, binom.isf(QUANTILE_TAIL, n, (k if merged else 1) / d) + 1))
-        c = np.arange(hi + 1)
+        c = np.arange(hi + 1, dtype=np.int32)  # counts in int32 until the mass cut: half the memory
         if k == 1 or merged:
             ca, cb = c, np.zeros_like(c)
         else:
@@ -89,12 +89,15 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
                   + (ca + cb) * lq + cr * lr + logp_n(n))
         rows.append(np.stack([ca, cb, cr], axis=1) if (k == 2 and not merged) else np.stack([ca, cr], axis=1))
         logw.append(lw)
-    counts = np.concatenate(rows).astype(float)
+    counts = np.concatenate(rows)
+    del rows
     w = np.exp(np.concatenate(logw))
+    del logw
     order = np.argsort(w)
     light = np.cumsum(w[order]) <= mass_tol
     keep = np.sort(order[~light])
-    counts, w = counts[keep], w[keep]
+    del order, light
+    counts, w = counts[keep].astype(float), w[keep]
     if merged:
         c = counts[:, 0]
         if task == "OR":

@@ -189,6 +189,8 @@ def output_curvature(val: E.Tokens, loss: str) -> float:
     zero_a = np.zeros((1, 1, D))
     eye = np.eye(D)
     # xbar of every string: f of a one-head model with B = I (K = D outputs), weights uniform at alpha = 0
+    # (engine.uniform_mean_token_moment gives the same moment without the strings x D array, but with
+    # another rounding (1e-15), which moves trained numbers by up to 5e-12 through the step-size grid)
     fw = E.forward(zero_a, eye[None, None], val)
     xbar = fw.f[:, 0, :]
     lam = float(np.linalg.eigvalsh((xbar * val.weights[:, None]).T @ xbar)[-1])
@@ -288,14 +290,12 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
         steps = curve_subset(sorted(rec.snapshots), cfg.curve_points)
         A = np.stack([rec.snapshots[s][0] for s in steps])
         B = np.stack([rec.snapshots[s][1] for s in steps])
+        risks, accs = [], []
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            risks, accs = [], []
             for i in range(0, len(steps), 16):
-                fw = E.forward(A[i:i + 16], B[i:i + 16], data.test)
-                lv, _ = E.losses(fw.f, data.test, loss)
-                risks += (data.test.weights @ lv).tolist()
-                acc = E.accuracy(fw.f, data.test)
-                accs += [None] * len(lv[0]) if acc is None else acc.tolist()
+                r16, a16 = E.risk_and_accuracy(A[i:i + 16], B[i:i + 16], data.test, loss)
+                risks += r16.tolist()
+                accs += [None] * len(r16) if a16 is None else a16.tolist()
         risks = [x if math.isfinite(x) else None for x in risks]
         res = {"plan": plan, "seed": seed, "steps": rec.steps, "converged": rec.converged, "capped": rec.capped,
                "diverged": rec.diverged, "unstable": rec.unstable, "phase_ends": rec.phase_ends,
