@@ -21,3 +21,25 @@ def test_monte_carlo_on_counts_is_within_its_standard_error():
     exact = SeriesEvaluator(Setting(d)).evaluate_symmetric(*POINT).risk
     assert size == 100_000 and 0 < se < 0.01 and abs(risk - exact) < 4 * se
     assert need > size  # SE 1e-6 needs more strings than the pilot
+
+
+def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
+    """The benchmark's experiment section quotes the recorded Table 1 and sweep times (training runs only; a
+    render-only sweep run trains nothing and is left out)."""
+    import json
+
+    from numerics import benchmark as B
+
+    (tmp_path / "example_table1").mkdir()
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "example_table1" / "table1.json").write_text(json.dumps(
+        {"config": {"d": 50}, "command": ["occ-companion", "table1"], "commit": "abc", "elapsed_s": 120.0,
+         "cpu_s": 240.0}))
+    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({"counts": {"cells": 3}, "runs": [
+        {"command": ["occ-companion", "sweep"], "started": "t0", "trained": 7, "wall_s": 600.0, "trained_cpu_s": 900.0},
+        {"command": ["occ-companion", "sweep", "--no-train"], "started": "t1", "trained": 0, "wall_s": 6.0,
+         "trained_cpu_s": 0.0}]}))
+    rows = [r for r in B.recorded_experiment_runs(tmp_path) if r.startswith("| ") and "---" not in r][1:]
+    assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
+                    "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |"]
+    assert B.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
