@@ -30,7 +30,9 @@ def verdict_paragraph(v: dict) -> str:
     text = (f"At d = {v['d']} and epsilon = {num(v['epsilon'])}, over {n} runs (every m, initialisation scale "
             f"and seed), the three-phase plan at the (alpha, beta) regime's step sizes (eta_1 = {num(reg['eta_1'])}, "
             f"eta_2 = {num(reg['eta_2'])}, eta_3 = {num(reg['eta_3'])}, T = T_min = {reg['T_min']}) reached epsilon "
-            f"in {v['three_phase_reached']} of {n} runs ({v['three_phase_diverged']} diverged; final risk from "
+            f"in {v['three_phase_reached']} of {n} runs (Wilson 95% interval of the rate "
+            f"[{num(v['three_phase_rate_interval'][0], 2)}, {num(v['three_phase_rate_interval'][1], 2)}]; "
+            f"{v['three_phase_diverged']} diverged; final risk from "
             f"{num(tp['min'])} to {num(tp['max'])}). ")
     if v["three_phase_reached"] < n:
         text += ("So, as an estimate over these runs, the three-phase plan does not carry over to the KQV "

@@ -38,6 +38,7 @@ from ..experiments.verdicts import lag_call
 from ..regime import regime_plan
 from ..series import SeriesEvaluator
 from ..training import Plan, Trainer, attention_only, attention_then_output, joint, output_only, three_phase
+from .samples import wilson
 
 TITLE = "Key-query-value parameterisation"
 PLANS = ("three_phase", "output_only", "attention_only", "attention_then_output", "joint")
@@ -281,6 +282,7 @@ def summarise(cfg: dict, results: dict[str, dict]) -> dict:
     example = next(iter(results.values()))
     verdict = {"d": d, "epsilon": eps, "c_d": c_d, "units": units_n, "regime": example["regime"],
                "three_phase_reached": tp_reached,
+               "three_phase_rate_interval": wilson(tp_reached, units_n),
                "three_phase_diverged": sum(x["diverged"] for x in tp),
                "three_phase_risk": _stats([x.get("final_risk") for x in tp]),
                "stall": stall,
