@@ -34,10 +34,10 @@ def config(quick: bool) -> dict:
     """d, target, the batch sizes of the two grids, seeds, the plans' step sizes and the held-out size."""
     return {"d": 10 if quick else 50, "epsilon": 1e-3,
             "batch": [1, 16, 256],
-            "batch_scan": [4 ** k for k in range(6)] if quick else [2 ** k for k in range(15)],
+            "batch_scan": [4 ** k for k in range(6 if quick else 8)],
             "seeds": 5 if quick else 20, "rate": 0.9, "confidence": 0.95,
             "steps": 100 if quick else 300, "joint_eta": 1.0, "eta1_frac": 0.5, "eta2_factor": 1.0, "eta_3": 1.0,
-            "test_size": 2_000 if quick else 20_000, "max_points": 30,
+            "test_size": 2_000 if quick else 10_000, "max_points": 30,
             "criterion": "held-out risk + 3 standard errors <= epsilon"}
 
 
