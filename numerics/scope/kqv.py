@@ -270,7 +270,7 @@ def summarise(cfg: dict, results: dict[str, dict]) -> dict:
                                     "call": call}
             table.append(row)
     units_n = len(results)
-    tp = [x for r in results.values() for x in [r["plans"]["three_phase"]]]
+    tp = [r["plans"]["three_phase"] for r in results.values()]
     tp_reached = sum(1 for x in tp if not x["diverged"] and x["final_risk"] + x["risk_bound"] <= eps)
     stall = {}
     for p in ("output_only", "attention_then_output"):
