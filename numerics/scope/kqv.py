@@ -76,7 +76,8 @@ def initial_state(m: int, scale: float, seed: int) -> np.ndarray:
 def functional(theta: np.ndarray) -> tuple[float, float, float, float]:
     """(alpha_a, alpha_b, beta_a, beta_b) = (k_a.q, k_b.q, v_a.v, v_b.v)."""
     ka, kb, q, va, vb, v = theta
-    return float(ka @ q), float(kb @ q), float(va @ v), float(vb @ v)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is caught by the trainer
+        return float(ka @ q), float(kb @ q), float(va @ v), float(vb @ v)
 
 
 def kqv_gradient(theta: np.ndarray, grad_alpha, grad_beta, d: int) -> np.ndarray:
