@@ -115,6 +115,17 @@ def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str)
                   "excess": e, "margin": margin}
 
 
+def lag_call(ratio_mean: float, ratio_se: float, diff: float, resolution: float) -> str:
+    """The *lags* criterion on a ratio t_half(attention) / t_half(output) (mean and standard error over seeds)
+    and the difference ``diff`` of the mean t_half of attention and of output: "holds", "does not hold" or
+    "undecided"."""
+    if ratio_mean - 3 * ratio_se > 1 and diff > resolution:
+        return "holds"
+    if ratio_mean + 3 * ratio_se < 1 and diff < -resolution:
+        return "does not hold"
+    return "undecided"
+
+
 def lag_verdict(row: dict, measure: str) -> dict:
     """'attention lags output under joint GD' under one measure."""
     claim = f"attention lags output under joint GD ({measure})"
@@ -134,13 +145,7 @@ def lag_verdict(row: dict, measure: str) -> dict:
     diff = ta["mean"] - tb["mean"]
     ev = (f"t_half(attention) {_fmt(ta)}, t_half(output) {_fmt(tb)}, ratio {_fmt(rs)} "
           f"(resolution {m['resolution']} steps)")
-    res = m["resolution"]
-    if rs["mean"] - 3 * se > 1 and diff > res:
-        v = "holds"
-    elif rs["mean"] + 3 * se < 1 and diff < -res:
-        v = "does not hold"
-    else:
-        v = "undecided"
+    v = lag_call(rs["mean"], se, diff, m["resolution"])
     return out | {"verdict": v, "reasons": [] if v != "undecided" else ["ratio within its uncertainty of 1"],
                   "evidence": ev, "ratio": rs["mean"], "ratio_se": se}
 

@@ -1,0 +1,56 @@
+"""The renderers of studies 2, 3 and 5: a Markdown section with its table and verdict, and a PNG figure, from
+summaries of tiny runs (kqv, sgd) and of constructed results (samples)."""
+import math
+
+import pytest
+
+from app.scope_render import kqv as kqv_render
+from app.scope_render import samples as samples_render
+from app.scope_render import sgd as sgd_render
+from numerics.scope import kqv, samples, sgd
+
+
+def _summary(study, cfg):
+    return study.summarise(cfg, {n: study.unit(a) for n, a in study.units(cfg).items()})
+
+
+def _samples_summary(shape):
+    cfg = samples.config(True) | {"d": [5, 10, 20, 50], "c_grid": [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], "seeds": 10}
+    results = {}
+    for name, a in samples.units(cfg).items():
+        need = 2.0 * shape(a["d"])
+        k = 10 if a["N"] >= need else 3
+        results[name] = {"N": a["N"], "reached": [True] * k + [False] * (10 - k), "test_risk": [1e-3] * 10}
+    return samples.summarise(cfg, results)
+
+
+@pytest.fixture(scope="module")
+def summaries():
+    return {"kqv": _summary(kqv, kqv.config(True) | {"d": 4, "m": [1, 2], "scale": [0.5], "steps": 20}),
+            "sgd": _summary(sgd, sgd.config(True) | {"d": 4, "batch": [1, 16], "batch_scan": [1, 16], "seeds": 2,
+                                                       "steps": 10, "test_size": 200}),
+            "samples": _samples_summary(lambda d: d * math.log(d))}
+
+
+@pytest.mark.parametrize("name,render", [("kqv", kqv_render), ("sgd", sgd_render), ("samples", samples_render)])
+def test_markdown_and_figure(summaries, name, render, tmp_path):
+    md = render.markdown(summaries[name])
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(table) >= 3 and table[1].startswith("|---")
+    assert "epsilon" in md or "d ln d" in md
+    out = tmp_path / f"{name}.png"
+    render.figure(summaries[name], out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_samples_verdict_names_the_shape_and_says_when_it_contradicts_the_paper():
+    good = samples_render.markdown(_samples_summary(lambda d: d * math.log(d)))
+    assert "the best shape is d ln d" in good and "contradicts" not in good
+    bad = samples_render.markdown(_samples_summary(lambda d: d * d / 4))
+    assert "the best shape is d^2" in bad and "contradicts the paper's O(d ln d)" in bad
+
+
+def test_kqv_verdict_counts_runs(summaries):
+    v = summaries["kqv"]["verdict"]
+    md = kqv_render.markdown(summaries["kqv"])
+    assert f"reached epsilon in {v['three_phase_reached']} of {v['units']} runs" in md
