@@ -6,8 +6,7 @@ sample-complexity constant).  Each study's units run as generic units of the swe
 (``numerics.experiments.sweep``): the same content-addressed results store (--store, shared with the sweep,
 keyed by each unit's function, arguments and the package version), the same dask execution loop (a
 LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it stopped and a finished
-one re-renders without computing.  A study whose modules are not on this checkout is refused when asked for
-by --studies and left out of the default list.
+one re-renders without computing.
 
 Writes into --out: scope.json (per study its full configuration, summary, unit counts and failures; the
 version, commit, command and timings), scope.md (one section per study: a table and a one-paragraph verdict)
@@ -52,7 +51,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("scope", help="how far the theorem reaches: five studies on the sweep runner",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--studies", type=_study_list, default=None, metavar="LIST",
-                   help=f"comma-separated studies among {','.join(STUDIES)} (default: every study on this checkout)")
+                   help=f"comma-separated studies among {','.join(STUDIES)} (default: all five)")
     p.add_argument("--quick", action="store_true", help="the small size each study defines for CI")
     p.add_argument("--out", type=Path, default=Path("scope"), help="output folder (default scope/)")
     p.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
@@ -67,17 +66,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def selected(requested: tuple[str, ...] | None) -> list[str]:
-    """The studies to run: those requested (each must be on this checkout), or every study that is."""
-    from numerics.scope import STUDIES, available
+    """The studies to run: those requested (checked against ``STUDIES`` by the parser), or all five."""
+    from numerics.scope import STUDIES
 
-    if requested is None:
-        return [n for n in STUDIES if available(n)]
-    missing = [n for n in requested if not available(n)]
-    if missing:
-        raise SettingError(f"--studies {','.join(missing)}: not on this checkout (numerics/scope/NAME.py and "
-                           f"app/scope_render/NAME.py are absent); available: "
-                           f"{','.join(n for n in STUDIES if available(n)) or 'none'}")
-    return list(requested)
+    return list(STUDIES) if requested is None else list(requested)
 
 
 def plan(names: list[str], quick: bool, version: str) -> dict:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pathlib
 
-from ._common import figure as _figure
-from ._common import num, save, table
+from . import figure as _figure
+from . import num, save, table
 
 PLAN_NAMES = {"three_phase": "three-phase", "output_only": "output-only", "attention_only": "attention-only",
               "attention_then_output": "attention-first", "joint": "joint GD"}

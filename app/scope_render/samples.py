@@ -5,8 +5,8 @@ import pathlib
 
 import numpy as np
 
-from ._common import figure as _figure
-from ._common import num, save, table
+from . import figure as _figure
+from . import num, save, table
 
 
 def _n_cell(r: dict) -> str:

@@ -10,16 +10,10 @@ unit as a generic unit of the sweep runner (``numerics.experiments.sweep.call_sp
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 STUDIES = ("regime", "kqv", "sgd", "laws", "samples")
 """The five studies, in the issue's order: 1 the step-size regime, 2 key-query-value, 3 stochastic gradients,
 4 length laws and losses, 5 the sample-complexity constant."""
-
-
-def available(name: str) -> bool:
-    """Whether both modules of study ``name`` exist on this checkout."""
-    return all(importlib.util.find_spec(m) is not None for m in (f"numerics.scope.{name}", f"app.scope_render.{name}"))
 
 
 def computation(name: str):
