@@ -54,3 +54,9 @@ def test_kqv_verdict_counts_runs(summaries):
     v = summaries["kqv"]["verdict"]
     md = kqv_render.markdown(summaries["kqv"])
     assert f"reached epsilon in {v['three_phase_reached']} of {v['units']} runs" in md
+
+
+def test_samples_verdict_says_when_the_growth_is_slower_than_d():
+    md = samples_render.markdown(_samples_summary(lambda d: 20 * d ** 0.4))
+    assert "grows more slowly than d" in md
+    assert "grows more slowly than d" not in samples_render.markdown(_samples_summary(lambda d: d * math.log(d)))

@@ -17,7 +17,7 @@ def _n_cell(r: dict) -> str:
     return f"({r['N_below']}, {r['N']}]"
 
 
-def verdict_paragraph(v: dict) -> str:
+def verdict_paragraph(v: dict, table: list[dict]) -> str:
     fits = v["fits"]
     if not fits:
         return "No d has an uncensored N*(d): nothing is fitted."
@@ -31,6 +31,11 @@ def verdict_paragraph(v: dict) -> str:
     if v["power"]:
         p = v["power"]
         text += f"A free power law gives N* ~ d^b with b = {num(p['b'])} (95% [{num(p['b_low'])}, {num(p['b_high'])}]). "
+        if p["b_high"] < 1:
+            ratios = [r["C_at_N"] for r in table if r["censored"] is None]
+            text += (f"Its interval lies below 1, so on this range N*(d) grows more slowly than d, and N*/(d ln d) is "
+                     f"not a constant (it runs from {num(ratios[0])} at the smallest d to {num(ratios[-1])} at the "
+                     f"largest): C is then a summary of this range, not a constant of the law. ")
     if v["censored"]:
         text += "Left out (crossing outside the grid): " + ", ".join(f"d = {d} ({c})" for d, c in v["censored"].items()) + ". "
     if v["best_shape"] == "d^2":
@@ -51,7 +56,7 @@ def markdown(summary: dict) -> str:
     head = ["d", "N*(d) bracket", "N* / (d ln d)", "success rate at N* (Wilson 95%)"]
     lines = ["Smallest N = N_1 = N_3 on the grid from which every larger grid N reaches epsilon in at least 90% of "
              "the seeds (held-out risk + 3 standard errors <= epsilon).", ""]
-    return "\n".join(lines + table(head, rows) + ["", verdict_paragraph(summary["verdict"]), ""])
+    return "\n".join(lines + table(head, rows) + ["", verdict_paragraph(summary["verdict"], summary["table"]), ""])
 
 
 def figure(summary: dict, path: pathlib.Path) -> None:
