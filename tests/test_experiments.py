@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
 
 from checks.strategies import examples
 from numerics.experiments import bank as BK
@@ -16,6 +17,7 @@ from numerics.experiments import tasks as TK
 from numerics.experiments.grid import GridSearch
 from numerics.experiments.population import population
 from numerics.model import Model, Params
+from theory.validation import SettingError
 
 # ------------------------------------------------------------------------------------------------ engine
 
@@ -285,19 +287,36 @@ def test_chunks_of_runs_do_not_change_the_result(monkeypatch, layout):
         assert x.shape == y.shape and np.abs(x - y).max() <= 1e-14 * np.abs(y).max()
 
 
-@pytest.mark.parametrize("task", ["occurrence", "AND", "ICL", "SLR"])
-def test_uniform_mean_token_moment_is_that_of_the_forward_pass(task):
-    """E[xbar xbar^T] without a strings x D array equals the moment of the mean tokens that the forward
-    pass gives at alpha = 0 with B = I (K = D outputs), on a population (bag) and on sampled rows; a
-    control with one class weight changed differs."""
-    d = 7
-    tb = E.from_batch(population(task, d, 1e-8, 1e-8) if task in ("occurrence", "AND")
-                      else TK.sample(task, d, 40, np.random.default_rng(3), seed=1))
+def _whole_moment(tb):
+    """The moment as ``runner.output_curvature`` computed it before the blocks: the mean tokens of every
+    string at once (the forward pass at alpha = 0 with B = I) and one product, on one BLAS thread as in
+    table1's rows (``runner.run_row``)."""
     D = tb.table.shape[1]
-    xbar = E.forward(np.zeros((1, 1, D)), np.eye(D)[None, None], tb).f[:, 0, :]
-    ref = (xbar * tb.weights[:, None]).T @ xbar
-    got = E.uniform_mean_token_moment(tb)
-    assert np.abs(got - ref).max() <= 1e-14 * np.abs(ref).max()
+    with threadpool_limits(limits=1):
+        xbar = E.forward(np.zeros((1, 1, D)), np.eye(D)[None, None], tb).f[:, 0, :]
+        return (xbar * tb.weights[:, None]).T @ xbar
+
+
+@pytest.mark.parametrize("task,d", [("occurrence", 49), ("OR", 40), ("AND", 53), ("ICL", 20), ("SLR", 45)])
+def test_uniform_mean_token_moment_in_blocks_is_bit_identical(task, d, monkeypatch):
+    """The moment in blocks of columns equals the whole product bit for bit (==, not a tolerance), on exact
+    populations (bag) and sampled rows, with D a multiple of the block or not, and so does lambda_B;
+    controls: one class weight changed moves it, an unaligned block is refused."""
+    tb = E.from_batch(population(task, d, 1e-10, 1e-10, merged=task != "occurrence") if task in TK.POPULATION_TASKS
+                      else TK.sample(task, d, 300, np.random.default_rng(3), seed=1))
+    D = tb.table.shape[1]
+    ref = _whole_moment(tb)
+    assert np.array_equal(E.uniform_mean_token_moment(tb), np.tril(ref))
+    for block in (16, 32):
+        assert block < D
+        assert np.array_equal(E.uniform_mean_token_moment(tb, block), np.tril(ref)), block
+    monkeypatch.setattr(E, "MOMENT_ELEMENTS", tb.size * 16)  # the default then takes blocks of 16
+    assert np.array_equal(E.uniform_mean_token_moment(tb), np.tril(ref))
+    lam = float(np.linalg.eigvalsh(ref)[-1])
+    assert RN.output_curvature(tb, "squared") == lam
+    assert RN.output_curvature(tb, "cross_entropy") == lam / tb.y.shape[1]
+    with pytest.raises(SettingError, match="multiple of 16"):
+        E.uniform_mean_token_moment(tb, 12)
     tb.weights = tb.weights.copy()
     tb.weights[np.argmax(tb.weights)] *= 1.5
-    assert np.abs(E.uniform_mean_token_moment(tb) - ref).max() > 1e-6 * np.abs(ref).max()
+    assert np.abs(E.uniform_mean_token_moment(tb, 16) - np.tril(ref)).max() > 1e-6 * np.abs(ref).max()

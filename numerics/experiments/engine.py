@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from numerics.model import loss_terms
 from theory.validation import SettingError
@@ -228,21 +229,56 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
 
 
-def uniform_mean_token_moment(tb: Tokens) -> np.ndarray:
-    """E[xbar xbar^T] (D, D) under the batch's weights, xbar the mean token of a string under uniform
-    attention (alpha = 0: each token weighted by its multiplicity); an empty string has xbar = 0.  Memory
-    linear in the batch: bag layout through the (T, T) moment of the class weights (no strings x D array);
-    rows layout through one scatter of the normalised multiplicities, strings x D."""
-    if tb.layout == "bag":
-        tot = tb.counts.sum(axis=1, keepdims=True)
-        W = tb.counts / np.where(tot > 0, tot, 1.0)                                   # (N, T)
-        inner = (W * tb.weights[:, None]).T @ W                                       # (T, T)
-        X = tb.table.toarray() if sp.issparse(tb.table) else np.asarray(tb.table)
-        return X.T @ inner @ X
-    scatter, _ = _row_operators(tb)
-    Z = np.add.reduceat(tb.mult, tb.starts)
-    xbar = (scatter @ (tb.mult / Z[tb.seg])).reshape(len(tb.starts), -1)             # (N_ne, D)
-    return (xbar * tb.weights[tb.nonempty, None]).T @ xbar
+MOMENT_ELEMENTS = 1 << 24
+"""``uniform_mean_token_moment`` keeps its strings x D arrays of mean tokens below this many elements (128 MB
+each) by computing them in blocks of columns."""
+MOMENT_ALIGN = 16
+"""Column blocks of ``uniform_mean_token_moment`` start at multiples of this width, a multiple of the dgemm
+kernels' tile sides (OpenBLAS: 4 x 8 on Haswell, 16 x 2 on SkylakeX), so that every entry of a block is
+computed by the same kernel, in the same order, as in the whole product."""
+
+
+def uniform_mean_token_moment(tb: Tokens, block: int | None = None) -> np.ndarray:
+    """The lower triangle (the strict upper one is 0) of E[xbar xbar^T] (D, D) under the batch's weights,
+    xbar the mean token of a string under uniform attention (alpha = 0: each token weighted by its
+    multiplicity; xbar = 0 for an empty string).
+
+    xbar of every string is f of a one-head model with B = I (K = D outputs) at alpha = 0 (``forward``),
+    and the moment the product (xbar w)^T xbar.  When strings x D exceeds ``MOMENT_ELEMENTS`` (AND's
+    population at d = 200: 10^6 x 200, 4.8 GB for the whole product and its temporaries), both are
+    computed in blocks of ``block`` columns of B = I (a multiple of ``MOMENT_ALIGN``; the last block takes a
+    remainder narrower than that), only the blocks on or below the diagonal: every entry is then the same sum, over the same strings in the same order, as
+    in the whole product, and the moment is bit-identical to it (tests/test_experiments.py checks this
+    with ==).  The products run on one BLAS thread, as table1's rows and the sweep's units do
+    (``runner.run_row``): with several threads the whole product's bits depend on how BLAS shares its rows
+    among them, and on a shared machine its threads spin (10x slower for these thin products).  Another summation order (the moment of the class weights, or of the rows' mean tokens)
+    would move it by 1e-15, and trained numbers by up to 5e-12 through the step-size grid
+    (``runner.output_curvature``)."""
+    N, D = tb.size, tb.table.shape[1]
+    if block is None:
+        fit = MOMENT_ELEMENTS // max(N, 1) // MOMENT_ALIGN * MOMENT_ALIGN
+        block = D if N * D <= MOMENT_ELEMENTS else max(MOMENT_ALIGN, fit)
+    if block < 1 or (block < D and block % MOMENT_ALIGN):
+        raise SettingError(f"block must be >= D or a positive multiple of {MOMENT_ALIGN}, got {block}")
+    zero_a = np.zeros((1, 1, D))
+    eye = np.eye(D)
+    edges = list(range(0, D, block)) + [D]
+    if len(edges) > 2 and D - edges[-2] < MOMENT_ALIGN:
+        del edges[-2]  # no thin last block: a product one column wide is not a dgemm (OpenBLAS: a gemv)
+    cols = list(zip(edges[:-1], edges[1:]))
+
+    def xbar(lo: int, hi: int) -> np.ndarray:                              # (N, hi - lo)
+        return forward(zero_a, eye[:, lo:hi][None, None], tb).f[:, 0, :]
+
+    moment = np.zeros((D, D))
+    with threadpool_limits(limits=1):
+        for i, (lo, hi) in enumerate(cols):
+            xi = xbar(lo, hi)
+            wxi = xi * tb.weights[:, None]
+            for lo2, hi2 in cols[:i]:
+                moment[lo:hi, lo2:hi2] = wxi.T @ xbar(lo2, hi2)
+            moment[lo:hi, lo:hi] = wxi.T @ xi
+    return np.tril(moment)
 
 
 def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:

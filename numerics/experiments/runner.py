@@ -182,18 +182,11 @@ def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.nd
 
 
 def output_curvature(val: E.Tokens, loss: str) -> float:
-    """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token), the
-    curvature of the squared risk in each output column at alpha = 0 (divided by K under cross-entropy,
-    whose Hessian in f at the zero start is (I - 11^T / K) / K): the scale of the step-size grids."""
-    D = val.table.shape[1]
-    zero_a = np.zeros((1, 1, D))
-    eye = np.eye(D)
-    # xbar of every string: f of a one-head model with B = I (K = D outputs), weights uniform at alpha = 0
-    # (engine.uniform_mean_token_moment gives the same moment without the strings x D array, but with
-    # another rounding (1e-15), which moves trained numbers by up to 5e-12 through the step-size grid)
-    fw = E.forward(zero_a, eye[None, None], val)
-    xbar = fw.f[:, 0, :]
-    lam = float(np.linalg.eigvalsh((xbar * val.weights[:, None]).T @ xbar)[-1])
+    """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token,
+    ``engine.uniform_mean_token_moment``), the curvature of the squared risk in each output column at
+    alpha = 0 (divided by K under cross-entropy, whose Hessian in f at the zero start is (I - 11^T / K) / K):
+    the scale of the step-size grids."""
+    lam = float(np.linalg.eigvalsh(E.uniform_mean_token_moment(val), UPLO="L")[-1])
     return lam / val.y.shape[1] if loss == "cross_entropy" else lam
 
 
