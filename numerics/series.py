@@ -263,20 +263,46 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
     K = len(sizes)
     probs = [sz / d for sz in sizes]
     L = 1 + int(np.argmax(sizes[1:]))
-    comps, R = _rows(float(p), lo, probs, L, tol, max_terms)
-    if int((R + 1).sum()) > max_terms:
-        raise SettingError(_too_many(max_terms, K))
-    counts, rows = _term_counts(comps, R, L, K, lo)
+
+    def terms():
+        comps, R = _rows(float(p), lo, probs, L, tol, max_terms)
+        if int((R + 1).sum()) > max_terms:
+            raise SettingError(_too_many(max_terms, K))
+        return _term_counts(comps, R, L, K, lo)
+
     ctx = _make_context(ctx_key, guard=True)
     with ctx:
         empty = ctx.number(Fraction(p) if lo == 0 else 0)
         if ctx is FLOAT:
-            weights = _float_weights(counts, float(p), lo, probs, L)
+            counts, weights = _float_terms(terms, d, p, lo, sizes, tol, max_terms, probs, L)
             omitted = max(1.0 - math.fsum(weights.tolist()) - float(empty), 0.0)
         else:
+            counts, rows = terms()
             weights = _exact_weights(counts, rows, ctx, p, lo, d, sizes, L)
             omitted = 1 - (weights.sum() + empty)
     return _assemble(counts, weights, empty, omitted, ctx)
+
+
+FLOAT_CACHE_TERMS = 1 << 18
+"""Float enumerations of at most this many terms (6 MB) are kept in the disk cache (``_float_terms``)."""
+
+
+def _float_terms(terms, d, p, lo, sizes, tol, max_terms, probs, L):
+    """(counts, float weights) of the enumeration, from the disk cache (``theory.cache.file_value``, keyed
+    by this module's source, the arguments and the SciPy version, whose Boost negative binomial gives the
+    weights and row lengths) or built by ``terms`` and ``_float_weights``: a start that finds them there
+    does not import scipy.special (a third of the main job's start-up).  Bit-identical either way."""
+    from importlib.metadata import version
+
+    from theory.cache import file_value
+
+    def build():
+        counts, _ = terms()
+        return counts.shape, counts.tobytes(), _float_weights(counts, float(p), lo, probs, L).tobytes()
+
+    entry = ("float-terms", d, str(p), lo, tuple(sizes), repr(tol), max_terms, version("scipy"), np.__version__)
+    shape, counts, weights = file_value(__name__, entry, build, keep=lambda v: v[0][0] <= FLOAT_CACHE_TERMS)
+    return np.frombuffer(counts, dtype=np.int64).reshape(shape).copy(), np.frombuffer(weights, dtype=float).copy()
 
 
 def _assemble(counts, weights, empty, omitted, ctx) -> _Enumeration:

@@ -1,5 +1,7 @@
 """Structural properties of the exact series evaluator."""
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -145,3 +147,65 @@ def test_negative_binomial_fast_path_equals_scipy_stats():
     assert np.array_equal(pmf(k, n, q), nbinom.pmf(k, n, q))
     y = 10 ** rng.uniform(-22, -1, 2000)
     assert np.array_equal(isf(y, n, q), nbinom.isf(y, n, q))
+
+
+def test_float_enumeration_from_the_disk_cache_is_bit_identical(tmp_path, monkeypatch):
+    """The float enumeration read back from the disk cache equals the one built (counts, weights, omitted
+    mass, bit for bit) and the one built without a cache; a corrupt file is rebuilt, an enumeration above
+    FLOAT_CACHE_TERMS is not stored, and at most max_files values are kept (the least recently used go)."""
+    import time
+
+    from theory.cache import file_value
+
+    from numerics import series as S
+
+    monkeypatch.setenv("OCC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("OCC_NO_CACHE", raising=False)
+    args = (20, Fraction(1, 19), 1, (1, 19), 1e-12, ("float",), 3_000_000)
+
+    def fresh(a=args):
+        S._enumeration.cache_clear()
+        return S._enumeration(*a)
+
+    try:
+        cold = fresh()
+        files = list(tmp_path.glob("value-series-*.pickle"))
+        assert len(files) == 1
+        warm = fresh()
+        monkeypatch.setenv("OCC_NO_CACHE", "1")
+        uncached = fresh()
+        monkeypatch.delenv("OCC_NO_CACHE")
+        files[0].write_bytes(b"not a pickle")
+        rebuilt = fresh()
+        for other in (warm, uncached, rebuilt):
+            assert np.array_equal(other.counts, cold.counts) and np.array_equal(other.weights, cold.weights)
+            assert other.omitted == cold.omitted and other.weights.dtype == float
+        assert len(cold.counts) > 1000
+        monkeypatch.setattr(S, "FLOAT_CACHE_TERMS", 1000)
+        fresh((21,) + args[1:])
+        assert len(list(tmp_path.glob("value-series-*.pickle"))) == 1
+    finally:
+        S._enumeration.cache_clear()
+    for i in range(4):
+        assert file_value("numerics.series", ("test", i), lambda: i, keep=lambda v: True, max_files=2) == i
+        time.sleep(0.05)  # distinct modification times (the file system's clock is coarse)
+    assert file_value("numerics.series", ("test", 3), lambda: -1, keep=lambda v: True, max_files=2) == 3
+    assert file_value("numerics.series", ("test", 0), lambda: -1, keep=lambda v: True, max_files=2) == -1
+
+
+def test_a_start_with_the_enumeration_cached_does_not_import_scipy_special(tmp_path):
+    """The regime's moments from a warm cache need no scipy.special (a third of the main job's start-up);
+    the cold start imports it to build the weights."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from numerics.series import SeriesEvaluator; from theory.setting import Setting; "
+            "m = SeriesEvaluator(Setting(20)).quadratic_moments(0.0, 0.0); "
+            "print('scipy.special' in sys.modules, repr(m.M[0][0]))")
+    env = dict(os.environ, OCC_CACHE_DIR=str(tmp_path))
+    env.pop("OCC_NO_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            .stdout.split() for _ in range(2)]
+    assert runs[0][0] == "True" and runs[1][0] == "False"
+    assert runs[0][1] == runs[1][1]

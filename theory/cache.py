@@ -144,6 +144,39 @@ def light_value(module_name: str, entry: tuple, build: Callable[[], Any]) -> Any
     return value
 
 
+def file_value(module_name: str, entry: tuple, build: Callable[[], Any], keep: Callable[[Any], bool],
+               max_files: int = 32) -> Any:
+    """A value computed by ``module_name`` (plain Python data: str, bytes, int, float, tuple, None), cached
+    on disk in a file of its own under ``light_key`` and ``entry`` (an edit of the module's source selects
+    a new file); ``build()`` makes it on a miss, and it is written only when ``keep(value)`` (large values
+    are rebuilt rather than stored).  At most ``max_files`` such files of the module are kept: the least
+    recently used go first.  Used by ``numerics.series`` for its float enumerations, whose weights need
+    scipy.special, a third of the main job's start-up."""
+    base = cache_dir()
+    if base is None:
+        return build()
+    key = (light_key(module_name), entry)
+    stem = f"value-{module_name.rsplit('.', 1)[-1]}"
+    path = base / f"{stem}-{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.pickle"
+    payload = _read(path, key)
+    if "value" in payload:
+        try:
+            os.utime(path)  # recently used
+        except OSError:
+            pass
+        return payload["value"]
+    value = build()
+    if keep(value):
+        try:
+            atomic_write(path, lambda fh: pickle.dump({"key": key, "entries": {"value": value}}, fh,
+                                                      protocol=pickle.HIGHEST_PROTOCOL))
+            for old in sorted(base.glob(f"{stem}-*.pickle"), key=lambda f: f.stat().st_mtime)[:-max_files]:
+                old.unlink(missing_ok=True)
+        except OSError:  # read-only or full disk, or a file another process removed: rebuilt next time
+            pass
+    return value
+
+
 def cache_file(module_name: str) -> Path | None:
     """The file holding the cached derivations of ``module_name`` under the current key (None: no disk cache)."""
     base = cache_dir()
