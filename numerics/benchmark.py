@@ -195,6 +195,22 @@ def suite_seconds(cold: bool = False) -> str:
     return f"{seconds:.1f} s ({last.strip('= ')})"
 
 
+def carried_suite_section(doc: Path) -> list[str]:
+    """The "Test command" section of the page ``doc`` being replaced, marked as carried over (``--keep-suite``:
+    the suite is not run again, e.g. on a machine shared with other jobs, where it would also slow them)."""
+    import re
+
+    text = doc.read_text() if doc.exists() else ""
+    section = re.search(r"^## Test command\n.*?(?=^## |\Z)", text, re.S | re.M)
+    date = re.search(r"^Date (\S+?);", text, re.M)
+    if section is None:
+        return ["## Test command", "", "Not measured (`--keep-suite`, and the replaced page had no figures).", ""]
+    body = section.group(0).rstrip().splitlines()
+    when = f" of {date.group(1)}" if date else ""
+    return [body[0], "", f"Carried over from the page{when} that this one replaces: `--keep-suite` did not run "
+            "the suite again.", *body[1:], ""]
+
+
 def _digits(x, ref) -> str:
     """Decimal digits of agreement of x with ref."""
     with mpmath.workdps(40):
@@ -207,7 +223,7 @@ def _arb_str(ball, digits: int = 20) -> str:
     return ball.str(digits, radius=True)
 
 
-def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
+def run(dims=(50, 500, 10_000), quick: bool = False, keep_suite: bool = False) -> list[str]:
     """Run the benchmark; returns the Markdown lines of docs/benchmarks.md."""
     import flint
 
@@ -326,9 +342,12 @@ def run(dims=(50, 500, 10_000), quick: bool = False) -> list[str]:
         # the default --max-terms (3e6) protects memory; the series at d = 10^4 needs about 1.1e7 terms
         lines.append(_process_row("run --d 10000 --evaluator series --max-terms 30000000",
                                   ["run", "--d", "10000", "--evaluator", "series", "--max-terms", "30000000"], "-", 1))
-        lines += ["", "## Test command", "", "| command | wall time | target |", "|---|---|---|",
-                  f"| `python3 {' '.join(TEST_COMMAND)}`, warm derivation cache | {suite_seconds()} | < 40 s |",
-                  f"| the same, empty derivation cache (a clean CI machine) | {suite_seconds(cold=True)} | < 40 s |"]
+        if keep_suite:
+            lines += ["", *carried_suite_section(DOC)]
+        else:
+            lines += ["", "## Test command", "", "| command | wall time | target |", "|---|---|---|",
+                      f"| `python3 {' '.join(TEST_COMMAND)}`, warm derivation cache | {suite_seconds()} | < 40 s |",
+                      f"| the same, empty derivation cache (a clean CI machine) | {suite_seconds(cold=True)} | < 40 s |"]
     lines += ["", *recorded_experiment_runs(), ""]
     return lines
 
@@ -384,13 +403,15 @@ def main(argv=None) -> int:
                     help="d = 50 only, no mp timing, fewer repeats")
     ap.add_argument("--out", type=Path, default=None,
                     help=f"Markdown file to write (default {DOC}; with --quick {QUICK_OUT})")
+    ap.add_argument("--keep-suite", action="store_true",
+                    help="do not run the test suite; carry its figures over from the page being replaced")
     args = ap.parse_args(argv)
     out = args.out if args.out is not None else (QUICK_OUT if args.quick else DOC)
     problem = _check_writable(out)
     if problem is not None:
         print(f"benchmark: error: {problem}", file=sys.stderr)
         return 2
-    lines = run(dims=(50,) if args.quick else (50, 500, 10_000), quick=args.quick)
+    lines = run(dims=(50,) if args.quick else (50, 500, 10_000), quick=args.quick, keep_suite=args.keep_suite)
     text = "\n".join(lines)
     print(text)
     atomic_write_text(out, text)

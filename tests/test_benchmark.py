@@ -43,3 +43,18 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
                     "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |"]
     assert B.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
+
+
+def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
+    """``--keep-suite`` copies the replaced page's test-command figures, says so with that page's date, and
+    stops at the next section; a page without them yields "not measured"."""
+    from numerics.benchmark import carried_suite_section
+
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\nDate 2026-01-02; 2 cores.\n\n## Test command\n\n| command | wall time |\n"
+                    "|---|---|\n| `pytest` | 12.0 s |\n\n## Experiment runs\n\n| run |\n")
+    got = carried_suite_section(page)
+    assert got[0] == "## Test command" and "2026-01-02" in got[2] and "did not run" in got[2]
+    assert "| `pytest` | 12.0 s |" in got and not any("Experiment" in line for line in got)
+    page.write_text("# Benchmarks\n")
+    assert "Not measured" in carried_suite_section(page)[2]
