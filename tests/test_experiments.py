@@ -320,3 +320,22 @@ def test_uniform_mean_token_moment_in_blocks_is_bit_identical(task, d, monkeypat
     tb.weights = tb.weights.copy()
     tb.weights[np.argmax(tb.weights)] *= 1.5
     assert np.abs(E.uniform_mean_token_moment(tb, 16) - np.tril(ref)).max() > 1e-6 * np.abs(ref).max()
+
+
+def test_bag_patterns_are_kept_per_count_matrix():
+    """The presence patterns kept on a bag batch are those of its current count matrix: replacing the
+    matrix gives the risk of a batch built with the new one (and not the old patterns' risk)."""
+    from dataclasses import replace
+
+    tb = E.from_batch(population("OR", 9, 1e-8, 1e-8, merged=True))
+    assert tb.layout == "bag"
+    rng = np.random.default_rng(2)
+    a, B = rng.standard_normal((2, 1, 9)), rng.standard_normal((2, 1, 9, 1))
+    before = E.risk(a, B, tb)
+    counts = tb.counts.copy()
+    counts[counts[:, 0] == 0, 0] = 1.0  # strings without the first type gain one
+    fresh = replace(tb, counts=counts)
+    fresh.__dict__.pop("_pat", None)
+    tb.counts = counts
+    after = E.risk(a, B, tb)
+    assert np.array_equal(after, E.risk(a, B, fresh)) and not np.array_equal(after, before)

@@ -217,7 +217,7 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     # and gathered; then one (N, RH) array per type, no (N, T, RH) temporaries and no exp over N
     counts = tb.counts
     T = counts.shape[1]
-    pat = (counts > 0) @ (1 << np.arange(T))                                       # (N,) pattern
+    pat = _patterns(tb)                                                            # (N,) pattern
     bits = ((np.arange(1 << T)[:, None] >> np.arange(T)[None, :]) & 1).astype(bool)  # (P, T)
     topP = np.where(bits[:, :, None], S_tab[None], -np.inf).max(axis=1)            # (P, RH)
     topP[~np.isfinite(topP)] = 0.0
@@ -233,6 +233,16 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)[..., None]
     fh = fh.reshape(N, R, H, K)
     return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
+
+
+def _patterns(tb: Tokens) -> np.ndarray:
+    """Bag layout: each string's presence pattern (bit t set when it has a token of type t), computed once
+    per count matrix and kept on ``tb`` (an exact population is the batch of every step; the product is a
+    fifth of a step of AND's population)."""
+    got = tb.__dict__.get("_pat")
+    if got is None or got[0] is not tb.counts:
+        got = tb.__dict__["_pat"] = (tb.counts, (tb.counts > 0) @ (1 << np.arange(tb.counts.shape[1])))
+    return got[1]
 
 
 MOMENT_ELEMENTS = 1 << 24
