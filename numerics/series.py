@@ -285,6 +285,9 @@ def _enumeration(d: int, p, lo: int, sizes: tuple, tol: float, ctx_key: tuple, m
 
 FLOAT_CACHE_TERMS = 1 << 18
 """Float enumerations of at most this many terms (6 MB) are kept in the disk cache (``_float_terms``)."""
+DISK_CACHE = True
+"""Whether ``_float_terms`` reads and writes the disk cache (``numerics.benchmark`` turns it off to time the
+enumeration's build)."""
 
 
 def _float_terms(terms, d, p, lo, sizes, tol, max_terms, probs, L):
@@ -301,7 +304,8 @@ def _float_terms(terms, d, p, lo, sizes, tol, max_terms, probs, L):
         return counts.shape, counts.tobytes(), _float_weights(counts, float(p), lo, probs, L).tobytes()
 
     entry = ("float-terms", d, str(p), lo, tuple(sizes), repr(tol), max_terms, version("scipy"), np.__version__)
-    shape, counts, weights = file_value(__name__, entry, build, keep=lambda v: v[0][0] <= FLOAT_CACHE_TERMS)
+    shape, counts, weights = (file_value(__name__, entry, build, keep=lambda v: v[0][0] <= FLOAT_CACHE_TERMS)
+                              if DISK_CACHE else build())
     return np.frombuffer(counts, dtype=np.int64).reshape(shape).copy(), np.frombuffer(weights, dtype=float).copy()
 
 

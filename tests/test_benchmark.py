@@ -56,5 +56,8 @@ def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
     got = carried_suite_section(page)
     assert got[0] == "## Test command" and "2026-01-02" in got[2] and "did not run" in got[2]
     assert "| `pytest` | 12.0 s |" in got and not any("Experiment" in line for line in got)
+    page.write_text("# Benchmarks\n\nDate 2026-03-04; 2 cores.\n\n" + "\n".join(got) + "\n## Experiment runs\n")
+    again = carried_suite_section(page)  # carried twice: one note, naming the page the figures come from
+    assert again == got
     page.write_text("# Benchmarks\n")
     assert "Not measured" in carried_suite_section(page)[2]
