@@ -4,9 +4,9 @@ Five studies (``numerics.scope.STUDIES``): regime (how conservative the step-siz
 and value matrices), sgd (stochastic gradients), laws (other length laws and the logistic loss), samples (the
 sample-complexity constant).  Each study's units run as generic units of the sweep runner
 (``numerics.experiments.sweep``): the same content-addressed results store (--store, shared with the sweep,
-keyed by each unit's function, arguments and the package version), the same dask execution loop (a
-LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it stopped and a finished
-one re-renders without computing.
+keyed by each unit's function, arguments, the package version and a digest of the computing code), the same
+dask execution loop (a LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it
+stopped and a finished one re-renders without computing.
 
 Writes into --out: scope.json (per study its full configuration, summary, unit counts and failures; the
 version, commit, command and timings), scope.md (one section per study: a table and a one-paragraph verdict)
@@ -135,7 +135,7 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
             cluster.close()
-        record = {"suite": "occurrence-companion", "version": version, "commit": commit, "dirty": dirty,
+        record = {"suite": "occurrence-companion", "version": version, "code": SW.code_digest(), "commit": commit, "dirty": dirty,
                   "command": command, "quick": args.quick, "store": str(args.store),
                   "scheduler": cluster.describe("unit"), "workers": cluster.workers, "units": len(specs),
                   "trained": len(outcome.trained),
