@@ -72,12 +72,13 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     return text
 
 
-def _interrupted(cmd: str) -> int:
+def interrupted(who: str) -> int:
+    """Say what a Ctrl-C left (``who``: the program and command in the message); the exit status 130."""
     if COMMITTED:
         done = ", ".join(str(p) for p in COMMITTED)
-        print(f"{PROG} {cmd}: interrupted after writing {done} (complete)", file=sys.stderr)
+        print(f"{who}: interrupted after writing {done} (complete)", file=sys.stderr)
     else:
-        print(f"{PROG} {cmd}: interrupted; nothing new was written (earlier results are kept)", file=sys.stderr)
+        print(f"{who}: interrupted; nothing new was written (earlier results are kept)", file=sys.stderr)
     return exitcodes.INTERRUPTED
 
 
@@ -107,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG} {cmd}: error: {advice(exc, args)}", file=sys.stderr)
         return exitcodes.USAGE
     except KeyboardInterrupt:
-        return _interrupted(cmd)
+        return interrupted(f"{PROG} {cmd}")
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exitcodes.DONE

@@ -15,7 +15,7 @@ import mpmath
 
 from .checkout import checkout_root
 from .formatting import value_and_bound
-from .io import OutputFolder
+from .io import OutputFolder, output_file
 from .options import (
     HelpFormatter,
     UsageError,
@@ -284,12 +284,9 @@ def cmd_latex(args: argparse.Namespace) -> int:
     if args.out == "-":
         sys.stdout.write(latex_document(args.lengths, keys))
         return 0
-    target = Path(args.out)
-    if target.is_dir() or args.out.endswith("/"):
-        raise UsageError(f"--out {args.out} is a folder; give a file name such as {Path(args.out) / 'grads.tex'}")
-    with OutputFolder(target.parent, result="latex", flag="--out", label=f"the folder of --out {args.out}") as out:
-        text = latex_document(args.lengths, keys)
-        path = out.write_text(target.name, text)
+    folder, name = output_file(args.out, result="latex", example="grads.tex")
+    with folder as out:  # checked and locked before rendering
+        path = out.write_text(name, latex_document(args.lengths, keys))
     print(f"wrote {path}")
     return 0
 

@@ -19,12 +19,11 @@ import sys
 import time
 from datetime import datetime, timezone
 from fractions import Fraction
-from pathlib import Path
 
 from theory.validation import SettingError
 
 from . import exitcodes
-from .io import OutputFolder
+from .io import OutputFolder, output_file
 
 DEFAULT_DS = "3,5,10,50"
 HELP = """Certify every claim of the claims table in ball arithmetic (python-flint arb) at each --d: one line per
@@ -114,14 +113,10 @@ def output_folders(stack: contextlib.ExitStack, out: str, proofs_doc: str | None
     folder = stack.enter_context(OutputFolder(out, result="prove", owns=(CERTIFICATE,)))
     if proofs_doc is None:
         return folder, None
-    doc = Path(proofs_doc)
-    if doc.is_dir():
-        raise SettingError(f"--proofs-doc {proofs_doc} is a folder; give a file path such as docs/proofs.md")
-    parent = doc.parent
-    if parent.resolve() == folder.path.resolve():
-        return folder, (folder, doc.name)
-    return folder, (stack.enter_context(OutputFolder(parent, result="proofs-doc", flag="--proofs-doc",
-                                                                 label=f"the folder of --proofs-doc {proofs_doc}")), doc.name)
+    parent, name = output_file(proofs_doc, result="proofs-doc", flag="--proofs-doc", example="proofs.md")
+    if parent.path.resolve() == folder.path.resolve():
+        return folder, (folder, name)
+    return folder, (stack.enter_context(parent), name)
 
 
 def cmd_prove(args) -> int:
