@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.table1",    # table1
     "app.sweep",     # sweep
     "app.scope",     # scope
+    "app.benchmarks",  # benchmark, benchmark-engine
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""
