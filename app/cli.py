@@ -73,6 +73,18 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     return text
 
 
+def interrupt_inside(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused by a Ctrl-C: a KeyboardInterrupt raised inside a callback of a C extension
+    comes back as a SystemError ("returned a result with an exception set") whose cause is the interrupt."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def interrupted(who: str) -> int:
     """Say what a Ctrl-C left (``who``: the program and command in the message); the exit status 130."""
     if COMMITTED:
@@ -118,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return exitcodes.INTERNAL
     except Exception as exc:  # noqa: BLE001 - a bug: one line naming the input, its own exit status
+        if interrupt_inside(exc):  # Ctrl-C inside a C extension's callback (python-flint's acb.integral)
+            return interrupted(f"{PROG} {cmd}")
         if os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
             raise
         what = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
