@@ -185,8 +185,7 @@ COMMANDS = {
 }
 
 
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory):
+def _fill_stores(base: Path) -> None:
     """Fill the results stores of sweep (the tiny readings file "A", trained by the command on a LocalCluster
     of one worker: "B"'s units are a subset) and scope (the units of the quick kqv and regime studies, run in
     this process), once."""
@@ -197,7 +196,6 @@ def stores(tmp_path_factory):
     from numerics.experiments import runner as RN
     from numerics.experiments import sweep as SW
 
-    base = tmp_path_factory.mktemp("stores")
     for variant, axes in AXES.items():
         READINGS[variant] = base / f"readings_{variant}.toml"
         READINGS[variant].write_text(TINY_READINGS + axes)
@@ -213,7 +211,6 @@ def stores(tmp_path_factory):
         for key, spec in entry["units"].values():
             store.put(key, spec, SW.run_unit(spec))
     STORE_CONTENT.update({name: _store_content(path) for name, path in STORES.items()})
-    return STORES
 
 
 def _store_content(store: Path) -> dict:
@@ -239,27 +236,39 @@ def _store_content(store: Path) -> dict:
     return units
 
 
-@pytest.fixture(scope="module")
-def references(tmp_path_factory, stores):
-    """{command: {variant: normalised folder content}} and each command's duration, from uninterrupted runs."""
-    refs, durations = {}, {}
-    base = tmp_path_factory.mktemp("refs")
-    for name, cmd in COMMANDS.items():
-        refs[name] = {}
+class References:
+    """Per command, made on first use (so ``-k`` selects the cost too): the normalised content of the folder
+    after uninterrupted runs of "A" and "B" (``refs[name][variant]``), each run's duration, and a copy of each
+    complete folder (marker included) that ``_prepare`` puts in place of a run."""
+
+    def __init__(self, base: Path):
+        self.base, self.refs, self.durations, self.snapshots = base, {}, {}, {}
+
+    def of(self, name: str) -> "References":
+        if name in self.refs:
+            return self
+        cmd = COMMANDS[name]
+        if cmd.store is not None and not STORES:
+            _fill_stores(self.base)
+        self.refs[name] = {}
         for variant in ("A", "B"):
-            folder = base / f"{name}-{variant}"
+            folder = self.base / f"{name}-{variant}"
             if cmd.fresh is not None:
                 cmd.fresh(folder)
-            if cmd.argv[variant] is None:
-                refs[name][variant] = visible(folder)
-                continue
-            _silent(main, cmd.args(variant, folder))  # warm: caches, imports
-            t = time.perf_counter()
-            assert _silent(main, cmd.args(variant, folder)) == 0
-            durations[(name, variant)] = time.perf_counter() - t
-            refs[name][variant] = visible(folder)
-        assert refs[name]["A"] != refs[name]["B"]
-    return refs, durations
+            if cmd.argv[variant] is not None:
+                _silent(main, cmd.args(variant, folder))  # warm: caches, imports
+                t = time.perf_counter()
+                assert _silent(main, cmd.args(variant, folder)) == 0
+                self.durations[(name, variant)] = time.perf_counter() - t
+            self.refs[name][variant] = visible(folder)
+            self.snapshots[(name, variant)] = folder
+        assert self.refs[name]["A"] != self.refs[name]["B"]
+        return self
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    return References(tmp_path_factory.mktemp("refs"))
 
 
 def _silent(fn, *args):
@@ -302,14 +311,11 @@ def _wait(proc, timeout: float = 300) -> int:
     return proc.exitcode
 
 
-def _prepare(cmd: Command, refs, folder: Path, variant: str) -> None:
-    """Put the complete result ``variant`` into a fresh ``folder``."""
+def _prepare(cmd: Command, references: References, folder: Path, variant: str) -> None:
+    """Put the complete result ``variant`` (a copy of its reference folder) into a fresh ``folder``."""
     shutil.rmtree(folder, ignore_errors=True)
-    if cmd.fresh is not None:
-        cmd.fresh(folder)
-    if cmd.argv[variant] is not None:
-        assert _silent(main, cmd.args(variant, folder)) == 0
-    assert visible(folder) == refs[cmd.name][variant]
+    shutil.copytree(references.snapshots[(cmd.name, variant)], folder)
+    assert visible(folder) == references.refs[cmd.name][variant]
 
 
 def _state(cmd: Command, refs, folder: Path) -> str:
@@ -329,13 +335,13 @@ def _state(cmd: Command, refs, folder: Path) -> str:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_kill_at_every_commit_step(name, references, tmp_path):
-    refs, _ = references
+    refs = references.of(name).refs
     cmd = COMMANDS[name]
     folder = tmp_path / "out"
     for old, new in ([("A", "B")] if cmd.argv["A"] is None else [("A", "B"), ("B", "A")]):
         seen, k = set(), 1
         while True:
-            _prepare(cmd, refs, folder, old)
+            _prepare(cmd, references, folder, old)
             rc = _wait(spawn(cmd.args(new, folder), tmp_path / "log", die_at=k, folder=folder.resolve()))
             assert rc in (0, 137), (tmp_path / "log").read_text()
             seen.add(_state(cmd, refs, folder))
@@ -347,21 +353,21 @@ def test_kill_at_every_commit_step(name, references, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_random_kills(name, references, tmp_path):
-    refs, durations = references
+    refs, durations = references.of(name).refs, references.durations
     cmd = COMMANDS[name]
     rng = random.Random(f"kills-{name}")
     variants = [v for v in ("A", "B") if cmd.argv[v] is not None]
     lanes = [tmp_path / f"lane{i}" for i in range(PARALLEL)]
     current = {}
     for lane in lanes:
-        _prepare(cmd, refs, lane, "A")
+        _prepare(cmd, references, lane, "A")
         current[lane] = "A"
     outcomes = {"old": 0, "new": 0}
     for start in range(0, KILLS, PARALLEL):
         running = []
         for lane in lanes[:KILLS - start]:
             if cmd.fresh is not None and cmd.argv["A"] is None:  # docs: always from the stale pair
-                _prepare(cmd, refs, lane, "A")
+                _prepare(cmd, references, lane, "A")
                 current[lane] = "A"
             target = "B" if current[lane] == "A" or len(variants) == 1 else "A"
             sig = rng.choice([signal.SIGKILL, signal.SIGINT])
