@@ -17,6 +17,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from typing import Sequence
 
 from theory.validation import SettingError
@@ -73,6 +74,24 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     return text
 
 
+def _unraisable(info) -> None:
+    """``sys.unraisablehook`` of the CLI: a Ctrl-C that lands in a finalizer or a weakref callback (garbage
+    collection) cannot propagate, and Python would print "Exception ignored ... Traceback" and go on as if it
+    never came.  It is sent again instead, so it is delivered at the next ordinary point of the command (old
+    results kept, exit 130, one line).  Anything else goes to Python's own hook."""
+    if isinstance(info.exc_value, KeyboardInterrupt) or info.exc_type is KeyboardInterrupt:
+        import _thread
+        import threading
+
+        def again() -> None:  # from another thread, a moment later: delivered after this hook has returned
+            time.sleep(0.005)
+            _thread.interrupt_main(signal.SIGINT)
+
+        threading.Thread(target=again, daemon=True).start()
+        return
+    sys.__unraisablehook__(info)
+
+
 def interrupt_inside(exc: BaseException) -> bool:
     """Whether ``exc`` was caused by a Ctrl-C: a KeyboardInterrupt raised inside a callback of a C extension
     comes back as a SystemError ("returned a result with an exception set") whose cause is the interrupt."""
@@ -106,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = "?"
     COMMITTED.clear()
+    sys.unraisablehook = _unraisable
     try:
         parser = build_parser()
         try:
