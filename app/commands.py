@@ -202,7 +202,7 @@ def cmd_values(args: argparse.Namespace) -> int:
     for key, title, val, missing in ClosedForms(setting, dps=args.dps + GUARD_DIGITS).all(**given):
         shown = "(needs " + ", ".join("--" + m.replace("_", "") for m in missing) + ")" if val is None \
             else mpmath.nstr(val, args.dps)
-        print(f"{key:<18} {shown}    # {title}")
+        print(f"{key:<18} {shown}    # {title.replace('`', '')}")  # the backticks mark formulas (app.latex)
     return 0
 
 
