@@ -18,33 +18,30 @@ from .io import output_file
 from .options import HelpFormatter
 
 
+def _parser(sub, name: str, page: str, func, quick: str, tiny: str, out: str) -> argparse.ArgumentParser:
+    """A benchmark's parser: --quick and --tiny (exclusive sizes), --out (the page)."""
+    what = func.__doc__.split(":", 1)[0]
+    p = sub.add_parser(name, help=f"{what[:1].lower()}{what[1:]} (writes {page})",
+                       description=func.__doc__, formatter_class=HelpFormatter)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help=quick)
+    size.add_argument("--tiny", action="store_true", help=f"{tiny}: a smoke size for tests (seconds; its times mean "
+                                                          "nothing)")
+    p.add_argument("--out", default=None, help=f"the Markdown page to write (default: {page} of the checkout; {out})")
+    p.set_defaults(func=func)
+    return p
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register benchmark and benchmark-engine on the subcommand parser ``sub``."""
-    bm = sub.add_parser("benchmark", help="benchmark of exact population evaluation (writes docs/benchmarks.md)",
-                        description=cmd_benchmark.__doc__, formatter_class=HelpFormatter)
-    size = bm.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true",
-                      help="d = 50 only, no mp timing, fewer repeats (about a minute)")
-    size.add_argument("--tiny", action="store_true",
-                      help="d = 5, the first table only, a small Monte Carlo pilot: a smoke size for tests "
-                           "(seconds; its times mean nothing)")
-    bm.add_argument("--out", default=None,
-                    help="the Markdown page to write (default: docs/benchmarks.md of the checkout; with --quick "
-                         "results/benchmarks_quick.md; with --tiny none, the page is only printed)")
-    bm.set_defaults(func=cmd_benchmark)
-
-    be = sub.add_parser("benchmark-engine", help="benchmark of the Table 1 engine (writes docs/benchmarks_engine.md)",
-                        description=cmd_benchmark_engine.__doc__, formatter_class=HelpFormatter)
-    size = be.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="d = 5 and 8, 3 repeats")
-    size.add_argument("--tiny", action="store_true",
-                      help="the occurrence row at d = 5, one repeat, no memory column: a smoke size for tests "
-                           "(seconds; its times mean nothing)")
-    be.add_argument("--out", default=None,
-                    help="the Markdown page to write (default: docs/benchmarks_engine.md of the checkout; with "
-                         "--quick or --tiny none, the page is only printed)")
+    _parser(sub, "benchmark", "docs/benchmarks.md", cmd_benchmark,
+            "d = 50 only, no mp timing, fewer repeats (about a minute)",
+            "d = 5, the first table only, a small Monte Carlo pilot",
+            "with --quick results/benchmarks_quick.md; with --tiny none, the page is only printed")
+    be = _parser(sub, "benchmark-engine", "docs/benchmarks_engine.md", cmd_benchmark_engine, "d = 5 and 8, 3 repeats",
+                 "the occurrence row at d = 5, one repeat, no memory column",
+                 "with --quick or --tiny none, the page is only printed")
     be.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
-    be.set_defaults(func=cmd_benchmark_engine)
 
 
 def _write(out: str | None, measure) -> int:
