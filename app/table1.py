@@ -24,7 +24,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
-from .options import int_at_least
+from .options import int_at_least, workers_option
 
 TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
 READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
@@ -97,7 +97,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
                    help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
                         "(the first protocol's pair tokens, which it cannot)")
-    p.add_argument("--jobs", type=int_at_least(1), default=2, help="worker processes (default 2)")
+    p.add_argument("--jobs", type=workers_option(), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--from-json", type=Path, default=None, metavar="FILE",

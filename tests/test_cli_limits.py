@@ -58,6 +58,9 @@ def test_diverging_comparison_plan_is_reported_not_fatal(tmp_path, capsys):
     (["finite", "--d", "1000"], ["CPU minutes", "--seeds", "--d"]),  # issue 18: ran for minutes
     (["prove", "--d", "3,100000000", "--out", "o"], ["--d", "memory"]),  # issue 18: MemoryError after the work began
     (["evaluate", "--d", "1000000000"], ["--d", "memory"]),
+    (["table1", "--quick", "--jobs", "1000"], ["--jobs", "per core"]),  # issue 18: worker counts are bounded
+    (["sweep", "--workers", "1000"], ["--workers", "per core"]),
+    (["scope", "--workers", "1000"], ["--workers", "per core"]),
     (["evaluate", "--beta", "1e160,0,0,0,0"], ["--beta", "--backend mp"]),
     (["evaluate", "--method", "integral", "--dps", "2000"], ["--dps"]),
     (["values", "--dps", "10000"], ["--dps"]),
