@@ -59,6 +59,8 @@ def test_diverging_comparison_plan_is_reported_not_fatal(tmp_path, capsys):
     (["prove", "--d", "3,100000000", "--out", "o"], ["--d", "memory"]),  # issue 18: MemoryError after the work began
     (["evaluate", "--d", "1000000000"], ["--d", "memory"]),
     (["table1", "--quick", "--jobs", "1000"], ["--jobs", "per core"]),  # issue 18: worker counts are bounded
+    (["table1", "--quick", "--max-steps", "1000000000000"], ["--max-steps"]),  # a set of 1e11 snapshot steps
+    (["table1", "--quick", "--seeds", "1000000"], ["--seeds"]),
     (["sweep", "--workers", "1000"], ["--workers", "per core"]),
     (["scope", "--workers", "1000"], ["--workers", "per core"]),
     (["evaluate", "--beta", "1e160,0,0,0,0"], ["--beta", "--backend mp"]),
