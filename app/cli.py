@@ -123,9 +123,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     0
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    cmd = "?"
     COMMITTED.clear()
-    sys.unraisablehook = _unraisable
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
+    try:
+        return _main(argv)
+    finally:
+        sys.unraisablehook = previous_hook
+
+
+def _main(argv: list[str]) -> int:
+    cmd = "?"
     try:
         parser = build_parser()
         try:
