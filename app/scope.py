@@ -27,7 +27,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
-from .options import int_at_least
+from .options import workers_option
 
 OWNS = ("scope.json", "scope.md", "scope_*.png")
 
@@ -58,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="results store, shared with the sweep (default sweep-store/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=int_at_least(1), default=None,
+    p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=main_args)

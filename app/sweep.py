@@ -29,7 +29,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
-from .options import int_at_least
+from .options import workers_option
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
@@ -58,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("sweep"), help="output folder (default sweep/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=int_at_least(1), default=None,
+    p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
     p.add_argument("--no-train", action="store_true",
