@@ -17,6 +17,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from typing import Sequence
 
 from theory.validation import SettingError
@@ -33,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.table1",    # table1
     "app.sweep",     # sweep
     "app.scope",     # scope
+    "app.benchmarks",  # benchmark, benchmark-engine
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""
@@ -72,12 +74,43 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     return text
 
 
-def _interrupted(cmd: str) -> int:
+def _unraisable(info) -> None:
+    """``sys.unraisablehook`` of the CLI: a Ctrl-C that lands in a finalizer or a weakref callback (garbage
+    collection) cannot propagate, and Python would print "Exception ignored ... Traceback" and go on as if it
+    never came.  It is sent again instead, so it is delivered at the next ordinary point of the command (old
+    results kept, exit 130, one line).  Anything else goes to Python's own hook."""
+    if isinstance(info.exc_value, KeyboardInterrupt) or info.exc_type is KeyboardInterrupt:
+        import _thread
+        import threading
+
+        def again() -> None:  # from another thread, a moment later: delivered after this hook has returned
+            time.sleep(0.005)
+            _thread.interrupt_main(signal.SIGINT)
+
+        threading.Thread(target=again, daemon=True).start()
+        return
+    sys.__unraisablehook__(info)
+
+
+def interrupt_inside(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused by a Ctrl-C: a KeyboardInterrupt raised inside a callback of a C extension
+    comes back as a SystemError ("returned a result with an exception set") whose cause is the interrupt."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def interrupted(who: str) -> int:
+    """Say what a Ctrl-C left (``who``: the program and command in the message); the exit status 130."""
     if COMMITTED:
         done = ", ".join(str(p) for p in COMMITTED)
-        print(f"{PROG} {cmd}: interrupted after writing {done} (complete)", file=sys.stderr)
+        print(f"{who}: interrupted after writing {done} (complete)", file=sys.stderr)
     else:
-        print(f"{PROG} {cmd}: interrupted; nothing new was written (earlier results are kept)", file=sys.stderr)
+        print(f"{who}: interrupted; nothing new was written (earlier results are kept)", file=sys.stderr)
     return exitcodes.INTERRUPTED
 
 
@@ -90,8 +123,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     0
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    cmd = "?"
     COMMITTED.clear()
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
+    try:
+        return _main(argv)
+    finally:
+        sys.unraisablehook = previous_hook
+
+
+def _main(argv: list[str]) -> int:
+    cmd = "?"
     try:
         parser = build_parser()
         try:
@@ -107,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG} {cmd}: error: {advice(exc, args)}", file=sys.stderr)
         return exitcodes.USAGE
     except KeyboardInterrupt:
-        return _interrupted(cmd)
+        return interrupted(f"{PROG} {cmd}")
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exitcodes.DONE
@@ -116,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return exitcodes.INTERNAL
     except Exception as exc:  # noqa: BLE001 - a bug: one line naming the input, its own exit status
+        if interrupt_inside(exc):  # Ctrl-C inside a C extension's callback (python-flint's acb.integral)
+            return interrupted(f"{PROG} {cmd}")
         if os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
             raise
         what = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__

@@ -15,7 +15,7 @@ import mpmath
 
 from .checkout import checkout_root
 from .formatting import value_and_bound
-from .io import OutputFolder
+from .io import OutputFolder, output_file
 from .options import (
     HelpFormatter,
     UsageError,
@@ -46,6 +46,20 @@ MAX_FLOAT_BETA = 1e100
 """Largest |beta| entry of the float backend: the squared loss of larger outputs overflows a double."""
 MAX_SAMPLE = 10**9
 """Largest sample size (finite's N_1, N_3, --test-size): beyond it the run takes hours even where memory suffices."""
+FINITE_CPU_S_PER_COUNT = 3.5e-7
+"""CPU seconds of ``finite`` per seed and per entry of its count matrices ((N_1 + N_3 + --test-size) x d):
+2.4e-7 to 3.2e-7 measured at d = 50, 200, 400, 600 (defaults otherwise) on the 2-core development machine
+under load; sampling the counts and the softmax weights over them take nine tenths of it."""
+FINITE_BYTES_PER_COUNT = (8, 48, 1.2)
+"""Memory of ``finite``: 8 bytes per entry of the three count matrices, 48 per entry of the largest (the float
+work arrays of one estimate), times 1.2 (the measured peak was 1.13 to 1.17 times this model at d = 200-600)."""
+EVALUATE_BYTES = (100e6, 80.0)
+"""Peak memory of ``evaluate`` before its series or integral: about 100 MB plus 80 bytes per symbol (its
+parameter vectors; measured 0.77 and 7.1 GB at d = 1e7 and 1e8).  A d whose estimate exceeds the available
+memory is refused (d = 1e9 gave a MemoryError)."""
+MAX_FINITE_CPU_S = 600.0
+"""Longest ``finite`` run accepted (its estimate): a check of the finite-sample plan, not an experiment;
+``finite --d 1000`` (5 seeds, about 15 CPU minutes) is refused, ``--seeds 1`` (about 3) runs."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -143,13 +157,22 @@ def cmd_finite(args: argparse.Namespace) -> int:
     for flag, n in (("--n1", N_1), ("--n3", N_3), ("--test-size", args.test_size)):
         if n > MAX_SAMPLE:
             raise UsageError(f"{flag}: {n} strings exceeds {MAX_SAMPLE:.0e}; use fewer")
-    # each sample is a strings x d matrix of counts (int64) with float work arrays of the same shape
-    check_memory("--d, --n1, --n3, --test-size, --constant", 4 * 8 * max(N_1, N_3, args.test_size) * setting.d,
-                 f"a sample of {max(N_1, N_3, args.test_size)} strings over d = {setting.d} symbols")
+    # each sample is a strings x d matrix of counts (int64); an estimate adds float work arrays of its shape
+    counts = (N_1 + N_3 + args.test_size) * setting.d
+    per_count, largest, margin = FINITE_BYTES_PER_COUNT
+    check_memory("--d, --n1, --n3, --test-size, --constant",
+                 margin * (per_count * counts + largest * max(N_1, N_3, args.test_size) * setting.d),
+                 f"the samples of N_1 + N_3 + test = {N_1 + N_3 + args.test_size} strings over d = {setting.d} symbols")
+    cpu_s = args.seeds * counts * FINITE_CPU_S_PER_COUNT
+    if cpu_s > MAX_FINITE_CPU_S:
+        raise UsageError(f"--d {setting.d} with N_1 = {N_1}, N_3 = {N_3}, --test-size {args.test_size} and --seeds "
+                         f"{args.seeds}: about {cpu_s / 60:.0f} CPU minutes ({counts:.3g} counts per seed at about "
+                         f"{FINITE_CPU_S_PER_COUNT:.1e} s each), more than finite's limit of "
+                         f"{MAX_FINITE_CPU_S / 60:.0f} min; lower --seeds, --d, --constant (or --n1, --n3) or --test-size")
     reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, evaluator=population_evaluator(setting))
     target = args.epsilon + reg.floor
     print(f"setting: {setting.describe()}; eta_1={reg.eta_1:.4g}, eta_2={reg.eta_2:.4g}, eta_3=1, T={reg.T_min}, "
-          f"N_1={N_1}, N_3={N_3}", file=sys.stderr)
+          f"N_1={N_1}, N_3={N_3}; about {cpu_s:.2g} CPU s", file=sys.stderr)
     progress = progress_factory(args.quiet)
     hits = 0
     for k in range(args.seeds):
@@ -179,7 +202,7 @@ def cmd_values(args: argparse.Namespace) -> int:
     for key, title, val, missing in ClosedForms(setting, dps=args.dps + GUARD_DIGITS).all(**given):
         shown = "(needs " + ", ".join("--" + m.replace("_", "") for m in missing) + ")" if val is None \
             else mpmath.nstr(val, args.dps)
-        print(f"{key:<18} {shown}    # {title}")
+        print(f"{key:<18} {shown}    # {title.replace('`', '')}")  # the backticks mark formulas (app.latex)
     return 0
 
 
@@ -193,6 +216,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     setting = setting_from_args(args)
     d = setting.d
+    check_memory("--d", EVALUATE_BYTES[0] + EVALUATE_BYTES[1] * d, f"evaluating at d = {d}")
     for flag, values in (("--alpha", args.alpha), ("--beta", args.beta)):
         if values is not None and len(values) != d:
             raise UsageError(f"{flag} must have d = {d} entries (--d {d}), got {len(values)}")
@@ -284,12 +308,9 @@ def cmd_latex(args: argparse.Namespace) -> int:
     if args.out == "-":
         sys.stdout.write(latex_document(args.lengths, keys))
         return 0
-    target = Path(args.out)
-    if target.is_dir() or args.out.endswith("/"):
-        raise UsageError(f"--out {args.out} is a folder; give a file name such as {Path(args.out) / 'grads.tex'}")
-    with OutputFolder(target.parent, result="latex", flag="--out", label=f"the folder of --out {args.out}") as out:
-        text = latex_document(args.lengths, keys)
-        path = out.write_text(target.name, text)
+    folder, name = output_file(args.out, result="latex", example="grads.tex")
+    with folder as out:  # checked and locked before rendering
+        path = out.write_text(name, latex_document(args.lengths, keys))
     print(f"wrote {path}")
     return 0
 

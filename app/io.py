@@ -339,5 +339,28 @@ class OutputFolder:
             return tx.write(name, write)
 
 
+def output_file(path: str | os.PathLike, *, result: str, flag: str = "--out",
+                example: str = "page.md") -> tuple[OutputFolder, str]:
+    """A result of one file at ``path`` (``latex --out``, ``prove --proofs-doc``, the benchmarks' pages, the
+    docs generators): its folder as an :class:`OutputFolder` (not yet entered: entering it checks and locks the
+    folder, before any work) and the file's name, which ``out.write_text(name, text)`` commits by one rename
+    (the file is its own completion marker; killed writers' temporary files are removed on the next entry).
+    The lock is on the file's folder, so two writers of files in one folder take turns.  Refuses a path that
+    is a folder, or names none, with :class:`OutputError` (exit status 2).
+
+    >>> output_file("docs/", result="x")
+    Traceback (most recent call last):
+    ...
+    app.io.OutputError: --out docs/ is a folder; give a file name such as docs/page.md
+    """
+    given = os.fspath(path)
+    target = Path(given)
+    if given == "":
+        raise OutputError(f"{flag} needs a file name")
+    if given.endswith("/") or target.is_dir():
+        raise OutputError(f"{flag} {given} is a folder; give a file name such as {target / example}")
+    return OutputFolder(target.parent, result=result, flag=flag, label=f"the folder of {flag} {given}"), target.name
+
+
 __all__ = ["OutputFolder", "OutputError", "Transaction", "recover", "complete_result", "signals_held",
-           "atomic_write", "atomic_write_text", "COMMITTED"]
+           "output_file", "atomic_write", "atomic_write_text", "COMMITTED"]

@@ -62,10 +62,37 @@ def _scripted(token: str) -> str:
     return out
 
 
+_FORMULA = re.compile(r"`([^`]+)`")
+_MATH_WORD = re.compile(rf"{_SCRIPTED}|[A-Za-z]+|<=|>=|!=|[%&#]")
+
+
+def formula_math(formula: str) -> str:
+    """LaTeX math of a plain-text formula as the catalogue writes one between backticks
+    (``R(0, beta) = beta^T A beta/2``): scripted names, Greek letters, operators and relations as in
+    ``text_with_math``, longer words upright, the rest (digits, ``+ - / ( ) =``) as it is.
+
+    >>> formula_math("inf_beta R <= R_floor + epsilon/2")
+    '\\\\inf_{\\\\beta} R \\\\le R_{\\\\mathrm{floor}} + \\\\epsilon/2'
+    """
+    def one(m: re.Match) -> str:
+        tok = m.group(0)
+        if tok in _REL:
+            return _REL[tok]
+        if tok in "%&#":
+            return "\\" + tok
+        return _scripted(tok) if re.search(r"[_^]", tok) else _word(tok)
+    return _MATH_WORD.sub(one, formula)
+
+
 def text_with_math(text: str, *, markdown: bool = False) -> str:
     """Plain text with its formula-like tokens (``beta^(1)``, ``L_1``, ``eta_2``, Greek names,
-    ``<=``) as inline math ``$...$``; the rest escaped for LaTeX text mode (or, with ``markdown``,
-    left as Markdown text with ``*`` and ``_`` escaped)."""
+    ``<=``) and its formulas between backticks (```r = c/n```, see ``formula_math``) as inline math
+    ``$...$``; the rest escaped for LaTeX text mode (or, with ``markdown``, left as Markdown text with
+    ``*`` and ``_`` escaped)."""
+    parts = _FORMULA.split(text)
+    if len(parts) > 1:  # odd parts are formulas
+        return "".join(f"${formula_math(part)}$" if i % 2 else text_with_math(part, markdown=markdown)
+                       for i, part in enumerate(parts))
     out, pos = [], 0
     for m in _TOKEN.finditer(text):
         out.append(_escape_text(text[pos:m.start()], markdown))

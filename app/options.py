@@ -38,6 +38,16 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
 
 
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
+"""Most worker processes a command starts (table1 --jobs, sweep and scope --workers): four per core; more only
+add memory (each holds its own data, hundreds of MB) and switching."""
+
+
+def workers_option() -> Callable[[str], int]:
+    """The argparse type of a worker-process count: an integer in [1, MAX_WORKERS]."""
+    return int_at_least(1, MAX_WORKERS, why=f"at most 4 per core, {os.cpu_count() or 1} cores here")
+
+
 def int_at_least(low: int, high: int | None = None, *, why: str = "") -> Callable[[str], int]:
     """An argparse type: an integer in [low, high] (no upper limit when ``high`` is None); ``why``
     is added to the message."""

@@ -139,27 +139,41 @@ def stale_docs(root: Path) -> list[Path]:
             if not path.exists() or path.read_text() != text]
 
 
-def write_page(target: Path, text: str, check: bool) -> int:
-    """Write a generated page atomically, or with ``check`` say whether the committed copy is current; the
-    exit status of a docs generator (1 when stale under ``check``)."""
-    from theory.files import atomic_write_text
-
+def check_page(target: Path, text: str) -> int:
+    """Whether the committed copy of a generated page is current: prints it, returns 1 when stale."""
     name = target.relative_to(target.parents[1]) if len(target.parents) > 1 else target
-    if check:
-        stale = not target.exists() or target.read_text() != text
-        print(f"{name} is " + ("stale" if stale else "current"))
-        return 1 if stale else 0
-    atomic_write_text(target, text)
-    print(f"wrote {target}")
-    return 0
+    stale = not target.exists() or target.read_text() != text
+    print(f"{name} is " + ("stale" if stale else "current"))
+    return 1 if stale else 0
 
 
 def generator_main(prog: str, description: str, target: Path, text, argv: list[str] | None = None) -> int:
-    """The command line of a page generator: write ``text()`` to ``target``, or ``--check`` it (exit 1 when
-    stale)."""
+    """The command line of a page generator: write ``text()`` to ``target`` (or ``--out``) under the output
+    discipline (``app.io.output_file``: the file's folder checked and locked before rendering, the page
+    committed by one atomic rename), or ``--check`` the committed page (exit 1 when stale).  Exit statuses
+    as the CLI's: 2 for an unusable or busy destination, 130 on Ctrl-C (the old page is kept)."""
     import argparse
+    import sys
+
+    from . import exitcodes
+    from .cli import interrupted
+    from .io import COMMITTED, OutputError, output_file
 
     ap = argparse.ArgumentParser(prog=prog, description=description)
     ap.add_argument("--check", action="store_true", help=f"exit 1 when {target.name} is stale")
+    ap.add_argument("--out", type=Path, default=target, help=f"the page to write (default {target})")
     args = ap.parse_args(argv)
-    return write_page(target, text(), args.check)
+    if args.check:
+        return check_page(args.out, text())
+    COMMITTED.clear()
+    try:
+        folder, name = output_file(args.out, result=f"page-{args.out.stem}")
+        with folder as out:
+            path = out.write_text(name, text())
+    except OutputError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    except KeyboardInterrupt:
+        return interrupted(prog)
+    print(f"wrote {path}")
+    return exitcodes.DONE

@@ -4,9 +4,9 @@ Five studies (``numerics.scope.STUDIES``): regime (how conservative the step-siz
 and value matrices), sgd (stochastic gradients), laws (other length laws and the logistic loss), samples (the
 sample-complexity constant).  Each study's units run as generic units of the sweep runner
 (``numerics.experiments.sweep``): the same content-addressed results store (--store, shared with the sweep,
-keyed by each unit's function, arguments and the package version), the same dask execution loop (a
-LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it stopped and a finished
-one re-renders without computing.
+keyed by each unit's function, arguments, the package version and a digest of the computing code), the same
+dask execution loop (a LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it
+stopped and a finished one re-renders without computing.
 
 Writes into --out: scope.json (per study its full configuration, summary, unit counts and failures; the
 version, commit, command and timings), scope.md (one section per study: a table and a one-paragraph verdict)
@@ -27,7 +27,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
-from .options import int_at_least
+from .options import workers_option
 
 OWNS = ("scope.json", "scope.md", "scope_*.png")
 
@@ -58,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="results store, shared with the sweep (default sweep-store/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=int_at_least(1), default=None,
+    p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=main_args)
@@ -135,7 +135,7 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
             cluster.close()
-        record = {"suite": "occurrence-companion", "version": version, "commit": commit, "dirty": dirty,
+        record = {"suite": "occurrence-companion", "version": version, "code": SW.code_digest(), "commit": commit, "dirty": dirty,
                   "command": command, "quick": args.quick, "store": str(args.store),
                   "scheduler": cluster.describe("unit"), "workers": cluster.workers, "units": len(specs),
                   "trained": len(outcome.trained),

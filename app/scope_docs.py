@@ -1,5 +1,5 @@
-"""scope.md from a run of ``occ-companion scope``, and docs/scope.md from the committed example run in
-docs/example_scope/ (``python3 -m app.scope_docs``; ``--check`` exits 1 when docs/scope.md is stale).
+"""scope.md from a run of ``occ-companion scope``, and docs/scope.md from the committed full-size run in
+docs/scope_full/ (``python3 -m app.scope_docs``; ``--check`` exits 1 when docs/scope.md is stale).
 
 The page is generated from scope.json alone (each study's section from its summary by
 ``app.scope_render.NAME.markdown``); nothing in it is written by hand except the fixed text below.
@@ -14,7 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-EXAMPLE = DOCS / "example_scope"
+FULL = DOCS / "scope_full"
+"""The committed run docs/scope.md is generated from: ``occ-companion scope --out docs/scope_full`` (full size)."""
 
 INTRO = """\
 # How far the theorem reaches (`occ-companion scope`)
@@ -27,17 +28,18 @@ and a finding that contradicts the paper's wording says so with the numbers.
 ## Reproduce
 
 ```
-occ-companion scope --quick --out docs/example_scope   # the CI size (this page: {size})
-occ-companion scope --out scope                        # the full size
+occ-companion scope --out docs/scope_full              # the full size (400 units)
+occ-companion scope --quick --out scope-quick          # the CI size (84 units)
 occ-companion scope --studies regime,laws              # some studies only
 occ-companion scope --scheduler tcp://HOST:8786        # on a running dask cluster
 ```
 
 Every unit of every study goes through the sweep runner's results store (`--store`, default `sweep-store/`,
-shared with `occ-companion sweep`), so the same command resumes a killed run and re-renders a finished one
-without computing. `scope.json` records each study's full configuration beside its summary.
+shared with `occ-companion sweep`, keyed by the unit, the version and a digest of the code in `numerics/` and
+`theory/`), so the same command resumes a killed run and re-renders a finished one without computing, as long
+as that code is unchanged. `scope.json` records each study's full configuration beside its summary.
 
-This run: `{command}` at commit {commit}{dirty}, version {version}; {units} units ({trained} computed, {reused}
+This page is the {size} size. This run: `{command}` at commit {commit}{dirty}, version {version}; {units} units ({trained} computed, {reused}
 from the store, {failed} failed), {wall:.0f} s wall, {cpu:.0f} s of unit CPU on {scheduler} (timing, not a
 test; the machine was shared).
 """
@@ -58,7 +60,7 @@ def page(record: dict, *, generator: str = "occ-companion scope", source: str = 
     """The Markdown page of a scope run (figures linked as ``link_prefix`` + scope_NAME.png)."""
     from numerics.scope import STUDIES
 
-    lines = [INTRO.format(generator=generator, source=source, size="--quick" if record["quick"] else "full",
+    lines = [INTRO.format(generator=generator, source=source, size="--quick (CI)" if record["quick"] else "full",
                           command=shlex.join(record["command"]), commit=record.get("commit") or "unknown",
                           dirty=" (with uncommitted changes)" if record.get("dirty") else "",
                           version=record["version"], units=record["units"], trained=record["trained"],
@@ -94,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     from .report import generator_main
 
     def text() -> str:
-        return page(json.loads((EXAMPLE / "scope.json").read_text()), generator="python3 -m app.scope_docs",
-                    source="example_scope/scope.json", link_prefix="example_scope/")
+        return page(json.loads((FULL / "scope.json").read_text()), generator="python3 -m app.scope_docs",
+                    source="scope_full/scope.json", link_prefix="scope_full/")
 
     return generator_main("python3 -m app.scope_docs", __doc__, DOCS / "scope.md", text, argv)
 

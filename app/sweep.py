@@ -5,8 +5,8 @@ axes of the protocol whose product is swept, the tasks, the reported seeds and t
 (reading, row, plan) step-size search, every reported seed and every capacity ceiling is one task on the
 cluster: a LocalCluster sized to this machine's cores by default, or the running scheduler at --scheduler.
 Finished tasks are kept in the results store (--store, shared between sweeps, keyed by each task's full
-configuration and the package version), so a killed sweep resumes where it stopped and a finished one
-re-renders without training; a corrupt store entry is detected and trained again.
+configuration, the package version and a digest of the computing code), so a killed sweep resumes where it
+stopped and a finished one re-renders without training; a corrupt store entry is detected and trained again.
 
 Writes into --out: sweep.json (the readings file used, the configuration, the counts, every verdict per
 reading and d, the failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
@@ -29,7 +29,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
-from .options import int_at_least
+from .options import workers_option
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
@@ -58,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("sweep"), help="output folder (default sweep/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=int_at_least(1), default=None,
+    p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
     p.add_argument("--no-train", action="store_true",
@@ -205,7 +205,7 @@ def main_args(args: argparse.Namespace) -> int:
             cluster.close()
             store.log_run({"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(
                                timespec="seconds"), "wall_s": time.time() - started, "command": command,
-                           "readings_sha256": grid.sha256, "version": p.version, "d": list(grid.d),
+                           "readings_sha256": grid.sha256, "version": p.version, "code": p.code, "d": list(grid.d),
                            "completed": outcome is not None,
                            "trained": None if outcome is None else len(outcome.trained),
                            "trained_cpu_s": None if outcome is None else outcome.cpu_s,

@@ -49,11 +49,12 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
         if spec is not None:
             key = f"d={spec['config']['d']} {spec['task']}" + (f" (H={spec['heads']})" if spec["task"] == "AND" else "")
             cpu_by[key] = cpu_by.get(key, 0.0) + c
-    runs = [r for r in store.runs() if r.get("readings_sha256") == p.grid.sha256 and r.get("version") == p.version]
+    runs = [r for r in store.runs() if r.get("readings_sha256") == p.grid.sha256 and r.get("version") == p.version
+            and r.get("code") == p.code]
     failures = [{"key": k, "kind": f["spec"]["kind"], "task": f["spec"]["task"], "heads": f["spec"]["heads"],
                  "plan": f["spec"].get("plan"), "d": f["spec"]["config"]["d"], "error": f["error"],
                  "traceback": f["traceback"]} for k, f in outcome.failed.items()]
-    return {"suite": "occurrence-companion", "version": p.version, "readings_file": p.grid.to_dict(),
+    return {"suite": "occurrence-companion", "version": p.version, "code": p.code, "readings_file": p.grid.to_dict(),
             "run_config": {k: v for k, v in SW.config_spec(p.grid.run_config(p.grid.d[0], p.grid.tasks)).items()
                            if k != "d"}, "default_reading": p.grid.default,
             "counts": {"cells": len(cells), "incomplete_cells": len(incomplete), "searches": len(p.searches), "ceilings": len(p.ceilings),

@@ -24,7 +24,7 @@ from theory.validation import SettingError
 
 from . import exitcodes
 from .io import OutputFolder
-from .options import int_at_least
+from .options import int_at_least, workers_option
 
 TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
 READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
@@ -53,6 +53,12 @@ def _task_list(text: str) -> tuple[str, ...]:
 MAX_D = 400
 """Largest alphabet size table1 accepts: the engine is benchmarked to d = 200 (docs/benchmarks_engine.md); the
 exact populations grow linearly in d and take minutes to build beyond a few hundred."""
+MAX_STEPS = 10**6
+"""Largest --max-steps: 200 times the default cap; every plan of every seed keeps a snapshot per evaluation
+(``bank.snapshot_steps``: a set of max-steps / eval_every steps), and at the engine's fastest step (about 0.1
+ms, docs/benchmarks_engine.md) one plan of one seed at this cap takes minutes."""
+MAX_SEEDS = 1000
+"""Largest --seeds and --tuning-seeds: each seed trains every plan of every row again."""
 TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
                   "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding")
 
@@ -76,28 +82,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small run (d = 8, 3 seeds, cap 400 steps; about a minute)")
     p.add_argument("--tasks", type=_task_list, default=None,
                    help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
-    p.add_argument("--seeds", type=int_at_least(1), default=None, help="reported seeds (default 5)")
+    p.add_argument("--seeds", type=int_at_least(1, MAX_SEEDS), default=None, help="reported seeds (default 5)")
     p.add_argument("--d", type=int_at_least(1), default=None, help="alphabet size (default 50)")
     p.add_argument("--reading", choices=READING_NAMES, default=None,
                    help="named reading of the protocol (default: default; see docs/table1.md)")
-    p.add_argument("--max-steps", type=int_at_least(2), default=None, help="budget cap of every plan (default 5000)")
+    p.add_argument("--max-steps", type=int_at_least(2, MAX_STEPS), default=None, help="budget cap of every plan (default 5000)")
     p.add_argument("--budget", choices=["plateau", "fixed"], default=None,
                    help="stop at a validation plateau (default) or run exactly --max-steps")
-    p.add_argument("--k1", type=int_at_least(1), default=None, help="three-phase: output steps of phase 1 (default 1)")
+    p.add_argument("--k1", type=int_at_least(1, MAX_STEPS), default=None, help="three-phase: output steps of phase 1 (default 1)")
     p.add_argument("--k2", type=_k2, default=None,
                    help="three-phase: attention steps of phase 2, or 'plateau' (default)")
     p.add_argument("--joint-steps", choices=["shared", "separate"], default=None,
                    help="joint GD: one learning rate for both layers (default) or one per layer")
     p.add_argument("--optimizer", choices=["gd", "momentum", "adam"], default=None,
                    help="optimizer of every plan and phase (default gd)")
-    p.add_argument("--tuning-seeds", type=int_at_least(1), default=None,
+    p.add_argument("--tuning-seeds", type=int_at_least(1, MAX_SEEDS), default=None,
                    help="seeds used only to choose step sizes (default 2)")
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
                    help="loss of the ICL bigram task (default squared)")
     p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
                    help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
                         "(the first protocol's pair tokens, which it cannot)")
-    p.add_argument("--jobs", type=int_at_least(1), default=2, help="worker processes (default 2)")
+    p.add_argument("--jobs", type=workers_option(), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--from-json", type=Path, default=None, metavar="FILE",

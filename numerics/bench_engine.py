@@ -1,4 +1,4 @@
-"""Benchmark of the Table 1 training engine: ``python3 -m numerics.bench_engine [--quick] [--out PATH]``.
+"""Benchmark of the Table 1 training engine (``occ-companion benchmark-engine``).
 
 Per task row of Table 1 (occurrence, OR and one-head AND on their exact populations as
 ``numerics.experiments.runner.make_data`` builds them; ICL, SLR, even pairs and two-head AND on sampled
@@ -18,11 +18,11 @@ mini-batches of the runner's default size) and per d, measured side by side in o
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
 one ICL step are also measured with BLAS's default thread count, once.  The growth in d of every column is
-the least-squares exponent over the measured d.  Writes docs/benchmarks_engine.md (``--out``).
+the least-squares exponent over the measured d.  ``report`` returns the page; the command
+(``app.benchmarks``) writes it to docs/benchmarks_engine.md.
 """
 from __future__ import annotations
 
-import argparse
 import cProfile
 import datetime
 import io
@@ -550,21 +550,20 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
     return "\n".join(L)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m numerics.bench_engine", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help=f"d = {QUICK_D}, 3 repeats, no file unless --out")
-    ap.add_argument("--out", type=Path, default=None, help=f"Markdown output (default {DOC} without --quick)")
-    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
-    args = ap.parse_args(argv)
-    ds, repeats = (QUICK_D, 3) if args.quick else (FULL_D, 7)
-    extra = dict(min_seconds=0.003, gemm_n=300) if args.quick else {}
-    out = args.out if args.out is not None else (None if args.quick else DOC)
+SIZES = {"full": dict(ds=FULL_D, repeats=7),
+         "quick": dict(ds=QUICK_D, repeats=3, min_seconds=0.003, gemm_n=300),
+         "tiny": dict(ds=QUICK_D[:1], repeats=1, rows=ROWS[:1], memory=False, min_seconds=0.001, gemm_n=100)}
+"""The benchmark's sizes: the full one (docs/benchmarks_engine.md), ``quick`` (d = 5, 8, seconds) and ``tiny``
+(the occurrence row at d = 5, one repeat, no memory column: a smoke size for tests, its times mean nothing)."""
+
+
+def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
+    """Run the benchmark at ``size`` (a key of ``SIZES``), profile the rows that miss a target, and return the
+    Markdown page."""
     w0, c0 = time.perf_counter(), time.process_time()
-    if not args.no_torch and not torch_available():
-        print("PyTorch is not installed: the PyTorch column is skipped (pip install -e \".[bench]\")",
-              file=sys.stderr)
-    res = bench(ds, repeats, use_torch=not args.no_torch, progress=lambda s: print(s, file=sys.stderr, flush=True),
-                **extra)
+    opts = dict(SIZES[size])
+    ds, repeats = opts.pop("ds"), opts.pop("repeats")
+    res = bench(ds, repeats, use_torch=use_torch, progress=progress, **opts)
     tg = targets(res)
     profiles = {}
     for t in tg:
@@ -574,15 +573,10 @@ def main(argv=None) -> int:
                 case = make_case(row, task, heads, t["d"], Config())
                 a1, B1 = initial(case, 1)
                 profiles[(row, t["d"])] = profile_top(lambda: engine_step(a1, B1, case.tb, case.loss))
-    text = render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0))
-    print(text)
-    if out is not None:
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
-        print(f"wrote {out}", file=sys.stderr)
-    return 0
+    return render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python3 -m numerics.bench_engine ARGS is occ-companion benchmark-engine ARGS
+    import importlib
+
+    sys.exit(importlib.import_module("app.cli").entry(["benchmark-engine"]))

@@ -1,4 +1,4 @@
-"""Benchmark of exact population evaluation: ``python3 -m numerics.benchmark [--quick]``.
+"""Benchmark of exact population evaluation (``occ-companion benchmark``, or ``python3 -m numerics.benchmark``).
 
 Measured side by side in one run, at d = 50, 500 and 10^4 (symmetric parameters, squared loss):
 the float series, the arb series (certified balls), the integral representation (certified balls at
@@ -15,7 +15,6 @@ magnitude and as ratios.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -39,6 +38,8 @@ from .series import SeriesEvaluator
 
 POINT = (2.3, -0.1, 1.5, -0.9)  # alpha_a, alpha_b, beta_a, beta_b
 MC_TARGET_SE = 1e-6
+TINY_MC = 20_000
+"""Monte Carlo pilot size of ``run(tiny=True)``."""
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
@@ -226,8 +227,11 @@ def _arb_str(ball, digits: int = 20) -> str:
     return ball.str(digits, radius=True)
 
 
-def run(dims=(50, 500, 10_000), quick: bool = False, keep_suite: bool = False) -> list[str]:
-    """Run the benchmark; returns the Markdown lines of docs/benchmarks.md."""
+def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_suite: bool = False) -> list[str]:
+    """Run the benchmark; returns the Markdown lines of docs/benchmarks.md.  ``tiny`` (a smoke size for tests,
+    a few seconds: its times mean nothing) keeps only the first table, with a Monte Carlo pilot of
+    ``TINY_MC`` strings, and the recorded experiment runs.  ``keep_suite``: the test-command figures are carried
+    over from the page being replaced (``carried_suite_section``), the suite is not run."""
     import flint
 
     lines = [
@@ -283,7 +287,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False, keep_suite: bool = False) -
         (nv, nterms), nsecs = _timed(partial(numpy_double_sum, d, tol=fl_ev.tol), repeat=3)
         lines.append(f"| {d} | numpy double sum (float64) | {nv!r} | {fl_ev.tol:.0e} (tail mass) | {nterms} | - | "
                      f"{nsecs:.4f} | {_digits(nv, ref)} |")
-        est, se, size, msecs, need, extra = monte_carlo(d)
+        est, se, size, msecs, need, extra = monte_carlo(d, size=TINY_MC if tiny else 2_000_000)
         lines.append(f"| {d} | numpy Monte Carlo on (n, c) (pilot) | {est:.8f} | {se:.1e} (SE) | {size} | - | "
                      f"{msecs:.2f} | {_digits(est, ref)} |")
         notes.append(f"d = {d}: per evaluation the numpy double sum takes {nsecs / secs:.3g}x the float series' time "
@@ -293,6 +297,8 @@ def run(dims=(50, 500, 10_000), quick: bool = False, keep_suite: bool = False) -
     lines += ["", "What each row computes (the risk only, at the same point):", ""]
     lines += [f"- {name}: {what}." for name, what in ROWS.items()]
     lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    if tiny:
+        return lines + ["", *recorded_experiment_runs(), ""]
 
     # single-evaluation targets
     ev50 = SeriesEvaluator(Setting(50))
@@ -382,48 +388,11 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
 
 
 QUICK_OUT = Path("results") / "benchmarks_quick.md"
+"""Where ``--quick`` writes unless --out is given (relative to the working folder), so a quick try leaves the
+tracked page alone."""
 
 
-def _check_writable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (its folder missing or read-only), or None; checked before any work."""
-    import tempfile
+if __name__ == "__main__":  # python3 -m numerics.benchmark ARGS is occ-companion benchmark ARGS (app.benchmarks)
+    import importlib
 
-    if path.is_dir():
-        return f"--out {path} is a folder; give a file name"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".write-probe.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        return f"--out {path}: its folder is not writable ({exc.strerror or exc})"
-    return None
-
-
-def main(argv=None) -> int:
-    """Command line: run, print, and write docs/benchmarks.md atomically (``--quick``: d = 50 only, no mp,
-    into results/benchmarks_quick.md unless --out is given, so a quick try leaves the tracked page alone)."""
-    from theory.files import atomic_write_text
-
-    ap = argparse.ArgumentParser(prog="python3 -m numerics.benchmark", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="d = 50 only, no mp timing, fewer repeats")
-    ap.add_argument("--out", type=Path, default=None,
-                    help=f"Markdown file to write (default {DOC}; with --quick {QUICK_OUT})")
-    ap.add_argument("--keep-suite", action="store_true",
-                    help="do not run the test suite; carry its figures over from the page being replaced")
-    args = ap.parse_args(argv)
-    out = args.out if args.out is not None else (QUICK_OUT if args.quick else DOC)
-    problem = _check_writable(out)
-    if problem is not None:
-        print(f"benchmark: error: {problem}", file=sys.stderr)
-        return 2
-    lines = run(dims=(50,) if args.quick else (50, 500, 10_000), quick=args.quick, keep_suite=args.keep_suite)
-    text = "\n".join(lines)
-    print(text)
-    atomic_write_text(out, text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(importlib.import_module("app.cli").entry(["benchmark"]))

@@ -25,9 +25,17 @@ def _warm() -> None:
         main(["latex", "--only", "kappa", "--out", os.path.join(tmp, "f.tex")])
         main(["table1", "--quick", "--tasks", "occurrence", "--jobs", "1", "--quiet", "--max-steps", "20",
               "--out", os.path.join(tmp, "t1")])
+        main(["benchmark", "--tiny", "--out", os.path.join(tmp, "b.md")])
+        main(["benchmark-engine", "--tiny", "--no-torch", "--out", os.path.join(tmp, "e.md")])
         from app.report import derivations_markdown
 
         derivations_markdown()
+        import pyarrow.parquet  # noqa: F401 - sweep's and scope's rendering (no cluster is started here)
+
+        from app import scope_docs, sweep_render  # noqa: F401
+
+        for study in ("kqv", "regime"):
+            scope_docs.renderer(study)
 
 
 _warm()

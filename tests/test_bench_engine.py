@@ -10,8 +10,10 @@ torch = pytest.importorskip("torch")
 
 
 def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
+    from app.cli import main
+
     out = tmp_path / "bench.md"
-    assert BE.main(["--quick", "--out", str(out)]) == 0
+    assert main(["benchmark-engine", "--quick", "--out", str(out)]) == 0
     text = out.read_text()
     for row, _, _ in BE.ROWS:
         assert f"| {row} | 5 |" in text and f"| {row} | 8 |" in text

@@ -61,3 +61,62 @@ def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
     assert again == got
     page.write_text("# Benchmarks\n")
     assert "Not measured" in carried_suite_section(page)[2]
+
+
+# ------------------------------------------------------------------------------------------------
+# the command lines (app.benchmarks): the output discipline of every command (issue 18)
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("command,module,work", [("benchmark", "numerics.benchmark", "run"),
+                                                 ("benchmark-engine", "numerics.bench_engine", "report")])
+def test_benchmark_destination_is_checked_and_locked_before_any_work(tmp_path, monkeypatch, capsys, command,
+                                                                     module, work):
+    """An unusable or busy --out is exit 2 before any measurement; Ctrl-C during the measurement keeps the old
+    page and leaves no temporary file; a finished run replaces the page as a whole."""
+    import importlib
+
+    from app import exitcodes
+    from app.cli import main
+    from app.io import OutputFolder
+
+    bench = importlib.import_module(module)
+    calls = []
+
+    def measure(*args, **kwargs):
+        calls.append(1)
+        return ["new page"] if work == "run" else "new page"
+
+    monkeypatch.setattr(bench, work, measure)
+    (tmp_path / "a_file").write_text("x")
+    for out in ("/proc/occ-bench/x.md", str(tmp_path / "a_file" / "x.md"), str(tmp_path), ""):
+        assert main([command, "--tiny", "--out", out]) == exitcodes.USAGE, out
+    page = tmp_path / "pages" / "bench.md"
+    page.parent.mkdir()
+    page.write_text("old page\n")
+    with OutputFolder(page.parent):  # another command holds the folder
+        assert main([command, "--tiny", "--out", str(page)]) == exitcodes.USAGE
+    assert "in use by another" in capsys.readouterr().err
+    assert calls == []  # none of the refusals measured anything
+
+    def interrupted(*args, **kwargs):
+        (page.parent / ".bench.md.half.tmp").write_text("a killed writer's file")  # removed by the next run
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bench, work, interrupted)
+    assert main([command, "--tiny", "--out", str(page)]) == exitcodes.INTERRUPTED
+    assert page.read_text() == "old page\n"
+    monkeypatch.setattr(bench, work, measure)
+    assert main([command, "--tiny", "--out", str(page)]) == exitcodes.DONE
+    assert page.read_text() == "new page" and sorted(p.name for p in page.parent.iterdir()) == ["bench.md"]
+
+
+def test_benchmark_tiny_page_is_complete(tmp_path):
+    """The tiny size (the kill loop's) renders the first table and the recorded runs."""
+    from app.cli import main
+
+    page = tmp_path / "bench.md"
+    assert main(["benchmark", "--tiny", "--out", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("# Benchmarks\n") and "| 5 | float series (estimate) |" in text
+    assert "## Experiment runs (recorded, not re-run)" in text and "## Main job" not in text

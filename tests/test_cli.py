@@ -196,3 +196,47 @@ def test_run_refuses_the_integral_where_it_does_not_apply_before_the_output_fold
     out = tmp_path / "o"
     assert main(["run", "--d", "4", "--loss", "logistic", "--evaluator", "integral", "--out", str(out)]) == 2
     assert "--evaluator series" in capsys.readouterr().err and not out.exists()
+
+
+def test_ctrl_c_inside_an_arb_integral_is_an_interrupt_not_an_internal_error(monkeypatch, capsys):
+    """A Ctrl-C that lands in the integrand python-flint's acb.integral calls comes back as a SystemError caused
+    by the KeyboardInterrupt (found by the benchmark's kill loop): exit 130 and the interrupt message, not 4."""
+    import numerics.integral as I
+
+    def integrand(*args, **kwargs):
+        def f(x, analytic):
+            raise KeyboardInterrupt
+        return f
+
+    monkeypatch.setattr(I, "integrand", integrand)
+    status = main(["evaluate", "--method", "integral", "--d", "5", "--alpha", "1,0,0,0,0", "--beta", "1,-1,-1,-1,-1"])
+    err = capsys.readouterr().err
+    assert status == 130 and "interrupted" in err and "internal error" not in err, err
+
+
+def test_ctrl_c_in_a_finalizer_is_delivered_not_printed_and_lost(tmp_path, capsys):
+    """A Ctrl-C that lands in a weakref callback or __del__ (found by the sweep's kill loop) cannot propagate:
+    Python printed "Exception ignored ... Traceback" and the command went on.  The CLI sends it again, so the
+    command stops with 130 and no traceback."""
+    import gc
+
+    import app.cli as C
+
+    class Finalised:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    real = C.build_parser
+
+    def parser_then_interrupt():
+        Finalised()  # collected at once: its __del__ raises inside the interpreter's finalizer call
+        gc.collect()
+        return real()
+
+    C.build_parser = parser_then_interrupt
+    try:
+        status = main(["values", "--d", "5", "--dps", "15"])
+    finally:
+        C.build_parser = real
+    err = capsys.readouterr().err
+    assert status == 130 and "Traceback" not in err and "interrupted" in err, err

@@ -10,7 +10,7 @@ under /proc), flags are repeated and conflicting ones combined.  The property, f
 
 Valid values of size options are kept small (d <= 5, a few steps, one seed), so that an accepted
 list runs in well under a second; the refusal of sizes past the limits is what is fuzzed.  ``table1``
-is fuzzed only with lists that fail its validation (it is being rewritten; see issue 14).
+and the benchmarks are fuzzed only with lists that fail their validation (their runs take seconds to minutes).
 ``HYPOTHESIS_PROFILE=thorough`` draws eight times as many lists.
 """
 from __future__ import annotations
@@ -78,6 +78,18 @@ FLAGS: dict[str, dict[str, st.SearchStrategy[str] | None]] = {
     "table1": {"--seeds": numbers("1"), "--d": numbers("8"), "--steps": numbers("2"), "--jobs": numbers("1"),
                "--tasks": st.sampled_from(["OR,OR", "foo", "", "occurrence"]), "--quick": None,
                "--out": st.sampled_from(PATHS)},
+    "sweep": {"--readings": st.sampled_from(["missing.toml", "", "a_file"]), "--d": st.sampled_from(["x", "", "8", "25"]),
+              "--store": st.sampled_from(["store", "a_file", "/proc/occ-fuzz"]), "--out": st.sampled_from(PATHS),
+              "--workers": numbers("1", "2"), "--scheduler": st.sampled_from(["tcp://127.0.0.1:1", ""]),
+              "--no-train": None, "--quiet": None},
+    "scope": {"--studies": st.sampled_from(["nosuch", "", "kqv", "regime,kqv,kqv"]), "--quick": None,
+              "--store": st.sampled_from(["store", "a_file", "/proc/occ-fuzz"]), "--out": st.sampled_from(PATHS),
+              "--workers": numbers("1", "2"), "--scheduler": st.sampled_from(["tcp://127.0.0.1:1", ""]),
+              "--quiet": None},
+    "benchmark": {"--quick": None, "--tiny": None, "--out": st.sampled_from(["out/b.md", "out", "/proc/occ-fuzz.md",
+                                                                              "a_file/x.md", "", "out/"])},
+    "benchmark-engine": {"--quick": None, "--tiny": None, "--no-torch": None,
+                         "--out": st.sampled_from(["out/b.md", "out", "/proc/occ-fuzz.md", "a_file/x.md", ""])},
 }
 BASE = {  # cheap defaults, placed first so that drawn flags override them
     "run": ["--d", "4", "--steps", "3", "--no-plot", "--quiet", "--out", "out"],
@@ -85,8 +97,21 @@ BASE = {  # cheap defaults, placed first so that drawn flags override them
     "finite": ["--d", "5", "--seeds", "1", "--test-size", "200", "--quiet"],
     "prove": ["--d", "3", "--out", "out"], "latex": ["--out", "out/f.tex"], "docs": ["--root", "checkout"],
     "table1": ["--quick", "--out", "out"],
+    "benchmark": ["--tiny"], "benchmark-engine": ["--tiny", "--no-torch"],
+    "sweep": ["--quiet", "--out", "out"], "scope": ["--quick", "--quiet", "--out", "out"],
 }
 TABLE1_REFUSED = [["--seeds", "0"], ["--jobs", "0"], ["--tasks", "foo"], ["--steps", "nan"], ["--d", "x"]]
+BENCHMARK_REFUSED = [["--out", "/proc/occ-fuzz.md"], ["--out", "a_file/x.md"], ["--out", ""], ["--out", "out/"],
+                     ["--quick", "--tiny"], ["--bogus"]]
+"""The benchmarks are fuzzed, like table1, with lists refused before any measurement (a measurement takes
+seconds; the kill loop runs them)."""
+REFUSED = {"sweep": [["--workers", "0"], ["--d", "x"], ["--readings", "missing.toml"], ["--store", "a_file"],
+                     ["--out", "a_file"], ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"],
+                     ["--no-train", "--workers", "1"]],
+           "scope": [["--studies", "nosuch"], ["--workers", "0"], ["--store", "a_file"], ["--out", "a_file"],
+                     ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]]}
+"""sweep and scope: lists refused before any unit runs (a run starts a dask cluster; the kill loop and
+tests/test_sweep.py run them)."""
 
 
 @st.composite
@@ -99,6 +124,10 @@ def argument_lists(draw, command: str) -> list[str]:
             argv.append(draw(flags[flag]))
     if command == "table1":  # only lists that fail validation before any work
         argv += draw(st.sampled_from(TABLE1_REFUSED))
+    if command.startswith("benchmark"):
+        argv += draw(st.sampled_from(BENCHMARK_REFUSED))
+    if command in REFUSED:
+        argv += draw(st.sampled_from(REFUSED[command]))
     return argv
 
 

@@ -55,6 +55,14 @@ def test_diverging_comparison_plan_is_reported_not_fatal(tmp_path, capsys):
     (["finite", "--d", "100000"], ["--d", "memory"]),
     (["finite", "--constant", "1e300"], ["--constant"]),
     (["finite", "--test-size", "1000000000000"], ["--test-size"]),
+    (["finite", "--d", "1000"], ["CPU minutes", "--seeds", "--d"]),  # issue 18: ran for minutes
+    (["prove", "--d", "3,100000000", "--out", "o"], ["--d", "memory"]),  # issue 18: MemoryError after the work began
+    (["evaluate", "--d", "1000000000"], ["--d", "memory"]),
+    (["table1", "--quick", "--jobs", "1000"], ["--jobs", "per core"]),  # issue 18: worker counts are bounded
+    (["table1", "--quick", "--max-steps", "1000000000000"], ["--max-steps"]),  # a set of 1e11 snapshot steps
+    (["table1", "--quick", "--seeds", "1000000"], ["--seeds"]),
+    (["sweep", "--workers", "1000"], ["--workers", "per core"]),
+    (["scope", "--workers", "1000"], ["--workers", "per core"]),
     (["evaluate", "--beta", "1e160,0,0,0,0"], ["--beta", "--backend mp"]),
     (["evaluate", "--method", "integral", "--dps", "2000"], ["--dps"]),
     (["values", "--dps", "10000"], ["--dps"]),
@@ -260,3 +268,31 @@ def test_python_m_app_modules_end_in_one_line_with_the_cli_status(tmp_path, modu
                               env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == exitcodes.USAGE and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert "not a table1 results file" in proc.stderr and not (tmp_path / "o").exists()
+
+
+def test_finite_time_estimate_follows_the_work_and_admits_one_seed_at_d_1000(capsys, monkeypatch):
+    """The CPU estimate that refuses ``finite --d 1000`` is of the right size: at d = 50 (one seed) the measured
+    CPU time lies between a tenth of the estimate and twice it (an estimate without its d, its seeds or its test
+    strings falls outside); and --seeds 1 at d = 1000 passes the check (the run itself is stopped here)."""
+    import time
+
+    import numerics.finite_sample as F
+    from app import commands as C
+
+    t = time.process_time()
+    assert main(["finite", "--d", "50", "--seeds", "1", "--quiet"]) == 0
+    used = time.process_time() - t
+    estimate = float(capsys.readouterr().err.split("about ", 1)[1].split(" CPU s")[0])
+    assert estimate / 10 <= used <= 2 * estimate, (used, estimate)
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+    monkeypatch.setattr(F, "three_phase_finite", stop)
+    monkeypatch.setattr(C, "check_memory", lambda *a: None)  # the machine's memory is not under test here
+    with pytest.raises(Stop):
+        C.cmd_finite(C.argparse.Namespace(d=1000, p=None, lengths="positive", epsilon=C.FINITE_EPSILON,
+                                          eta1_frac=0.5, constant=30.0, n1=None, n3=None, seeds=1, seed=0,
+                                          test_size=100_000, quiet=True))

@@ -77,6 +77,22 @@ def test_plain_text_titles_become_math_in_latex_and_markdown():
     assert "<" not in tex and "^(" not in tex
     assert text_with_math("a_b & 50% #1") == r"$a_{b}$ \& 50\% \#1"
     assert text_with_math("r = c/n *", markdown=True) == r"r = c/n \*"
+    # c7: formulas the catalogue marks with backticks are math in both outputs
+    assert text_with_math("share `r = c/n` and `R(0, beta) = beta^T A beta/2`") == \
+        r"share $r = c/n$ and $R(0, \beta) = \beta^{T} A \beta/2$"
+    assert text_with_math("`inf_beta R <= R_floor`, 1%", markdown=True) == r"$\inf_{\beta} R \le R_{\mathrm{floor}}$, 1%"
+
+
+def test_latex_prose_has_no_formula_outside_math():
+    """c7: in the exported document's text (headings and notes), every =, <, > and ^ is inside $...$."""
+    import re
+
+    tex = latex_document()
+    body = tex.split(r"\begin{document}", 1)[1]
+    text = re.sub(r"\\begin\{(equation\*|align\*|aligned|multline\*)\}.*?\\end\{\1\}", "", body, flags=re.S)
+    text = re.sub(r"\$[^$]*\$", "", text)
+    stray = [ln for ln in text.splitlines() if re.search(r"[=<>^]", ln)]
+    assert stray == [], stray[:5]
 
 
 def test_latex_document_is_well_formed_with_a_heading_per_formula():

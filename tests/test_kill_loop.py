@@ -14,13 +14,23 @@ check does not trust the implementation's own completion marker.
   consistent even before recovery, the exit status 130 or 0, and no traceback printed.
 
 ``OCC_KILLS`` raises the count (``HYPOTHESIS_PROFILE=thorough`` multiplies it by 8).
+
+The benchmarks run at their ``--tiny`` size; ``sweep`` and ``scope`` render from a results store that the
+module's fixture fills once (a tiny readings file; two quick studies), so no dask cluster starts in a killed
+child (kills while units train are ``tests/test_sweep.py``'s).  ``scope`` shares one store between all its
+children, as concurrent users do (the store is only read); ``sweep`` gets a fresh copy of the store for every
+run, since each run appends its record to the store's run log, which its pages list.  After every kill the
+store is checked too: every unit entry parses and matches its digest, no unit is lost or changed, no temporary
+file is left, and every line of the run log parses.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -36,13 +46,21 @@ KILLS = int(os.environ.get("OCC_KILLS", "50")) * (8 if os.environ.get("HYPOTHESI
 PARALLEL = 3
 
 VOLATILE = {"timestamp", "wall_seconds", "command", "git_commit", "git_dirty", "seconds", "out",
-            "elapsed_s", "cpu_s", "wall_s", "commit", "dirty"}  # the last five: table1's records
+            "elapsed_s", "cpu_s", "wall_s", "commit", "dirty",  # these five: table1's records
+            "started", "store", "driver_cpu_s", "runs_wall_s"}  # sweep's and scope's records
+NUMBER = re.compile(rb"[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?")
 
 
 def _normalise(name: str, data: bytes):
     """A file's content with the fields that differ between identical runs (times, paths) removed."""
-    if name == "table1.md":  # its first lines give the version, commit, command and times
-        return b"\n".join(ln for ln in data.split(b"\n") if not ln.startswith(b"occurrence-companion "))
+    if name.startswith("benchmarks"):  # measured times: the page's headings and last line, numbers masked
+        lines = [ln for ln in data.split(b"\n") if ln.strip()]
+        keep = [ln for ln in lines if ln.startswith(b"#") and b"Where the time goes" not in ln] + lines[-1:]
+        return [NUMBER.sub(b"#", ln) for ln in keep]
+    if name.endswith(".md"):  # lines naming the command (paths) and table1.md's version, commit and times go;
+        # numbers in lines of wall times are masked
+        return [NUMBER.sub(b"#", ln) if b"wall" in ln else ln for ln in data.split(b"\n")
+                if not ln.startswith(b"occurrence-companion ") and b"`occ-companion " not in ln]
     if not name.endswith(".json"):
         return data
 
@@ -73,11 +91,27 @@ def hidden_leftovers(folder: Path) -> list[str]:
 # the commands: two argument lists each (A and B give different results), and how to prepare a folder
 
 class Command:
-    def __init__(self, name, argv_a, argv_b, result=None, fresh=None):
+    """``store``: None, "shared" (one store for every child: ``{store}`` in the arguments) or "fresh" (a copy
+    of the filled store beside each folder, made before every run)."""
+
+    def __init__(self, name, argv_a, argv_b, result=None, fresh=None, store=None):
         self.name, self.argv, self.result, self.fresh = name, {"A": argv_a, "B": argv_b}, result, fresh
+        self.store = store
+
+    def store_of(self, folder: Path) -> Path | None:
+        if self.store is None:
+            return None
+        return STORES[self.name] if self.store == "shared" else folder.with_name("store-" + folder.name)
 
     def args(self, variant: str, folder: Path) -> list[str]:
-        return [a.replace("{out}", str(folder)) for a in self.argv[variant]]
+        """The arguments of a run into ``folder`` (for a "fresh" store, its copy is made here)."""
+        store = self.store_of(folder)
+        if self.store == "fresh":
+            shutil.rmtree(store, ignore_errors=True)
+            shutil.copytree(STORES[self.name], store)
+        return [a.replace("{out}", str(folder)).replace("{store}", str(store))
+                .replace("{readings_A}", str(READINGS.get("A"))).replace("{readings_B}", str(READINGS.get("B")))
+                for a in self.argv[variant]]
 
 
 def _docs_old_state(root: Path) -> None:
@@ -86,6 +120,39 @@ def _docs_old_state(root: Path) -> None:
     (root / "README.md").write_text(f"# x\n\n{CLAIMS_BEGIN}\nold claims\n{CLAIMS_END}\n")
     (root / "docs" / "derivations.md").write_text("old derivations\n")
 
+
+def _page_old_state(name: str):
+    """A folder holding an earlier page ``name`` written by hand (the "A" result of a page writer)."""
+    def fresh(folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("# An earlier page\n\nold numbers 1 2 3\n")
+    return fresh
+
+
+TINY_READINGS = """
+[sweep]
+tasks = ["occurrence"]
+seeds = 1
+d = [5]
+[config]
+val_size = 64
+test_size = 64
+lag_points = 20
+[base]
+max_steps = 20
+eval_every = 10
+patience = 3
+phase2_cap = 10
+tuning_seeds = 1
+max_extensions = 1
+"""
+"""A sweep of one task at d = 5 (trained once by the fixture); "A" sweeps two schedules, "B" one."""
+AXES = {"A": '[axes.schedule]\n"k2=1" = { k2 = 1 }\n"k2=plateau" = { k2 = "plateau" }\n',
+        "B": '[axes.schedule]\n"k2=1" = { k2 = 1 }\n'}
+STORES: dict[str, Path] = {}
+STORE_CONTENT: dict[str, dict] = {}
+"""The filled results store of sweep and scope (set by the ``stores`` fixture)."""
+READINGS: dict[str, Path] = {}
 
 COMMANDS = {
     "run": Command("run", ["run", "--d", "5", "--steps", "10", "--epsilon", "0.01", "--quiet", "--out", "{out}"],
@@ -101,30 +168,107 @@ COMMANDS = {
     "table1": Command("table1", ["table1", "--quick", "--tasks", "occurrence", "--jobs", "1", "--quiet", "--out", "{out}"],
                       ["table1", "--quick", "--tasks", "occurrence", "--k2", "3", "--jobs", "1", "--quiet",
                        "--out", "{out}"], result="table1"),
+    # the benchmarks: "A" an earlier page, "B" a new page at the smoke size
+    "benchmark": Command("benchmark", None, ["benchmark", "--tiny", "--out", "{out}/benchmarks.md"],
+                         fresh=_page_old_state("benchmarks.md")),
+    "benchmark-engine": Command("benchmark-engine", None, ["benchmark-engine", "--tiny", "--no-torch", "--out",
+                                                           "{out}/benchmarks_engine.md"],
+                                fresh=_page_old_state("benchmarks_engine.md")),
+    # sweep and scope: rendered from the filled store (no unit to train); B drops a reading / adds a study
+    "sweep": Command("sweep", ["sweep", "--readings", "{readings_A}", "--store", "{store}", "--no-train", "--quiet",
+                               "--out", "{out}"],
+                     ["sweep", "--readings", "{readings_B}", "--store", "{store}", "--no-train", "--quiet",
+                      "--out", "{out}"], result="sweep", store="fresh"),
+    "scope": Command("scope", ["scope", "--quick", "--studies", "kqv", "--store", "{store}", "--quiet", "--out", "{out}"],
+                     ["scope", "--quick", "--studies", "kqv,regime", "--store", "{store}", "--quiet", "--out", "{out}"],
+                     result="scope", store="shared"),
 }
+
+
+def _fill_stores(base: Path) -> None:
+    """Fill the results stores of sweep (the tiny readings file "A", trained by the command on a LocalCluster
+    of one worker: "B"'s units are a subset) and scope (the units of the quick kqv and regime studies, run in
+    this process), once."""
+    import subprocess
+    import sys
+
+    from app import scope
+    from numerics.experiments import runner as RN
+    from numerics.experiments import sweep as SW
+
+    for variant, axes in AXES.items():
+        READINGS[variant] = base / f"readings_{variant}.toml"
+        READINGS[variant].write_text(TINY_READINGS + axes)
+    STORES["sweep"] = base / "sweep-store"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "app", "sweep", "--readings", str(READINGS["A"]), "--store",
+                           str(STORES["sweep"]), "--out", str(base / "sweep-out"), "--workers", "1", "--quiet"],
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    STORES["scope"] = base / "scope-store"
+    store = SW.Store(STORES["scope"])
+    for entry in scope.plan(["kqv", "regime"], True, RN.package_version()).values():
+        for key, spec in entry["units"].values():
+            store.put(key, spec, SW.run_unit(spec))
+    STORE_CONTENT.update({name: _store_content(path) for name, path in STORES.items()})
+
+
+def _store_content(store: Path) -> dict:
+    """{unit file: its bytes} of a results store, after checking every entry: it parses, names its own key and
+    matches its digest; nothing else (a temporary file, a quarantined entry) is in the store; every line of
+    the run log parses."""
+    from numerics.experiments import sweep as SW
+
+    units = {}
+    for path in sorted(store.rglob("*")):
+        rel = str(path.relative_to(store))
+        if path.is_dir():
+            assert rel == "units" or (rel.startswith("units/") and rel.count("/") == 1), f"store: {rel}"
+            continue
+        if rel == "runs.jsonl":
+            assert all(json.loads(line) for line in path.read_text().splitlines()), "store: a broken run record"
+            continue
+        assert rel.startswith("units/") and rel.endswith(".json") and not path.name.startswith("."), f"store: {rel}"
+        entry = json.loads(path.read_bytes())
+        assert entry["key"] == path.stem and entry["digest"] == hashlib.sha256(
+            SW.canonical(entry["result"]).encode()).hexdigest(), f"store: {rel} does not match its digest"
+        units[rel] = path.read_bytes()
+    return units
+
+
+class References:
+    """Per command, made on first use (so ``-k`` selects the cost too): the normalised content of the folder
+    after uninterrupted runs of "A" and "B" (``refs[name][variant]``), each run's duration, and a copy of each
+    complete folder (marker included) that ``_prepare`` puts in place of a run."""
+
+    def __init__(self, base: Path):
+        self.base, self.refs, self.durations, self.snapshots = base, {}, {}, {}
+
+    def of(self, name: str) -> "References":
+        if name in self.refs:
+            return self
+        cmd = COMMANDS[name]
+        if cmd.store is not None and not STORES:
+            _fill_stores(self.base)
+        self.refs[name] = {}
+        for variant in ("A", "B"):
+            folder = self.base / f"{name}-{variant}"
+            if cmd.fresh is not None:
+                cmd.fresh(folder)
+            if cmd.argv[variant] is not None:
+                _silent(main, cmd.args(variant, folder))  # warm: caches, imports
+                t = time.perf_counter()
+                assert _silent(main, cmd.args(variant, folder)) == 0
+                self.durations[(name, variant)] = time.perf_counter() - t
+            self.refs[name][variant] = visible(folder)
+            self.snapshots[(name, variant)] = folder
+        assert self.refs[name]["A"] != self.refs[name]["B"]
+        return self
 
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
-    """{command: {variant: normalised folder content}} and each command's duration, from uninterrupted runs."""
-    refs, durations = {}, {}
-    base = tmp_path_factory.mktemp("refs")
-    for name, cmd in COMMANDS.items():
-        refs[name] = {}
-        for variant in ("A", "B"):
-            folder = base / f"{name}-{variant}"
-            if cmd.fresh is not None:
-                cmd.fresh(folder)
-            if cmd.argv[variant] is None:
-                refs[name][variant] = visible(folder)
-                continue
-            _silent(main, cmd.args(variant, folder))  # warm: caches, imports
-            t = time.perf_counter()
-            assert _silent(main, cmd.args(variant, folder)) == 0
-            durations[(name, variant)] = time.perf_counter() - t
-            refs[name][variant] = visible(folder)
-        assert refs[name]["A"] != refs[name]["B"]
-    return refs, durations
+    return References(tmp_path_factory.mktemp("refs"))
 
 
 def _silent(fn, *args):
@@ -167,14 +311,11 @@ def _wait(proc, timeout: float = 300) -> int:
     return proc.exitcode
 
 
-def _prepare(cmd: Command, refs, folder: Path, variant: str) -> None:
-    """Put the complete result ``variant`` into a fresh ``folder``."""
+def _prepare(cmd: Command, references: References, folder: Path, variant: str) -> None:
+    """Put the complete result ``variant`` (a copy of its reference folder) into a fresh ``folder``."""
     shutil.rmtree(folder, ignore_errors=True)
-    if cmd.fresh is not None:
-        cmd.fresh(folder)
-    if cmd.argv[variant] is not None:
-        assert _silent(main, cmd.args(variant, folder)) == 0
-    assert visible(folder) == refs[cmd.name][variant]
+    shutil.copytree(references.snapshots[(cmd.name, variant)], folder)
+    assert visible(folder) == references.refs[cmd.name][variant]
 
 
 def _state(cmd: Command, refs, folder: Path) -> str:
@@ -187,18 +328,20 @@ def _state(cmd: Command, refs, folder: Path) -> str:
     if cmd.result is not None:
         manifest = complete_result(folder, cmd.result)
         assert manifest is not None and set(manifest["files"]) == set(now), f"{cmd.name}: marker disagrees"
+    if cmd.store is not None:  # no unit lost, changed or half-written; no temporary file left
+        assert _store_content(cmd.store_of(folder)) == STORE_CONTENT[cmd.name], f"{cmd.name}: the store changed"
     return found[0]
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_kill_at_every_commit_step(name, references, tmp_path):
-    refs, _ = references
+    refs = references.of(name).refs
     cmd = COMMANDS[name]
     folder = tmp_path / "out"
     for old, new in ([("A", "B")] if cmd.argv["A"] is None else [("A", "B"), ("B", "A")]):
         seen, k = set(), 1
         while True:
-            _prepare(cmd, refs, folder, old)
+            _prepare(cmd, references, folder, old)
             rc = _wait(spawn(cmd.args(new, folder), tmp_path / "log", die_at=k, folder=folder.resolve()))
             assert rc in (0, 137), (tmp_path / "log").read_text()
             seen.add(_state(cmd, refs, folder))
@@ -210,21 +353,21 @@ def test_kill_at_every_commit_step(name, references, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_random_kills(name, references, tmp_path):
-    refs, durations = references
+    refs, durations = references.of(name).refs, references.durations
     cmd = COMMANDS[name]
     rng = random.Random(f"kills-{name}")
     variants = [v for v in ("A", "B") if cmd.argv[v] is not None]
     lanes = [tmp_path / f"lane{i}" for i in range(PARALLEL)]
     current = {}
     for lane in lanes:
-        _prepare(cmd, refs, lane, "A")
+        _prepare(cmd, references, lane, "A")
         current[lane] = "A"
     outcomes = {"old": 0, "new": 0}
     for start in range(0, KILLS, PARALLEL):
         running = []
         for lane in lanes[:KILLS - start]:
             if cmd.fresh is not None and cmd.argv["A"] is None:  # docs: always from the stale pair
-                _prepare(cmd, refs, lane, "A")
+                _prepare(cmd, references, lane, "A")
                 current[lane] = "A"
             target = "B" if current[lane] == "A" or len(variants) == 1 else "A"
             sig = rng.choice([signal.SIGKILL, signal.SIGINT])

@@ -139,6 +139,9 @@ def test_key_covers_the_version_and_the_configuration():
     g = RD.load()
     a, b = SW.plan(g, version="1"), SW.plan(g, version="2")
     assert set(a.searches).isdisjoint(b.searches)
+    c = SW.plan(g, version="1", code="0" * 16)              # same version, other code: nothing shared
+    assert set(a.searches).isdisjoint(c.searches) and set(a.ceilings).isdisjoint(c.ceilings)
+    assert SW.key_of(SW.call_spec("m:f", {}, "1")) != SW.key_of(SW.call_spec("m:f", {}, "1", code="0" * 16))
     spec = next(iter(a.searches.values()))
     assert SW.key_of({**spec, "config": {**spec["config"], "batch": 65}}) != SW.key_of(spec)
 
@@ -474,3 +477,42 @@ def test_call_units_refuse_a_bad_function_reference(fn, words):
 def test_call_spec_refuses_arguments_that_are_not_json():
     with pytest.raises(TypeError):
         SW.call_spec("numerics.experiments.sweep:canonical", {"x": object()})
+
+
+def test_code_digest_follows_every_source_file_of_the_computing_packages(tmp_path, monkeypatch):
+    """An edit of any .py or .toml file under numerics/ or theory/ (here: copies of both packages) changes the
+    digest that every unit's key holds, and an edit elsewhere does not."""
+    import importlib
+    import shutil
+    import sys
+
+    for pkg in SW.CODE_PACKAGES:
+        shutil.copytree(Path(importlib.import_module(pkg).__file__).parent, tmp_path / pkg,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "x.py").write_text("x = 1\n")
+
+    def digest():
+        saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] in SW.CODE_PACKAGES}
+        monkeypatch.syspath_prepend(str(tmp_path))
+        try:
+            SW.code_digest.cache_clear()
+            return SW.code_digest()
+        finally:
+            for k in [k for k in sys.modules if k.split(".")[0] in SW.CODE_PACKAGES]:
+                del sys.modules[k]
+            sys.modules.update(saved)
+            monkeypatch.undo()
+            SW.code_digest.cache_clear()
+
+    base = digest()
+    assert base == SW.code_digest()                                   # the copy is the installed code
+    (tmp_path / "app" / "x.py").write_text("x = 2\n")
+    assert digest() == base                                           # presentation code is not in it
+    for rel in ("numerics/experiments/verdicts.py", "theory/claims.toml"):
+        f = tmp_path / rel
+        old = f.read_bytes()
+        f.write_bytes(old + b"\n")
+        assert digest() != base, rel
+        f.write_bytes(old)
+    assert digest() == base

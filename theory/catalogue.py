@@ -30,7 +30,11 @@ from . import symbolic as sym
 from .validation import SettingError, check_variant
 
 FORBIDDEN_IN_TEXT = set("<>^_\\$&%#{}~|*`")
-"""Characters that titles and notes must not contain (they break Markdown or LaTeX text mode)."""
+"""Characters that titles and notes must not contain outside their formulas (they break Markdown or LaTeX text
+mode).  A formula is written between backticks (`` `r = c/n` ``) and becomes inline math (``app.latex``)."""
+FORBIDDEN_IN_FORMULA = set("\\$&%#{}~|*`")
+"""Characters a formula between backticks must not contain (``^``, ``_``, ``<``, ``>`` are its scripts and
+relations)."""
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,14 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
         Derivation("prob_negative", "Probability of the negative class", r"P(y=-1)", sym.prob_no_marked(lengths),
                    "Summed over the geometric length law."),
         Derivation("balanced_p", "Balancing geometric parameter", r"p^\star", sym.balanced_p(lengths),
-                   "Unique root in (0, 1] of P(y = +1) = 1/2."),
+                   "Unique root in (0, 1] of `P(y = +1) = 1/2`."),
     ]
     for s in (1, 2, 3):
         out.append(Derivation(f"L{s}", f"Inverse length moment of order {s}",
                               rf"L_{s} = \mathbb{{E}}[\mathbf 1\{{n\ge1\}}\, n^{{-{s}}}]",
                               sym.inverse_length_moment(s, lengths)))
     for k in (1, 2, 3):
-        out.append(Derivation(f"r{k}", f"Moment of order {k} of the share r = c/n", rf"\mathbb{{E}}[r^{k}]",
+        out.append(Derivation(f"r{k}", f"Moment of order {k} of the share `r = c/n`", rf"\mathbb{{E}}[r^{k}]",
                               sym.ratio_moment(k, lengths)))
     out += [
         Derivation("risk_zero", "Risk at zero initialisation (squared loss)", r"R(0,0)", sym.zero_init_risk(lengths)),
@@ -134,21 +138,21 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
         Derivation("kappa_balanced", "Phase 2: gap rate at the balancing p", r"\kappa(\eta_1)\big|_{p=p^\star}",
                    sym.attention_gap_rate_balanced(lengths)),
         Derivation("A_diag", "Uniform-attention quadratic: coefficient of the identity",
-                   r"a_I", a_diag, ("R(0, beta) = beta.A beta/2 - b.beta + 1/2, where the matrix A is this coefficient times the identity "
+                   r"a_I", a_diag, ("`R(0, beta) = beta^T A beta/2 - b^T beta + 1/2`, where the matrix A is this coefficient times the identity "
                     "plus the next one times the all-ones matrix.")),
         Derivation("A_all", "Uniform-attention quadratic: coefficient of the all-ones matrix", r"a_{\mathbf 1}", a_all),
         Derivation("b_a", "Uniform-attention quadratic: linear coefficient on a", r"b_a = \mathbb{E}[y\, w_a]", bq_a),
         Derivation("b_b", "Uniform-attention quadratic: linear coefficient on each unmarked symbol",
                    r"b_b = \mathbb{E}[y\, w_k]", bq_b),
-        Derivation("c_general", "Output-only floor c(d, p), the infimum over all output weights of R(0, beta)",
+        Derivation("c_general", "Output-only floor `c(d, p)`, the infimum over all output weights of `R(0, beta)`",
                    r"c(d,p)", sym.uniform_attention_min_risk(lengths, balanced=False), variant_note,
                    display=c_tex, form=c_form),
         Derivation("c_balanced", "Output-only floor at the balancing p", r"c(d)", sym.uniform_attention_min_risk(lengths),
                    display=cb_tex, form=cb_form),
         Derivation("B2", "Shifted second length moment", r"B_2=\mathbb{E}[\mathbf 1\{n\ge1\}(n-1)^2]",
                    sym.shifted_second_length_moment(lengths)),
-        Derivation("floor", "Irreducible risk (empty string, f = 0)", r"R_{\mathrm{floor}}", sym.risk_floor(lengths)),
-        Derivation("u_min", "Attention ratio sufficient for an infimum over beta of R at most floor + epsilon/2",
+        Derivation("floor", "Irreducible risk (empty string, `f = 0`)", r"R_{\mathrm{floor}}", sym.risk_floor(lengths)),
+        Derivation("u_min", "Attention ratio sufficient for `inf_beta R <= R_floor + epsilon/2`",
                    r"u_{\min}(\epsilon)", sym.u_min(lengths),
                    "u, the exponential of the attention gap, is the ratio of the attention on a to that on an unmarked symbol."),
         Derivation("eta2_min", "Phase-2 step size sufficient for that ratio", r"\eta_2^{\min}(\epsilon,\eta_1)",

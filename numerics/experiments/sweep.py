@@ -15,7 +15,9 @@ reading *projected on the plan* (``relevant``: the three-phase schedule matters 
 joint GD's step convention only to joint GD, momentum and Adam constants only under their optimizer).  Readings
 that differ only in fields a plan ignores share that plan's units, which is what makes a product of readings
 affordable; every reading still gets every plan's result.  The store key is the SHA-256 of the canonical JSON of
-the spec, which includes the package version.
+the spec, which includes the package version and a digest of the computing code (``code_digest``: every source
+file of the ``numerics`` and ``theory`` packages), so an edit of that code within one version recomputes
+instead of returning results of the old code.
 
 Store (``Store``): one JSON file per finished unit, ``<store>/units/<key[:2]>/<key>.json``, written atomically
 (temporary sibling, fsync, rename), holding the spec, the result and the SHA-256 of the result.  An entry whose
@@ -37,6 +39,7 @@ import os
 import time
 import traceback
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -76,6 +79,26 @@ def canonical(obj) -> str:
 
 def key_of(spec: dict) -> str:
     return hashlib.sha256(canonical(spec).encode()).hexdigest()
+
+
+CODE_PACKAGES = ("numerics", "theory")
+"""The packages whose source a unit's result can depend on (``app`` only presents results)."""
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 (first 16 hex digits) of the source files (.py, .toml) of ``CODE_PACKAGES``, each with its path
+    relative to its package's parent: part of every unit's spec.  Any edit, even of a comment, changes it, which
+    errs on the side of recomputing."""
+    import importlib
+
+    h = hashlib.sha256()
+    for pkg in CODE_PACKAGES:
+        root = Path(importlib.import_module(pkg).__file__).resolve().parent
+        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()
+                           and "__pycache__" not in p.parts):
+            h.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def config_spec(cfg: RN.Config) -> dict:
@@ -147,11 +170,13 @@ def resolve(fn: str) -> Callable[[dict], dict]:
     return found
 
 
-def call_spec(fn: str, args: dict, version: str | None = None) -> dict:
+def call_spec(fn: str, args: dict, version: str | None = None, code: str | None = None) -> dict:
     """The spec of a generic unit: ``fn`` ("module:name") called on the JSON-ready ``args``; the key covers
-    the function, the arguments and the package version (a new version recomputes)."""
+    the function, the arguments, the package version and the code digest (a new version or an edit of the
+    computing code recomputes)."""
     canonical(args)  # refuses arguments that are not JSON-ready, before any work
-    return {"kind": "call", "version": version or RN.package_version(), "fn": fn, "args": args}
+    return {"kind": "call", "version": version or RN.package_version(), "code": code or code_digest(), "fn": fn,
+            "args": args}
 
 
 UNITS: dict[str, Callable[[dict], dict]] = {"search": _search, "seed": _seed, "ceiling": _ceiling, "call": _call}
@@ -251,6 +276,7 @@ class Plan:
     ceilings: dict = field(default_factory=dict)
     rows: dict = field(default_factory=dict)
     version: str = ""
+    code: str = ""
 
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
@@ -269,21 +295,21 @@ class Plan:
         return sorted({(r, d) for r, d, _ in self.rows}, key=lambda c: (c[1], list(self.grid.readings).index(c[0])))
 
 
-def plan(grid: Grid, version: str | None = None) -> Plan:
+def plan(grid: Grid, version: str | None = None, code: str | None = None) -> Plan:
     """The units of every cell of the grid (readings x d x rows x plans), deduplicated by spec."""
-    version = version or RN.package_version()
-    out = Plan(grid, version=version)
+    version, code = version or RN.package_version(), code or code_digest()
+    out = Plan(grid, version=version, code=code)
     for rname, d, tasks in grid.cells():
         reading = grid.readings[rname]
         cfg = out.cell_config(rname, d, tasks)
         cspec = config_spec(cfg)
         for name, task, heads in RN.rows(cfg):
-            cspec_c = {"kind": "ceiling", "version": version, "config": cspec, "task": task, "heads": heads}
+            cspec_c = {"kind": "ceiling", "version": version, "code": code, "config": cspec, "task": task, "heads": heads}
             ckey = key_of(cspec_c)
             out.ceilings[ckey] = cspec_c
             plans = {}
             for p in RN.PLANS:
-                spec = {"kind": "search", "version": version, "config": cspec, "reading": relevant(reading, p),
+                spec = {"kind": "search", "version": version, "code": code, "config": cspec, "reading": relevant(reading, p),
                         "task": task, "heads": heads, "plan": p}
                 k = key_of(spec)
                 out.searches[k] = spec
