@@ -97,12 +97,27 @@ def test_regime_refuses_steps_outside_it():
     s = setting(5)
     with pytest.raises(SettingError, match="eta_1"):
         three_phase_regime(s, 1e-2, 5.0)  # eta1_max = d = 5 is excluded
+    with pytest.raises(SettingError, match="^step size eta_1 must be > 0, got 0.0$"):
+        three_phase_regime(s, 1e-2, 0.0)  # the regime's eta_1 interval is open at 0
     with pytest.raises(SettingError, match="eta_3"):
         three_phase_regime(s, 1e-2, 1.0, eta_2=100.0, eta_3=1.5)
-    with pytest.raises(SettingError, match="d >= 3"):
+    with pytest.raises(SettingError, match=r"^the three-phase theorem needs d >= 3 \(at d = 2"):
         three_phase_regime(setting(2), 1e-2, 0.5)
-    with pytest.raises(SettingError, match="squared"):
+    with pytest.raises(SettingError, match="^the three-phase regime is derived for the squared loss$"):
         three_phase_regime(setting(5, loss="logistic"), 1e-2, 0.5)
+    with pytest.raises(SettingError, match=r"^eta1_frac must be a finite number in \(0, 1\), got 1.0$"):
+        regime_plan(s, 1e-2, eta1_frac=1.0)
+    with pytest.raises(SettingError, match=r"^eta2_factor must be a finite number in \[1, inf\), got 0.5$"):
+        regime_plan(s, 1e-2, eta2_factor=0.5)
+
+
+def test_regime_plan_uses_the_evaluator_it_is_given():
+    """A coarser series (tol 1e-4 instead of the default 1e-13) widens the moments' and the start risk's error
+    bounds, so the plan's lambda_min_lower drops and its excess rises by about that much."""
+    fine = regime_plan(setting(5), 1e-2, evaluator=evaluator(5, tol=1e-13))
+    coarse = regime_plan(setting(5), 1e-2, evaluator=evaluator(5, tol=1e-4))
+    assert coarse.lambda_min_lower < fine.lambda_min_lower - 1e-5
+    assert coarse.initial_excess_upper > fine.initial_excess_upper + 1e-5
 
 
 # ---- the regime's numbers, deterministically (not through the finite-sample check's statistics) ----------
