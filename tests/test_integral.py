@@ -77,9 +77,25 @@ def test_full_vector_interface_and_its_refusals():
     integral = IntegralEvaluator(Setting(d))
     full = integral.evaluate([0.4] + [-0.1] * (d - 1), [1.1] + [-0.7] * (d - 1))
     sym = integral.evaluate_symmetric(0.4, -0.1, 1.1, -0.7)
-    assert len(full.grad_beta) == d and full.grad_beta[2].overlaps(sym.grad_beta[1])
-    with pytest.raises(SettingError, match="symmetric"):
+    # every coordinate against the arb series' full-vector evaluation, and the bounds of the symmetric call
+    assert len(full.grad_alpha) == len(full.grad_beta) == d
+    _assert_same(full, _series(Setting(d)).evaluate([0.4] + [-0.1] * (d - 1), [1.1] + [-0.7] * (d - 1)))
+    assert (full.risk_bound, full.grad_bound, full.omitted_mass, full.terms, full.certified) == \
+        (sym.risk_bound, sym.grad_bound, 0.0, 0, True) and full.risk_bound > 0 and full.grad_bound > 0
+    # d = 2 (p < 1): the marked and the one unmarked coordinate
+    two = Setting(2, p=0.5)
+    _assert_same(IntegralEvaluator(two).evaluate([0.3, -0.2], [0.5, 0.1]), _series(two).evaluate([0.3, -0.2], [0.5, 0.1]))
+    with pytest.raises(SettingError, match=r"^the integral representation needs parameters symmetric in the unmarked "
+                                           r"symbols \(alpha_k, beta_k equal for k >= 2\); use "
+                                           r"numerics.series.SeriesEvaluator$"):
         integral.evaluate([0.4, 0.1, 0.2, 0.2], [0.0] * d)
+    with pytest.raises(SettingError, match="^alpha must have length d = 4, got length 3$"):
+        integral.evaluate([0.0] * 3, [0.0] * d)
+    with pytest.raises(SettingError, match="^beta must have length d = 4, got length 5$"):
+        integral.evaluate([0.0] * d, [0.0] * 5)
+    for name, args in [("alpha_a", (math.nan, 0.0)), ("alpha_b", (0.0, math.inf))]:
+        with pytest.raises(SettingError, match=rf"^{name}\[0\] must be finite"):
+            integral.quadratic_moments(*args)
     with pytest.raises(SettingError, match="squared loss"):
         IntegralEvaluator(Setting(4, loss="logistic"))
     with pytest.raises(SettingError, match="p < 1"):
