@@ -381,3 +381,41 @@ def test_prove_decides_what_a_wider_ball_left_open(argv, tmp_path, capsys):
     assert rc == 0 and data["counts"]["FAIL"] == 0 and data["counts"]["UNDECIDED"] == 0, capsys.readouterr().out
     if argv[0] == "--prec-bits":
         assert max(c["prec_bits"] for c in data["certificates"] if c["prec_bits"]) > 53
+
+
+def test_closed_form_items_are_named_and_rest_on_their_balls(plan3):
+    """Each closed-form certificate at d = 3 under its name (the JSON's ``item`` and ``test``, which ``prove``'s
+    readers select by), with the ball its verdict rests on; the verdict re-read from that ball."""
+    setting, eps, cf, plan = plan3
+    items = C.certify_closed_form_items(setting, eps, plan, PREC)
+    half, zero = arb(1) / 2, arb(0)
+    e1, e2 = plan.eta_1, plan.eta_2
+    expected = [  # claim, item, test, what the ball must satisfy
+        ("three_phase", "balancing p", "contains 1/2", lambda b: b.contains(half)),
+        ("three_phase", "P(y=+1) at p", "contains 1/2", lambda b: b.contains(half)),
+        ("three_phase", "phase 1: dR/dbeta_a at 0", "< 0", lambda b: b < 0),
+        ("three_phase", "phase 1: dR/dbeta_b at 0", "> 0", lambda b: b > 0),
+        ("three_phase", "eta1_max", f"> eta_1 = {e1:g} > 0", lambda b: b > e1),
+        ("three_phase", "phase 2: dR/dalpha_a at (0, beta1)", "< 0", lambda b: b < 0),
+        ("three_phase", "phase 2: dR/dalpha_b at (0, beta1)", "> 0", lambda b: b > 0),
+        ("three_phase", "kappa(eta_1)", "> 0", lambda b: b > 0),
+        ("three_phase", "log u_min(epsilon)", "sign decided (<= 0: eta2_min = 0)", lambda b: b > 0 or b <= 0),
+        ("three_phase", "eta2_min", f">= 0, <= eta_2 = {e2:.6g}", lambda b: b >= 0 and b <= e2),
+        ("output_only", "c(d) (balanced closed form)", "> 0, overlaps c(d, p)",
+         lambda b: b > 0 and b.overlaps(cf.output_only_floor())),
+        ("output_only", "min of R(0, beta) (Hessian > 0)", "overlaps c(d, p)", lambda b: b.overlaps(cf.output_only_floor())),
+        ("output_only", f"min over {len(plan.trajectories['output_only'].points)} points of R - c(d)", "> 0",
+         lambda b: b > 0),
+        ("attention_then_output", "dR/dalpha at beta = 0", "exactly 0; alpha stays 0", lambda b: b.is_exact() and b == zero),
+        ("attention_then_output",
+         f"min over {len(plan.trajectories['attention_then_output'].points)} points of R - c(d)", "> 0", lambda b: b > 0),
+        ("attention_only", "R(0,0); beta = 0 at every point", "contains 1/2 (f = 0)", lambda b: b.contains(half)),
+    ]
+    assert [(c.claim, c.item, c.test) for c in items] == [e[:3] for e in expected]
+    with ctx.workprec(PREC):
+        for c, (*_, holds) in zip(items, expected):
+            assert isinstance(c.ball, arb) and holds(c.ball) and c.status == "PASS", c.line()
+    assert C._verdict(True) == "PASS" and C._verdict(False) == "FAIL"
+    with pytest.raises(C.SettingError, match=r"^the certificates are stated for the default length law "
+                                             r"\(lengths='positive'\)$"):
+        C.certify_closed_form_items(Setting(3, lengths="nonnegative"), eps, plan, PREC)
