@@ -419,3 +419,33 @@ def test_closed_form_items_are_named_and_rest_on_their_balls(plan3):
     with pytest.raises(C.SettingError, match=r"^the certificates are stated for the default length law "
                                              r"\(lengths='positive'\)$"):
         C.certify_closed_form_items(Setting(3, lengths="nonnegative"), eps, plan, PREC)
+
+
+def test_closed_form_items_fail_when_their_balls_cross_the_threshold(plan3, monkeypatch):
+    """Controls: each sign item's ball replaced by one a thousandth on the wrong side of its threshold (eta1_max
+    just below eta_1, eta2_min just above eta_2) must FAIL, and the items that do not move must still PASS; a
+    plan with eta_1 = 0 fails its "eta_1 > 0" part."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    small = Fraction(1, 1000)
+    wrong = {"phase 1: dR/dbeta_a at 0": small, "phase 1: dR/dbeta_b at 0": -small,
+             "phase 2: dR/dalpha_a at (0, beta1)": small, "phase 2: dR/dalpha_b at (0, beta1)": -small,
+             "kappa(eta_1)": -small, "eta1_max": plan.eta_1 - small, "eta2_min": plan.eta_2 + small}
+    zero_gradients = C.ArbClosedForms.zero_gradients
+    with ctx.workprec(PREC):
+        ball = {k: C.arb_of(v) for k, v in wrong.items()}
+    monkeypatch.setattr(C.ArbClosedForms, "zero_gradients", lambda self: {
+        **zero_gradients(self), "grad_beta_a": ball["phase 1: dR/dbeta_a at 0"],
+        "grad_beta_b": ball["phase 1: dR/dbeta_b at 0"]})
+    monkeypatch.setattr(C.ArbClosedForms, "phase2_gradient", lambda self, eta_1: (
+        ball["phase 2: dR/dalpha_a at (0, beta1)"], ball["phase 2: dR/dalpha_b at (0, beta1)"]))
+    monkeypatch.setattr(C.ArbClosedForms, "kappa", lambda self, eta_1: ball["kappa(eta_1)"])
+    monkeypatch.setattr(C.ArbClosedForms, "eta1_max", lambda self: ball["eta1_max"])
+    monkeypatch.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball["eta2_min"])
+    status = {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}
+    assert {k: status[k] for k in wrong} == dict.fromkeys(wrong, "FAIL")
+    assert all(s == "PASS" for k, s in status.items() if k not in wrong), status
+    for eta_1, expect in [(0.0, "FAIL"), (0.5, "PASS")]:  # eta1_max's ball (plan.eta_1 - 1/1000) is above both
+        items = C.certify_closed_form_items(setting, eps, dataclasses.replace(plan, eta_1=eta_1), PREC)
+        assert [c.status for c in items if c.item == "eta1_max"] == [expect]
