@@ -449,3 +449,69 @@ def test_closed_form_items_fail_when_their_balls_cross_the_threshold(plan3, monk
     for eta_1, expect in [(0.0, "FAIL"), (0.5, "PASS")]:  # eta1_max's ball (plan.eta_1 - 1/1000) is above both
         items = C.certify_closed_form_items(setting, eps, dataclasses.replace(plan, eta_1=eta_1), PREC)
         assert [c.status for c in items if c.item == "eta1_max"] == [expect]
+
+
+class _Log:
+    """Stands in for u_min(epsilon): its log is the given ball."""
+
+    def __init__(self, ball):
+        self.ball = ball
+
+    def log(self):
+        return self.ball
+
+
+def _items_with(monkeypatch, plan3, **balls):
+    """The closed-form items at d = 3 with some closed forms replaced by the given balls (as (lo, hi) pairs of
+    dyadic rationals), as {item: status}."""
+    setting, eps, cf, plan = plan3
+
+    def ball(lo, hi):  # exact end points (the upper one when hi = 0, else the lower; arb rounds radii up)
+        with ctx.workprec(PREC):
+            if lo == hi:
+                return C.arb_of(lo)
+            x = arb(0, float(Fraction(hi - lo) / 2))
+            return x - x.rad() + C.arb_of(hi) if hi == 0 else x + x.rad() + C.arb_of(lo)
+
+    with monkeypatch.context() as m:
+        if "log_u" in balls:
+            m.setattr(C.ArbClosedForms, "u_min", lambda self, epsilon: _Log(ball(*balls["log_u"])))
+            m.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: C.arb_of(plan.eta_2 / 2))
+        if "eta2_min" in balls:
+            m.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball(*balls["eta2_min"]))
+        if "c" in balls:
+            c_bal, c_gen = (ball(*b) for b in balls["c"])
+            m.setattr(C.ArbClosedForms, "output_only_floor", lambda self, balanced=False: c_bal if balanced else c_gen)
+        if "grad_alpha" in balls:
+            zero_gradients = C.ArbClosedForms.zero_gradients
+            g = ball(*balls["grad_alpha"])
+            m.setattr(C.ArbClosedForms, "zero_gradients", lambda self: {**zero_gradients(self), "grad_alpha_a": g})
+        return {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}
+
+
+def test_closed_form_items_are_three_valued_at_their_thresholds(plan3, monkeypatch):
+    """Balls on, at and across each threshold (end points exact): a ball touching a strict threshold or
+    straddling any is UNDECIDED, a ball ending exactly at a non-strict one decides it."""
+    F = Fraction
+    eta_2 = F(plan3[3].eta_2)
+    small = F(1, 1024)
+    cases = [  # (closed form, (lo, hi)), item, status
+        ("log_u", (-small, small), "log u_min(epsilon)", "UNDECIDED"),
+        ("log_u", (F(0), 2 * small), "log u_min(epsilon)", "UNDECIDED"),
+        ("log_u", (F(0), F(0)), "log u_min(epsilon)", "PASS"),
+        ("log_u", (F(1, 2), F(1, 2)), "log u_min(epsilon)", "PASS"),
+        ("log_u", (F(-1, 2), F(-1, 2)), "log u_min(epsilon)", "PASS"),
+        ("eta2_min", (-small, -small), "eta2_min", "FAIL"),
+        ("eta2_min", (-2 * small, F(0)), "eta2_min", "UNDECIDED"),
+        ("eta2_min", (-small, small), "eta2_min", "UNDECIDED"),
+        ("eta2_min", (F(0), F(0)), "eta2_min", "PASS"),
+        ("eta2_min", (F(1, 2), F(1, 2)), "eta2_min", "PASS"),
+        ("eta2_min", (eta_2, eta_2), "eta2_min", "PASS"),
+        ("eta2_min", (eta_2, eta_2 + 2 * small), "eta2_min", "UNDECIDED"),
+        ("eta2_min", (eta_2 + small, eta_2 + small), "eta2_min", "FAIL"),
+        ("c", ((-small, -small), (-small, -small)), "c(d) (balanced closed form)", "FAIL"),
+        ("c", ((F(1, 4), F(1, 4)), (F(1, 8), F(1, 8))), "c(d) (balanced closed form)", "FAIL"),
+        ("grad_alpha", (small, small), "dR/dalpha at beta = 0", "FAIL"),
+    ]
+    got = [_items_with(monkeypatch, plan3, **{name: b})[item] for name, b, item, _ in cases]
+    assert got == [c[3] for c in cases], [(c[:3], g) for c, g in zip(cases, got) if g != c[3]]
