@@ -103,6 +103,15 @@ def test_full_vector_interface_and_its_refusals():
     for gap in (math.inf, math.nan, 701.0, -701.0):
         with pytest.raises(SettingError, match="alpha_a"):
             integral.evaluate_symmetric(gap, 0.0, 0.0, 0.0)
+    for i, name in enumerate(("alpha_a", "alpha_b", "beta_a", "beta_b")):
+        with pytest.raises(SettingError, match=rf"^{name}\[0\] must be finite, got nan$"):
+            integral.evaluate_symmetric(*[math.nan if j == i else 0.0 for j in range(4)])
+    for gap in (700.0, -700.0):  # MAX_GAP itself is taken
+        assert integral.evaluate_symmetric(gap, 0.0, 0.0, 0.0).risk_bound < 1e-20
+    # the symmetric evaluation's own bounds: the largest radii, nothing omitted, certified
+    assert sym.risk_bound == float(sym.risk.rad()) > 0
+    assert sym.grad_bound == max(float(g.rad()) for g in sym.grad_alpha + sym.grad_beta) > 0
+    assert (sym.omitted_mass, sym.terms, sym.certified) == (0.0, 0, True) and type(sym.terms) is int
 
 
 def test_large_d_agrees_with_the_float_series():
