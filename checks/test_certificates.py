@@ -515,3 +515,97 @@ def test_closed_form_items_are_three_valued_at_their_thresholds(plan3, monkeypat
     ]
     got = [_items_with(monkeypatch, plan3, **{name: b})[item] for name, b, item, _ in cases]
     assert got == [c[3] for c in cases], [(c[:3], g) for c, g in zip(cases, got) if g != c[3]]
+
+
+def test_certificate_line_json_and_ball_json():
+    """What a certificate prints and writes: the ball at 12 digits with its radius ("-" without one), the note
+    in parentheses only when there is one; the JSON keys; ball_json's [mid, rad] tight and enclosing, an exact
+    ball with radius 0."""
+    with ctx.workprec(PREC):
+        third = arb(1) / 3
+    c = C.Certificate("output_only", "item", 3, third, "> 0", "PASS", prec_bits=PREC)
+    assert c.line().split() == ["output_only", "d=3", "item", *third.str(12, radius=True).split(), ">", "0", "PASS"]
+    assert "+/-" in c.line() and c.line().endswith("PASS")
+    noted = C.Certificate("output_only", "item", 3, None, "> 0", "FAIL", "why")
+    assert noted.line().split()[3] == "-" and noted.line().endswith("FAIL  (why)")
+    assert c.as_json() == {"claim": "output_only", "item": "item", "d": 3, "ball": C.ball_json(third), "test": "> 0",
+                           "status": "PASS", "note": "", "prec_bits": PREC}
+    mid, rad = C.ball_json(third)
+    assert mid == 1 / 3 and 0 < rad < 1e-16 and arb(mid, rad).contains(third)
+    assert C.ball_json(C.arb_of(Fraction(3, 4))) == [0.75, 0.0] and C.ball_json(None) is None
+    with pytest.raises(ValueError, match="status"):
+        C.Certificate("output_only", "item", 3, None, "> 0", "pass")
+
+
+def test_trajectory_certificate_refuses_a_moving_alpha_and_reports_the_worst_point(plan3):
+    """_trajectory_above_floor: a trajectory whose alpha left 0 (in either coordinate) FAILs without a ball;
+    otherwise the ball reported is the margin R - c(d) with the lowest lower end."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    traj = plan.trajectories["output_only"]
+    c = cf.output_only_floor(balanced=True)
+    for moved in [{"alpha_a": 1e-3}, {"alpha_b": -1e-3}]:
+        points = [traj.points[0], dataclasses.replace(traj.points[1], **moved), *traj.points[2:]]
+        cert = C._trajectory_above_floor("output_only", 3, cf, dataclasses.replace(traj, points=points), c)
+        assert (cert.claim, cert.item, cert.d, cert.ball, cert.test, cert.status) == (
+            "output_only", "trajectory risk > c(d)", 3, None, "alpha = 0 at every point", "FAIL") and cert.note
+    cert = C._trajectory_above_floor("output_only", 3, cf, traj, c)
+    with ctx.workprec(PREC):
+        margins = [cf.risk_alpha0(pt.beta_a, pt.beta_b) - c for pt in traj.points]
+    assert len({float(m.lower()) for m in margins}) == len(margins) > 2
+    assert float(cert.ball.lower()) == min(float(m.lower()) for m in margins) and cert.test == "> 0"
+
+
+@pytest.mark.parametrize("coeffs", [{(2, 0): -1, (0, 2): -1}, {(2, 0): 1, (0, 2): -1}])
+def test_floor_is_infimum_needs_a_positive_definite_hessian(coeffs):
+    """A quadratic with no linear terms whose constant is c(d) itself, so its critical value overlaps c(d):
+    with H_11 < 0, or with det H < 0, it has no minimum and the certificate must FAIL."""
+    cf = C.ArbClosedForms(Setting(3), PREC)
+    c = cf.output_only_floor()
+    cf._coeffs = [((2, 0), arb(coeffs[(2, 0)])), ((1, 1), arb(0)), ((0, 2), arb(coeffs[(0, 2)])),
+                  ((1, 0), arb(0)), ((0, 1), arb(0)), ((0, 0), c)]
+    status, minimum = C.floor_is_infimum(cf)
+    assert minimum.overlaps(c) and status == "FAIL"
+
+
+def test_series_tol_and_arb_evaluator_precision():
+    """series_tol: epsilon / 1000, at most 1e-12, at least 2^-prec_bits; arb_evaluator keeps the precision it is
+    asked for (the integral representation from d = INTEGRAL_FROM_D on) and its default omitted mass 1e-12."""
+    from numerics.evaluators import INTEGRAL_FROM_D
+    from numerics.integral import IntegralEvaluator
+
+    assert C.series_tol(Fraction(1, 1000), 128) == 1e-12 and C.series_tol(1e-12, 128) == 1e-12 / 1000
+    assert C.series_tol(Fraction(1, 10**300), 128) == 2.0 ** -128 and C.series_tol(1e-12, 30) == 2.0 ** -30
+    big = C.arb_evaluator(Setting(INTEGRAL_FROM_D), 200)
+    assert isinstance(big, IntegralEvaluator) and big.prec_bits == 200
+    small = C.arb_evaluator(Setting(5), 200)
+    assert (small.context, small.prec_bits, small.tol) == ("arb", 200, 1e-12)
+
+
+class _NotBalls:
+    """The arb series with plain floats in place of the balls of one call (``which``: 3 the start risk, 4 the
+    end-point risk; floats in the curvature evaluations 0-2 still give balls, as they meet arb constants)."""
+
+    def __init__(self, setting, which):
+        self.ev, self.which, self.calls = C.arb_series_evaluator(setting, PREC), which, 0
+
+    def evaluate_symmetric(self, *point):
+        res, self.calls = self.ev.evaluate_symmetric(*point), self.calls + 1
+        if self.calls - 1 != self.which:
+            return res
+
+        class R:
+            risk = float(res.risk.mid())
+            grad_beta = [float(g.mid()) for g in res.grad_beta]
+        return R()
+
+
+@pytest.mark.parametrize("which", [3, 4])
+def test_series_items_refuse_values_that_are_not_balls(plan3, which):
+    setting, eps, cf, plan = plan3
+    items = C.certify_series_items(setting, eps, plan, cf, _NotBalls(setting, which))
+    assert [(c.claim, c.item, c.d, c.ball, c.test, c.status) for c in items] == [
+        ("three_phase", "T_min", 3, None, "T >= T_min", "UNDECIDED"),
+        ("three_phase", "end-point risk", 3, None, "< epsilon", "UNDECIDED")]
+    assert all(c.note == "series returned non-ball values: nothing is certified" for c in items)
