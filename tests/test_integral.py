@@ -220,3 +220,26 @@ def test_negative_binomial_generating_function():
     for c in range(4):
         series = sp.series((1 - t) ** -(c + 1), t, 0, 10).removeO()
         assert sp.expand(series - sum(sp.binomial(c + r, c) * t ** r for r in range(10))) == 0
+
+
+def test_constructor_precisions_and_refusals():
+    """dps >= 15 (working precision dps digits plus 32 guard bits), prec_bits >= 53 instead, tail_bits >= 1:
+    each refused below its minimum under its own name; the geometric law and p < 1 only."""
+    from numerics.integral import GUARD_BITS
+    from theory.setting import ShiftedPoissonLaw
+
+    s = Setting(5)
+    assert IntegralEvaluator(s).prec_bits == math.ceil(30 * math.log2(10)) + GUARD_BITS == 132
+    assert IntegralEvaluator(s, dps=15).prec_bits == math.ceil(15 * math.log2(10)) + GUARD_BITS
+    assert IntegralEvaluator(s, dps=40, prec_bits=53).prec_bits == 53
+    assert IntegralEvaluator(s, tail_bits=1).tail_bits == 1 and IntegralEvaluator(s).tail_bits is None
+    for kwargs, message in [({"dps": 14}, "dps must be an integer >= 15, got 14"),
+                            ({"prec_bits": 52}, "prec_bits must be an integer >= 53, got 52"),
+                            ({"tail_bits": 0}, "tail_bits must be a positive integer, got 0")]:
+        with pytest.raises(SettingError, match=f"^{message}$"):
+            IntegralEvaluator(s, **kwargs)
+    with pytest.raises(SettingError, match=r"^the integral representation needs p < 1 \(at p = 1 every string has "
+                                           r"length 1\); use numerics.series.SeriesEvaluator$"):
+        IntegralEvaluator(Setting(2))
+    with pytest.raises(SettingError, match="^the integral representation is derived for the geometric length law"):
+        IntegralEvaluator(Setting(5, length_law=ShiftedPoissonLaw(2.0)))
