@@ -8,6 +8,7 @@ correct ball must contain the reference and a ball shifted by 1e-25 must not.
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 
 import mpmath
@@ -609,3 +610,24 @@ def test_series_items_refuse_values_that_are_not_balls(plan3, which):
         ("three_phase", "T_min", 3, None, "T >= T_min", "UNDECIDED"),
         ("three_phase", "end-point risk", 3, None, "< epsilon", "UNDECIDED")]
     assert all(c.note == "series returned non-ball values: nothing is certified" for c in items)
+
+
+def test_float_upper_and_the_closed_forms_refusals():
+    """_float_upper: the smallest double above every point of the ball (one step up when the ball's upper end is
+    itself a double); ArbClosedForms refuses, by name, what its closed forms are not derived for."""
+    with ctx.workprec(PREC):
+        for x in (arb(1) / 3, -arb(1) / 3, arb(2) / 3 + arb(0, 1e-30)):
+            up = C._float_upper(x)
+            assert arb(up) > x and not arb(math.nextafter(up, -math.inf)) > x
+        assert C._float_upper(arb(0.5)) == math.nextafter(0.5, math.inf)
+    for bad in (52, 53.0, True):
+        with pytest.raises(C.SettingError, match=rf"^prec_bits must be an integer >= 53, got {bad!r}$"):
+            C.ArbClosedForms(Setting(3), bad)
+    with pytest.raises(C.SettingError, match="^the closed forms certified here are derived for the squared loss$"):
+        C.ArbClosedForms(Setting(3, loss="logistic"))
+    with pytest.raises(C.SettingError, match=r"^closed forms are stated for p < 1 \(at p = 1 every string has length 1\)$"):
+        C.ArbClosedForms(Setting(2))
+    with pytest.raises(C.SettingError, match=r"^unknown symbol\(s\) \['zeta'\]; expected some of \["):
+        C.ArbClosedForms(Setting(3)).expr(sym.d, zeta=1)
+    assert C.ArbClosedForms(Setting(3, p=0.25)).p_exact == Fraction(1, 4)
+    assert C.ArbClosedForms(Setting(3, p=Fraction(1, 3))).p_exact == Fraction(1, 3)
