@@ -616,7 +616,7 @@ def test_float_upper_and_the_closed_forms_refusals():
     """_float_upper: the smallest double above every point of the ball (one step up when the ball's upper end is
     itself a double); ArbClosedForms refuses, by name, what its closed forms are not derived for."""
     with ctx.workprec(PREC):
-        for x in (arb(1) / 3, -arb(1) / 3, arb(2) / 3 + arb(0, 1e-30)):
+        for x in (arb(1) / 3, -arb(1) / 3, arb(2) / 3 + arb(0, 1e-30), arb(0.5, 0.25)):
             up = C._float_upper(x)
             assert arb(up) > x and not arb(math.nextafter(up, -math.inf)) > x
         assert C._float_upper(arb(0.5)) == math.nextafter(0.5, math.inf)
@@ -629,5 +629,6 @@ def test_float_upper_and_the_closed_forms_refusals():
         C.ArbClosedForms(Setting(2))
     with pytest.raises(C.SettingError, match=r"^unknown symbol\(s\) \['zeta'\]; expected some of \["):
         C.ArbClosedForms(Setting(3)).expr(sym.d, zeta=1)
-    assert C.ArbClosedForms(Setting(3, p=0.25)).p_exact == Fraction(1, 4)
+    quarter = C.ArbClosedForms(Setting(3, p=0.25)).p_exact
+    assert quarter == Fraction(1, 4) and type(quarter) is Fraction
     assert C.ArbClosedForms(Setting(3, p=Fraction(1, 3))).p_exact == Fraction(1, 3)
