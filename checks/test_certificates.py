@@ -632,3 +632,63 @@ def test_float_upper_and_the_closed_forms_refusals():
     quarter = C.ArbClosedForms(Setting(3, p=0.25)).p_exact
     assert quarter == Fraction(1, 4) and type(quarter) is Fraction
     assert C.ArbClosedForms(Setting(3, p=Fraction(1, 3))).p_exact == Fraction(1, 3)
+
+
+def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monkeypatch):
+    """The T_min item with the phase-3 curvature balls, eta_3, the gap's threshold log u_min and the plan's T
+    replaced: eta_3 lambda_max <= 1 and lambda_min > 0 and gap >= log u_min each decide PASS, FAIL or UNDECIDED
+    at their own threshold (end points exact); a T below the certified count is UNDECIDED; the note is empty
+    exactly when the item passes, and the end-point item carries FLOAT_PLAN_NOTE exactly when it fails."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    start = plan.trajectories["three_phase"].points[2]
+    F = Fraction
+    with ctx.workprec(PREC):
+        gap = C.arb_of(start.alpha_a) - C.arb_of(start.alpha_b)
+        lam0, lam_max0 = C.phase3_curvature(C.arb_series_evaluator(setting, PREC), 3, start.alpha_a, start.alpha_b,
+                                            PREC)
+    a = F(1, 1024)
+
+    def ball(lo, hi):  # the lower end point exact (eta_3 lambda_max rounds the upper one up)
+        with ctx.workprec(PREC):
+            if lo == hi:
+                return C.arb_of(lo)
+            x = arb(0, float(F(hi - lo) / 2))
+            return x + x.rad() + C.arb_of(lo)
+
+    def T_min(lam=None, lam_max=None, eta_3=1.0, log_u=None, T=None):
+        with monkeypatch.context() as m:
+            m.setattr(C, "phase3_curvature", lambda *args: (lam if lam is not None else lam0,
+                                                            lam_max if lam_max is not None else lam_max0))
+            if log_u is not None:
+                m.setattr(C.ArbClosedForms, "u_min", lambda self, epsilon: _Log(log_u))
+            p = dataclasses.replace(plan, eta_3=eta_3, T=plan.T if T is None else T)
+            return C.certify_series_items(setting, eps, p, cf, C.arb_series_evaluator(setting, PREC))[0]
+
+    expect = [  # the replaced quantities, the T_min item's status
+        ({"lam_max": ball(F(1), F(1))}, "PASS"),
+        ({"lam_max": ball(F(1), 1 + 2 * a)}, "UNDECIDED"),
+        ({"lam_max": ball(F(3, 2), F(3, 2))}, "FAIL"),
+        ({"lam_max": ball(F(3, 2), F(3, 2)), "eta_3": 0.5, "T": 1000}, "PASS"),
+        ({"lam_max": ball(F(3), F(3)), "eta_3": 0.5}, "FAIL"),
+        ({"lam": ball(-a, -a)}, "FAIL"),
+        ({"lam": ball(-a, a)}, "UNDECIDED"),
+        ({"log_u": gap}, "PASS"),
+        ({"log_u": gap + arb(0, 1e-3)}, "UNDECIDED"),
+        ({"log_u": gap + 1}, "FAIL"),
+        ({"T": 0}, "UNDECIDED"),
+    ]
+    for replaced, status in expect:
+        item = T_min(**replaced)
+        assert item.status == status, (replaced, item.line())
+        assert (item.note == "") == (status == "PASS"), item.line()
+        if status != "PASS":
+            assert item.note.startswith("gap >= log u_min: "), item.note
+    # the end point: FLOAT_PLAN_NOTE exactly on FAIL
+    final = plan.trajectories["three_phase"].final
+    for mid, status in [(float(eps) * 1.2, "FAIL"), (float(eps) * 0.8, "PASS")]:
+        with ctx.workprec(PREC):
+            b = arb(mid, float(eps) / 10)
+        end = C.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, b))[1]
+        assert end.status == status and end.note == (C.FLOAT_PLAN_NOTE if status == "FAIL" else "")
