@@ -672,6 +672,7 @@ def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monke
         ({"lam_max": ball(F(3, 2), F(3, 2))}, "FAIL"),
         ({"lam_max": ball(F(3, 2), F(3, 2)), "eta_3": 0.5, "T": 1000}, "PASS"),
         ({"lam_max": ball(F(3), F(3)), "eta_3": 0.5}, "FAIL"),
+        ({"lam_max": ball(F(15, 8), F(17, 8)), "eta_3": 0.5}, "UNDECIDED"),
         ({"lam": ball(-a, -a)}, "FAIL"),
         ({"lam": ball(-a, a)}, "UNDECIDED"),
         ({"log_u": gap}, "PASS"),
