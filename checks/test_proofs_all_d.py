@@ -162,3 +162,17 @@ def test_sign_on_and_prove_positive_on_known_functions():
     assert not ok and steps == [f"could not show {g} > 0 for x > 1"]
     ok, steps = P.prove_positive((x + 1) * g, depth=0)
     assert not ok and "have sign 1" in steps[0]
+
+
+def test_kappa_proofs_refuse_a_kappa_of_another_form_or_negative_at_zero():
+    """A kappa that is not eta_1 (A + B eta_1) / den (a cubic term) is refused, not proved; a kappa whose
+    Q(0) = A is negative (kappa < 0 for small eta_1) fails its Q(0) step."""
+    d, e = P.sym.d, P.sym.eta1
+    cubic = e * (d - 2 + e ** 2) / (d - 1)
+    negative_at_zero = e * (2 - d + e / d) / (d - 1)
+    for kappa in (cubic, negative_at_zero):
+        assert not P.prove_kappa_positive_symbolic(kappa).passed
+    ok, Q_end, steps = P._kappa_endpoints(cubic, 1)
+    assert not ok and Q_end is None and steps[0].startswith("kappa not of the form")
+    ok, Q_end, steps = P._kappa_endpoints(negative_at_zero, 1)
+    assert not ok and "Q(0):" in steps
