@@ -693,3 +693,20 @@ def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monke
             b = arb(mid, float(eps) / 10)
         end = C.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, b))[1]
         assert end.status == status and end.note == (C.FLOAT_PLAN_NOTE if status == "FAIL" else "")
+
+
+def test_certify_claims_retries_only_what_is_undecided():
+    """At d = 3, epsilon = 1/1000 every item is decided at the default precision, so none is retried: each records
+    DEFAULT_PREC_BITS; at 53 bits an item left open is certified again at doubled precision (106, 212, ...) and
+    records the precision that decided it.  The finite-sample row is the statistical SKIP."""
+    items = C.certify_claims(3, Fraction(1, 1000), steps=5)
+    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {C.DEFAULT_PREC_BITS}
+    assert all(c.status == "PASS" for c in items if c.claim != "finite_sample")
+    fs = [c for c in items if c.claim == "finite_sample"]
+    assert [(c.item, c.d, c.ball, c.test, c.status, c.note) for c in fs] == [
+        ("held-out risk with N = ceil(30 d ln d)", 3, None, "statistical", "SKIP",
+         "a sampling claim: estimated in checks/test_finite_sample.py, not certified")]
+    low = C.certify_claims(3, Fraction(1, 10**14), steps=5, prec_bits=53)
+    precs = {c.prec_bits for c in low if c.claim != "finite_sample"}
+    assert precs <= {53 * 2 ** k for k in range(6)} and max(precs) > 53
+    assert all(c.status != "UNDECIDED" or "undecided at" in c.note for c in low)
