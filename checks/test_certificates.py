@@ -8,6 +8,7 @@ correct ball must contain the reference and a ball shifted by 1e-25 must not.
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 
 import mpmath
@@ -381,3 +382,331 @@ def test_prove_decides_what_a_wider_ball_left_open(argv, tmp_path, capsys):
     assert rc == 0 and data["counts"]["FAIL"] == 0 and data["counts"]["UNDECIDED"] == 0, capsys.readouterr().out
     if argv[0] == "--prec-bits":
         assert max(c["prec_bits"] for c in data["certificates"] if c["prec_bits"]) > 53
+
+
+def test_closed_form_items_are_named_and_rest_on_their_balls(plan3):
+    """Each closed-form certificate at d = 3 under its name (the JSON's ``item`` and ``test``, which ``prove``'s
+    readers select by), with the ball its verdict rests on; the verdict re-read from that ball."""
+    setting, eps, cf, plan = plan3
+    items = C.certify_closed_form_items(setting, eps, plan, PREC)
+    half, zero = arb(1) / 2, arb(0)
+    e1, e2 = plan.eta_1, plan.eta_2
+    expected = [  # claim, item, test, what the ball must satisfy
+        ("three_phase", "balancing p", "contains 1/2", lambda b: b.contains(half)),
+        ("three_phase", "P(y=+1) at p", "contains 1/2", lambda b: b.contains(half)),
+        ("three_phase", "phase 1: dR/dbeta_a at 0", "< 0", lambda b: b < 0),
+        ("three_phase", "phase 1: dR/dbeta_b at 0", "> 0", lambda b: b > 0),
+        ("three_phase", "eta1_max", f"> eta_1 = {e1:g} > 0", lambda b: b > e1),
+        ("three_phase", "phase 2: dR/dalpha_a at (0, beta1)", "< 0", lambda b: b < 0),
+        ("three_phase", "phase 2: dR/dalpha_b at (0, beta1)", "> 0", lambda b: b > 0),
+        ("three_phase", "kappa(eta_1)", "> 0", lambda b: b > 0),
+        ("three_phase", "log u_min(epsilon)", "sign decided (<= 0: eta2_min = 0)", lambda b: b > 0 or b <= 0),
+        ("three_phase", "eta2_min", f">= 0, <= eta_2 = {e2:.6g}", lambda b: b >= 0 and b <= e2),
+        ("output_only", "c(d) (balanced closed form)", "> 0, overlaps c(d, p)",
+         lambda b: b > 0 and b.overlaps(cf.output_only_floor())),
+        ("output_only", "min of R(0, beta) (Hessian > 0)", "overlaps c(d, p)", lambda b: b.overlaps(cf.output_only_floor())),
+        ("output_only", f"min over {len(plan.trajectories['output_only'].points)} points of R - c(d)", "> 0",
+         lambda b: b > 0),
+        ("attention_then_output", "dR/dalpha at beta = 0", "exactly 0; alpha stays 0", lambda b: b.is_exact() and b == zero),
+        ("attention_then_output",
+         f"min over {len(plan.trajectories['attention_then_output'].points)} points of R - c(d)", "> 0", lambda b: b > 0),
+        ("attention_only", "R(0,0); beta = 0 at every point", "contains 1/2 (f = 0)", lambda b: b.contains(half)),
+    ]
+    assert [(c.claim, c.item, c.test) for c in items] == [e[:3] for e in expected]
+    with ctx.workprec(PREC):
+        for c, (*_, holds) in zip(items, expected):
+            assert isinstance(c.ball, arb) and holds(c.ball) and c.status == "PASS", c.line()
+    assert C._verdict(True) == "PASS" and C._verdict(False) == "FAIL"
+    with pytest.raises(C.SettingError, match=r"^the certificates are stated for the default length law "
+                                             r"\(lengths='positive'\)$"):
+        C.certify_closed_form_items(Setting(3, lengths="nonnegative"), eps, plan, PREC)
+
+
+def test_closed_form_items_fail_when_their_balls_cross_the_threshold(plan3, monkeypatch):
+    """Controls: each sign item's ball replaced by one a thousandth on the wrong side of its threshold (eta1_max
+    just below eta_1, eta2_min just above eta_2) must FAIL, and the items that do not move must still PASS; a
+    plan with eta_1 = 0 fails its "eta_1 > 0" part."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    small = Fraction(1, 1000)
+    wrong = {"phase 1: dR/dbeta_a at 0": small, "phase 1: dR/dbeta_b at 0": -small,
+             "phase 2: dR/dalpha_a at (0, beta1)": small, "phase 2: dR/dalpha_b at (0, beta1)": -small,
+             "kappa(eta_1)": -small, "eta1_max": plan.eta_1 - small, "eta2_min": plan.eta_2 + small}
+    zero_gradients = C.ArbClosedForms.zero_gradients
+    with ctx.workprec(PREC):
+        ball = {k: C.arb_of(v) for k, v in wrong.items()}
+    monkeypatch.setattr(C.ArbClosedForms, "zero_gradients", lambda self: {
+        **zero_gradients(self), "grad_beta_a": ball["phase 1: dR/dbeta_a at 0"],
+        "grad_beta_b": ball["phase 1: dR/dbeta_b at 0"]})
+    monkeypatch.setattr(C.ArbClosedForms, "phase2_gradient", lambda self, eta_1: (
+        ball["phase 2: dR/dalpha_a at (0, beta1)"], ball["phase 2: dR/dalpha_b at (0, beta1)"]))
+    monkeypatch.setattr(C.ArbClosedForms, "kappa", lambda self, eta_1: ball["kappa(eta_1)"])
+    monkeypatch.setattr(C.ArbClosedForms, "eta1_max", lambda self: ball["eta1_max"])
+    monkeypatch.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball["eta2_min"])
+    status = {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}
+    assert {k: status[k] for k in wrong} == dict.fromkeys(wrong, "FAIL")
+    assert all(s == "PASS" for k, s in status.items() if k not in wrong), status
+    for eta_1, expect in [(0.0, "FAIL"), (0.5, "PASS")]:  # eta1_max's ball (plan.eta_1 - 1/1000) is above both
+        items = C.certify_closed_form_items(setting, eps, dataclasses.replace(plan, eta_1=eta_1), PREC)
+        assert [c.status for c in items if c.item == "eta1_max"] == [expect]
+
+
+class _Log:
+    """Stands in for u_min(epsilon): its log is the given ball."""
+
+    def __init__(self, ball):
+        self.ball = ball
+
+    def log(self):
+        return self.ball
+
+
+def _items_with(monkeypatch, plan3, **balls):
+    """The closed-form items at d = 3 with some closed forms replaced by the given balls (as (lo, hi) pairs of
+    dyadic rationals), as {item: status}."""
+    setting, eps, cf, plan = plan3
+
+    def ball(lo, hi):  # exact end points (the upper one when hi = 0, else the lower; arb rounds radii up)
+        with ctx.workprec(PREC):
+            if lo == hi:
+                return C.arb_of(lo)
+            x = arb(0, float(Fraction(hi - lo) / 2))
+            return x - x.rad() + C.arb_of(hi) if hi == 0 else x + x.rad() + C.arb_of(lo)
+
+    with monkeypatch.context() as m:
+        if "log_u" in balls:
+            m.setattr(C.ArbClosedForms, "u_min", lambda self, epsilon: _Log(ball(*balls["log_u"])))
+            m.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: C.arb_of(plan.eta_2 / 2))
+        if "eta2_min" in balls:
+            m.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball(*balls["eta2_min"]))
+        if "c" in balls:
+            c_bal, c_gen = (ball(*b) for b in balls["c"])
+            m.setattr(C.ArbClosedForms, "output_only_floor", lambda self, balanced=False: c_bal if balanced else c_gen)
+        if "grad_alpha" in balls:
+            zero_gradients = C.ArbClosedForms.zero_gradients
+            g = ball(*balls["grad_alpha"])
+            m.setattr(C.ArbClosedForms, "zero_gradients", lambda self: {**zero_gradients(self), "grad_alpha_a": g})
+        return {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}
+
+
+def test_closed_form_items_are_three_valued_at_their_thresholds(plan3, monkeypatch):
+    """Balls on, at and across each threshold (end points exact): a ball touching a strict threshold or
+    straddling any is UNDECIDED, a ball ending exactly at a non-strict one decides it."""
+    F = Fraction
+    eta_2 = F(plan3[3].eta_2)
+    small = F(1, 1024)
+    cases = [  # (closed form, (lo, hi)), item, status
+        ("log_u", (-small, small), "log u_min(epsilon)", "UNDECIDED"),
+        ("log_u", (F(0), 2 * small), "log u_min(epsilon)", "UNDECIDED"),
+        ("log_u", (F(0), F(0)), "log u_min(epsilon)", "PASS"),
+        ("log_u", (F(1, 2), F(1, 2)), "log u_min(epsilon)", "PASS"),
+        ("log_u", (F(-1, 2), F(-1, 2)), "log u_min(epsilon)", "PASS"),
+        ("eta2_min", (-small, -small), "eta2_min", "FAIL"),
+        ("eta2_min", (-2 * small, F(0)), "eta2_min", "UNDECIDED"),
+        ("eta2_min", (-small, small), "eta2_min", "UNDECIDED"),
+        ("eta2_min", (F(0), F(0)), "eta2_min", "PASS"),
+        ("eta2_min", (F(1, 2), F(1, 2)), "eta2_min", "PASS"),
+        ("eta2_min", (eta_2, eta_2), "eta2_min", "PASS"),
+        ("eta2_min", (eta_2, eta_2 + 2 * small), "eta2_min", "UNDECIDED"),
+        ("eta2_min", (eta_2 + small, eta_2 + small), "eta2_min", "FAIL"),
+        ("c", ((-small, -small), (-small, -small)), "c(d) (balanced closed form)", "FAIL"),
+        ("c", ((F(1, 4), F(1, 4)), (F(1, 8), F(1, 8))), "c(d) (balanced closed form)", "FAIL"),
+        ("grad_alpha", (small, small), "dR/dalpha at beta = 0", "FAIL"),
+    ]
+    got = [_items_with(monkeypatch, plan3, **{name: b})[item] for name, b, item, _ in cases]
+    assert got == [c[3] for c in cases], [(c[:3], g) for c, g in zip(cases, got) if g != c[3]]
+
+
+def test_certificate_line_json_and_ball_json():
+    """What a certificate prints and writes: the ball at 12 digits with its radius ("-" without one), the note
+    in parentheses only when there is one; the JSON keys; ball_json's [mid, rad] tight and enclosing, an exact
+    ball with radius 0."""
+    with ctx.workprec(PREC):
+        third = arb(1) / 3
+    c = C.Certificate("output_only", "item", 3, third, "> 0", "PASS", prec_bits=PREC)
+    assert c.line().split() == ["output_only", "d=3", "item", *third.str(12, radius=True).split(), ">", "0", "PASS"]
+    assert "+/-" in c.line() and c.line().endswith("PASS")
+    noted = C.Certificate("output_only", "item", 3, None, "> 0", "FAIL", "why")
+    assert noted.line().split()[3] == "-" and noted.line().endswith("FAIL  (why)")
+    assert c.as_json() == {"claim": "output_only", "item": "item", "d": 3, "ball": C.ball_json(third), "test": "> 0",
+                           "status": "PASS", "note": "", "prec_bits": PREC}
+    mid, rad = C.ball_json(third)
+    assert mid == 1 / 3 and 0 < rad < 1e-16 and arb(mid, rad).contains(third)
+    assert C.ball_json(C.arb_of(Fraction(3, 4))) == [0.75, 0.0] and C.ball_json(None) is None
+    with pytest.raises(ValueError, match="status"):
+        C.Certificate("output_only", "item", 3, None, "> 0", "pass")
+
+
+def test_trajectory_certificate_refuses_a_moving_alpha_and_reports_the_worst_point(plan3):
+    """_trajectory_above_floor: a trajectory whose alpha left 0 (in either coordinate) FAILs without a ball;
+    otherwise the ball reported is the margin R - c(d) with the lowest lower end."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    traj = plan.trajectories["output_only"]
+    c = cf.output_only_floor(balanced=True)
+    for moved in [{"alpha_a": 1e-3}, {"alpha_b": -1e-3}]:
+        points = [traj.points[0], dataclasses.replace(traj.points[1], **moved), *traj.points[2:]]
+        cert = C._trajectory_above_floor("output_only", 3, cf, dataclasses.replace(traj, points=points), c)
+        assert (cert.claim, cert.item, cert.d, cert.ball, cert.test, cert.status) == (
+            "output_only", "trajectory risk > c(d)", 3, None, "alpha = 0 at every point", "FAIL") and cert.note
+    cert = C._trajectory_above_floor("output_only", 3, cf, traj, c)
+    with ctx.workprec(PREC):
+        margins = [cf.risk_alpha0(pt.beta_a, pt.beta_b) - c for pt in traj.points]
+    assert len({float(m.lower()) for m in margins}) == len(margins) > 2
+    assert float(cert.ball.lower()) == min(float(m.lower()) for m in margins) and cert.test == "> 0"
+
+
+@pytest.mark.parametrize("coeffs", [{(2, 0): -1, (0, 2): -1}, {(2, 0): 1, (0, 2): -1}])
+def test_floor_is_infimum_needs_a_positive_definite_hessian(coeffs):
+    """A quadratic with no linear terms whose constant is c(d) itself, so its critical value overlaps c(d):
+    with H_11 < 0, or with det H < 0, it has no minimum and the certificate must FAIL."""
+    cf = C.ArbClosedForms(Setting(3), PREC)
+    c = cf.output_only_floor()
+    cf._coeffs = [((2, 0), arb(coeffs[(2, 0)])), ((1, 1), arb(0)), ((0, 2), arb(coeffs[(0, 2)])),
+                  ((1, 0), arb(0)), ((0, 1), arb(0)), ((0, 0), c)]
+    status, minimum = C.floor_is_infimum(cf)
+    assert minimum.overlaps(c) and status == "FAIL"
+
+
+def test_series_tol_and_arb_evaluator_precision():
+    """series_tol: epsilon / 1000, at most 1e-12, at least 2^-prec_bits; arb_evaluator keeps the precision it is
+    asked for (the integral representation from d = INTEGRAL_FROM_D on) and its default omitted mass 1e-12."""
+    from numerics.evaluators import INTEGRAL_FROM_D
+    from numerics.integral import IntegralEvaluator
+
+    assert C.series_tol(Fraction(1, 1000), 128) == 1e-12 and C.series_tol(1e-12, 128) == 1e-12 / 1000
+    assert C.series_tol(Fraction(1, 10**300), 128) == 2.0 ** -128 and C.series_tol(1e-12, 30) == 2.0 ** -30
+    big = C.arb_evaluator(Setting(INTEGRAL_FROM_D), 200)
+    assert isinstance(big, IntegralEvaluator) and big.prec_bits == 200
+    small = C.arb_evaluator(Setting(5), 200)
+    assert (small.context, small.prec_bits, small.tol) == ("arb", 200, 1e-12)
+
+
+class _NotBalls:
+    """The arb series with plain floats in place of the balls of one call (``which``: 3 the start risk, 4 the
+    end-point risk; floats in the curvature evaluations 0-2 still give balls, as they meet arb constants)."""
+
+    def __init__(self, setting, which):
+        self.ev, self.which, self.calls = C.arb_series_evaluator(setting, PREC), which, 0
+
+    def evaluate_symmetric(self, *point):
+        res, self.calls = self.ev.evaluate_symmetric(*point), self.calls + 1
+        if self.calls - 1 != self.which:
+            return res
+
+        class R:
+            risk = float(res.risk.mid())
+            grad_beta = [float(g.mid()) for g in res.grad_beta]
+        return R()
+
+
+@pytest.mark.parametrize("which", [3, 4])
+def test_series_items_refuse_values_that_are_not_balls(plan3, which):
+    setting, eps, cf, plan = plan3
+    items = C.certify_series_items(setting, eps, plan, cf, _NotBalls(setting, which))
+    assert [(c.claim, c.item, c.d, c.ball, c.test, c.status) for c in items] == [
+        ("three_phase", "T_min", 3, None, "T >= T_min", "UNDECIDED"),
+        ("three_phase", "end-point risk", 3, None, "< epsilon", "UNDECIDED")]
+    assert all(c.note == "series returned non-ball values: nothing is certified" for c in items)
+
+
+def test_float_upper_and_the_closed_forms_refusals():
+    """_float_upper: the smallest double above every point of the ball (one step up when the ball's upper end is
+    itself a double); ArbClosedForms refuses, by name, what its closed forms are not derived for."""
+    with ctx.workprec(PREC):
+        for x in (arb(1) / 3, -arb(1) / 3, arb(2) / 3 + arb(0, 1e-30), arb(0.5, 0.25)):
+            up = C._float_upper(x)
+            assert arb(up) > x and not arb(math.nextafter(up, -math.inf)) > x
+        assert C._float_upper(arb(0.5)) == math.nextafter(0.5, math.inf)
+    for bad in (52, 53.0, True):
+        with pytest.raises(C.SettingError, match=rf"^prec_bits must be an integer >= 53, got {bad!r}$"):
+            C.ArbClosedForms(Setting(3), bad)
+    with pytest.raises(C.SettingError, match="^the closed forms certified here are derived for the squared loss$"):
+        C.ArbClosedForms(Setting(3, loss="logistic"))
+    with pytest.raises(C.SettingError, match=r"^closed forms are stated for p < 1 \(at p = 1 every string has length 1\)$"):
+        C.ArbClosedForms(Setting(2))
+    with pytest.raises(C.SettingError, match=r"^unknown symbol\(s\) \['zeta'\]; expected some of \["):
+        C.ArbClosedForms(Setting(3)).expr(sym.d, zeta=1)
+    quarter = C.ArbClosedForms(Setting(3, p=0.25)).p_exact
+    assert quarter == Fraction(1, 4) and type(quarter) is Fraction
+    assert C.ArbClosedForms(Setting(3, p=Fraction(1, 3))).p_exact == Fraction(1, 3)
+
+
+def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monkeypatch):
+    """The T_min item with the phase-3 curvature balls, eta_3, the gap's threshold log u_min and the plan's T
+    replaced: eta_3 lambda_max <= 1 and lambda_min > 0 and gap >= log u_min each decide PASS, FAIL or UNDECIDED
+    at their own threshold (end points exact); a T below the certified count is UNDECIDED; the note is empty
+    exactly when the item passes, and the end-point item carries FLOAT_PLAN_NOTE exactly when it fails."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    start = plan.trajectories["three_phase"].points[2]
+    F = Fraction
+    with ctx.workprec(PREC):
+        gap = C.arb_of(start.alpha_a) - C.arb_of(start.alpha_b)
+        lam0, lam_max0 = C.phase3_curvature(C.arb_series_evaluator(setting, PREC), 3, start.alpha_a, start.alpha_b,
+                                            PREC)
+    a = F(1, 1024)
+
+    def ball(lo, hi):  # the lower end point exact (eta_3 lambda_max rounds the upper one up)
+        with ctx.workprec(PREC):
+            if lo == hi:
+                return C.arb_of(lo)
+            x = arb(0, float(F(hi - lo) / 2))
+            return x + x.rad() + C.arb_of(lo)
+
+    def T_min(lam=None, lam_max=None, eta_3=1.0, log_u=None, T=None):
+        with monkeypatch.context() as m:
+            m.setattr(C, "phase3_curvature", lambda *args: (lam if lam is not None else lam0,
+                                                            lam_max if lam_max is not None else lam_max0))
+            if log_u is not None:
+                m.setattr(C.ArbClosedForms, "u_min", lambda self, epsilon: _Log(log_u))
+            p = dataclasses.replace(plan, eta_3=eta_3, T=plan.T if T is None else T)
+            return C.certify_series_items(setting, eps, p, cf, C.arb_series_evaluator(setting, PREC))[0]
+
+    expect = [  # the replaced quantities, the T_min item's status
+        ({"lam_max": ball(F(1), F(1))}, "PASS"),
+        ({"lam_max": ball(F(1), 1 + 2 * a)}, "UNDECIDED"),
+        ({"lam_max": ball(F(3, 2), F(3, 2))}, "FAIL"),
+        ({"lam_max": ball(F(3, 2), F(3, 2)), "eta_3": 0.5, "T": 1000}, "PASS"),
+        ({"lam_max": ball(F(3), F(3)), "eta_3": 0.5}, "FAIL"),
+        ({"lam_max": ball(F(15, 8), F(17, 8)), "eta_3": 0.5}, "UNDECIDED"),
+        ({"lam": ball(-a, -a)}, "FAIL"),
+        ({"lam": ball(-a, a)}, "UNDECIDED"),
+        ({"log_u": gap}, "PASS"),
+        ({"log_u": gap + arb(0, 1e-3)}, "UNDECIDED"),
+        ({"log_u": gap + 1}, "FAIL"),
+        ({"T": 0}, "UNDECIDED"),
+    ]
+    for replaced, status in expect:
+        item = T_min(**replaced)
+        assert item.status == status, (replaced, item.line())
+        assert (item.note == "") == (status == "PASS"), item.line()
+        if status != "PASS":
+            assert item.note.startswith("gap >= log u_min: "), item.note
+    # the end point: FLOAT_PLAN_NOTE exactly on FAIL
+    final = plan.trajectories["three_phase"].final
+    for mid, status in [(float(eps) * 1.2, "FAIL"), (float(eps) * 0.8, "PASS")]:
+        with ctx.workprec(PREC):
+            b = arb(mid, float(eps) / 10)
+        end = C.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, b))[1]
+        assert end.status == status and end.note == (C.FLOAT_PLAN_NOTE if status == "FAIL" else "")
+
+
+def test_certify_claims_retries_only_what_is_undecided():
+    """At d = 3, epsilon = 1/1000 every item is decided at the default precision, so none is retried: each records
+    DEFAULT_PREC_BITS; at 53 bits an item left open is certified again at doubled precision (106, 212, ...) and
+    records the precision that decided it.  The finite-sample row is the statistical SKIP."""
+    items = C.certify_claims(3, Fraction(1, 1000), steps=5)
+    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {C.DEFAULT_PREC_BITS}
+    assert all(c.status == "PASS" for c in items if c.claim != "finite_sample")
+    fs = [c for c in items if c.claim == "finite_sample"]
+    assert [(c.item, c.d, c.ball, c.test, c.status, c.note) for c in fs] == [
+        ("held-out risk with N = ceil(30 d ln d)", 3, None, "statistical", "SKIP",
+         "a sampling claim: estimated in checks/test_finite_sample.py, not certified")]
+    low = C.certify_claims(3, Fraction(1, 10**14), steps=5, prec_bits=53)
+    precs = {c.prec_bits for c in low if c.claim != "finite_sample"}
+    assert precs <= {53 * 2 ** k for k in range(6)} and max(precs) > 53
+    assert all(c.status != "UNDECIDED" or "undecided at" in c.note for c in low)

@@ -138,3 +138,41 @@ def test_branch_and_bound_refuses_what_it_cannot_certify():
     assert not ok and steps[0].startswith("undecided after 200 boxes"), steps
     ok, steps = P.branch_and_bound(x - x, x, Fraction(2), Fraction(9))
     assert not ok and steps[0].startswith("counterexample"), steps
+
+
+def test_sign_on_and_prove_positive_on_known_functions():
+    """The sign of each factor on x > a, and prove_positive at each of its exits: every factor positive; a
+    limit at a+ below 0; the derivative chain (log x - (x - 1)/2 rises, then falls: its second derivative
+    fails); and the differentiation budget spent (depth 0) is a failure, never a proof."""
+    x = P.X
+    assert P._sign_on(x - 1, x, 1) == 1 and P._sign_on(-(x + 1), x, 1) == -1
+    assert P._sign_on((x + 1) * (1 - x) * (2 - x) ** 2, x, 3) == -1 and P._sign_on(x - 2, x, 1) is None
+    assert P._sign_on(-3 / (x + 1), x, 1) == -1 and P._sign_on(sp.Integer(0) * x, x, 1) is None
+    assert P._is_zero(sp.log(x) * (x + 1) - x * sp.log(x) - sp.log(x)) and not P._is_zero(x - 1)
+    assert P.constant_sign(sp.pi - 3) == 1 and P.constant_sign(3 - sp.pi) == -1 and P.constant_sign(sp.Integer(0)) == 0
+    assert P.prove_positive((x - 1) * (x + 2))[0]
+    assert P.prove_positive(sp.log(x))[0] and P.prove_positive(-(x + 1) * (x - 1 - sp.log(x)))[0] is False
+    ok, steps = P.prove_positive(x - 2)
+    assert not ok and "not shown >= 0" in steps[-1]
+    ok, steps = P.prove_positive(sp.log(x) - (x - 1) / 2)
+    assert not ok and steps
+    g = sp.expand(x - 1 - sp.log(x))  # > 0 on x > 1, but not factor by factor
+    assert P.prove_positive(g)[0]
+    ok, steps = P.prove_positive(g, depth=0)
+    assert not ok and steps == [f"could not show {g} > 0 for x > 1"]
+    ok, steps = P.prove_positive((x + 1) * g, depth=0)
+    assert not ok and "have sign 1" in steps[0]
+
+
+def test_kappa_proofs_refuse_a_kappa_of_another_form_or_negative_at_zero():
+    """A kappa that is not eta_1 (A + B eta_1) / den (a cubic term) is refused, not proved; a kappa whose
+    Q(0) = A is negative (kappa < 0 for small eta_1) fails its Q(0) step."""
+    d, e = P.sym.d, P.sym.eta1
+    cubic = e * (d - 2 + e ** 2) / (d - 1)
+    negative_at_zero = e * (2 - d + e / d) / (d - 1)
+    for kappa in (cubic, negative_at_zero):
+        assert not P.prove_kappa_positive_symbolic(kappa).passed
+    ok, Q_end, steps = P._kappa_endpoints(cubic, 1)
+    assert not ok and Q_end is None and steps[0].startswith("kappa not of the form")
+    ok, Q_end, steps = P._kappa_endpoints(negative_at_zero, 1)
+    assert not ok and "Q(0):" in steps

@@ -97,22 +97,39 @@ def test_regime_refuses_steps_outside_it():
     s = setting(5)
     with pytest.raises(SettingError, match="eta_1"):
         three_phase_regime(s, 1e-2, 5.0)  # eta1_max = d = 5 is excluded
+    with pytest.raises(SettingError, match="^step size eta_1 must be > 0, got 0.0$"):
+        three_phase_regime(s, 1e-2, 0.0)  # the regime's eta_1 interval is open at 0
     with pytest.raises(SettingError, match="eta_3"):
         three_phase_regime(s, 1e-2, 1.0, eta_2=100.0, eta_3=1.5)
-    with pytest.raises(SettingError, match="d >= 3"):
+    with pytest.raises(SettingError, match=r"^the three-phase theorem needs d >= 3 \(at d = 2"):
         three_phase_regime(setting(2), 1e-2, 0.5)
-    with pytest.raises(SettingError, match="squared"):
+    with pytest.raises(SettingError, match="^the three-phase regime is derived for the squared loss$"):
         three_phase_regime(setting(5, loss="logistic"), 1e-2, 0.5)
+    with pytest.raises(SettingError, match=r"^eta1_frac must be a finite number in \(0, 1\), got 1.0$"):
+        regime_plan(s, 1e-2, eta1_frac=1.0)
+    with pytest.raises(SettingError, match=r"^eta2_factor must be a finite number in \[1, inf\), got 0.5$"):
+        regime_plan(s, 1e-2, eta2_factor=0.5)
+
+
+def test_regime_plan_uses_the_evaluator_it_is_given():
+    """A coarser series (tol 1e-4 instead of the default 1e-13) widens the moments' and the start risk's error
+    bounds, so the plan's lambda_min_lower drops and its excess rises by about that much."""
+    fine = regime_plan(setting(5), 1e-2, evaluator=evaluator(5, tol=1e-13))
+    coarse = regime_plan(setting(5), 1e-2, evaluator=evaluator(5, tol=1e-4))
+    assert coarse.lambda_min_lower < fine.lambda_min_lower - 1e-5
+    assert coarse.initial_excess_upper > fine.initial_excess_upper + 1e-5
 
 
 # ---- the regime's numbers, deterministically (not through the finite-sample check's statistics) ----------
 
 
-@pytest.mark.parametrize("d,eps,eta1_frac,eta2_factor,eta_3", [(3, 1e-3, 0.5, 1.0, 1.0), (5, 1e-2, 0.25, 1.5, 0.5),
-                                                               (8, 3e-2, 0.9, 1.0, 0.8),
-                                                               (3, 0.3, 0.5, 1.0, 1.0),   # excess in (eps/2, eps]
-                                                               (3, 0.5, 0.5, 1.0, 1.0)])  # excess <= eps/2: T_min 0
-def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta1_frac, eta2_factor, eta_3):
+@pytest.mark.parametrize("d,eps,eta1_frac,eta2_factor,eta_3,lengths", [
+    (3, 1e-3, 0.5, 1.0, 1.0, "positive"), (5, 1e-2, 0.25, 1.5, 0.5, "positive"), (8, 3e-2, 0.9, 1.0, 0.8, "positive"),
+    (3, 0.3, 0.5, 1.0, 1.0, "positive"),    # excess in (eps/2, eps]
+    (3, 0.5, 0.5, 1.0, 1.0, "positive"),    # excess <= eps/2: T_min 0
+    (3, 0.5, 0.5, 1.0, 0.01, "positive"),   # the same with a slow contraction (a T_min < 0 would pass as "<= eps/2")
+    (4, 1e-2, 0.5, 1.0, 1.0, "nonnegative")])  # floor P(n = 0)/2 = 0.1, not 0
+def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta1_frac, eta2_factor, eta_3, lengths):
     """lambda_min_lower is a lower bound of the smallest curvature of phase 3 (arb balls from gradient
     differences, ``certify.phase3_curvature``, not the moments the regime uses) and is tight to it (so it is
     not the largest); initial_excess_upper bounds R(start) - floor for the start the series trainer reaches;
@@ -120,17 +137,17 @@ def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta
     contraction, half for inf_beta R; ``certify.certify_series_items``)."""
     from numerics import certify as C
 
-    reg = regime_plan(setting(d), eps, eta1_frac=eta1_frac, eta2_factor=eta2_factor, eta_3=eta_3,
-                      evaluator=evaluator(d))
+    reg = regime_plan(setting(d, lengths), eps, eta1_frac=eta1_frac, eta2_factor=eta2_factor, eta_3=eta_3,
+                      evaluator=evaluator(d, lengths))
     # the start of phase 3 by the closed forms the regime uses, and as the series trainer reaches it (their
     # gradients differ by the series' truncation, 1e-12, times the step sizes)
-    cf = ClosedForms(setting(d))
+    cf = ClosedForms(setting(d, lengths))
     (a2a, a2b), (b1a, b1b) = ((float(x) for x in pair) for pair in (cf.phase2_alpha(reg.eta_1, reg.eta_2),
                                                                      cf.phase1_beta(reg.eta_1)))
-    start = Trainer(evaluator(d), record_every=None).run(three_phase(reg.eta_1, reg.eta_2, eta_3, 0)).final
+    start = Trainer(evaluator(d, lengths), record_every=None).run(three_phase(reg.eta_1, reg.eta_2, eta_3, 0)).final
     assert max(abs(u - v) for u, v in [(a2a, start.alpha_a), (a2b, start.alpha_b), (b1a, start.beta_a),
                                         (b1b, start.beta_b)]) < 1e-10
-    ev = C.arb_series_evaluator(setting(d), 128, tol=1e-25)
+    ev = C.arb_series_evaluator(setting(d, lengths), 128, tol=1e-25)
     lo, hi = C.phase3_curvature(ev, d, a2a, a2b, 128)
     assert float(hi.lower()) - float(lo.upper()) > 1e-3  # distinct: the largest could not pass for the smallest
     assert float(lo.upper()) - 1e-9 <= reg.lambda_min_lower <= float(lo.lower())
@@ -140,6 +157,7 @@ def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta
         def left(T):
             return mpmath.mpf(reg.initial_excess_upper) * (1 - mpmath.mpf(eta_3) * reg.lambda_min_lower) ** (2 * T)
         assert left(reg.T_min) <= mpmath.mpf(eps) / 2 and (reg.T_min == 0 or mpmath.mpf(eps) / 2 < left(reg.T_min - 1))
+    assert reg.T_min >= 0 and reg.floor == float(cf.risk_floor())
     assert reg.eta_1 == eta1_frac * reg.eta1_max and reg.eta_2 == eta2_factor * reg.eta2_min
 
 
@@ -153,3 +171,40 @@ def test_regime_contains_its_boundaries():
         assert not reg.contains(*args), args
     assert not dataclasses.replace(reg, T_min=None).contains(e1, e2, 1.0, T)
     assert regime_plan(setting(5), 1e-2, eta2_factor=3.0, evaluator=evaluator(5)).eta_2 == 3.0 * e2
+
+
+def test_regime_without_phase3_steps_and_without_positive_curvature():
+    """Without eta_3 (or without eta_2) there is no T_min; a series too coarse to bound the phase-3 curvature
+    away from 0 (tol 0.5: lambda_min_lower < 0) gives T_min None, and then nothing is in the regime."""
+    s = setting(5)
+    eta_1 = 0.5 * float(ClosedForms(s).eta1_max())
+    for kwargs in [{}, {"eta_2": 1.0}, {"eta_3": 1.0}]:
+        reg = three_phase_regime(s, 1e-2, eta_1, evaluator=evaluator(5), **kwargs)
+        assert reg.T_min is None and reg.eta_2 is None and reg.eta_3 is None and reg.lambda_min_lower is None
+    coarse = regime_plan(s, 1e-2, evaluator=evaluator(5, tol=0.5))
+    assert coarse.lambda_min_lower < 0 and coarse.T_min is None
+    assert not coarse.contains(coarse.eta_1, coarse.eta_2, 1.0, 10 ** 6)
+    with pytest.raises(SettingError, match="^step size eta_2 must be >= 0, got -1.0$"):
+        three_phase_regime(s, 1e-2, eta_1, eta_2=-1.0, eta_3=1.0)
+    with pytest.raises(SettingError, match="^step size eta_3 must be > 0, got 0.0$"):
+        three_phase_regime(s, 1e-2, eta_1, eta_2=1.0, eta_3=0.0)
+
+
+def test_regime_default_evaluator_is_the_series_at_tol_1e_13():
+    """Without an evaluator the regime uses ``population_evaluator(setting, tol=1e-13)``: the same numbers."""
+    s = setting(5)
+    assert regime_plan(s, 1e-2) == regime_plan(s, 1e-2, evaluator=evaluator(5, tol=1e-13))
+    assert regime_plan(s, 1e-2) != regime_plan(s, 1e-2, evaluator=evaluator(5, tol=1e-12))
+
+
+@pytest.mark.parametrize("eps", [3.0, 20.0])
+def test_regime_log_u_min_is_the_log_of_u_min_or_zero(eps):
+    """log_u_min = max(ln u_min(eps), 0): at d = 3, u_min(3) = 2 (0 < ln 2 < 1) and u_min(20) < 1 (no phase 2
+    needed); eta2_min = log_u_min / kappa(eta_1)."""
+    cf = ClosedForms(setting(3))
+    reg = three_phase_regime(setting(3), eps, 1.0)
+    with mpmath.workdps(30):
+        log_u = float(mpmath.log(cf.u_min(eps)))
+    assert (0 < log_u < 1) if eps == 3.0 else log_u < 0
+    assert reg.log_u_min == max(log_u, 0.0)
+    assert math.isclose(reg.eta2_min * reg.kappa, reg.log_u_min, rel_tol=1e-12, abs_tol=0.0)

@@ -77,9 +77,25 @@ def test_full_vector_interface_and_its_refusals():
     integral = IntegralEvaluator(Setting(d))
     full = integral.evaluate([0.4] + [-0.1] * (d - 1), [1.1] + [-0.7] * (d - 1))
     sym = integral.evaluate_symmetric(0.4, -0.1, 1.1, -0.7)
-    assert len(full.grad_beta) == d and full.grad_beta[2].overlaps(sym.grad_beta[1])
-    with pytest.raises(SettingError, match="symmetric"):
+    # every coordinate against the arb series' full-vector evaluation, and the bounds of the symmetric call
+    assert len(full.grad_alpha) == len(full.grad_beta) == d
+    _assert_same(full, _series(Setting(d)).evaluate([0.4] + [-0.1] * (d - 1), [1.1] + [-0.7] * (d - 1)))
+    assert (full.risk_bound, full.grad_bound, full.omitted_mass, full.terms, full.certified) == \
+        (sym.risk_bound, sym.grad_bound, 0.0, 0, True) and full.risk_bound > 0 and full.grad_bound > 0
+    # d = 2 (p < 1): the marked and the one unmarked coordinate
+    two = Setting(2, p=0.5)
+    _assert_same(IntegralEvaluator(two).evaluate([0.3, -0.2], [0.5, 0.1]), _series(two).evaluate([0.3, -0.2], [0.5, 0.1]))
+    with pytest.raises(SettingError, match=r"^the integral representation needs parameters symmetric in the unmarked "
+                                           r"symbols \(alpha_k, beta_k equal for k >= 2\); use "
+                                           r"numerics.series.SeriesEvaluator$"):
         integral.evaluate([0.4, 0.1, 0.2, 0.2], [0.0] * d)
+    with pytest.raises(SettingError, match="^alpha must have length d = 4, got length 3$"):
+        integral.evaluate([0.0] * 3, [0.0] * d)
+    with pytest.raises(SettingError, match="^beta must have length d = 4, got length 5$"):
+        integral.evaluate([0.0] * d, [0.0] * 5)
+    for name, args in [("alpha_a", (math.nan, 0.0)), ("alpha_b", (0.0, math.inf))]:
+        with pytest.raises(SettingError, match=rf"^{name}\[0\] must be finite"):
+            integral.quadratic_moments(*args)
     with pytest.raises(SettingError, match="squared loss"):
         IntegralEvaluator(Setting(4, loss="logistic"))
     with pytest.raises(SettingError, match="p < 1"):
@@ -87,6 +103,15 @@ def test_full_vector_interface_and_its_refusals():
     for gap in (math.inf, math.nan, 701.0, -701.0):
         with pytest.raises(SettingError, match="alpha_a"):
             integral.evaluate_symmetric(gap, 0.0, 0.0, 0.0)
+    for i, name in enumerate(("alpha_a", "alpha_b", "beta_a", "beta_b")):
+        with pytest.raises(SettingError, match=rf"^{name}\[0\] must be finite, got nan$"):
+            integral.evaluate_symmetric(*[math.nan if j == i else 0.0 for j in range(4)])
+    for gap in (700.0, -700.0):  # MAX_GAP itself is taken
+        assert integral.evaluate_symmetric(gap, 0.0, 0.0, 0.0).risk_bound < 1e-20
+    # the symmetric evaluation's own bounds: the largest radii, nothing omitted, certified
+    assert sym.risk_bound == float(sym.risk.rad()) > 0
+    assert sym.grad_bound == max(float(g.rad()) for g in sym.grad_alpha + sym.grad_beta) > 0
+    assert (sym.omitted_mass, sym.terms, sym.certified) == (0.0, 0, True) and type(sym.terms) is int
 
 
 def test_large_d_agrees_with_the_float_series():
@@ -195,3 +220,26 @@ def test_negative_binomial_generating_function():
     for c in range(4):
         series = sp.series((1 - t) ** -(c + 1), t, 0, 10).removeO()
         assert sp.expand(series - sum(sp.binomial(c + r, c) * t ** r for r in range(10))) == 0
+
+
+def test_constructor_precisions_and_refusals():
+    """dps >= 15 (working precision dps digits plus 32 guard bits), prec_bits >= 53 instead, tail_bits >= 1:
+    each refused below its minimum under its own name; the geometric law and p < 1 only."""
+    from numerics.integral import GUARD_BITS
+    from theory.setting import ShiftedPoissonLaw
+
+    s = Setting(5)
+    assert IntegralEvaluator(s).prec_bits == math.ceil(30 * math.log2(10)) + GUARD_BITS == 132
+    assert IntegralEvaluator(s, dps=15).prec_bits == math.ceil(15 * math.log2(10)) + GUARD_BITS
+    assert IntegralEvaluator(s, dps=40, prec_bits=53).prec_bits == 53
+    assert IntegralEvaluator(s, tail_bits=1).tail_bits == 1 and IntegralEvaluator(s).tail_bits is None
+    for kwargs, message in [({"dps": 14}, "dps must be an integer >= 15, got 14"),
+                            ({"prec_bits": 52}, "prec_bits must be an integer >= 53, got 52"),
+                            ({"tail_bits": 0}, "tail_bits must be a positive integer, got 0")]:
+        with pytest.raises(SettingError, match=f"^{message}$"):
+            IntegralEvaluator(s, **kwargs)
+    with pytest.raises(SettingError, match=r"^the integral representation needs p < 1 \(at p = 1 every string has "
+                                           r"length 1\); use numerics.series.SeriesEvaluator$"):
+        IntegralEvaluator(Setting(2))
+    with pytest.raises(SettingError, match="^the integral representation is derived for the geometric length law"):
+        IntegralEvaluator(Setting(5, length_law=ShiftedPoissonLaw(2.0)))
