@@ -176,3 +176,19 @@ def test_kappa_proofs_refuse_a_kappa_of_another_form_or_negative_at_zero():
     assert not ok and Q_end is None and steps[0].startswith("kappa not of the form")
     ok, Q_end, steps = P._kappa_endpoints(negative_at_zero, 1)
     assert not ok and "Q(0):" in steps
+
+
+def test_constant_sign_leaves_a_hidden_zero_undecided():
+    """A constant SymPy does not simplify to 0 but that is 0 (Li_2(1/3) - Li_2(1/9)/6 = pi^2/18 - ln(3)^2/6):
+    its ball straddles 0 at every precision, so its sign is undecided (None), never +1 or -1; shifted by
+    +-1e-30 it is decided.  Kills a three-valued comparison that reads a straddling ball as signed
+    (e.g. ``ball < 1`` or ``not ball > 0`` for ``ball < 0``)."""
+    from theory.proofs import constant_sign
+
+    hidden = (sp.polylog(2, sp.Rational(1, 3)) - sp.polylog(2, sp.Rational(1, 9)) / 6 - sp.pi ** 2 / 18
+              + sp.log(3) ** 2 / 6)
+    assert sp.simplify(hidden) != 0                     # the exact test does not see it: the balls decide
+    assert constant_sign(hidden) is None
+    assert constant_sign(hidden + sp.Rational(1, 10 ** 30)) == 1
+    assert constant_sign(hidden - sp.Rational(1, 10 ** 30)) == -1
+    assert constant_sign(sp.Rational(-1, 7)) == -1 and constant_sign(sp.Rational(1, 7)) == 1

@@ -243,3 +243,22 @@ def test_constructor_precisions_and_refusals():
         IntegralEvaluator(Setting(2))
     with pytest.raises(SettingError, match="^the integral representation is derived for the geometric length law"):
         IntegralEvaluator(Setting(5, length_law=ShiftedPoissonLaw(2.0)))
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+@pytest.mark.parametrize("u, V", [(0.37, 3), (1.0, 5), (2.5, 2), (7.0, 1)])
+def test_tail_bound_is_K_times_the_upper_incomplete_gamma(k, u, V):
+    """tail_bound = K int_V^inf v^k e^(-u v) dv = K Gamma(k + 1, u V) / u^(k+1) exactly (mpmath's incomplete
+    gamma, independent of the finite sum the code uses), K = Li_{-j}(X) / ((1 - x) k!); at u != 1 this
+    tells apart every power of u in the sum (mutmut's u^-(k+1+i) for u^-(k+1-i), which only shrinks the
+    bound, survived the majorant test above)."""
+    import mpmath
+
+    from numerics.integral import tail_bound
+
+    j, x, X = 1, arb(0.3), arb(0.2)
+    K = li_neg(j, X) / (1 - x) / math.factorial(k)
+    got = tail_bound(j, k, arb(u), x, X, arb(V)) / K
+    with mpmath.workdps(40):
+        want = mpmath.gammainc(k + 1, u * V) / mpmath.mpf(u) ** (k + 1)
+        assert abs(mpmath.mpf(got.mid().str(40, radius=False)) - want) <= 1e-12 * want, (got, want)
