@@ -17,6 +17,7 @@ import os
 import shlex
 import signal
 import sys
+import threading
 import time
 from typing import Sequence
 
@@ -74,6 +75,16 @@ def advice(exc: SettingError, args: argparse.Namespace) -> str:
     return text
 
 
+_RESEND_LOCK = threading.Lock()
+_RESEND = {"pending": False}
+"""A Ctrl-C caught by ``_unraisable`` and not yet delivered again (``main`` takes it over when the command
+finishes first, so it is neither lost nor delivered to the caller after ``main`` has returned)."""
+
+
+def _check_signals() -> None:
+    """Nothing: calling a Python function makes the interpreter run pending signal handlers first."""
+
+
 def _unraisable(info) -> None:
     """``sys.unraisablehook`` of the CLI: a Ctrl-C that lands in a finalizer or a weakref callback (garbage
     collection) cannot propagate, and Python would print "Exception ignored ... Traceback" and go on as if it
@@ -81,11 +92,16 @@ def _unraisable(info) -> None:
     results kept, exit 130, one line).  Anything else goes to Python's own hook."""
     if isinstance(info.exc_value, KeyboardInterrupt) or info.exc_type is KeyboardInterrupt:
         import _thread
-        import threading
+
+        with _RESEND_LOCK:
+            _RESEND["pending"] = True
 
         def again() -> None:  # from another thread, a moment later: delivered after this hook has returned
             time.sleep(0.005)
-            _thread.interrupt_main(signal.SIGINT)
+            with _RESEND_LOCK:  # unless main has finished first and taken the interrupt over
+                if _RESEND["pending"]:
+                    _RESEND["pending"] = False
+                    _thread.interrupt_main(signal.SIGINT)
 
         threading.Thread(target=again, daemon=True).start()
         return
@@ -125,10 +141,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     COMMITTED.clear()
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
+    status = exitcodes.INTERRUPTED
     try:
-        return _main(argv)
+        status = _main(argv)
+        with _RESEND_LOCK:  # a Ctrl-C from a finalizer that the command finished before receiving
+            lost, _RESEND["pending"] = _RESEND["pending"], False
+        _check_signals()  # one re-sent just before the lock was taken is raised here, not in the caller
+    except KeyboardInterrupt:
+        lost = True
     finally:
         sys.unraisablehook = previous_hook
+    if lost and status != exitcodes.INTERRUPTED:
+        return interrupted(f"{PROG} {argv[0] if argv else ''}".rstrip())
+    return status
 
 
 def _main(argv: list[str]) -> int:

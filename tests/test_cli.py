@@ -240,3 +240,35 @@ def test_ctrl_c_in_a_finalizer_is_delivered_not_printed_and_lost(tmp_path, capsy
         C.build_parser = real
     err = capsys.readouterr().err
     assert status == 130 and "Traceback" not in err and "interrupted" in err, err
+
+
+def test_ctrl_c_in_a_finalizer_of_a_command_that_finishes_first_is_not_lost_nor_late(capsys, monkeypatch):
+    """The race the re-send has: the command finishes before the re-sent Ctrl-C arrives (here the re-send
+    waits 0.3 s).  ``main`` takes the interrupt over: exit 130, one line; and nothing reaches the caller
+    afterwards (no KeyboardInterrupt once ``main`` has returned)."""
+    import time as real_time
+
+    import app.cli as C
+
+    class Finalised:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    sleep = real_time.sleep
+
+    def slow_sleep(seconds):
+        sleep(0.3)
+
+    real = C.build_parser
+
+    def parser_then_interrupt():
+        Finalised()
+        return real()
+
+    monkeypatch.setattr(C.time, "sleep", slow_sleep)
+    monkeypatch.setattr(C, "build_parser", parser_then_interrupt)
+    status = main(["--version"])
+    err = capsys.readouterr().err
+    assert status == 130 and "Traceback" not in err and "interrupted" in err, err
+    sleep(0.6)  # the re-send thread has woken and found the interrupt taken over: none arrives here
+    assert C._RESEND["pending"] is False
