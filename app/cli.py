@@ -99,11 +99,17 @@ def _unraisable(info) -> None:
         def again() -> None:  # from another thread, a moment later: delivered after this hook has returned
             time.sleep(0.005)
             with _RESEND_LOCK:  # unless main has finished first and taken the interrupt over
-                if _RESEND["pending"]:
+                # interrupt_main does nothing when SIGINT is ignored or default (e.g. after ``entry`` in
+                # this process): then the interrupt stays pending and main takes it over when it finishes
+                if _RESEND["pending"] and callable(signal.getsignal(signal.SIGINT)):
                     _RESEND["pending"] = False
                     _thread.interrupt_main(signal.SIGINT)
 
-        threading.Thread(target=again, daemon=True).start()
+        try:
+            threading.Thread(target=again, daemon=True).start()
+        except KeyboardInterrupt:  # re-sent while this hook still ran (a loaded machine): kept for main
+            with _RESEND_LOCK:
+                _RESEND["pending"] = True
         return
     sys.__unraisablehook__(info)
 

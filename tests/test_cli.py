@@ -1,6 +1,7 @@
 """The command line: every flag validated before any work, messages in the CLI's terms, exits,
 version, ``python -m app``, help text, progress bars, printed digits."""
 import io
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -234,10 +235,39 @@ def test_ctrl_c_in_a_finalizer_is_delivered_not_printed_and_lost(tmp_path, capsy
         return real()
 
     C.build_parser = parser_then_interrupt
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh process
     try:
         status = main(["values", "--d", "5", "--dps", "15"])
     finally:
         C.build_parser = real
+        signal.signal(signal.SIGINT, previous)
+    err = capsys.readouterr().err
+    assert status == 130 and "Traceback" not in err and "interrupted" in err, err
+
+
+@pytest.mark.parametrize("handler", ["ignored", "default"])
+def test_ctrl_c_in_a_finalizer_counts_when_sigint_has_no_python_handler(capsys, handler):
+    """With SIGINT ignored or default (``entry`` ignores it once its command has finished, in this very
+    process), re-sending cannot deliver anything; the interrupt stays pending and main takes it over."""
+    import app.cli as C
+
+    class Finalised:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    real = C.build_parser
+
+    def parser_then_interrupt():
+        Finalised()
+        return real()
+
+    C.build_parser = parser_then_interrupt
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if handler == "ignored" else signal.SIG_DFL)
+    try:
+        status = main(["values", "--d", "5", "--dps", "15"])
+    finally:
+        C.build_parser = real
+        signal.signal(signal.SIGINT, previous)
     err = capsys.readouterr().err
     assert status == 130 and "Traceback" not in err and "interrupted" in err, err
 
@@ -267,8 +297,12 @@ def test_ctrl_c_in_a_finalizer_of_a_command_that_finishes_first_is_not_lost_nor_
 
     monkeypatch.setattr(C.time, "sleep", slow_sleep)
     monkeypatch.setattr(C, "build_parser", parser_then_interrupt)
-    status = main(["--version"])
-    err = capsys.readouterr().err
-    assert status == 130 and "Traceback" not in err and "interrupted" in err, err
-    sleep(0.6)  # the re-send thread has woken and found the interrupt taken over: none arrives here
-    assert C._RESEND["pending"] is False
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # so a late re-send would arrive
+    try:
+        status = main(["--version"])
+        err = capsys.readouterr().err
+        assert status == 130 and "Traceback" not in err and "interrupted" in err, err
+        sleep(0.6)  # the re-send thread has woken and found the interrupt taken over: none arrives here
+        assert C._RESEND["pending"] is False
+    finally:
+        signal.signal(signal.SIGINT, previous)
