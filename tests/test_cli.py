@@ -215,10 +215,9 @@ def test_ctrl_c_inside_an_arb_integral_is_an_interrupt_not_an_internal_error(mon
     assert status == 130 and "interrupted" in err and "internal error" not in err, err
 
 
-def test_ctrl_c_in_a_finalizer_is_delivered_not_printed_and_lost(tmp_path, capsys):
-    """A Ctrl-C that lands in a weakref callback or __del__ (found by the sweep's kill loop) cannot propagate:
-    Python printed "Exception ignored ... Traceback" and the command went on.  The CLI sends it again, so the
-    command stops with 130 and no traceback."""
+def _finalizer_interrupt(monkeypatch, handler) -> None:
+    """Make ``main``'s next command meet a Ctrl-C raised in a finalizer (a __del__ run while the parser is
+    built), with SIGINT's handler set to ``handler`` for the test."""
     import gc
 
     import app.cli as C
@@ -234,75 +233,52 @@ def test_ctrl_c_in_a_finalizer_is_delivered_not_printed_and_lost(tmp_path, capsy
         gc.collect()
         return real()
 
-    C.build_parser = parser_then_interrupt
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh process
-    try:
-        status = main(["values", "--d", "5", "--dps", "15"])
-    finally:
-        C.build_parser = real
-        signal.signal(signal.SIGINT, previous)
+    monkeypatch.setattr(C, "build_parser", parser_then_interrupt)
+    signal.signal(signal.SIGINT, handler)  # restored by the ``restore_sigint`` fixture
+
+
+def _assert_interrupted(status, capsys) -> None:
     err = capsys.readouterr().err
     assert status == 130 and "Traceback" not in err and "interrupted" in err, err
 
 
-@pytest.mark.parametrize("handler", ["ignored", "default"])
-def test_ctrl_c_in_a_finalizer_counts_when_sigint_has_no_python_handler(capsys, handler):
+@pytest.fixture
+def restore_sigint():
+    """SIGINT's handler as it was before the test."""
+    previous = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_in_a_finalizer_is_delivered_not_printed_and_lost(capsys, monkeypatch, restore_sigint):
+    """A Ctrl-C that lands in a weakref callback or __del__ (found by the sweep's kill loop) cannot propagate:
+    Python printed "Exception ignored ... Traceback" and the command went on.  The CLI sends it again, so the
+    command stops with 130 and no traceback."""
+    _finalizer_interrupt(monkeypatch, signal.default_int_handler)  # as in a fresh process
+    _assert_interrupted(main(["values", "--d", "5", "--dps", "15"]), capsys)
+
+
+@pytest.mark.parametrize("handler", [signal.SIG_IGN, signal.SIG_DFL], ids=["ignored", "default"])
+def test_ctrl_c_in_a_finalizer_counts_when_sigint_has_no_python_handler(capsys, monkeypatch, restore_sigint,
+                                                                        handler):
     """With SIGINT ignored or default (``entry`` ignores it once its command has finished, in this very
     process), re-sending cannot deliver anything; the interrupt stays pending and main takes it over."""
-    import app.cli as C
-
-    class Finalised:
-        def __del__(self):
-            raise KeyboardInterrupt
-
-    real = C.build_parser
-
-    def parser_then_interrupt():
-        Finalised()
-        return real()
-
-    C.build_parser = parser_then_interrupt
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if handler == "ignored" else signal.SIG_DFL)
-    try:
-        status = main(["values", "--d", "5", "--dps", "15"])
-    finally:
-        C.build_parser = real
-        signal.signal(signal.SIGINT, previous)
-    err = capsys.readouterr().err
-    assert status == 130 and "Traceback" not in err and "interrupted" in err, err
+    _finalizer_interrupt(monkeypatch, handler)
+    _assert_interrupted(main(["values", "--d", "5", "--dps", "15"]), capsys)
 
 
-def test_ctrl_c_in_a_finalizer_of_a_command_that_finishes_first_is_not_lost_nor_late(capsys, monkeypatch):
+def test_ctrl_c_in_a_finalizer_of_a_command_that_finishes_first_is_not_lost_nor_late(capsys, monkeypatch,
+                                                                                     restore_sigint):
     """The race the re-send has: the command finishes before the re-sent Ctrl-C arrives (here the re-send
     waits 0.3 s).  ``main`` takes the interrupt over: exit 130, one line; and nothing reaches the caller
-    afterwards (no KeyboardInterrupt once ``main`` has returned)."""
+    afterwards (no KeyboardInterrupt once ``main`` has returned: the default handler stays in place)."""
     import time as real_time
 
     import app.cli as C
 
-    class Finalised:
-        def __del__(self):
-            raise KeyboardInterrupt
-
     sleep = real_time.sleep
-
-    def slow_sleep(seconds):
-        sleep(0.3)
-
-    real = C.build_parser
-
-    def parser_then_interrupt():
-        Finalised()
-        return real()
-
-    monkeypatch.setattr(C.time, "sleep", slow_sleep)
-    monkeypatch.setattr(C, "build_parser", parser_then_interrupt)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # so a late re-send would arrive
-    try:
-        status = main(["--version"])
-        err = capsys.readouterr().err
-        assert status == 130 and "Traceback" not in err and "interrupted" in err, err
-        sleep(0.6)  # the re-send thread has woken and found the interrupt taken over: none arrives here
-        assert C._RESEND["pending"] is False
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    _finalizer_interrupt(monkeypatch, signal.default_int_handler)
+    monkeypatch.setattr(C.time, "sleep", lambda seconds: sleep(0.3))
+    _assert_interrupted(main(["--version"]), capsys)
+    sleep(0.6)  # the re-send thread has woken and found the interrupt taken over: none arrives here
+    assert C._RESEND["pending"] is False
