@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache  # applied as f = lru_cache(maxsize=None)(f) after a definition, not as a
+# decorator: mutmut 3 does not mutate decorated functions (docs/mutation.md)
 
 import sympy as sp
 from flint import arb, ctx, fmpq
@@ -47,11 +48,11 @@ _SYMBOLS = {"eta_1": sym.eta1, "eta_2": sym.eta2, "eta_3": sym.eta3, "epsilon": 
             "beta_a": sym.beta_a, "beta_b": sym.beta_b}
 
 
-@lru_cache(maxsize=None)
 def _alpha0_risk_coefficients(lengths: str):
     """R(0, beta) for symmetric beta as {(i, j): coefficient of beta_a^i beta_b^j} (a quadratic)."""
     poly = sp.Poly(sp.expand(sym.uniform_attention_risk(lengths)), sym.beta_a, sym.beta_b)
     return tuple((monom, coeff) for monom, coeff in poly.terms())
+_alpha0_risk_coefficients = lru_cache(maxsize=None)(_alpha0_risk_coefficients)
 
 
 class ArbClosedForms(ClosedFormsBase):
