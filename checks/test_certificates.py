@@ -717,17 +717,20 @@ def test_certify_claims_retries_only_what_is_undecided():
 # the plan, the retry loop and the precision (docs/mutation.md: the certify survivors of mutmut's rerun)
 
 
-def test_choose_plan_takes_the_documented_step_sizes_and_runs_them(plan3):
+def test_choose_plan_takes_the_documented_step_sizes_and_runs_them():
     """eta_1 = eta1_max / 2 and eta_2 = the smallest double above eta2_min (1 + ETA2_MARGIN), against the 50-digit
     mpmath closed forms; eta_3 = 1; and the trajectories take those steps: the first output step of size 1 from
     beta = 0 at alpha = 0 is phase1_beta(1) (output-only, and attention-then-output after its attention step, which
     moves nothing at beta = 0), the three-phase run's phase 1 and 2 points are phase1_beta(eta_1) and
     phase2_alpha(eta_1, eta_2), and its first phase-3 step is beta - eta_3 D (M beta - m) with the mp series'
-    moments at that alpha."""
+    moments at that alpha.  (The plan is built here, not taken from the module fixture: mutmut credits a call
+    made while a fixture is built to the first test that uses it, and runs a mutant of choose_plan only against
+    the tests it credits.)"""
     from numerics.closed_forms import ClosedForms
     from numerics.series import SeriesEvaluator
 
-    setting, eps, cf, plan = plan3
+    setting, eps = Setting(3), Fraction(1, 1000)
+    plan = C.choose_plan(setting, C.ArbClosedForms(setting, PREC), eps, steps=5)
     mp_cf = ClosedForms(setting, dps=50)
     e1max = float(mp_cf.eta1_max())
     assert abs(plan.eta_1 - e1max / 2) <= 1e-15 * e1max, (plan.eta_1, e1max)
