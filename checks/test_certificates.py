@@ -616,10 +616,11 @@ def test_float_upper_and_the_closed_forms_refusals():
     """_float_upper: the smallest double above every point of the ball (one step up when the ball's upper end is
     itself a double); ArbClosedForms refuses, by name, what its closed forms are not derived for."""
     with ctx.workprec(PREC):
-        for x in (arb(1) / 3, -arb(1) / 3, arb(2) / 3 + arb(0, 1e-30), arb(0.5, 0.25)):
+        for x in (arb(1) / 3, -arb(1) / 3, -arb(1) / 5, arb(2) / 3 + arb(0, 1e-30), arb(0.5, 0.25), arb(-0.5, 0.25)):
             up = C._float_upper(x)
             assert arb(up) > x and not arb(math.nextafter(up, -math.inf)) > x
         assert C._float_upper(arb(0.5)) == math.nextafter(0.5, math.inf)
+        assert C._float_upper(arb(-0.5)) == math.nextafter(-0.5, math.inf)  # a negative upper end that is a double
     for bad in (52, 53.0, True):
         with pytest.raises(C.SettingError, match=rf"^prec_bits must be an integer >= 53, got {bad!r}$"):
             C.ArbClosedForms(Setting(3), bad)
@@ -710,3 +711,221 @@ def test_certify_claims_retries_only_what_is_undecided():
     precs = {c.prec_bits for c in low if c.claim != "finite_sample"}
     assert precs <= {53 * 2 ** k for k in range(6)} and max(precs) > 53
     assert all(c.status != "UNDECIDED" or "undecided at" in c.note for c in low)
+
+
+# ----------------------------------------------------------------------------------------------
+# the plan, the retry loop and the precision (docs/mutation.md: the certify survivors of mutmut's rerun)
+
+
+def test_choose_plan_takes_the_documented_step_sizes_and_runs_them():
+    """eta_1 = eta1_max / 2 and eta_2 = the smallest double above eta2_min (1 + ETA2_MARGIN), against the 50-digit
+    mpmath closed forms; eta_3 = 1; and the trajectories take those steps: the first output step of size 1 from
+    beta = 0 at alpha = 0 is phase1_beta(1) (output-only, and attention-then-output after its attention step, which
+    moves nothing at beta = 0), the three-phase run's phase 1 and 2 points are phase1_beta(eta_1) and
+    phase2_alpha(eta_1, eta_2), and its first phase-3 step is beta - eta_3 D (M beta - m) with the mp series'
+    moments at that alpha.  (The plan is built here, not taken from the module fixture: mutmut credits a call
+    made while a fixture is built to the first test that uses it, and runs a mutant of choose_plan only against
+    the tests it credits.)"""
+    from numerics.closed_forms import ClosedForms
+    from numerics.series import SeriesEvaluator
+
+    setting, eps = Setting(3), Fraction(1, 1000)
+    plan = C.choose_plan(setting, C.ArbClosedForms(setting, PREC), eps, steps=5)
+    mp_cf = ClosedForms(setting, dps=50)
+    e1max = float(mp_cf.eta1_max())
+    assert abs(plan.eta_1 - e1max / 2) <= 1e-15 * e1max, (plan.eta_1, e1max)
+    e2min = float(mp_cf.eta2_min(eps, plan.eta_1))
+    assert e2min > 1  # the margin is visible: eta2_min > 0 at d = 3, epsilon = 1/1000
+    assert e2min * (1 + C.ETA2_MARGIN) <= plan.eta_2 <= e2min * (1 + C.ETA2_MARGIN) * (1 + 1e-14), (plan.eta_2, e2min)
+    assert plan.eta_3 == 1.0
+
+    def close(x, y):
+        return abs(x - y) <= 1e-9 * max(abs(y), 1e-3)
+
+    one = [float(b) for b in mp_cf.phase1_beta(1.0)]
+    for name, k in [("output_only", 1), ("attention_then_output", 2)]:
+        pt = plan.trajectories[name].points[k]
+        assert pt.alpha_a == pt.alpha_b == 0.0 and close(pt.beta_a, one[0]) and close(pt.beta_b, one[1]), (name, pt)
+    tp = plan.trajectories["three_phase"].points
+    b1 = [float(b) for b in mp_cf.phase1_beta(plan.eta_1)]
+    a2 = [float(a) for a in mp_cf.phase2_alpha(plan.eta_1, plan.eta_2)]
+    assert close(tp[1].beta_a, b1[0]) and close(tp[1].beta_b, b1[1]) and tp[1].alpha_a == tp[1].alpha_b == 0.0
+    assert close(tp[2].alpha_a, a2[0]) and close(tp[2].alpha_b, a2[1])
+    mom = SeriesEvaluator(setting, backend="mp", tol=1e-20, dps=30).quadratic_moments(tp[2].alpha_a, tp[2].alpha_b)
+    M = [[float(x) for x in row] for row in mom.M]
+    m = [float(x) for x in mom.m]
+    D = [1.0, 1.0 / (setting.d - 1)]
+    beta = [tp[2].beta_a, tp[2].beta_b]
+    step = [beta[i] - plan.eta_3 * D[i] * (M[i][0] * beta[0] + M[i][1] * beta[1] - m[i]) for i in range(2)]
+    assert close(tp[3].beta_a, step[0]) and close(tp[3].beta_b, step[1]), (tp[3], step)
+
+
+class _ScaledCurvature:
+    """A population evaluator whose output quadratic's M is multiplied by ``factor`` (the risk values unchanged):
+    a stand-in that moves the phase-3 curvature the regime reads."""
+
+    def __init__(self, setting, factor):
+        from numerics.evaluators import population_evaluator
+
+        self.ev, self.factor, self.setting = population_evaluator(setting), factor, setting
+
+    def evaluate_symmetric(self, *point):
+        return self.ev.evaluate_symmetric(*point)
+
+    def quadratic_moments(self, alpha_a, alpha_b):
+        import dataclasses
+
+        mom = self.ev.quadratic_moments(alpha_a, alpha_b)
+        return dataclasses.replace(mom, M=[[self.factor * x for x in row] for row in mom.M])
+
+
+def test_choose_plan_takes_T_from_the_evaluator_it_is_given(plan3):
+    """The plan's T is the regime's T_min computed with the evaluator handed to choose_plan (half the curvature:
+    a larger T than the default evaluator's), and an evaluator with no positive curvature is refused by name."""
+    from numerics.regime import three_phase_regime
+
+    setting, eps, cf, plan = plan3
+    half = _ScaledCurvature(setting, 0.5)
+    slow = C.choose_plan(setting, cf, eps, 2, evaluator=half)
+    T = three_phase_regime(setting, float(eps), slow.eta_1, eta_2=slow.eta_2, eta_3=1.0, evaluator=half).T_min
+    assert slow.T == T > plan.T, (slow.T, T, plan.T)
+    with pytest.raises(C.SettingError, match=r"^the float regime found no positive phase-3 curvature; cannot choose T$"):
+        C.choose_plan(setting, cf, eps, 2, evaluator=_ScaledCurvature(setting, -1.0))
+
+
+def test_attention_only_item_needs_beta_to_stay_zero(plan3):
+    """The attention-only item certifies R(0, 0) = 1/2 *and* beta = 0 at every point: a trajectory whose beta_a
+    or beta_b moved (R(0,0) still contains 1/2) must FAIL."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    traj = plan.trajectories["attention_only"]
+    item = "R(0,0); beta = 0 at every point"
+    for moved in [{"beta_a": 1e-3}, {"beta_b": -1e-3}]:
+        points = [traj.points[0], dataclasses.replace(traj.points[1], **moved), *traj.points[2:]]
+        p = dataclasses.replace(plan, trajectories={**plan.trajectories,
+                                                    "attention_only": dataclasses.replace(traj, points=points)})
+        status = {c.item: c.status for c in C.certify_closed_form_items(setting, eps, p, PREC)}
+        assert status[item] == "FAIL", moved
+    assert {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}[item] == "PASS"
+
+
+def test_T_min_count_is_the_ceiling_of_the_upper_end_and_zero_below_half_epsilon(plan3, monkeypatch):
+    """The T_min item's count is max(0, ceil(upper end of the T ball)): with a wide lambda_min ball, a plan T at
+    the ceiling of the lower end (below that of the upper end) is UNDECIDED and one at the upper's PASSes; with an
+    epsilon so large that the start excess is below epsilon/2 the count is 0 and T = 0 PASSes."""
+    import dataclasses
+
+    setting, eps, cf, plan = plan3
+    start = plan.trajectories["three_phase"].points[2]
+    ev = C.arb_series_evaluator(setting, PREC)
+    with ctx.workprec(PREC):
+        lam0, lam_max0 = C.phase3_curvature(ev, 3, start.alpha_a, start.alpha_b, PREC)
+        lo, hi = Fraction(float(lam0.mid())) * Fraction(9, 10), Fraction(float(lam0.mid())) * Fraction(11, 10)
+        wide = arb(0, float((hi - lo) / 2)) + C.arb_of((hi + lo) / 2)  # contains [lo, hi]
+    with monkeypatch.context() as m:
+        m.setattr(C, "phase3_curvature", lambda *args: (wide, lam_max0))
+        t_ball = C.certify_series_items(setting, eps, plan, cf, ev)[0].ball
+        low, high = math.ceil(float(t_ball.lower())), math.ceil(float(t_ball.upper()))
+        assert low < high, t_ball
+        for T, status in [(low, "UNDECIDED"), (high - 1, "UNDECIDED"), (high, "PASS")]:
+            item = C.certify_series_items(setting, eps, dataclasses.replace(plan, T=T), cf, ev)[0]
+            assert item.status == status and item.test == f"T >= ceil(upper) = {high}, gap >= log u_min", (T, item.line())
+    big = Fraction(1, 2)
+    with ctx.workprec(PREC):
+        r0 = ev.evaluate_symmetric(start.alpha_a, start.alpha_b, start.beta_a, start.beta_b).risk
+        assert r0 - cf.risk_floor() < C.arb_of(big / 2)  # the excess at the phase-3 start is below epsilon / 2
+    item = C.certify_series_items(setting, big, dataclasses.replace(plan, T=0), cf, ev)[0]
+    assert item.status == "PASS" and item.test == "T >= ceil(upper) = 0, gap >= log u_min", item.line()
+    assert item.ball.upper() < 0
+
+
+def test_certify_claims_works_at_the_precision_it_is_asked_for():
+    """At prec_bits = 256 the series items are computed at 256 bits: with the integral representation (whose
+    radius follows the working precision) handed in as the series factory, the factory is asked for 256 bits and
+    series_tol's omitted mass, and the end-point and T_min balls are about 2^-256 wide (at 128 bits they would be
+    about 2^-128 wide); every certificate records 256."""
+    from numerics.integral import IntegralEvaluator
+
+    asked = []
+
+    def factory(setting, prec_bits, tol):
+        asked.append((prec_bits, tol))
+        return IntegralEvaluator(setting, prec_bits=prec_bits)
+
+    eps = Fraction(1, 1000)
+    items = C.certify_claims(3, eps, steps=5, prec_bits=256, series_evaluator=factory)
+    assert asked == [(256, C.series_tol(eps, 256))]
+    series = {c.item.split(" (")[0]: c for c in items if c.item.startswith(("T_min", "end-point"))}
+    assert set(series) == {"T_min", "end-point risk"}
+    for c in series.values():
+        assert c.status == "PASS" and c.ball.rad() < arb(2) ** -220 * abs(c.ball), c.line()
+    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {256}
+
+
+class _WideRisk:
+    """The arb series with every risk ball widened by +-1 (its gradients untouched): the end-point risk and the
+    T_min item (log of the start excess) are undecided at every precision."""
+
+    def __init__(self, setting, prec_bits, tol):
+        self.ev = C.arb_series_evaluator(setting, prec_bits, tol)
+
+    def evaluate_symmetric(self, *point):
+        res = self.ev.evaluate_symmetric(*point)
+
+        class R:
+            risk = res.risk + arb(0, 1)
+            grad_beta = res.grad_beta
+        return R()
+
+
+def test_certify_claims_retries_up_to_the_cap_and_says_so():
+    """An item undecided at every precision is retried at doubled precision while the doubled precision stays
+    within max_prec_bits (64, 128, 256 for a cap of 256: 256 itself is reached), then reported UNDECIDED with the
+    cap note appended to its own note ("; "-joined); decided items are not retried past that and carry no note."""
+    asked = []
+
+    def factory(setting, prec_bits, tol):
+        asked.append(prec_bits)
+        return _WideRisk(setting, prec_bits, tol)
+
+    items = C.certify_claims(3, Fraction(1, 1000), steps=5, prec_bits=64, max_prec_bits=256, series_evaluator=factory)
+    assert asked == [64, 128, 256]
+    cap = "undecided at 256 bits (the retry cap is 256): raise --prec-bits or --max-prec-bits"
+    undecided = {c.item.split(" (")[0]: c for c in items if c.status == "UNDECIDED"}
+    assert set(undecided) == {"T_min", "end-point risk"}, [c.line() for c in items]
+    assert undecided["end-point risk"].note == cap
+    t_min = undecided["T_min"]
+    assert t_min.note == "gap >= log u_min: PASS; curvature 0 < lambda_min, eta_3 lambda_max <= 1: PASS; " + cap
+    rest = [c for c in items if c.status != "UNDECIDED" and c.claim != "finite_sample"]
+    assert rest and all(c.status == "PASS" and c.note == "" and c.prec_bits == 256 for c in rest)
+
+
+def test_certify_claims_takes_epsilon_exactly_and_refuses_d_below_3():
+    """An epsilon that is not a Fraction is converted exactly: Decimal("0.001") and the string "1/1000" give the
+    certificates of Fraction(1, 1000); d = 2 is refused by name."""
+    from decimal import Decimal
+
+    def rows(items):
+        return [(c.claim, c.item, c.test, c.status, c.note, C.ball_json(c.ball)) for c in items]
+
+    exact = rows(C.certify_claims(3, Fraction(1, 1000), steps=5))
+    assert rows(C.certify_claims(3, Decimal("0.001"), steps=5)) == exact
+    assert rows(C.certify_claims(3, "1/1000", steps=5)) == exact
+    with pytest.raises(C.SettingError, match=r"^--d: the claims are stated for d >= 3, got 2$"):
+        C.certify_claims(2, Fraction(1, 1000))
+
+
+def test_certify_claims_default_steps_are_proves():
+    """certify_claims' default plan length is prove's default --steps (300): the output-only trajectory has
+    steps + 1 points, attention-then-output steps + 2."""
+    import argparse
+
+    from app.prove import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    steps = int(parser.parse_args(["prove"]).steps)
+    items = {c.claim: c.item for c in C.certify_claims(3, Fraction(1, 1000)) if c.item.startswith("min over")}
+    assert items == {"output_only": f"min over {steps + 1} points of R - c(d)",
+                     "attention_then_output": f"min over {steps + 2} points of R - c(d)"}
