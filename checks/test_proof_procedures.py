@@ -80,3 +80,154 @@ def test_balancing_p_proves_an_affine_p(derived):
     r = P.prove_balancing_p(1 / (d - 1))
     assert r.passed, r.steps
     assert _step(r, "P(y=-1) = ").endswith(": shown")
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_phase1_signs
+
+
+def test_phase1_signs_states_each_step_it_showed():
+    P.clear_caches()
+    r = P.prove_phase1_signs()
+    assert r.passed
+    assert _step(r, "in eta1_max = ").endswith(": shown")
+    assert r.steps[-1].endswith("(= d: shown)")
+
+
+def test_phase1_eta1_max_needs_1_over_d_to_be_the_largest_on_all_of_d_gt_2(derived):
+    """With eta1_max = 1/Max(1/d, 1/d - (d - 3)/d^2), 1/d is the larger term only for d >= 3: on 2 < d < 3 the
+    other one is, and eta1_max is not d there.  The gradient signs hold; the step '1/d exceeds the others for
+    x > 1' must refuse it (on x > 1, not x > 2, and 1/d - a, not 1/d + a, is the margin), and the proof FAIL."""
+    derived("eta1_max", 1 / sp.Max(1 / d, 1 / d - (d - 3) / d**2))
+    r = P.prove_phase1_signs()
+    assert not r.passed
+    assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
+    assert _step(r, "in eta1_max = ").endswith(": not shown")
+
+
+def test_phase1_eta1_max_is_compared_at_the_p_under_test(derived):
+    """With eta1_max = 1/Max(1/d, p/2) and p = 1/2, the other term 1/4 exceeds 1/d for d > 4: eta1_max is 4 there,
+    not d.  At the default p = 1/(d - 1) the comparison would hold (p/2 < 1/d), so the step must substitute the
+    p under test."""
+    derived("eta1_max", 1 / sp.Max(1 / d, p / 2))
+    r = P.prove_phase1_signs(sp.Rational(1, 2))
+    assert not r.passed
+    assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
+    assert _step(r, "in eta1_max = ").endswith(": not shown")
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_output_floor_positive
+
+
+def test_output_floor_with_a_denominator_of_no_sign_fails_at_that_step():
+    """c = 1/(d - 3) is negative for 2 < d < 3: its numerator 1 is positive, its denominator x - 2 is not
+    positive on x > 1, and the denominator step says so."""
+    P.clear_caches()
+    r = P.prove_output_floor_positive(1 / (d - 3))
+    assert not r.passed
+    assert _step(r, "D > 0 for x > 1").endswith(": not shown")
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_floor_is_infimum
+
+ba, bb = P.sym.beta_a, P.sym.beta_b
+
+
+def test_floor_infimum_refuses_a_risk_that_is_not_quadratic(derived):
+    """A risk of degree 3 in beta (unbounded below) on the symmetric plane: the Hessian argument does not apply,
+    and the proof says so and FAILs (as a result of this claim, with its steps)."""
+    derived("uniform_attention_risk", ba**3 + bb**2 + sp.Rational(1, 2))
+    r = P.prove_floor_is_infimum(sp.Rational(1, 2))
+    assert not r.passed and r.claim == "floor_is_infimum"
+    assert r.steps[0].startswith("R(0, beta) is an expectation of squares")
+    assert r.steps[-1] == "R(0, beta) on the symmetric plane has degree 3, not 2"
+
+
+@pytest.mark.parametrize("risk, minimum", [
+    ((ba - 1) ** 2 + bb**2 + sp.Rational(1, 4), sp.Rational(1, 4)),  # no beta_a beta_b term, no beta_b term
+    (ba**2 + (bb - 1) ** 2 + sp.Rational(1, 4), sp.Rational(1, 4)),  # no beta_a term
+    ((ba - 1) ** 2 + (ba - bb) ** 2 / 2 + 1 / d, 1 / d),
+])
+def test_floor_infimum_proves_the_minimum_of_other_convex_quadratics(derived, risk, minimum):
+    """The proof on strictly convex quadratics with a known minimum, some without a cross term or a linear term:
+    a missing coefficient is 0, and the minimum q0 - b.H^-1 b / 2 is found."""
+    derived("uniform_attention_risk", sp.expand(risk))
+    r = P.prove_floor_is_infimum(minimum)
+    assert r.passed, r.steps
+    assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: shown")
+
+
+@pytest.mark.parametrize("risk, value", [
+    (ba**2 - bb**2 + sp.Rational(1, 4), sp.Rational(1, 4)),  # a saddle: stationary value 1/4, infimum -oo
+    (ba**2 + ba * bb + sp.Rational(1, 2), sp.Rational(1, 2)),  # no beta_b^2 term: det H = -1, and R -> -oo
+])
+def test_floor_infimum_needs_a_positive_definite_hessian(derived, risk, value):
+    """A risk that is not strictly convex has no minimum: the claim 'c = inf R' is false for any c, even the
+    value that q0 - b.H^-1 b / 2 gives (with the saddle's H, or with the missing beta_b^2 coefficient read as
+    anything but 0: as 1, H would be positive definite).  H_11 > 0 holds; the det H step refuses it, whatever the identity step says."""
+    derived("uniform_attention_risk", sp.expand(risk))
+    r = P.prove_floor_is_infimum(value)
+    assert not r.passed
+    i = r.steps.index("det H > 0:")
+    assert "not shown" in " ".join(r.steps[i + 1:-1]) or "could not show" in " ".join(r.steps[i + 1:-1]), r.steps
+
+
+def test_floor_infimum_refuses_the_floor_minus_1():
+    """c(d) - 1 is not the infimum: the identity step must find q0 - b.H^-1 b / 2 - (c - 1) = 1 not zero."""
+    P.clear_caches()
+    c = P.sym.uniform_attention_min_risk(P.LAW)
+    r = P.prove_floor_is_infimum(c - 1)
+    assert not r.passed
+    assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: not shown")
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_kappa_positive_bnb
+
+
+def _kappa_with_end(q_end):
+    """kappa = eta_1 (1 + eta_1 (q_end(d) - 1) / d): Q(0) = 1 > 0 and Q(eta_1 = d) = q_end(d)."""
+    e = P.sym.eta1
+    return e * (1 + e * (q_end - 1) / d)
+
+
+def test_kappa_bnb_needs_a_tail_bound_for_large_d():
+    """Q(eta_1 = d) = 3/2 - Li_2(1 - 1/(d - 1)): positive for d up to 10 (the boxes certify it), negative for
+    large d (Li_2 -> pi^2/6 > 3/2).  Its Li_2 coefficient is negative, so the Li_2 >= 0 tail bound does not
+    apply: the proof must FAIL, not rest on the boxes alone."""
+    P.clear_caches()
+    r = P.prove_kappa_positive_bnb(_kappa_with_end(sp.Rational(3, 2) - sp.polylog(2, 1 - 1 / (d - 1))))
+    assert not r.passed
+    assert any(s.startswith("-2*x*polylog") and " > 0 on x in [2, 9]: " in s for s in r.steps), r.steps
+    assert "for d >= 10: the Li_2 >= 0 bound does not apply" in r.steps
+
+
+def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
+    """The two pieces the proof reports are the ones it ran: boxes on x in [2, 9] (d in [3, 10], as its method
+    says) and the tail bound from x = 9 on."""
+    P.clear_caches()
+    r = P.prove_kappa_positive_bnb()
+    assert r.passed
+    assert "pieces x in [2, 9] and x >= 9 cover every d >= 3: yes" in r.steps
+    assert any(" > 0 on x in [2, 9]: " in s for s in r.steps)
+    assert any(s.startswith("for d >= 10: Q >= ") for s in r.steps)
+    assert r.method == "branch and bound on d in [3, 10] (arb) + asymptotic bound for d >= 10"
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_attention_only
+
+
+def test_attention_only_refuses_an_unknown_loss_by_name():
+    with pytest.raises(ValueError, match="'hinge'"):
+        P.prove_attention_only("hinge")
+
+
+def test_attention_only_states_a_false_value_not_shown():
+    P.clear_caches()
+    r = P.prove_attention_only("squared", sp.Rational(1, 3))
+    assert not r.passed and r.steps[-1].endswith("= 1/3: not shown")
+    r = P.prove_attention_only("squared")
+    assert r.passed and r.steps[-1].endswith("= 1/2: shown")
