@@ -206,7 +206,7 @@ def test_kappa_bnb_needs_a_tail_bound_for_large_d():
 
 def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
     """The two pieces the proof reports are the ones it ran: boxes on x in [2, 9] (d in [3, 10], as its method
-    says) and the tail bound from x = 9 on."""
+    says) and the tail bound from x = 9 on; together they cover the domain it states, d >= 3."""
     P.clear_caches()
     r = P.prove_kappa_positive_bnb()
     assert r.passed
@@ -214,6 +214,7 @@ def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
     assert any(" > 0 on x in [2, 9]: " in s for s in r.steps)
     assert any(s.startswith("for d >= 10: Q >= ") for s in r.steps)
     assert r.method == "branch and bound on d in [3, 10] (arb) + asymptotic bound for d >= 10"
+    assert r.domain == "all real d >= 3"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -231,3 +232,19 @@ def test_attention_only_states_a_false_value_not_shown():
     assert not r.passed and r.steps[-1].endswith("= 1/3: not shown")
     r = P.prove_attention_only("squared")
     assert r.passed and r.steps[-1].endswith("= 1/2: shown")
+
+
+# ----------------------------------------------------------------------------------------------
+# numerics.certify._alpha0_risk_coefficients (memoised: a test of it clears its cache first)
+
+
+def test_alpha0_risk_coefficients_rebuild_the_symmetric_risk():
+    """The coefficients {(i, j): c_ij} that ArbClosedForms.risk_alpha0 sums as c_ij beta_a^i beta_b^j are those of
+    R(0, beta) on the symmetric plane: their sum is R identically, a quadratic in (beta_a, beta_b)."""
+    from numerics import certify as C
+
+    C._alpha0_risk_coefficients.cache_clear()
+    coeffs = C._alpha0_risk_coefficients("positive")
+    assert all(len(m) == 2 and sum(m) <= 2 for m, _ in coeffs) and (2, 0) in dict(coeffs) and (0, 2) in dict(coeffs)
+    rebuilt = sum(c * ba**i * bb**j for (i, j), c in coeffs)
+    assert sp.simplify(rebuilt - P.sym.uniform_attention_risk("positive")) == 0
