@@ -222,6 +222,7 @@ def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
 
 
 def test_attention_only_refuses_an_unknown_loss_by_name():
+    P.clear_caches()
     with pytest.raises(ValueError, match="'hinge'"):
         P.prove_attention_only("hinge")
 
