@@ -162,6 +162,7 @@ def test_floor_infimum_proves_the_minimum_of_other_convex_quadratics(derived, ri
 @pytest.mark.parametrize("risk, value", [
     (ba**2 - bb**2 + sp.Rational(1, 4), sp.Rational(1, 4)),  # a saddle: stationary value 1/4, infimum -oo
     (ba**2 + ba * bb + sp.Rational(1, 2), sp.Rational(1, 2)),  # no beta_b^2 term: det H = -1, and R -> -oo
+    (ba**2 + bb + sp.Rational(1, 2), sp.Rational(1, 2)),  # linear in beta_b: det H = 0 (H singular), R -> -oo
 ])
 def test_floor_infimum_needs_a_positive_definite_hessian(derived, risk, value):
     """A risk that is not strictly convex has no minimum: the claim 'c = inf R' is false for any c, even the
@@ -172,6 +173,7 @@ def test_floor_infimum_needs_a_positive_definite_hessian(derived, risk, value):
     assert not r.passed
     i = r.steps.index("det H > 0:")
     assert "not shown" in " ".join(r.steps[i + 1:-1]) or "could not show" in " ".join(r.steps[i + 1:-1]), r.steps
+    assert r.steps[-1].startswith("H is not shown positive definite"), r.steps  # no minimiser from a singular H
 
 
 def test_floor_infimum_refuses_the_floor_minus_1():
