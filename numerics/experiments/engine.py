@@ -24,6 +24,11 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+try:  # the kernels behind scipy's CSR @ dense product, called without its dispatch (see _csr_dot)
+    from scipy.sparse import _sparsetools
+except ImportError:  # pragma: no cover - a scipy without the private module: its public product
+    _sparsetools = None
+
 from numerics.model import loss_terms
 from theory.validation import SettingError
 
@@ -46,6 +51,8 @@ class Tokens:
     indices in the batch (empty strings have f = 0).  No array has a dimension of the table's size T, so
     the cost is linear in the number of token rows however many types the table has.
     ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
+    ``tok`` (M,) (rows over a sparse shared table, or None): the table row of each token row (rows =
+    table[tok]), so that scores can be computed once per table row when the table is the smaller.
     """
 
     table: object
@@ -58,6 +65,7 @@ class Tokens:
     seg: np.ndarray | None = None
     nonempty: np.ndarray | None = None
     rows: object = None
+    tok: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -97,9 +105,12 @@ def from_batch(batch: Batch) -> Tokens:
         if X.ndim == 2:
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
+    tok_of_rows = None
     if X.ndim == 2:
         table = X if sp.issparse(X) else _sparse_if_sparse(X)
         rows = table[tok]
+        if sp.isspmatrix_csr(table) and sp.isspmatrix_csr(rows):
+            tok_of_rows = tok
     elif X.ndim == 3:
         m = np.asarray(batch.m, float)
         n_idx, pos = np.nonzero(m)
@@ -109,7 +120,7 @@ def from_batch(batch: Batch) -> Tokens:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
-                seg=seg, nonempty=nonempty, rows=rows)
+                seg=seg, nonempty=nonempty, rows=rows, tok=tok_of_rows)
     _row_operators(tb)
     return tb
 
@@ -148,6 +159,25 @@ def _row_operators(tb: Tokens):
     return ops
 
 
+def _csr_dot(A, X: np.ndarray) -> np.ndarray:
+    """``A @ X`` (m, c) for a float64 CSR matrix A (m, n) and a float64 array X (n, c), by the kernel scipy
+    runs for it (``csr_matvec`` for one column, ``csr_matvecs`` for several, into zeros), called directly:
+    the same arithmetic in the same order, so the same bits, without scipy's dispatch and checks (a third
+    of the product's time on the rows layout's small batches).  Anything else goes through ``A @ X``."""
+    m, n = A.shape
+    c = X.shape[1]
+    if (_sparsetools is None or not sp.isspmatrix_csr(A) or A.data.dtype != np.float64
+            or X.dtype != np.float64 or X.shape[0] != n):
+        return np.asarray(A @ X)
+    if c == 1:
+        out = np.zeros(m)
+        _sparsetools.csr_matvec(m, n, A.indptr, A.indices, A.data, X.ravel(), out)
+        return out.reshape(m, 1)
+    out = np.zeros((m, c))
+    _sparsetools.csr_matvecs(m, n, c, A.indptr, A.indices, A.data, X.ravel(), out.ravel())
+    return out
+
+
 def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     """Rows layout, all runs and heads at once: scores s = X_rows alpha (a lookup for one-hot rows), the
     segment softmax w, the mean embedding xbar_n = sum_i w_i x_i of each string (one sparse product over
@@ -157,18 +187,41 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     N = tb.size
     N_ne = len(tb.starts)
     scatter, _, _, reps = _row_operators(tb)
-    S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)                               # (M, RH)
+    A = alpha.reshape(R * H, D).T                                                     # (D, RH)
+    S = _scores(tb, A)                                                                # (M, RH)
     # the softmax in place (S becomes the weights): no new (M, RH) array per operation
     S -= np.repeat(np.maximum.reduceat(S, tb.starts, axis=0), reps, axis=0)
     np.exp(S, out=S)
     S *= tb.mult[:, None]
     S /= np.repeat(np.add.reduceat(S, tb.starts, axis=0), reps, axis=0)
     Wt = S                                                                            # (M, RH)
-    xbar = np.ascontiguousarray((scatter @ Wt).reshape(N_ne, D, R * H).transpose(2, 0, 1))  # (RH, N_ne, D)
+    xbar = _csr_dot(scatter, Wt).reshape(N_ne, D, R * H)
+    if R * H > 1:
+        xbar = np.ascontiguousarray(xbar.transpose(2, 0, 1))                         # (RH, N_ne, D)
+    else:
+        xbar = xbar.reshape(1, N_ne, D)
     fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
-    fh = np.zeros((N, R, H, K))
-    fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
-    return Forward(f=fh.sum(axis=2), fh=fh, w=Wt, V=xbar)
+    if N_ne == N:  # every string non-empty (the sampled tasks): nonempty is 0..N-1
+        fh = fhe.transpose(1, 0, 2).reshape(N, R, H, K)
+    else:
+        fh = np.zeros((N, R, H, K))
+        fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
+    # one head: numpy's sum over the length-1 axis is 0.0 + fh (bit for bit), without its strided loop
+    f = fh[:, :, 0] + 0.0 if H == 1 else fh.sum(axis=2)
+    return Forward(f=f, fh=fh, w=Wt, V=xbar)
+
+
+def _scores(tb: Tokens, A: np.ndarray) -> np.ndarray:
+    """Scores (M, RH) = rows @ A of the rows layout.  Sparse rows that index a sparse table with at most
+    half as many rows (ICL at d <= 100: d (d + 1) pair types against about 2 d tokens per string) are
+    scored once per table row and looked up: table[tok] holds the same entries in the same order, so each
+    score is the same sum, bit for bit."""
+    if not sp.issparse(tb.rows):
+        return np.asarray(tb.rows @ A)
+    if tb.tok is not None and 2 * tb.table.shape[0] <= tb.rows.shape[0]:
+        S_tab = _csr_dot(tb.table, A)                                                 # (T, RH)
+        return S_tab.take(tb.tok, axis=0)
+    return _csr_dot(tb.rows, A)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -177,21 +230,28 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     R, H, D, K = B.shape
     N_ne = len(tb.starts)
     _, gather, rows_t, reps = _row_operators(tb)
-    g_ne = np.broadcast_to(g[tb.nonempty].transpose(1, 0, 2)[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
+    every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings
+    g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
+    if H == 1:
+        g_ne = np.ascontiguousarray(g_t)
+    else:
+        g_ne = np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
-    fh = fw.fh[tb.nonempty].reshape(N_ne, R * H, K)
+    fh = (fw.fh if every else fw.fh[tb.nonempty]).reshape(N_ne, R * H, K)
     if K == 1:  # f_hn . g_n is one product
         fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
+    elif R * H == 1:
+        fg = np.einsum("nk,nk->n", fh[:, 0], g_ne[0])[:, None]
     else:
         fg = np.empty((N_ne, R * H))
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
     if sp.issparse(tb.rows):
-        vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)                        # (M, RH)
+        vg = _csr_dot(gather, U.reshape(R * H, N_ne * D).T)                           # (M, RH)
         vg -= np.repeat(fg, reps, axis=0)
         ds = np.multiply(vg, fw.w, out=vg)
-        ga = np.asarray(rows_t @ ds)                                                  # (D, RH)
+        ga = _csr_dot(rows_t, ds)                                                     # (D, RH)
     else:
         # dense rows (SLR, cheap): per run and head, a row's dot product and rows^T ds by BLAS, the
         # summation order of the per-run path, so that trained numbers do not move with the rounding
