@@ -51,8 +51,6 @@ class Tokens:
     indices in the batch (empty strings have f = 0).  No array has a dimension of the table's size T, so
     the cost is linear in the number of token rows however many types the table has.
     ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
-    ``tok`` (M,) (rows over a sparse shared table, or None): the table row of each token row (rows =
-    table[tok]), so that scores can be computed once per table row when the table is the smaller.
     """
 
     table: object
@@ -65,7 +63,6 @@ class Tokens:
     seg: np.ndarray | None = None
     nonempty: np.ndarray | None = None
     rows: object = None
-    tok: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -105,12 +102,9 @@ def from_batch(batch: Batch) -> Tokens:
         if X.ndim == 2:
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
-    tok_of_rows = None
     if X.ndim == 2:
         table = X if sp.issparse(X) else _sparse_if_sparse(X)
         rows = table[tok]
-        if sp.isspmatrix_csr(table) and sp.isspmatrix_csr(rows):
-            tok_of_rows = tok
     elif X.ndim == 3:
         m = np.asarray(batch.m, float)
         n_idx, pos = np.nonzero(m)
@@ -120,7 +114,7 @@ def from_batch(batch: Batch) -> Tokens:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
-                seg=seg, nonempty=nonempty, rows=rows, tok=tok_of_rows)
+                seg=seg, nonempty=nonempty, rows=rows)
     _row_operators(tb)
     return tb
 
@@ -145,7 +139,8 @@ def _row_operators(tb: Tokens):
     (sparse rows; None for dense ones), whose product sums each coordinate over the rows in the order of
     the transposed CSC product, without building the transpose at every step; ``reps`` (N_ne,) the rows of
     each string, so ``np.repeat(v, reps, axis=0)`` is ``v[seg]`` (the rows of a string are contiguous and
-    in string order), 5x faster than the fancy index."""
+    in string order), 5x faster than the fancy index; ``heavy`` the rows whose multiplicity is not 1 (the
+    only ones the softmax must multiply: x * 1.0 is x)."""
     ops = tb.__dict__.get("_ops")
     if ops is None:
         X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
@@ -155,7 +150,8 @@ def _row_operators(tb: Tokens):
                                shape=(X.shape[0], len(tb.starts) * D))
         rows_t = tb.rows.T.tocsr() if sp.issparse(tb.rows) else None
         reps = np.diff(np.append(tb.starts, X.shape[0]))
-        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather, rows_t, reps)
+        heavy = np.flatnonzero(tb.mult != 1.0)
+        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather, rows_t, reps, heavy)
     return ops
 
 
@@ -186,13 +182,16 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     K = B.shape[-1]
     N = tb.size
     N_ne = len(tb.starts)
-    scatter, _, _, reps = _row_operators(tb)
+    scatter, _, _, reps, heavy = _row_operators(tb)
     A = alpha.reshape(R * H, D).T                                                     # (D, RH)
-    S = _scores(tb, A)                                                                # (M, RH)
+    S = _csr_dot(tb.rows, A) if sp.issparse(tb.rows) else np.asarray(tb.rows @ A)    # (M, RH)
     # the softmax in place (S becomes the weights): no new (M, RH) array per operation
     S -= np.repeat(np.maximum.reduceat(S, tb.starts, axis=0), reps, axis=0)
     np.exp(S, out=S)
-    S *= tb.mult[:, None]
+    if len(heavy) == len(S):
+        S *= tb.mult[:, None]
+    elif len(heavy):
+        S[heavy] *= tb.mult[heavy, None]
     S /= np.repeat(np.add.reduceat(S, tb.starts, axis=0), reps, axis=0)
     Wt = S                                                                            # (M, RH)
     xbar = _csr_dot(scatter, Wt).reshape(N_ne, D, R * H)
@@ -211,25 +210,12 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     return Forward(f=f, fh=fh, w=Wt, V=xbar)
 
 
-def _scores(tb: Tokens, A: np.ndarray) -> np.ndarray:
-    """Scores (M, RH) = rows @ A of the rows layout.  Sparse rows that index a sparse table with at most
-    half as many rows (ICL at d <= 100: d (d + 1) pair types against about 2 d tokens per string) are
-    scored once per table row and looked up: table[tok] holds the same entries in the same order, so each
-    score is the same sum, bit for bit."""
-    if not sp.issparse(tb.rows):
-        return np.asarray(tb.rows @ A)
-    if tb.tok is not None and 2 * tb.table.shape[0] <= tb.rows.shape[0]:
-        S_tab = _csr_dot(tb.table, A)                                                 # (T, RH)
-        return S_tab.take(tb.tok, axis=0)
-    return _csr_dot(tb.rows, A)
-
-
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
     """Gradients of the rows layout from dL/df = g (N, R, K), all runs and heads at once: dB_h = xbar^T g,
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
     N_ne = len(tb.starts)
-    _, gather, rows_t, reps = _row_operators(tb)
+    _, gather, rows_t, reps, _ = _row_operators(tb)
     every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
     if H == 1:
@@ -366,7 +352,7 @@ def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray
             raise SettingError("the cross-entropy loss needs class labels; this task has none")
         target = np.repeat(np.asarray(tb.labels, int), R)
     else:
-        target = np.repeat(tb.y, R, axis=0)
+        target = tb.y if R == 1 else np.repeat(tb.y, R, axis=0)
     lv, dl = loss_terms(loss, flat, target)
     return np.asarray(lv, float).reshape(N, R), np.asarray(dl, float).reshape(N, R, K)
 
