@@ -95,7 +95,7 @@ def _reference_rows_step(alpha, B, tb, loss):
     return r, ga.T.reshape(R, H, D), gB.reshape(R, H, D, K), f
 
 
-@pytest.mark.parametrize("task,heads,d", [("ICL", 1, 7), ("ICL", 1, 30), ("AND", 2, 30), ("SLR", 1, 12),
+@pytest.mark.parametrize("task,heads,d", [("ICL", 1, 7), ("ICL", 1, 30), ("ICL", 1, 60), ("AND", 2, 30), ("SLR", 1, 12),
                                           ("SLR", 2, 12)])
 @pytest.mark.parametrize("R", [1, 3])
 def test_rows_engine_is_bit_identical_to_its_reference_order(task, heads, d, R):

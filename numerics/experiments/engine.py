@@ -140,7 +140,7 @@ def _row_operators(tb: Tokens):
     the transposed CSC product, without building the transpose at every step; ``reps`` (N_ne,) the rows of
     each string, so ``np.repeat(v, reps, axis=0)`` is ``v[seg]`` (the rows of a string are contiguous and
     in string order), 5x faster than the fancy index; ``heavy`` the rows whose multiplicity is not 1 (the
-    only ones the softmax must multiply: x * 1.0 is x)."""
+    only ones the softmax must multiply, x * 1.0 being x: a few hundred of ICL's 36000 rows at d = 200)."""
     ops = tb.__dict__.get("_ops")
     if ops is None:
         X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
@@ -188,10 +188,10 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     # the softmax in place (S becomes the weights): no new (M, RH) array per operation
     S -= np.repeat(np.maximum.reduceat(S, tb.starts, axis=0), reps, axis=0)
     np.exp(S, out=S)
-    if len(heavy) == len(S):
-        S *= tb.mult[:, None]
+    if R * H == 1 and 20 * len(heavy) < len(S):  # few repeated tokens (ICL at d >= 50): only their rows
+        S.reshape(-1)[heavy] *= tb.mult[heavy]
     elif len(heavy):
-        S[heavy] *= tb.mult[heavy, None]
+        S *= tb.mult[:, None]
     S /= np.repeat(np.add.reduceat(S, tb.starts, axis=0), reps, axis=0)
     Wt = S                                                                            # (M, RH)
     xbar = _csr_dot(scatter, Wt).reshape(N_ne, D, R * H)
