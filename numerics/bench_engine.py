@@ -221,10 +221,17 @@ def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, flo
     return out
 
 
-def line_times(fn, path: str, steps: int = 100, top: int = 12) -> list[tuple[int, str, float, float]]:
-    """Where a call of ``fn`` spends its time, line by line in the source file ``path`` (the engine): a
-    line's time is from its line event to the next event of any traced frame of that file (a call of a
-    function of the file is split among the callee's lines), summed per call, median over ``steps`` calls.
+LINE_FUNCTIONS = ("risk_and_grad", "_risk_and_grad", "forward", "_forward_rows", "_backward_rows", "losses")
+"""The engine functions whose lines ``line_times`` reports (the time of the helpers they call, such as
+``_CsrProduct``, goes to the calling line)."""
+
+
+def line_times(fn, path: str, steps: int = 100, top: int = 12,
+               functions=LINE_FUNCTIONS) -> list[tuple[int, str, float, float]]:
+    """Where a call of ``fn`` spends its time, line by line in the source file ``path`` (the engine), in
+    the functions named ``functions``: a line's time is from its line event to the next event of a traced
+    frame (so a call of any other function goes to the calling line), summed per call, median over
+    ``steps`` calls.
     Returns the ``top`` lines as (line number, code, median seconds per call, share of the sum of all
     lines' medians).  Tracing adds about a microsecond per line event, so the small lines are inflated."""
     import linecache
@@ -242,7 +249,8 @@ def line_times(fn, path: str, steps: int = 100, top: int = 12) -> list[tuple[int
         return local
 
     def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename == path else None
+        code = frame.f_code
+        return local if code.co_filename == path and code.co_name in functions else None
 
     for _ in range(steps):
         cur = {}
@@ -434,7 +442,7 @@ class IclPrototype:
         slot = np.arange(X.nnz) - np.repeat(X.indptr[:-1], per)
         idx = np.full((P, M), D, np.intp)                      # D: the padding slot (alpha 0)
         idx[slot, np.repeat(np.arange(M), per)] = X.indices
-        scatter, gather, rows_t, reps, heavy = E._row_operators(tb)
+        scatter, gather, rows_t, reps, heavy, _ = E._row_operators(tb)
         self.M, self.D, self.N, self.idx = M, D, tb.size, idx
         self.ops = (scatter, gather, rows_t)
         self.reps, self.starts, self.heavy, self.mult_h = reps, tb.starts, heavy, tb.mult[heavy]

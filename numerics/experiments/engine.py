@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-try:  # the kernels behind scipy's CSR @ dense product, called without its dispatch (see _csr_dot)
+try:  # the kernels behind scipy's CSR @ dense product, called without its dispatch (see _CsrProduct)
     from scipy.sparse import _sparsetools
 except ImportError:  # pragma: no cover - a scipy without the private module: its public product
     _sparsetools = None
@@ -140,7 +140,9 @@ def _row_operators(tb: Tokens):
     the transposed CSC product, without building the transpose at every step; ``reps`` (N_ne,) the rows of
     each string, so ``np.repeat(v, reps, axis=0)`` is ``v[seg]`` (the rows of a string are contiguous and
     in string order), 5x faster than the fancy index; ``heavy`` the rows whose multiplicity is not 1 (the
-    only ones the softmax must multiply, x * 1.0 being x: a few hundred of ICL's 36000 rows at d = 200)."""
+    only ones the softmax must multiply, x * 1.0 being x: a few hundred of ICL's 36000 rows at d = 200);
+    ``prods`` the sparse products of the rows, scatter, gather and rows_t (``_CsrProduct``, None for dense
+    rows), checked once."""
     ops = tb.__dict__.get("_ops")
     if ops is None:
         X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
@@ -151,27 +153,38 @@ def _row_operators(tb: Tokens):
         rows_t = tb.rows.T.tocsr() if sp.issparse(tb.rows) else None
         reps = np.diff(np.append(tb.starts, X.shape[0]))
         heavy = np.flatnonzero(tb.mult != 1.0)
-        ops = tb.__dict__["_ops"] = (gather.T.tocsr(), gather, rows_t, reps, heavy)
+        scatter = gather.T.tocsr()
+        prods = tuple(_CsrProduct(A) if A is not None else None
+                      for A in (tb.rows if sp.issparse(tb.rows) else None, scatter, gather, rows_t))
+        ops = tb.__dict__["_ops"] = (scatter, gather, rows_t, reps, heavy, prods)
     return ops
 
 
-def _csr_dot(A, X: np.ndarray) -> np.ndarray:
-    """``A @ X`` (m, c) for a float64 CSR matrix A (m, n) and a float64 array X (n, c), by the kernel scipy
-    runs for it (``csr_matvec`` for one column, ``csr_matvecs`` for several, into zeros), called directly:
-    the same arithmetic in the same order, so the same bits, without scipy's dispatch and checks (a third
-    of the product's time on the rows layout's small batches).  Anything else goes through ``A @ X``."""
-    m, n = A.shape
-    c = X.shape[1]
-    if (_sparsetools is None or not sp.isspmatrix_csr(A) or A.data.dtype != np.float64
-            or X.dtype != np.float64 or X.shape[0] != n):
-        return np.asarray(A @ X)
-    if c == 1:
-        out = np.zeros(m)
-        _sparsetools.csr_matvec(m, n, A.indptr, A.indices, A.data, X.ravel(), out)
-        return out.reshape(m, 1)
-    out = np.zeros((m, c))
-    _sparsetools.csr_matvecs(m, n, c, A.indptr, A.indices, A.data, X.ravel(), out.ravel())
-    return out
+class _CsrProduct:
+    """``A @ X`` (m, c) for a CSR matrix A (m, n) and an array X (n, c): when both are float64, by the
+    kernel scipy runs for it (``csr_matvec`` for one column, ``csr_matvecs`` for several, into zeros),
+    called directly: the same arithmetic in the same order, so the same bits, without scipy's dispatch and
+    checks (~4 us a product, 5% of an ICL step at d = 50).  Anything else goes through ``A @ X``."""
+
+    __slots__ = ("A", "args")
+
+    def __init__(self, A):
+        self.A = A
+        fast = _sparsetools is not None and sp.isspmatrix_csr(A) and A.data.dtype == np.float64
+        self.args = (A.shape[0], A.shape[1], A.indptr, A.indices, A.data) if fast else None
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        args = self.args
+        if args is None or X.dtype != np.float64 or X.shape[0] != args[1]:
+            return np.asarray(self.A @ X)
+        m, c = args[0], X.shape[1]
+        if c == 1:
+            out = np.zeros(m)
+            _sparsetools.csr_matvec(*args, X.ravel(), out)
+            return out.reshape(m, 1)
+        out = np.zeros((m, c))
+        _sparsetools.csr_matvecs(m, args[1], c, *args[2:], X.ravel(), out.ravel())
+        return out
 
 
 def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
@@ -182,9 +195,9 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     K = B.shape[-1]
     N = tb.size
     N_ne = len(tb.starts)
-    scatter, _, _, reps, heavy = _row_operators(tb)
+    _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
     A = alpha.reshape(R * H, D).T                                                     # (D, RH)
-    S = _csr_dot(tb.rows, A) if sp.issparse(tb.rows) else np.asarray(tb.rows @ A)    # (M, RH)
+    S = rows_p(A) if rows_p is not None else np.asarray(tb.rows @ A)                 # (M, RH)
     # the softmax in place (S becomes the weights): no new (M, RH) array per operation
     S -= np.repeat(np.maximum.reduceat(S, tb.starts, axis=0), reps, axis=0)
     np.exp(S, out=S)
@@ -194,7 +207,7 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         S *= tb.mult[:, None]
     S /= np.repeat(np.add.reduceat(S, tb.starts, axis=0), reps, axis=0)
     Wt = S                                                                            # (M, RH)
-    xbar = _csr_dot(scatter, Wt).reshape(N_ne, D, R * H)
+    xbar = scatter_p(Wt).reshape(N_ne, D, R * H)
     if R * H > 1:
         xbar = np.ascontiguousarray(xbar.transpose(2, 0, 1))                         # (RH, N_ne, D)
     else:
@@ -215,7 +228,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
     N_ne = len(tb.starts)
-    _, gather, rows_t, reps, _ = _row_operators(tb)
+    _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
     if H == 1:
@@ -234,10 +247,10 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
     if sp.issparse(tb.rows):
-        vg = _csr_dot(gather, U.reshape(R * H, N_ne * D).T)                           # (M, RH)
+        vg = gather_p(U.reshape(R * H, N_ne * D).T)                                   # (M, RH)
         vg -= np.repeat(fg, reps, axis=0)
         ds = np.multiply(vg, fw.w, out=vg)
-        ga = _csr_dot(rows_t, ds)                                                     # (D, RH)
+        ga = rows_t_p(ds)                                                             # (D, RH)
     else:
         # dense rows (SLR, cheap): per run and head, a row's dot product and rows^T ds by BLAS, the
         # summation order of the per-run path, so that trained numbers do not move with the rounding
