@@ -76,3 +76,22 @@ def test_icl_prototype_applies_only_to_one_head_squared_icl():
     assert BE.IclPrototype.for_case(BE.make_case("SLR", "SLR", 1, 6, Config())) is None
     assert BE.IclPrototype.for_case(BE.make_case("AND (H=2)", "AND", 2, 6, Config())) is None
     assert BE.IclPrototype.for_case(BE.make_case("ICL", "ICL", 1, 6, Config(icl_loss="cross_entropy"))) is None
+
+
+def test_line_times_reports_the_engine_functions_lines():
+    """The line-by-line breakdown names lines of the listed engine functions only (a helper's time goes to
+    its calling line), with shares of the traced total."""
+    import inspect
+
+    case = BE.make_case("ICL", "ICL", 1, 6, Config())
+    a, B = BE.initial(case, 1)
+    top = BE.line_times(lambda: BE.E.risk_and_grad(a, B, case.tb, case.loss), BE.E.__file__, steps=3, top=200)
+    spans = {}
+    for name in BE.LINE_FUNCTIONS + ("__call__",):
+        fn = getattr(BE.E, name, None) or BE.E._CsrProduct.__call__
+        src, start = inspect.getsourcelines(fn)
+        spans[name] = range(start, start + len(src))
+    assert any("np.exp(S, out=S)" in code for _, code, _, _ in top)
+    assert all(any(ln in spans[n] for n in BE.LINE_FUNCTIONS) for ln, _, _, _ in top)
+    assert not any(ln in spans["__call__"] for ln, _, _, _ in top)
+    assert abs(sum(sh for _, _, _, sh in top) - 1) < 1e-9 and all(t >= 0 for _, _, t, _ in top)
