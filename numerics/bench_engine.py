@@ -13,7 +13,10 @@ mini-batches of the runner's default size) and per d, measured side by side in o
 * the operation-count lower bound of a step on the tokens' structure (``flop_count``), turned into time at
   the dgemm rate measured once in the same run;
 * the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
-* the peak traced memory (tracemalloc) of building the data and one engine step.
+* the peak traced memory (tracemalloc) of building the data and one engine step;
+* for ICL, a benchmark-only prototype of the step (``IclPrototype``: not the engine, other rounding), to
+  show how far the engine's own summation order (which the committed results depend on) keeps it from the
+  FLOP bound.
 
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
@@ -218,6 +221,53 @@ def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, flo
     return out
 
 
+LINE_FUNCTIONS = ("risk_and_grad", "_risk_and_grad", "forward", "_forward_rows", "_backward_rows", "losses")
+"""The engine functions whose lines ``line_times`` reports (the time of the helpers they call, such as
+``_CsrProduct``, goes to the calling line)."""
+
+
+def line_times(fn, path: str, steps: int = 100, top: int = 12,
+               functions=LINE_FUNCTIONS) -> list[tuple[int, str, float, float]]:
+    """Where a call of ``fn`` spends its time, line by line in the source file ``path`` (the engine), in
+    the functions named ``functions``: a line's time is from its line event to the next event of a traced
+    frame (so a call of any other function goes to the calling line), summed per call, median over
+    ``steps`` calls.
+    Returns the ``top`` lines as (line number, code, median seconds per call, share of the sum of all
+    lines' medians).  Tracing adds about a microsecond per line event, so the small lines are inflated."""
+    import linecache
+
+    per_step: list[dict] = []
+    cur: dict = {}
+    last = [None, 0.0]
+
+    def local(frame, event, arg):
+        now = time.perf_counter()
+        if last[0] is not None:
+            cur[last[0]] = cur.get(last[0], 0.0) + now - last[1]
+        last[0] = frame.f_lineno if event == "line" else None
+        last[1] = time.perf_counter()
+        return local
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        return local if code.co_filename == path and code.co_name in functions else None
+
+    for _ in range(steps):
+        cur = {}
+        last[0] = None
+        sys.settrace(tracer)
+        try:
+            fn()
+        finally:
+            sys.settrace(None)
+        per_step.append(cur)
+    lines = set().union(*per_step)
+    med = {ln: float(np.median([st.get(ln, 0.0) for st in per_step])) for ln in lines}
+    total = sum(med.values()) or 1.0
+    best = sorted(med.items(), key=lambda kv: -kv[1])[:top]
+    return [(ln, linecache.getline(path, ln).strip(), t, t / total) for ln, t in best]
+
+
 def fit_exponent(ds, values) -> float | None:
     """Least-squares slope of log(value) against log(d); None with fewer than two positive values."""
     pts = [(math.log(d), math.log(v)) for d, v in zip(ds, values) if v is not None and v > 0]
@@ -366,6 +416,105 @@ def check_agreement(case: Case, tm: TorchModel, alpha: np.ndarray, B: np.ndarray
     return worst
 
 
+# ------------------------------------------------------------------------------------------------ prototype
+
+
+class IclPrototype:
+    """A benchmark-only ICL step (one run, one head, squared loss), **not the engine**: it rounds
+    differently, so the engine does not use it (trained numbers must stay bit-identical to the committed
+    results).  It shows what the tokens' structure allows beyond the engine's summation order.
+
+    Every token row is one-hot with at most P coordinates (ICL: [e_z; e_prev], P = 2), so its exponentiated
+    score is a product: exp(alpha . x_i - P c) = prod_k exp(alpha_{j_ik} - c), with c = max(alpha, 0) and a
+    padding slot of alpha 0 for rows with fewer coordinates.  The softmax then needs D exponentials instead
+    of one per token row (the engine's exp is glibc's scalar one: a fifth of its step at d = 50), and no
+    per-string maximum (the common shift P c cancels in the normalisation; the factors are <= 1, so nothing
+    overflows, and a string underflows only when all its scores lie ~700 below P c).  The rest is the engine's
+    algorithm (the same CSR scatter, gather and transpose products, the three readout products) on
+    preallocated buffers, with numpy's unbuffered ``take`` and scipy's CSR kernels called directly.
+    ``for_case`` returns None where it does not apply."""
+
+    def __init__(self, tb: E.Tokens):
+        X = tb.rows
+        M, D = X.shape
+        per = np.diff(X.indptr)
+        P = int(per.max()) if M else 0
+        slot = np.arange(X.nnz) - np.repeat(X.indptr[:-1], per)
+        idx = np.full((P, M), D, np.intp)                      # D: the padding slot (alpha 0)
+        idx[slot, np.repeat(np.arange(M), per)] = X.indices
+        scatter, gather, rows_t, reps, heavy, _ = E._row_operators(tb)
+        self.M, self.D, self.N, self.idx = M, D, tb.size, idx
+        self.ops = (scatter, gather, rows_t)
+        self.reps, self.starts, self.heavy, self.mult_h = reps, tb.starts, heavy, tb.mult[heavy]
+        self.y, self.wcol = tb.y, tb.weights[:, None]
+        self.Ea, self.e, self.t = np.empty(D + 1), np.empty(M), np.empty(M)
+        self.xbar, self.vg, self.ga = np.empty(self.N * D), np.empty(M), np.empty(D)
+
+    @classmethod
+    def for_case(cls, case: "Case") -> "IclPrototype | None":
+        tb = case.tb
+        if (case.task != "ICL" or case.heads != 1 or case.loss != "squared" or tb.layout != "rows"
+                or not sp.isspmatrix_csr(tb.rows) or len(tb.starts) != tb.size or not np.all(tb.rows.data == 1.0)):
+            return None
+        return cls(tb)
+
+    @staticmethod
+    def _csr(A, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        out.fill(0.0)
+        E._sparsetools.csr_matvec(A.shape[0], A.shape[1], A.indptr, A.indices, A.data, x, out)
+        return out
+
+    def risk_and_grad(self, a: np.ndarray, B: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """(risk, d risk / d alpha (D,), d risk / d B (D, K)) at alpha = a (D,), B (D, K)."""
+        D, N = self.D, self.N
+        scatter, gather, rows_t = self.ops
+        Ea, e, t = self.Ea, self.e, self.t
+        Ea[:D] = a
+        Ea[D] = 0.0
+        np.subtract(Ea, max(float(a.max()), 0.0), out=Ea)
+        np.exp(Ea, out=Ea)
+        np.take(Ea, self.idx[0], out=e, mode="clip")
+        for k in range(1, len(self.idx)):
+            e *= np.take(Ea, self.idx[k], out=t, mode="clip")
+        if len(self.heavy):
+            e[self.heavy] *= self.mult_h
+        e /= np.repeat(np.add.reduceat(e, self.starts), self.reps)       # the attention weights
+        xbar = self._csr(scatter, e, self.xbar).reshape(N, D)
+        f = xbar @ B
+        r = f - self.y
+        g = r * self.wcol                                                 # dL/df
+        risk = 0.5 * float(np.dot(r.ravel(), g.ravel()))
+        gB = xbar.T @ g
+        U = g @ B.T
+        fg = np.einsum("nk,nk->n", f, g)
+        vg = self._csr(gather, U.ravel(), self.vg)
+        vg -= np.repeat(fg, self.reps)
+        vg *= e
+        return risk, self._csr(rows_t, vg, self.ga).copy(), gB
+
+    def step(self, a: np.ndarray, B: np.ndarray) -> None:
+        """One gradient-descent step of alpha (D,), B (D, K) in place (as ``engine_step``)."""
+        _, ga, gB = self.risk_and_grad(a, B)
+        a -= LR * ga
+        B -= LR * gB
+
+
+def check_prototype(case: Case, proto: IclPrototype, alpha: np.ndarray, B: np.ndarray) -> float:
+    """Largest relative difference between the engine's and the prototype's risk and gradients at (alpha,
+    B) of one run; raises AssertionError above AGREE_TOL."""
+    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+    rp, gap, gBp = proto.risk_and_grad(alpha[0], B[0])
+    errs = [abs(r[0] - rp) / max(abs(r[0]), 1e-300),
+            np.abs(ga[0, 0] - gap).max() / max(np.abs(ga).max(), 1e-300),
+            np.abs(gB[0, 0] - gBp).max() / max(np.abs(gB).max(), 1e-300)]
+    worst = float(max(errs))
+    if not worst <= AGREE_TOL:
+        raise AssertionError(f"the prototype and the engine disagree on {case.row} at d = {case.d}: relative "
+                             f"differences risk {errs[0]:.2e}, alpha grad {errs[1]:.2e}, B grad {errs[2]:.2e} "
+                             f"(tolerance {AGREE_TOL:g})")
+    return worst
+
+
 # ------------------------------------------------------------------------------------------------ run
 
 
@@ -377,7 +526,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
 
     cfg = Config()
     out = {"ds": list(ds), "repeats": repeats, "runs": RUNS, "batch": cfg.batch, "mass_tol": cfg.mass_tol,
-           "len_tol": cfg.len_tol, "torch": None, "rows": {}}
+           "len_tol": cfg.len_tol, "torch": None, "rows": {}, "load": [_load()]}
     if use_torch and torch_available():
         import torch
         torch.set_num_threads(1)
@@ -408,6 +557,12 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                        "build_cpu": build_cpu if case.exact else None,
                        "sampler": None if case.exact else sampler_timed(case, repeats)}
                 rec["flop_seconds"] = rec["flops"] / peak
+                proto = IclPrototype.for_case(case)
+                if proto is not None:
+                    a0, B0 = initial(case, 1, seed=2)
+                    rec["prototype_agreement"] = check_prototype(case, proto, a0[0], B0[0])
+                    ap, Bp = a1[0, 0].copy(), B1[0, 0].copy()
+                    rec["prototype"] = clock(lambda: proto.step(ap, Bp), repeats)
                 if out["torch"]:
                     a0, B0 = initial(case, 1, seed=2)
                     tm = TorchModel(case.batch, case.loss, heads, D, K)
@@ -432,7 +587,17 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     with threadpool_limits(limits=1):
         out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
                                                            repeats)
+    out["load"].append(_load())
     return out
+
+
+def _load() -> float | None:
+    """The 1-minute load average (None where the system has none): other processes on a shared machine slow
+    the small operations of a step (cache, memory bandwidth) more than the dgemm rate of the FLOP bound."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def targets(res: dict) -> list[dict]:
@@ -471,18 +636,25 @@ def targets(res: dict) -> list[dict]:
     return out
 
 
+def _code(line: str) -> str:
+    """A source line for a Markdown table cell: without its comment, at most 90 characters, pipes escaped."""
+    return line.split("  #")[0].strip()[:90].replace("|", "\\|")
+
+
 def _ms(x) -> str:
     return "-" if x is None else f"{x * 1e3:.3g}"
 
 
-def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, float]) -> str:
+def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, float], lines: dict | None = None) -> str:
     ds = res["ds"]
     L = ["# Benchmark of the Table 1 engine", "",
          f"Generated by `python3 -m numerics.bench_engine` on "
          f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
          f"{platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}, "
          f"PyTorch {res['torch'] or 'absent'}, {os.cpu_count()} cores (shared); the run took "
-         f"{seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU.", "",
+         f"{seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU"
+         + (f", at a load average (1 min) of {res['load'][0]:.1f} at its start and {res['load'][-1]:.1f} at its end"
+            if res.get("load") and None not in res["load"] else "") + ".", "",
          "One training step = risk and gradients of every run on one batch, then a gradient-descent update. "
          "Exact rows (occurrence, OR, AND (H=1)) step on the whole population of count classes "
          f"(left-out mass {res['mass_tol']:g}, lengths to tail {res['len_tol']:g}; OR and AND in their "
@@ -521,6 +693,21 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
                      + f"{x['flops']:.3g} | {_ms(x['flop_seconds'])} | {e1[1] / x['flop_seconds']:.1f}x | "
                      + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
                         f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
+    proto = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "prototype" in r[d]]
+    if proto:
+        L += ["", "## Benchmark-only prototype (not the engine)", "",
+              "`numerics.bench_engine.IclPrototype`: one ICL run's step with each token row's exponentiated score "
+              "a product of per-coordinate exponentials (D exponentials instead of one per token row, no "
+              "per-string maximum), on preallocated buffers. It rounds differently from the engine (relative "
+              f"differences `agree`, checked to {AGREE_TOL:g} before timing), so the engine keeps its own "
+              "summation order, on which the committed Table 1 and sweep results depend (bit for bit). Times "
+              "are CPU medians as above, measured just after the engine's.", "",
+              "| row | d | engine x1 CPU | prototype CPU | prototype / engine | FLOP bound | engine / bound | "
+              "prototype / bound | agree |", "|---|---|---|---|---|---|---|---|---|"]
+        for row, d, x in proto:
+            e1, pt, fb = x["engine_1"][1], x["prototype"][1], x["flop_seconds"]
+            L.append(f"| {row} | {d} | {_ms(e1)} | {_ms(pt)} | {pt / e1:.2f} | {_ms(fb)} | {e1 / fb:.1f}x | "
+                     f"{pt / fb:.1f}x | {x['prototype_agreement']:.0e} |")
     L += ["", "## Growth in d and memory", "",
           f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
           "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",
@@ -545,6 +732,10 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
         for (row, d), top in profiles.items():
             L.append(f"- {row}, d = {d}: " + "; ".join(f"`{w}` {s:.0%} own, {c:.0%} cumulative"
                                                          for w, s, c in top))
+    for (row, d), top in (lines or {}).items():
+        L += ["", f"### {row} at d = {d}, line by line (`engine.py`, median over 100 calls of `risk_and_grad`, "
+              "wall time under tracing)", "", "| line | code | us per call | share |", "|---|---|---|---|"]
+        L += [f"| {ln} | `{_code(code)}` | {t * 1e6:.1f} | {sh:.0%} |" for ln, code, t, sh in top]
     L += ["", "## The operation count", "", flop_count.__doc__.split("\n\n")[0].strip().replace("\n    ", " "),
           "", "```", "\n".join(line.strip() for line in flop_count.__doc__.splitlines()[2:]), "```", ""]
     return "\n".join(L)
@@ -573,7 +764,14 @@ def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
                 case = make_case(row, task, heads, t["d"], Config())
                 a1, B1 = initial(case, 1)
                 profiles[(row, t["d"])] = profile_top(lambda: engine_step(a1, B1, case.tb, case.loss))
-    return render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0))
+    lines = {}
+    if size == "full":
+        for d in ds:
+            with threadpool_limits(limits=1):
+                case = make_case("ICL", "ICL", 1, d, Config())
+                a1, B1 = initial(case, 1)
+                lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), E.__file__)
+    return render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0), lines)
 
 
 if __name__ == "__main__":  # python3 -m numerics.bench_engine ARGS is occ-companion benchmark-engine ARGS

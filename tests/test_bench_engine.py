@@ -53,3 +53,45 @@ def test_torch_step_is_a_gradient_step():
 def test_fit_exponent():
     assert BE.fit_exponent([50, 100, 200], [3 * d ** 2 for d in (50, 100, 200)]) == pytest.approx(2, abs=1e-12)
     assert BE.fit_exponent([50], [1.0]) is None
+
+
+@pytest.mark.parametrize("d", [6, 30])
+def test_icl_prototype_agrees_with_the_engine_and_the_check_can_fail(d):
+    """The benchmark-only prototype computes the engine's risk and gradients (to AGREE_TOL, other rounding),
+    its step is a gradient step, and the agreement check refuses a prototype that computes something else."""
+    case = BE.make_case("ICL", "ICL", 1, d, Config())
+    proto = BE.IclPrototype.for_case(case)
+    a, B = BE.initial(case, 1, seed=5)
+    assert BE.check_prototype(case, proto, a[0], B[0]) <= BE.AGREE_TOL
+    _, ga, gB = proto.risk_and_grad(a[0, 0], B[0, 0])
+    a2, B2 = a[0, 0].copy(), B[0, 0].copy()
+    proto.step(a2, B2)
+    assert np.array_equal(a2, a[0, 0] - BE.LR * ga) and np.array_equal(B2, B[0, 0] - BE.LR * gB)
+    proto.wcol = proto.wcol * (1 + 1e-8)          # a different risk: the check must refuse to time it
+    with pytest.raises(AssertionError, match="disagree"):
+        BE.check_prototype(case, proto, a[0], B[0])
+
+
+def test_icl_prototype_applies_only_to_one_head_squared_icl():
+    assert BE.IclPrototype.for_case(BE.make_case("SLR", "SLR", 1, 6, Config())) is None
+    assert BE.IclPrototype.for_case(BE.make_case("AND (H=2)", "AND", 2, 6, Config())) is None
+    assert BE.IclPrototype.for_case(BE.make_case("ICL", "ICL", 1, 6, Config(icl_loss="cross_entropy"))) is None
+
+
+def test_line_times_reports_the_engine_functions_lines():
+    """The line-by-line breakdown names lines of the listed engine functions only (a helper's time goes to
+    its calling line), with shares of the traced total."""
+    import inspect
+
+    case = BE.make_case("ICL", "ICL", 1, 6, Config())
+    a, B = BE.initial(case, 1)
+    top = BE.line_times(lambda: BE.E.risk_and_grad(a, B, case.tb, case.loss), BE.E.__file__, steps=3, top=200)
+    spans = {}
+    for name in BE.LINE_FUNCTIONS + ("__call__",):
+        fn = getattr(BE.E, name, None) or BE.E._CsrProduct.__call__
+        src, start = inspect.getsourcelines(fn)
+        spans[name] = range(start, start + len(src))
+    assert any("np.exp(S, out=S)" in code for _, code, _, _ in top)
+    assert all(any(ln in spans[n] for n in BE.LINE_FUNCTIONS) for ln, _, _, _ in top)
+    assert not any(ln in spans["__call__"] for ln, _, _, _ in top)
+    assert abs(sum(sh for _, _, _, sh in top) - 1) < 1e-9 and all(t >= 0 for _, _, t, _ in top)
