@@ -405,12 +405,17 @@ def check_agreement(case: Case, tm: TorchModel, alpha: np.ndarray, B: np.ndarray
     one run; raises AssertionError above AGREE_TOL (the timings would compare different computations)."""
     r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
     rt, gat, gBt = tm.risk_and_grad(alpha, B)
-    errs = [abs(r[0] - rt) / max(abs(rt), 1e-300),
-            np.abs(ga[0] - gat).max() / max(np.abs(gat).max(), 1e-300),
-            np.abs(gB[0] - gBt).max() / max(np.abs(gBt).max(), 1e-300)]
-    worst = float(max(errs))
+    return _agreement("PyTorch", case, (r[0], ga[0], gB[0]), (rt, gat, gBt), (rt, gat, gBt))
+
+
+def _agreement(other: str, case: Case, ours, theirs, scale) -> float:
+    """Largest relative difference of (risk, alpha gradient, B gradient) between the engine's `ours` and
+    `theirs`, each relative to the size of `scale`; raises AssertionError above AGREE_TOL."""
+    errs = [float(np.abs(np.asarray(a) - b).max() / max(np.abs(np.asarray(c)).max(), 1e-300))
+            for a, b, c in zip(ours, theirs, scale)]
+    worst = max(errs)
     if not worst <= AGREE_TOL:
-        raise AssertionError(f"PyTorch and the engine disagree on {case.row} at d = {case.d}: relative "
+        raise AssertionError(f"{other} and the engine disagree on {case.row} at d = {case.d}: relative "
                              f"differences risk {errs[0]:.2e}, alpha grad {errs[1]:.2e}, B grad {errs[2]:.2e} "
                              f"(tolerance {AGREE_TOL:g})")
     return worst
@@ -504,15 +509,7 @@ def check_prototype(case: Case, proto: IclPrototype, alpha: np.ndarray, B: np.nd
     B) of one run; raises AssertionError above AGREE_TOL."""
     r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
     rp, gap, gBp = proto.risk_and_grad(alpha[0], B[0])
-    errs = [abs(r[0] - rp) / max(abs(r[0]), 1e-300),
-            np.abs(ga[0, 0] - gap).max() / max(np.abs(ga).max(), 1e-300),
-            np.abs(gB[0, 0] - gBp).max() / max(np.abs(gB).max(), 1e-300)]
-    worst = float(max(errs))
-    if not worst <= AGREE_TOL:
-        raise AssertionError(f"the prototype and the engine disagree on {case.row} at d = {case.d}: relative "
-                             f"differences risk {errs[0]:.2e}, alpha grad {errs[1]:.2e}, B grad {errs[2]:.2e} "
-                             f"(tolerance {AGREE_TOL:g})")
-    return worst
+    return _agreement("the prototype", case, (r[0], ga[0, 0], gB[0, 0]), (rp, gap, gBp), (r[0], ga, gB))
 
 
 # ------------------------------------------------------------------------------------------------ run
