@@ -153,23 +153,32 @@ def page(results: dict, sweep: dict | None = None) -> str:
              "normalised to 1 at the end; the dotted line at 1/2 gives t_half.", ""]
     for name in results["rows"]:
         lines.append(f"![{name}](example_table1/table1_{TR.slug(name)}.png)")
-    other = EXAMPLE / "theory-52" / "table1.json"
-    if other.exists():
-        t52 = json.loads(other.read_text())
-        v52 = V.assess(t52)
-        lines += ["", "## The theory's reading under this protocol (`theory-52`)", "",
-                  f"Command: `{shlex.join(t52['command'])}` ({t52['elapsed_s'] / 60:.0f} min wall): phases (1, 1), "
-                  "every plan exactly 52 steps, joint GD on separate grids, one tuning seed; the rest of the "
-                  "protocol as above (tuning seeds apart from the reported ones, extending grids, refusals). "
-                  "A fixed 52-step budget leaves most runs unconverged, so most verdicts are refused: that is "
-                  "the protocol's answer to the first protocol's verdicts, not a new finding about the paper.", "",
-                  *TR.verdict_table(v52), "", *TR.plan_table(t52)]
+    lines += _other_run(EXAMPLE / "theory-52" / "table1.json", "The theory's reading under this protocol (`theory-52`)",
+                        "phases (1, 1), every plan exactly 52 steps, joint GD on separate grids, one tuning seed; the "
+                        "rest of the protocol as above (tuning seeds apart from the reported ones, extending grids, "
+                        "refusals). A fixed 52-step budget leaves most runs unconverged, so most verdicts are refused: "
+                        "that is the protocol's answer to the first protocol's verdicts, not a new finding about the paper")
+    lines += _other_run(EXAMPLE / "d200" / "table1.json", "ICL, OR and AND at d = 200 (the default reading, full budget)",
+                        "the default reading and budget of the example run, at d = 200 on the three rows the readings "
+                        "sweep runs only at d = 50 for their cost (the sweep's d >= 100 cells cover the cheaper rows); "
+                        "figures and the run's own page in [example_table1/d200/](example_table1/d200/)")
     lines += ["", "## The first protocol (`legacy-52`)", "",
               "The first protocol's page, with its numbers and verdicts unchanged, is "
               "[example_table1/legacy-52/table1_page.md](example_table1/legacy-52/table1_page.md). It reported most "
               "claims as not holding; under the default reading above, each of those verdicts is decided again, "
               "or refused where it would rest on an artefact.", ""]
     return "\n".join(lines)
+
+
+def _other_run(path: Path, heading: str, what: str) -> list[str]:
+    """A section for another recorded run (its verdicts and plans), or nothing when the file is absent."""
+    if not path.exists():
+        return []
+    res = json.loads(path.read_text())
+    return ["", f"## {heading}", "",
+            f"Command: `{shlex.join(res['command'])}` at commit {(res.get('commit') or 'unknown')[:10]} "
+            f"({res['elapsed_s'] / 60:.0f} min wall, {res['cpu_s'] / 60:.0f} min of CPU on the shared 2-core "
+            f"machine): {what}.", "", *TR.verdict_table(V.assess(res)), "", *TR.plan_table(res)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -376,6 +376,12 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
         r = json.loads(t1.read_text())
         out.append(f"| Table 1, default reading, d = {r['config']['d']} | `{' '.join(r['command'])}` | "
                    f"{(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | {r['cpu_s'] / 60:.1f} min |")
+    d200 = docs / "example_table1" / "d200"
+    if (d200 / "table1.json").exists():
+        r = json.loads((d200 / "table1.json").read_text())
+        out.append(f"| Table 1, default reading, d = {r['config']['d']}, {', '.join(r['rows'])} | "
+                   f"`{' '.join(r['command'])}` | {(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | "
+                   f"{r['cpu_s'] / 60:.1f} min |")
     sw = docs / "sweep" / "sweep.json"
     if sw.exists():
         s = json.loads(sw.read_text())
@@ -384,6 +390,13 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                 out.append(f"| readings sweep ({s['counts']['cells']} cells, {run['trained']} tasks) | "
                            f"`{' '.join(run['command'])}` | {run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | "
                            f"{run['trained_cpu_s'] / 60:.1f} min (units) |")
+    mem = d200 / "memory.json"
+    if mem.exists():
+        m = json.loads(mem.read_text())
+        out += ["", f"Memory of the d = 200 run (target: under 2 GB): largest process {m['peak_rss_largest_process_GB']:.2f} "
+                f"GB resident; resident sets summed over its processes {m['peak_rss_summed_GB']:.2f} GB at the peak, an "
+                f"over-count of shared pages; proportional set size, sampled from second {m['pss_sampled_from_s']} on, "
+                f"{m['peak_pss_summed_GB']:.2f} GB. {m['note']}"]
     return out
 
 

@@ -43,6 +43,18 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
                     "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |"]
     assert B.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
+    # the d = 200 run, and its memory record
+    (tmp_path / "example_table1" / "d200").mkdir()
+    (tmp_path / "example_table1" / "d200" / "table1.json").write_text(json.dumps(
+        {"config": {"d": 200}, "rows": {"ICL": {}, "OR": {}}, "command": ["occ-companion", "table1", "--d", "200"],
+         "commit": "def", "elapsed_s": 60.0, "cpu_s": 90.0}))
+    (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(
+        {"peak_rss_largest_process_GB": 1.163, "peak_rss_summed_GB": 2.062, "pss_sampled_from_s": 7,
+         "peak_pss_summed_GB": 1.512, "note": "N."}))
+    lines = B.recorded_experiment_runs(tmp_path)
+    assert "| Table 1, default reading, d = 200, ICL, OR | `occ-companion table1 --d 200` | def | 1.0 min | 1.5 min |" in lines
+    assert lines[-1].startswith("Memory of the d = 200 run (target: under 2 GB): largest process 1.16 GB")
+    assert "summed over its processes 2.06 GB" in lines[-1] and "from second 7 on, 1.51 GB. N." in lines[-1]
 
 
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):

@@ -139,3 +139,11 @@ def test_docs_table1_is_generated_from_the_example_run():
         assert f"| {v['row']} | {v['claim']} |" in page
     assert results["config"]["d"] == 50 and results["config"]["seeds"] >= 5
     assert results["reading"]["name"] == "default"
+    # the d = 200 run: its own section, each claim with the verdict the verdict code gives on its file
+    d200 = json.loads((table1_docs.EXAMPLE / "d200" / "table1.json").read_text())
+    assert d200["config"]["d"] == 200 and d200["reading"]["name"] == "default"
+    assert set(d200["rows"]) == {"ICL", "OR", "AND (H=1)", "AND (H=2)"}
+    section = page.split("## ICL, OR and AND at d = 200")[1].split("\n## ")[0]
+    for v in V.assess(d200):
+        line = next(ln for ln in section.splitlines() if ln.startswith(f"| {v['row']} | {v['claim']} |"))
+        assert line.split(" | ")[2].strip("*") == v["verdict"], line
