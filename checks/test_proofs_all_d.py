@@ -306,36 +306,42 @@ def test_the_false_kappa_controls_are_false_where_their_docstrings_say():
     assert split is not None and P._sign_on(split[0], P.X, 1) == 1
 
 
-def test_each_control_is_the_variant_its_name_says(controls):
-    """The list of controls, name by name: the procedure and the false variant the name describes."""
+def test_each_control_is_the_variant_its_name_says(controls, monkeypatch):
+    """The list of controls, name by name: the procedure called and the false variant the name describes
+    (the arguments are recorded, not inferred from the result: some results do not show their argument)."""
     sym, d = P.sym, P.sym.d
     c = sym.uniform_attention_min_risk(P.LAW)
     kap = sym.attention_gap_rate(P.LAW)
+    kap_li2 = kap.replace(sp.polylog, lambda s, z: -sp.polylog(s, z))
     expected = [
-        ("p = 1/d instead of 1/(d-1)", P.prove_balancing_p(1 / d)),
-        ("p = 1/(d+2): beta1_b > 0", P.prove_phase1_signs(1 / (d + 2))),
-        ("c(d) with log10 instead of ln (c(3) < 0)",
-         P.prove_output_floor_positive(c.replace(sp.log, lambda a: sp.log(a) / sp.log(10)))),
-        ("c(d) + 1/d^2 as the infimum of R(0, beta)", P.prove_floor_is_infimum(c + 1 / d ** 2)),
-        ("kappa on 0 < eta_1 <= 10 eta1_max (false at d = 3), symbolic", P.prove_kappa_positive_symbolic(range_factor=10)),
-        ("kappa on 0 < eta_1 <= 10 eta1_max, branch and bound", P.prove_kappa_positive_bnb(range_factor=10)),
-        ("kappa with the sign of Li_2 flipped, symbolic",
-         P.prove_kappa_positive_symbolic(kap.replace(sp.polylog, lambda s, z: -sp.polylog(s, z)))),
-        ("kappa with the sign of Li_2 flipped, branch and bound",
-         P.prove_kappa_positive_bnb(kap.replace(sp.polylog, lambda s, z: -sp.polylog(s, z)))),
-        ("a kappa false only at eta_1 = d (true at d - 1), symbolic", P.prove_kappa_positive_symbolic(P.kappa_false_at_d())),
-        ("a kappa false only at eta_1 = d (true at d - 1), branch and bound", P.prove_kappa_positive_bnb(P.kappa_false_at_d())),
-        ("a kappa false only for d in [3, 3.1), branch and bound", P.prove_kappa_positive_bnb(P.kappa_false_near_d3())),
-        ("Li_2 step on 1 - Li_2(1 - 1/x) > 0 (false for large x; coefficient -1)", P.li2_step_control()),
-        ("Li_2 step on Li_2(z) - z - 1/(100 x) > 0, z = 1 - 1/x (false near x = 1)", P.li2_tight_control()),
-        ("u_min > 1 for every epsilon < 13 (false at d = 3)", P.prove_regime_positive(13)),
-        ("R(0, 0) = 1/2 under the logistic loss (it is log 2)", P.prove_attention_only("logistic", sp.Rational(1, 2))),
+        ("p = 1/d instead of 1/(d-1)", "prove_balancing_p", (1 / d,), {}),
+        ("p = 1/(d+2): beta1_b > 0", "prove_phase1_signs", (1 / (d + 2),), {}),
+        ("c(d) with log10 instead of ln (c(3) < 0)", "prove_output_floor_positive",
+         (c.replace(sp.log, lambda a: sp.log(a) / sp.log(10)),), {}),
+        ("c(d) + 1/d^2 as the infimum of R(0, beta)", "prove_floor_is_infimum", (c + 1 / d ** 2,), {}),
+        ("kappa on 0 < eta_1 <= 10 eta1_max (false at d = 3), symbolic", "prove_kappa_positive_symbolic", (),
+         {"range_factor": 10}),
+        ("kappa on 0 < eta_1 <= 10 eta1_max, branch and bound", "prove_kappa_positive_bnb", (), {"range_factor": 10}),
+        ("kappa with the sign of Li_2 flipped, symbolic", "prove_kappa_positive_symbolic", (kap_li2,), {}),
+        ("kappa with the sign of Li_2 flipped, branch and bound", "prove_kappa_positive_bnb", (kap_li2,), {}),
+        ("a kappa false only at eta_1 = d (true at d - 1), symbolic", "prove_kappa_positive_symbolic",
+         (P.kappa_false_at_d(),), {}),
+        ("a kappa false only at eta_1 = d (true at d - 1), branch and bound", "prove_kappa_positive_bnb",
+         (P.kappa_false_at_d(),), {}),
+        ("a kappa false only for d in [3, 3.1), branch and bound", "prove_kappa_positive_bnb", (P.kappa_false_near_d3(),), {}),
+        ("Li_2 step on 1 - Li_2(1 - 1/x) > 0 (false for large x; coefficient -1)", "li2_step_control", (), {}),
+        ("Li_2 step on Li_2(z) - z - 1/(100 x) > 0, z = 1 - 1/x (false near x = 1)", "li2_tight_control", (), {}),
+        ("u_min > 1 for every epsilon < 13 (false at d = 3)", "prove_regime_positive", (13,), {}),
+        ("R(0, 0) = 1/2 under the logistic loss (it is log 2)", "prove_attention_only", ("logistic", sp.Rational(1, 2)), {}),
     ]
-    assert [name for name, _ in controls] == [name for name, _ in expected]
-    for (name, got), (_, want) in zip(controls, expected):
-        assert got == want, name
-    assert P.prove_kappa_positive_symbolic(range_factor=10).shown.startswith("kappa(eta_1) > 0 for 0 < eta_1 <= 10 eta1_max = 10 d")
-    assert P.prove_kappa_positive_bnb().shown == "kappa(eta_1) > 0 for 0 < eta_1 <= eta1_max = d"
+    for proc in {proc for _, proc, _, _ in expected}:
+        monkeypatch.setattr(P, proc, lambda *args, _p=proc, **kwargs: (_p, args, kwargs))
+    recorded = P.mutation_controls()
+    assert [name for name, _ in recorded] == [name for name, *_ in expected]
+    for (name, call), (_, proc, args, kwargs) in zip(recorded, expected):
+        assert call == (proc, args, kwargs), name
+    monkeypatch.undo()
+    assert [name for name, _ in controls] == [name for name, *_ in expected]  # the real list, as computed
 
 
 def _md_table(lines, heading):
@@ -396,3 +402,16 @@ def test_proofs_markdown_reports_each_result_and_control(proofs, controls):
     assert header == ["claim", "item", "how"]
     assert rows == [[f"`{k}`", item, how] for k, item, how in P.CHECKED_ONLY_AT_GIVEN_D]
     assert lines[-1] == "| " + " | ".join([f"`{P.CHECKED_ONLY_AT_GIVEN_D[-1][0]}`", *P.CHECKED_ONLY_AT_GIVEN_D[-1][1:]]) + " |"
+
+
+def test_clear_caches_empties_every_proof_cache():
+    """After clear_caches every cached procedure of theory.proofs recomputes (its cache is empty); last in the
+    file, as it throws the module's cached proofs away."""
+    cached = {name: f for name, f in vars(P).items() if hasattr(f, "cache_info")}
+    assert set(cached) == {"prove_balancing_p", "prove_phase1_signs", "prove_output_floor_positive",
+                           "prove_floor_is_infimum", "prove_kappa_positive_symbolic", "prove_kappa_positive_bnb",
+                           "prove_regime_positive", "prove_attention_only", "li2_step_control", "li2_tight_control"}
+    P.prove_attention_only("squared")
+    assert P.prove_attention_only.cache_info().currsize > 0
+    P.clear_caches()
+    assert {name: f.cache_info().currsize for name, f in cached.items()} == dict.fromkeys(cached, 0)
