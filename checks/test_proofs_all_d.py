@@ -369,6 +369,11 @@ def test_proofs_markdown_reports_each_result_and_control(proofs, controls):
     ctrl = list(controls) + [passed_control]
     lines = P.proofs_markdown(results, ctrl).splitlines()
     assert lines[0].startswith("# ")
+    for i, line in enumerate(lines):  # blocks apart: a heading or paragraph is one line followed by an empty one
+        if line and not line.startswith(("|", "1. ")):
+            assert i + 1 == len(lines) or lines[i + 1] == "", (i, line, lines[i + 1])
+        elif line and not lines[i - 1].startswith(line[:2]):
+            assert lines[i - 1] == "", (i, lines[i - 1], line)  # a table or a list starts after an empty line
 
     header, rows = _md_table(lines, "## Proved for all d")
     assert header == ["proof", "used by (theory/claims.py)", "method", "domain", "shown", "conditions", "status"]
