@@ -372,7 +372,7 @@ def test_proofs_markdown_reports_each_result_and_control(proofs, controls):
     for i, line in enumerate(lines):  # blocks apart: a heading or paragraph is one line followed by an empty one
         if line and not line.startswith(("|", "1. ")):
             assert i + 1 == len(lines) or lines[i + 1] == "", (i, line, lines[i + 1])
-        elif line and not lines[i - 1].startswith(line[:2]):
+        elif line and not lines[i - 1].startswith("|" if line[0] == "|" else "1. "):
             assert lines[i - 1] == "", (i, lines[i - 1], line)  # a table or a list starts after an empty line
 
     header, rows = _md_table(lines, "## Proved for all d")
