@@ -278,6 +278,12 @@ def test_the_li2_lemma_checks_the_sum_and_its_condition(monkeypatch):
     assert P.polylog2_bounds_lemma()[1].split(": ")[1].startswith("not shown;")
 
 
+def test_result_keeps_every_field_and_reads_ok_as_pass_or_fail():
+    R = P.ProofResult
+    assert P._result("c", "m", "all real d > 2", "s", True, ["a", "b"]) == R("c", "m", "all real d > 2", "s", "PASS", ("a", "b"))
+    assert P._result("c", "m", "all d >= 3", "s", False, []) == R("c", "m", "all d >= 3", "s", "FAIL", ())
+
+
 def _arb_sign(expr):
     ball = P.constant_ball(expr)
     return 1 if ball > 0 else -1 if ball < 0 else None
@@ -304,6 +310,9 @@ def test_the_false_kappa_controls_are_false_where_their_docstrings_say():
     assert [_arb_sign(q_near3.subs({d: dv, e: dv})) for dv in (R(31, 10), R(7, 2), 4, 10, 10 ** 8)] == [1] * 5
     split = P._split_li2(sp.expand(at_d.subs(e, d).subs(d, P.X + 1)))
     assert split is not None and P._sign_on(split[0], P.X, 1) == 1
+    # near d = 3 only: the branch and bound's tail bound (Li_2 >= 0, for d >= 10) applies, so only the boxes fail
+    split = P._split_li2(sp.expand(near3.subs(e, d).subs(d, P.X + 1)))
+    assert split is not None and P._sign_on(split[0], P.X, 9) == 1
 
 
 def test_each_control_is_the_variant_its_name_says(controls, monkeypatch):
