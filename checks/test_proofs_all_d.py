@@ -282,6 +282,8 @@ def test_result_keeps_every_field_and_reads_ok_as_pass_or_fail():
     R = P.ProofResult
     assert P._result("c", "m", "all real d > 2", "s", True, ["a", "b"]) == R("c", "m", "all real d > 2", "s", "PASS", ("a", "b"))
     assert P._result("c", "m", "all d >= 3", "s", False, []) == R("c", "m", "all d >= 3", "s", "FAIL", ())
+    # the range of eta_1 a kappa proof states: eta1_max = d itself, or a multiple for the controls
+    assert [P._range_label(k) for k in (1, 2, 10)] == ["eta1_max = d", "2 eta1_max = 2 d", "10 eta1_max = 10 d"]
 
 
 def _arb_sign(expr):
