@@ -11,7 +11,9 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   float64 on one thread, checked to agree with the engine's risk and gradients to 1e-10 before it is timed
   (``torch`` is the optional ``bench`` extra; without it the column is skipped with a note);
 * the operation-count lower bound of a step on the tokens' structure (``flop_count``), turned into time at
-  the dgemm rate measured once in the same run;
+  the dgemm rate measured beside the row's own engine timing (a dgemm after each repeat, ``timed_beside_dgemm``:
+  on a shared machine the rate of the moment moves, and a rate measured once at the start would not be the
+  rate the row ran at);
 * the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
 * the peak traced memory (tracemalloc) of building the data and one engine step;
 * for ICL, a benchmark-only prototype of the step (``IclPrototype``: not the engine, other rounding), to
@@ -161,9 +163,9 @@ def dgemm_rate(n: int = 1000, repeat: int = 5) -> tuple[float, float]:
 # ------------------------------------------------------------------------------------------------ timing
 
 
-def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[float, float]:
+def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS, after_each=None) -> tuple[float, float]:
     """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last
-    ``min_seconds``."""
+    ``min_seconds``; ``after_each`` (untimed) runs after every repeat."""
     t0 = time.perf_counter()
     fn()
     once = max(time.perf_counter() - t0, 1e-7)
@@ -175,7 +177,29 @@ def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[fl
             fn()
         walls.append((time.perf_counter() - w) / calls)
         cpus.append((time.process_time() - c) / calls)
+        if after_each is not None:
+            after_each()
     return float(np.median(walls)), float(np.median(cpus))
+
+
+def timed_beside_dgemm(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS,
+                       n: int = 1000) -> tuple[float, float, float]:
+    """``timed`` with an n x n dgemm timed (process CPU) after each repeat: (median wall s, median CPU s per
+    call, median dgemm GFLOP/s by CPU time over the repeats), so that a ratio to the FLOP bound compares the
+    row with the machine's rate at the same moment."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    rates = []
+
+    def gemm():
+        c = time.process_time()
+        a @ b
+        rates.append(2 * n ** 3 / max(time.process_time() - c, 1e-9) / 1e9)
+
+    gemm()
+    rates.clear()
+    wall, cpu = timed(fn, repeats, min_seconds, after_each=gemm)
+    return wall, cpu, float(np.median(rates))
 
 
 def sampler_timed(case: Case, repeats: int) -> tuple[float, float]:
@@ -533,7 +557,6 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
     out["gemm_n"] = gemm_n
     out["blas_default_threads"] = max((i.get("num_threads", 1) for i in threadpool_info()), default=1)
-    peak = out["dgemm_gflops_1thread"] * 1e9
     for row, task, heads in rows:
         res = out["rows"].setdefault(row, {})
         for d in ds:
@@ -546,14 +569,17 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                 H, D, K = TK.model_shape(task, d, heads)
                 a1, B1 = initial(case, 1)
                 a8, B8 = initial(case, RUNS)
-                e1 = clock(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)
+                *e1, rate = timed_beside_dgemm(lambda: engine_step(a1, B1, case.tb, case.loss), repeats,
+                                               min_seconds, gemm_n)
+                e1 = tuple(e1)
                 e8 = clock(lambda: engine_step(a8, B8, case.tb, case.loss), repeats)
                 e8 = (e8[0] / RUNS, e8[1] / RUNS)
                 rec = {"engine_1": e1, "engine_8": e8, "flops": flop_count(case.tb, H, K),
                        "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
                        "build_cpu": build_cpu if case.exact else None,
                        "sampler": None if case.exact else sampler_timed(case, repeats)}
-                rec["flop_seconds"] = rec["flops"] / peak
+                rec["dgemm_gflops_beside"] = rate
+                rec["flop_seconds"] = rec["flops"] / (rate * 1e9)
                 proto = IclPrototype.for_case(case)
                 if proto is not None:
                     a0, B0 = initial(case, 1, seed=2)
@@ -660,10 +686,12 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
          "CPU / wall, with BLAS on one thread. `engine x8` is one step of 8 runs at once divided by 8. "
          "PyTorch: `numerics.bench_engine.TorchModel` (float64, one thread, autograd), checked against the "
          f"engine to a relative {AGREE_TOL:g} on risk and gradients before timing (`agree`: the largest "
-         "difference found). `FLOP bound`: `flop_count` (below) at the dgemm rate; `sampler`: drawing one "
+         "difference found). `FLOP bound`: `flop_count` (below) at the one-thread dgemm rate measured beside the "
+         "row (a dgemm after each repeat of `engine x1`, median CPU rate; `dgemm beside` in GFLOP/s), so "
+         "`engine / bound` compares the two at the same moment of the shared machine; `sampler`: drawing one "
          "batch and its engine layout, paid once per step by the sampled rows.", "",
          f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
-         f"by CPU time (the rate of the FLOP bound; {res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
+         f"by CPU time at the start of the run ({res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
          f"{res['dgemm_gflops_default']:.1f} GFLOP/s by wall time with BLAS's default {res['blas_default_threads']} "
          "threads. "
          f"One ICL engine step at d = {res['icl_default_threads']['d']}: "
@@ -674,8 +702,8 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
         L += ["**PyTorch is not installed: its column is skipped** (`pip install -e \".[bench]\"`).", ""]
     L += ["## Per step", "",
           "| row | d | layout | N | engine x1 CPU / wall | engine x8 CPU / wall | PyTorch CPU / wall | "
-          "engine / PyTorch (CPU) | agree | FLOPs | FLOP bound | engine / bound | sampler CPU / wall |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "engine / PyTorch (CPU) | agree | FLOPs | dgemm beside | FLOP bound | engine / bound | sampler CPU / wall |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row, r in res["rows"].items():
         for d in ds:
             if d not in r:
@@ -687,7 +715,8 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
                      f"{_ms(e8[1])} / {_ms(e8[0])} | "
                      + (f"{_ms(tt[1])} / {_ms(tt[0])} | {e1[1] / tt[1]:.2f} | {x['agreement']:.0e} | "
                         if tt else "- | - | - | ")
-                     + f"{x['flops']:.3g} | {_ms(x['flop_seconds'])} | {e1[1] / x['flop_seconds']:.1f}x | "
+                     + f"{x['flops']:.3g} | {x['dgemm_gflops_beside']:.1f} | {_ms(x['flop_seconds'])} | "
+                     f"{e1[1] / x['flop_seconds']:.1f}x | "
                      + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
                         f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
     proto = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "prototype" in r[d]]

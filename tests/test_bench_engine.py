@@ -95,3 +95,20 @@ def test_line_times_reports_the_engine_functions_lines():
     assert all(any(ln in spans[n] for n in BE.LINE_FUNCTIONS) for ln, _, _, _ in top)
     assert not any(ln in spans["__call__"] for ln, _, _, _ in top)
     assert abs(sum(sh for _, _, _, sh in top) - 1) < 1e-9 and all(t >= 0 for _, _, t, _ in top)
+
+
+def test_timed_runs_after_each_once_per_repeat_untimed():
+    calls = []
+    BE.timed(lambda: None, 3, min_seconds=1e-4, after_each=lambda: calls.append(1))
+    assert len(calls) == 3
+
+
+def test_flop_bound_uses_the_dgemm_rate_measured_beside_the_row():
+    """The FLOP bound of a row is its FLOP count at the dgemm rate timed between the repeats of that row's
+    own engine step (the machine's rate at that moment), not the rate measured once at the start."""
+    res = BE.bench([6], repeats=3, rows=[("ICL", "ICL", 1)], use_torch=False, memory=False, min_seconds=1e-3,
+                   gemm_n=128)
+    x = res["rows"]["ICL"][6]
+    assert x["dgemm_gflops_beside"] > 0
+    assert x["flop_seconds"] == x["flops"] / (x["dgemm_gflops_beside"] * 1e9)
+    assert x["dgemm_gflops_beside"] != res["dgemm_gflops_1thread"]
