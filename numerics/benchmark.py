@@ -371,17 +371,13 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
     docs/benchmarks_engine.md)."""
     out = ["## Experiment runs (recorded, not re-run)", "",
            "| run | command | commit or start (UTC) | wall | CPU |", "|---|---|---|---|---|"]
-    t1 = docs / "example_table1" / "table1.json"
-    if t1.exists():
-        r = json.loads(t1.read_text())
-        out.append(f"| Table 1, default reading, d = {r['config']['d']} | `{' '.join(r['command'])}` | "
-                   f"{(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | {r['cpu_s'] / 60:.1f} min |")
     d200 = docs / "example_table1" / "d200"
-    if (d200 / "table1.json").exists():
-        r = json.loads((d200 / "table1.json").read_text())
-        out.append(f"| Table 1, default reading, d = {r['config']['d']}, {', '.join(r['rows'])} | "
-                   f"`{' '.join(r['command'])}` | {(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | "
-                   f"{r['cpu_s'] / 60:.1f} min |")
+    for t1, rows_named in ((docs / "example_table1" / "table1.json", False), (d200 / "table1.json", True)):
+        if t1.exists():
+            r = json.loads(t1.read_text())
+            rows = f", {', '.join(r['rows'])}" if rows_named else ""
+            out.append(f"| Table 1, default reading, d = {r['config']['d']}{rows} | `{' '.join(r['command'])}` | "
+                       f"{(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | {r['cpu_s'] / 60:.1f} min |")
     sw = docs / "sweep" / "sweep.json"
     if sw.exists():
         s = json.loads(sw.read_text())

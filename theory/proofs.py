@@ -310,13 +310,13 @@ def prove_floor_is_infimum(c_expr=None) -> ProofResult:
     ok11, s11 = prove_positive(sp.factor(_with_x(h11)), X, 1)
     okdet, sdet = prove_positive(sp.factor(_with_x(H.det())), X, 1)
     steps += ["H_11 > 0:"] + s11 + ["det H > 0:"] + sdet
+    same = False
     if not (ok11 and okdet):  # H may be singular: no minimiser to compare with c(d)
-        return _result("floor_is_infimum", "symbolic (convex quadratic, Hessian, identity)", "all real d > 2",
-                       "c(d) = inf over beta in R^d of R(0, beta), attained at a unique symmetric beta", False,
-                       steps + ["H is not shown positive definite on x > 1: no unique minimiser, identity not checked"])
-    minimum = co.get((0, 0), 0) - (b.T * H.inv() * b)[0] / 2
-    same = _is_zero(_with_x(minimum - c_expr)) or sp.simplify(_with_x(minimum - c_expr)) == 0
-    steps.append(f"q0 - b.H^-1 b / 2 - c(d) = 0 identically: {'shown' if same else 'not shown'}")
+        steps.append("H is not shown positive definite on x > 1: no unique minimiser, identity not checked")
+    else:
+        minimum = co.get((0, 0), 0) - (b.T * H.inv() * b)[0] / 2
+        same = _is_zero(_with_x(minimum - c_expr)) or sp.simplify(_with_x(minimum - c_expr)) == 0
+        steps.append(f"q0 - b.H^-1 b / 2 - c(d) = 0 identically: {'shown' if same else 'not shown'}")
     return _result("floor_is_infimum", "symbolic (convex quadratic, Hessian, identity)", "all real d > 2",
                    "c(d) = inf over beta in R^d of R(0, beta), attained at a unique symmetric beta",
                    ok11 and okdet and same, steps)
