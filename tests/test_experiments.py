@@ -105,6 +105,24 @@ def test_rows_engine_is_bit_identical_to_its_reference_order(task, heads, d, R):
     rng = np.random.default_rng(d + R)
     tb = E.from_batch(TK.sample(task, d, 64, np.random.default_rng(d)))
     assert tb.layout == "rows" and (not sp.issparse(tb.rows) or (tb.mult != 1).any())  # repeated tokens
+    _check_rows_bit_identity(tb, task, heads, d, R, rng)
+
+
+@pytest.mark.parametrize("task,heads,d", [("ICL", 1, 30), ("AND", 2, 30), ("SLR", 1, 12)])
+def test_rows_engine_is_bit_identical_with_empty_strings(task, heads, d):
+    """The same with strings 3 and 10 emptied (their tokens removed): the engine's path for batches whose
+    strings are not all non-empty (the scatter of outputs to the non-empty strings and the gathers back)."""
+    batch = TK.sample(task, d, 64, np.random.default_rng(d))
+    m = batch.m.tolil() if sp.issparse(batch.m) else np.array(batch.m, float)
+    m[3], m[10] = 0, 0
+    batch.m = m.tocsr() if sp.issparse(batch.m) else m
+    tb = E.from_batch(batch)
+    assert tb.layout == "rows" and len(tb.starts) == tb.size - 2
+    for R in (1, 3):
+        _check_rows_bit_identity(tb, task, heads, d, R, np.random.default_rng(d + R))
+
+
+def _check_rows_bit_identity(tb, task, heads, d, R, rng):
     H, D, K = TK.model_shape(task, d, heads)
     alpha, B = 0.5 * rng.standard_normal((R, H, D)), 0.5 * rng.standard_normal((R, H, D, K))
     got = E.risk_and_grad(alpha, B, tb, "squared")

@@ -231,10 +231,9 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
-    if H == 1:
-        g_ne = np.ascontiguousarray(g_t)
-    else:
-        g_ne = np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
+    # for one head a strided view, not a contiguous copy: the products below round by their operands'
+    # layout (a contiguous copy changed dB's last bits at R = 3 with empty strings)
+    g_ne = np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
     fh = (fw.fh if every else fw.fh[tb.nonempty]).reshape(N_ne, R * H, K)
