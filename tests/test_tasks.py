@@ -137,6 +137,43 @@ def test_vectorised_icl_rule_equals_the_sequential_rule():
         assert not np.array_equal(naive, seq)
 
 
+def test_icl_rule_on_strings_laid_end_to_end_equals_the_rule_on_each_string():
+    """icl_rule_flat (the sampler's form) equals the sequential rule applied to each string on its own, on strings
+    of lengths 1 to 9 laid end to end, many of them ending and starting with q, so that neither a run of q's nor a
+    final q carries over a string boundary; control: without the start marks the result differs."""
+    rng = np.random.default_rng(12)
+    for d in (2, 3, 7):
+        lengths = rng.integers(1, 10, 300)
+        z = rng.integers(0, d, lengths.sum()) * (rng.random(lengths.sum()) > 0.4)   # many q = 0
+        o = np.repeat(1 + rng.integers(0, max(d - 1, 1), lengths.size), lengths)
+        first = np.cumsum(lengths) - lengths
+        start = np.zeros(z.size, dtype=bool)
+        start[first] = True
+        want = z.copy()
+        for f, m in zip(first, lengths):
+            for i in range(f + 1, f + m):
+                want[i] = o[i] if want[i - 1] == 0 else want[i]
+        assert np.array_equal(TK.icl_rule_flat(z, o, start), want)
+        one_string = np.zeros_like(start)
+        one_string[0] = True
+        assert not np.array_equal(TK.icl_rule_flat(z, o, one_string), want)
+
+
+def test_count_matrix_equals_scipys_summed_coo():
+    """The ICL sampler's count matrix equals scipy's own construction (COO with duplicates, then summed): the
+    same data, indices and index pointers, of the same dtypes, in canonical form; rows may be empty."""
+    import scipy.sparse as sp
+    rng = np.random.default_rng(13)
+    for N, cells, M in ((1, 5, 3), (7, 40, 200), (64, 2550, 5000)):
+        rows, cols = rng.integers(0, N, M), rng.integers(0, cells, M)
+        want = sp.csr_matrix((np.ones(M), (rows, cols)), shape=(N, cells))
+        want.sum_duplicates()
+        got = TK._count_matrix(rows, cols, N, cells)
+        for a, b in ((got.data, want.data), (got.indices, want.indices), (got.indptr, want.indptr)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert got.shape == want.shape and got.has_canonical_format
+
+
 def test_slr_target_and_noise():
     d, n = 6, 6000
     b = TK.sample_slr(d, n, np.random.default_rng(7), seed=3)

@@ -168,24 +168,33 @@ def icl_table(d: int) -> np.ndarray:
 
 
 def icl_rule(z: np.ndarray, o: np.ndarray) -> np.ndarray:
-    """Apply "every token after q = 0 is o" left to right to draws z (k, L) with answers o (k,), vectorised.
+    """Apply "every token after q = 0 is o" left to right to draws z (k, L) with answers o (k,), vectorised
+    (``icl_rule_flat`` on the rows laid end to end)."""
+    k, L = z.shape
+    start = np.zeros((k, L), dtype=bool)
+    start[:, 0] = True
+    return icl_rule_flat(z.ravel(), np.repeat(o, L), start.ravel()).reshape(k, L)
+
+
+def icl_rule_flat(z: np.ndarray, o: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The rule on strings laid end to end: tokens z (M,), each position's answer o (M,), and ``start`` (M,)
+    marking each string's first position.
 
     Read left to right, a position becomes o exactly when the (final) token before it is q; a final q is an
     original q whose run of consecutive original q's has an even index there (q o q o ... within a run).  So
     with k_i the index of position i within its run of original q's, z_i becomes o iff z_{i-1} was an
-    original q with k_{i-1} even.
+    original q with k_{i-1} even, in the same string.  A run starts afresh at a string's first position (as if
+    a non-q stood just before it).
     """
     zero = z == 0
-    L = z.shape[1]
-    idx = np.arange(L)[None, :]
-    last_nonzero = np.maximum.accumulate(np.where(~zero, idx, -1), axis=1)
+    idx = np.arange(z.size)
+    last_nonzero = np.maximum.accumulate(np.where(~zero, idx, np.where(start, idx - 1, -1)))
     k = idx - last_nonzero - 1                       # index within the run of original q's (valid where zero)
     final_q = zero & (k % 2 == 0)
-    out = z.copy()
     to_o = np.zeros_like(zero)
-    to_o[:, 1:] = final_q[:, :-1]
-    out[to_o] = np.broadcast_to(o[:, None], z.shape)[to_o]
-    return out
+    to_o[1:] = final_q[:-1]
+    to_o &= ~start
+    return np.where(to_o, o, z)
 
 
 def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = False) -> Batch:
@@ -195,8 +204,6 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
 
     The embedding table is the sparse ``icl_table_sparse(d)`` and the counts ``m`` a sparse (N, d (d + 1))
     matrix (a dense one has d^2 columns: 330 MB for 1024 strings at d = 200)."""
-    import scipy.sparse as sp
-
     p = length_parameter("ICL", d)
     n = np.empty(N, dtype=int)
     o = np.empty(N, dtype=int)
@@ -208,28 +215,46 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
         nk = _lengths(rng, p, k, start=2)
         ok_ = 1 + rng.integers(0, d - 1, k)
         L = int(nk.max())
-        z = icl_rule(rng.integers(0, d, (k, L)), ok_)
-        pos = np.arange(L)[None, :]
-        good = ((z == 0) & (pos < nk[:, None] - 1)).any(axis=1)
+        raw = rng.integers(0, d, (k, L))               # drawn (k, L) as ever; only each string's own n_i used
+        first = np.cumsum(nk) - nk                     # each string's offset in the strings laid end to end
+        start = np.zeros(int(nk.sum()), dtype=bool)
+        start[first] = True
+        z = icl_rule_flat(raw[np.arange(L)[None, :] < nk[:, None]], np.repeat(ok_, nk), start)
+        pos = np.arange(z.size) - np.repeat(first, nk)
+        # a trigger before the last position (n_i >= 2, so no string is empty)
+        good = np.logical_or.reduceat((z == 0) & (pos < np.repeat(nk - 1, nk)), first)
         idx = todo[good]
         n[idx], o[idx] = nk[good], ok_[good]
-        zg = z[good]
+        keep = np.repeat(good, nk)
         if return_strings:
-            for j, r in enumerate(idx):
-                strings[r] = zg[j, : nk[good][j]]
-        prev = np.concatenate([np.full((zg.shape[0], 1), -1), zg[:, :-1]], axis=1)
-        cells = zg * (d + 1) + prev + 1
-        valid = pos < nk[good][:, None]
-        rows_n.append(np.broadcast_to(idx[:, None], cells.shape)[valid])
-        rows_cell.append(cells[valid])
+            for r, f, m_ in zip(idx, first[good], nk[good]):
+                strings[r] = z[f:f + m_]
+        prev = np.empty_like(z)
+        prev[1:] = z[:-1]
+        prev[start] = -1
+        rows_n.append(np.repeat(idx, nk[good]))
+        rows_cell.append((z * (d + 1) + prev + 1)[keep])
         todo = todo[~good]
     rn, rc = np.concatenate(rows_n), np.concatenate(rows_cell)
-    m = sp.csr_matrix((np.ones(len(rn)), (rn, rc)), shape=(N, d * (d + 1)))
-    m.sum_duplicates()
+    m = _count_matrix(rn, rc, N, d * (d + 1))
     extra = {"n": n, "strings": strings} if return_strings else {"n": n}
     table = icl_table_sparse(d)
     extra["table_sparse"] = table
     return Batch(table, m, np.eye(d)[o], labels=o, extra=extra)
+
+
+def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int):
+    """The (N, cells) CSR matrix of the counts of the pairs (rows, cols): canonical (sorted indices, no
+    duplicates), float counts, the same arrays as ``csr_matrix((ones, (rows, cols))).sum_duplicates()``."""
+    import scipy.sparse as sp
+    key, count = np.unique(rows.astype(np.int64) * cells + cols, return_counts=True)
+    r, c = np.divmod(key, cells)
+    index = sp._sputils.get_index_dtype(maxval=max(N, cells, key.size))
+    indptr = np.zeros(N + 1, dtype=index)
+    np.cumsum(np.bincount(r, minlength=N), out=indptr[1:])
+    m = sp.csr_matrix((count.astype(float), c.astype(index), indptr), shape=(N, cells))
+    m.has_canonical_format = True
+    return m
 
 
 def slr_directions(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
