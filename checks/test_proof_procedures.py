@@ -118,10 +118,10 @@ def test_balancing_p_determinant_must_be_nonzero_on_all_of_d_gt_2(derived):
     ((d * p + d - 2) / (2 * (d - 1) - 3 * p), 2 / (2 * d + 3)),
 ])
 def test_balancing_p_denominator_must_keep_its_sign_on_0_1(derived, pm, p0):
-    """Moebius functions with the 1/2-root p0 in (0, 1) and a nonzero determinant, whose denominator vanishes inside
-    [0, 1] for some 2 < d < 3 (at p = 0 in the first, at p = 1 in the second): P(y = -1) has a pole there, and is not
-    monotone on [0, 1].  The uniqueness step must refuse both (the sign at p = 0 and at p = 1, each on x > 1), and
-    the proof FAIL."""
+    """Moebius functions with the 1/2-root p0 in (0, 1) and a nonzero determinant, whose denominator changes sign
+    inside [0, 1] for some 2 < d < 3 (it is negative at p = 0 in the first, at p = 1 in the second): P(y = -1) has a
+    pole there, and is not monotone on [0, 1].  The uniqueness step must refuse both (the sign at p = 0 and at p = 1,
+    each on x > 1), and the proof FAIL."""
     derived("prob_no_marked", pm)
     r = P.prove_balancing_p(p0)
     assert not r.passed
@@ -143,7 +143,7 @@ def test_balancing_p_refuses_a_denominator_quadratic_in_p(derived):
 @pytest.mark.parametrize("pm, p0", [
     (4 / (3 * p * (d - 1) + 5), 1 / (d - 1)),  # a = 0, b c != 0: determinant -12 x < 0 (decreasing)
     ((1 - p) * d / (2 * (d - 2) * (p + 1)), 1 / (d - 1)),  # a e = -b c: determinant 2 a e = -4 (x - 1)(x + 1) < 0
-    ((p * (d - 1) - 1) / (d - 1 - p), (d + 1) / (2 * d - 1)),  # a / e = b c; the denominator x - 2 at p = 2 is irrelevant
+    ((p * (d - 1) - 1) / (d - 1 - p), (d + 1) / (2 * d - 1)),  # a / e = b c; its denominator at p = 2 is x - 2
 ])
 def test_balancing_p_proves_other_moebius_functions(derived, pm, p0):
     """Moebius functions (a p + b) / (c p + e) with every coefficient nonzero or a = 0, the denominator positive on
@@ -211,8 +211,11 @@ def test_phase1_gradient_of_beta_a_is_signed_at_the_p_under_test(derived):
     assert r.steps[-1].endswith("(= d: not shown)")
 
 
-@pytest.mark.parametrize("name, grad", [("grad_beta_a", (3 - d) / d**2), ("grad_beta_b", (d - 3) / d**2)])
-def test_phase1_gradient_signs_are_shown_on_all_of_d_gt_2(derived, name, grad):
+@pytest.mark.parametrize("name, grad, signs_shown", [
+    ("grad_beta_a", (3 - d) / d**2, (False, True)),
+    ("grad_beta_b", (d - 3) / d**2, (True, False)),
+])
+def test_phase1_gradient_signs_are_shown_on_all_of_d_gt_2(derived, name, grad, signs_shown):
     """A phase-1 gradient of the right sign only for d > 3, of the wrong one for 2 < d < 3: its sign is not shown on
     x = d - 1 > 1 (it would be on x > 2), and the proof must FAIL."""
     g = P.sym.zero_init_gradients(P.LAW)
@@ -220,7 +223,7 @@ def test_phase1_gradient_signs_are_shown_on_all_of_d_gt_2(derived, name, grad):
     r = P.prove_phase1_signs()
     assert not r.passed
     sa, sb = _step(r, "dR/dbeta_a(0) = "), _step(r, "dR/dbeta_b(0) = ")
-    assert (sa.endswith("sign -1"), sb.endswith("sign 1")) == ((False, True) if name == "grad_beta_a" else (True, False))
+    assert (sa.endswith("sign -1"), sb.endswith("sign 1")) == signs_shown
     assert _step(r, "in eta1_max = ").endswith(": shown")
     assert r.steps[-1].endswith("(= d: not shown)")
 
