@@ -82,6 +82,88 @@ def test_balancing_p_proves_an_affine_p(derived):
     assert _step(r, "P(y=-1) = ").endswith(": shown")
 
 
+def _affine_with_root(p0):
+    """P(y = -1) = (1 + p - p0) / 2: affine in p (determinant nonzero, denominator constant), its only 1/2-root p0."""
+    return (1 + p - p0) / 2
+
+
+@pytest.mark.parametrize("p0", [1 / (d - 2), (d - 3) / (d - 1)])
+def test_balancing_p_range_is_shown_on_all_of_d_gt_2(derived, p0):
+    """p0 = 1/(d - 2) is > 1 for 2 < d < 3 (its p < 1 half fails there), p0 = (d - 3)/(d - 1) is < 0 there (its
+    0 < p half fails); both lie in (0, 1) for d > 3.  The gap and uniqueness steps hold; the range step must refuse
+    them on all of x = d - 1 > 1 (with d = x + 1, both halves on x > 1, not x > 2), and the proof FAIL."""
+    derived("prob_no_marked", _affine_with_root(p0))
+    r = P.prove_balancing_p(p0)
+    assert not r.passed
+    assert r.steps[0].endswith("simplifies to 0")
+    assert _step(r, "0 < p = ").endswith(": not shown")
+    assert _step(r, "P(y=-1) = ").endswith(": shown")
+
+
+def test_balancing_p_determinant_must_be_nonzero_on_all_of_d_gt_2(derived):
+    """P(y = -1) = ((d - 3)(d - 1) p + 2) / (2 (d - 1)) is affine in p with the 1/2-root 1/(d - 1), but at d = 3 it is
+    1/2 for every p: there the root is not unique.  Its determinant 2 x^2 (x - 2) vanishes at x = 2; the uniqueness
+    step must refuse it (its sign read on x > 1 with d = x + 1, and every condition required), and say so."""
+    derived("prob_no_marked", ((d - 3) * (d - 1) * p + 2) / (2 * (d - 1)))
+    r = P.prove_balancing_p(1 / (d - 1))
+    assert not r.passed
+    assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
+    assert _step(r, "P(y=-1) = ").endswith(": not shown")
+
+
+@pytest.mark.parametrize("pm, p0", [
+    # denominator 2x (2p + x - 2): at p = 0 it is 2x (x - 2), negative for 2 < d < 3
+    (((d - 1) ** 2 - 2 * (d - 1) + 2) / (2 * (d - 1) * (2 * p + d - 3)), 1 / (d - 1)),
+    # denominator 2x - 3p: at p = 1 it is 2x - 3, negative for 2 < d < 5/2
+    ((d * p + d - 2) / (2 * (d - 1) - 3 * p), 2 / (2 * d + 3)),
+])
+def test_balancing_p_denominator_must_keep_its_sign_on_0_1(derived, pm, p0):
+    """Moebius functions with the 1/2-root p0 in (0, 1) and a nonzero determinant, whose denominator changes sign
+    inside [0, 1] for some 2 < d < 3 (it is negative at p = 0 in the first, at p = 1 in the second): P(y = -1) has a
+    pole there, and is not monotone on [0, 1].  The uniqueness step must refuse both (the sign at p = 0 and at p = 1,
+    each on x > 1), and the proof FAIL."""
+    derived("prob_no_marked", pm)
+    r = P.prove_balancing_p(p0)
+    assert not r.passed
+    assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
+    assert _step(r, "P(y=-1) = ").endswith(": not shown")
+
+
+def test_balancing_p_refuses_a_denominator_quadratic_in_p(derived):
+    """P(y = -1) = p x / (p^2 x^2 - p x + 2) (x = d - 1) has the 1/2-roots p = 1/x and p = 2/x, both in (0, 1) for
+    d > 3.  Its numerator is linear in p but its denominator is quadratic: not a Moebius function (the degree of the
+    denominator in p must be checked, and be at most 1), so uniqueness is not shown."""
+    derived("prob_no_marked", p * (d - 1) / (p**2 * (d - 1) ** 2 - p * (d - 1) + 2))
+    r = P.prove_balancing_p(1 / (d - 1))
+    assert not r.passed
+    assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
+    assert r.steps[-1] == "P(y=-1) is not a Moebius function of p: uniqueness not shown"
+
+
+@pytest.mark.parametrize("pm, p0", [
+    (4 / (3 * p * (d - 1) + 5), 1 / (d - 1)),  # a = 0, b c != 0: determinant -12 x < 0 (decreasing)
+    ((1 - p) * d / (2 * (d - 2) * (p + 1)), 1 / (d - 1)),  # a e = -b c: determinant 2 a e = -4 (x - 1)(x + 1) < 0
+    ((p * (d - 1) - 1) / (d - 1 - p), (d + 1) / (2 * d - 1)),  # a / e = b c; its denominator at p = 2 is x - 2
+])
+def test_balancing_p_proves_other_moebius_functions(derived, pm, p0):
+    """Moebius functions (a p + b) / (c p + e) with every coefficient nonzero or a = 0, the denominator positive on
+    [0, 1], a determinant a e - b c of one sign (negative in the first two: decreasing in p), and one 1/2-root p0 in
+    (0, 1): the proof must show each (every coefficient read as the right one, the determinant of either sign
+    accepted, the denominator read at p = 0 and p = 1 only)."""
+    derived("prob_no_marked", pm)
+    r = P.prove_balancing_p(p0)
+    assert r.passed, r.steps
+    assert _step(r, "P(y=-1) = ").endswith(": shown")
+
+
+def test_balancing_p_result_names_its_method_domain_and_claim():
+    P.clear_caches()
+    r = P.prove_balancing_p()
+    assert r.passed
+    for label in (r.claim, r.method, r.domain, r.shown):
+        assert isinstance(label, str) and label
+
+
 # ----------------------------------------------------------------------------------------------
 # prove_phase1_signs
 
@@ -114,6 +196,56 @@ def test_phase1_eta1_max_is_compared_at_the_p_under_test(derived):
     assert not r.passed
     assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
     assert _step(r, "in eta1_max = ").endswith(": not shown")
+
+
+def test_phase1_gradient_of_beta_a_is_signed_at_the_p_under_test(derived):
+    """With dR/dbeta_a(0) = (p (d - 1) - 2)/d, negative at the default p = 1/(d - 1) but 1/d > 0 at p = 3/(d - 1),
+    the claim dR/dbeta_a(0) < 0 is false at p = 3/(d - 1) (dR/dbeta_b(0) > 0 and eta1_max = d hold there): the sign
+    must be read at the p under test, and the proof FAIL, saying eta1_max = d is not shown."""
+    g = P.sym.zero_init_gradients(P.LAW)
+    derived("zero_init_gradients", {**g, "grad_beta_a": (p * (d - 1) - 2) / d})
+    r = P.prove_phase1_signs(3 / (d - 1))
+    assert not r.passed
+    assert _step(r, "dR/dbeta_a(0) = ").endswith("sign 1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
+    assert _step(r, "in eta1_max = ").endswith(": shown")
+    assert r.steps[-1].endswith("(= d: not shown)")
+
+
+@pytest.mark.parametrize("name, grad, signs_shown", [
+    ("grad_beta_a", (3 - d) / d**2, (False, True)),
+    ("grad_beta_b", (d - 3) / d**2, (True, False)),
+])
+def test_phase1_gradient_signs_are_shown_on_all_of_d_gt_2(derived, name, grad, signs_shown):
+    """A phase-1 gradient of the right sign only for d > 3, of the wrong one for 2 < d < 3: its sign is not shown on
+    x = d - 1 > 1 (it would be on x > 2), and the proof must FAIL."""
+    g = P.sym.zero_init_gradients(P.LAW)
+    derived("zero_init_gradients", {**g, name: grad})
+    r = P.prove_phase1_signs()
+    assert not r.passed
+    sa, sb = _step(r, "dR/dbeta_a(0) = "), _step(r, "dR/dbeta_b(0) = ")
+    assert (sa.endswith("sign -1"), sb.endswith("sign 1")) == signs_shown
+    assert _step(r, "in eta1_max = ").endswith(": shown")
+    assert r.steps[-1].endswith("(= d: not shown)")
+
+
+def test_phase1_eta1_max_is_evaluated_at_the_p_under_test(derived):
+    """With eta1_max = p (d - 1) / Max(1/d, ...) (the derived one times p (d - 1)), eta1_max is d at the default
+    p = 1/(d - 1) but d (d - 1)/2 at p = 1/2, where the gradient signs and '1/d is the largest term' hold: the value
+    must be taken at the p under test, and the proof FAIL."""
+    derived("eta1_max", p * (d - 1) * P.sym.eta1_max(P.LAW))
+    r = P.prove_phase1_signs(sp.Rational(1, 2))
+    assert not r.passed
+    assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
+    assert _step(r, "in eta1_max = ").endswith(": shown")
+    assert r.steps[-1].endswith("(= d: not shown)")
+
+
+def test_phase1_signs_result_names_its_method_domain_and_claim():
+    P.clear_caches()
+    r = P.prove_phase1_signs()
+    assert r.passed
+    for label in (r.claim, r.method, r.domain, r.shown):
+        assert isinstance(label, str) and label
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,6 +366,13 @@ def test_attention_only_states_a_false_value_not_shown():
     r = P.prove_attention_only("squared", sp.Rational(1, 3))
     assert not r.passed and r.steps[-1].endswith("= 1/3: not shown")
     r = P.prove_attention_only("squared")
+    assert r.passed and r.steps[-1].endswith("= 1/2: shown")
+
+
+def test_attention_only_default_loss_is_the_squared_loss():
+    """The signature's default loss is the squared loss: called without arguments, the proof shows R(0, 0) = 1/2."""
+    P.clear_caches()
+    r = P.prove_attention_only()
     assert r.passed and r.steps[-1].endswith("= 1/2: shown")
 
 
