@@ -378,8 +378,9 @@ def test_li2_tight_control_is_refused_only_by_the_bound_li2_ge_z(patched):
 ])
 def test_li2_tight_control_is_proved_by_a_bound_too_large_by_its_margin(patched, excess, proved):
     """With the bound Li_2(z) >= z replaced (for the test only) by the false Li_2(z) >= z + e(x), the lower bound
-    is e(x) - 1/(100 x): the control is proved exactly when e >= 1/(100 x) on x > 1, so it tells the bound Li_2 >= z
-    from one too large by 1/100 at x = 1 (its margin), and from no smaller excess."""
+    is e(x) - 1/(100 x): the control is proved when e(x) > 1/(100 x) for every x > 1 (e = 1/100), and refused when
+    e is smaller somewhere (near x = 1, or everywhere): it tells Li_2 >= z from a bound too large by its margin
+    1/(100 x), and from no smaller excess."""
     real_split = P._split_li2
 
     def looser(expr):
