@@ -318,6 +318,41 @@ def test_floor_infimum_refuses_the_floor_minus_1():
 
 
 # ----------------------------------------------------------------------------------------------
+# prove_kappa_positive_symbolic
+
+
+def test_kappa_symbolic_endpoint_is_shown_on_all_of_d_gt_2():
+    """Q(eta_1 = d) = Li_2(z) - z + d - 3 (z = 1 - 1/(d - 1)) is negative for d near 2 (d - 3 -> -1, Li_2(z) - z
+    -> 0) and positive from d = 3 on: kappa is false on 2 < d < 3, inside the domain "all real d > 2" the proof
+    states. Li_2 >= z gives Q >= x (x - 2) (x + 1) (x = d - 1), positive only for x > 2, so the endpoint step on
+    x > 1 must refuse it and the proof FAIL (a step run on x > 2, d > 3, would pass it). ``_kappa_with_end`` is
+    in the section of prove_kappa_positive_bnb."""
+    P.clear_caches()
+    z = 1 - 1 / (d - 1)
+    r = P.prove_kappa_positive_symbolic(_kappa_with_end(sp.polylog(2, z) - z + d - 3))
+    assert not r.passed
+    assert sp.N((sp.polylog(2, z) - z + d - 3).subs(d, sp.Rational(21, 10))) < 0  # the claim is false at d = 2.1
+    assert "Q(0):" in r.steps, r.steps
+    i = r.steps.index("Q(0):")
+    assert r.steps[i + 1].endswith("every factor positive (x = 1 + t, t > 0)")  # Q(0) > 0 is shown
+    assert r.steps[-1].endswith("at x = 1+ is -1: not shown >= 0"), r.steps
+
+
+def test_kappa_symbolic_reports_each_step_and_the_range_it_ran_on():
+    """On 0 < eta_1 <= 10 d (false at d = 3) the proof FAILs, and its result states that range (as
+    ``_range_label`` names it) and keeps every step: the linearity step, Q(0), then the endpoint."""
+    P.clear_caches()
+    r = P.prove_kappa_positive_symbolic(range_factor=10)
+    assert not r.passed
+    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    assert P._range_label(10) in r.shown
+    assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|")
+    endpoint = f"Q(eta_1 = {P._range_label(10)}):"
+    assert "Q(0):" in r.steps and endpoint in r.steps, r.steps
+    assert r.steps.index("Q(0):") < r.steps.index(endpoint)
+
+
+# ----------------------------------------------------------------------------------------------
 # prove_kappa_positive_bnb
 
 
@@ -351,6 +386,34 @@ def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
     assert r.domain == "all real d >= 3"
 
 
+def test_kappa_bnb_tail_bound_must_be_shown_positive():
+    """Q(eta_1 = d) = Li_2(z) + (21 - d)/10: positive for d up to 10 (the boxes certify it), negative for large d
+    (Li_2 < pi^2/6 < 2). Its Li_2 coefficient is positive, so the tail bound applies, and it is Q >= the rest,
+    which the step prints; that rest is negative for large d, and the tail step must refuse it."""
+    P.clear_caches()
+    kappa = _kappa_with_end(sp.polylog(2, 1 - 1 / (d - 1)) + (21 - d) / 10)
+    r = P.prove_kappa_positive_bnb(kappa)
+    assert not r.passed
+    assert any(" > 0 on x in [2, 9]: " in s for s in r.steps), r.steps
+    rest = P._split_li2(P._kappa_endpoints(kappa, 1)[1])[1]
+    tail = _step(r, "for d >= 10: Q >= ")
+    printed = tail[len("for d >= 10: Q >= "):].split(" (Li_2 coefficient")[0]
+    bound = sp.sympify(printed, locals={"x": x})
+    assert isinstance(bound, sp.Expr) and sp.expand(bound - rest) == 0, tail
+    assert r.steps[-2].endswith("not shown >= 0") and r.steps[-1].startswith("pieces "), r.steps
+
+
+def test_kappa_bnb_reports_each_step_and_the_range_it_ran_on():
+    """On 0 < eta_1 <= 10 d (false at d = 3) the proof FAILs, its result states that range (as ``_range_label``
+    names it), and it keeps every step: the linearity step and Q(0) before the boxes."""
+    P.clear_caches()
+    r = P.prove_kappa_positive_bnb(range_factor=10)
+    assert not r.passed
+    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    assert P._range_label(10) in r.shown
+    assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|") and "Q(0):" in r.steps
+
+
 # ----------------------------------------------------------------------------------------------
 # prove_attention_only
 
@@ -374,6 +437,98 @@ def test_attention_only_default_loss_is_the_squared_loss():
     P.clear_caches()
     r = P.prove_attention_only()
     assert r.passed and r.steps[-1].endswith("= 1/2: shown")
+
+
+# ----------------------------------------------------------------------------------------------
+# li2_step_control
+#
+# A control is a false claim that li2_lower_bound must not prove, because of one guard in it. The tests below
+# disable or loosen that guard for the test only (``patched``): the control is then (wrongly) proved, so the
+# guard is what refuses it; a control that failed either way would no longer exercise the guard.
+
+
+@pytest.fixture
+def patched(monkeypatch):
+    """``patched(name, fn)``: theory.proofs' ``name`` is ``fn`` for the rest of the test (caches cleared)."""
+
+    def use(name, fn):
+        monkeypatch.setattr(P, name, fn)
+        P.clear_caches()
+
+    P.clear_caches()
+    yield use
+    P.clear_caches()  # before monkeypatch restores the functions: no control run with them stays cached
+
+
+def _recording_li2_lower_bound(patched):
+    """li2_lower_bound as it is, recording the (q, x, a) it is called with."""
+    calls, real = [], P.li2_lower_bound
+    patched("li2_lower_bound", lambda q, xx, a: calls.append((q, xx, a)) or real(q, xx, a))
+    return calls
+
+
+def test_li2_step_control_is_false_and_only_the_coefficient_check_refuses_it(patched):
+    """q = 1 - Li_2(1 - 1/x) on x > 1 is false (q(100) < 0: Li_2 -> pi^2/6 > 1). The proof refuses it at the
+    Li_2 coefficient check (coefficient -1); with that check alone answering "positive" (for the test only), the
+    bound q >= 1 - z = 1/x goes through and the control is proved: the check is what stops it."""
+    calls = _recording_li2_lower_bound(patched)
+    r = P.li2_step_control()
+    assert not r.passed
+    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    assert r.steps[-1].endswith("not shown positive: the lower bound does not apply"), r.steps
+    [(q, xx, a)] = calls
+    assert xx == x and a == 1  # on x > 1, the domain the control states
+    assert sp.N(q.subs(x, 100)) < 0
+
+    import sys
+
+    real_sign_on = P._sign_on
+
+    def coefficient_check_off(expr, xx, a):
+        return 1 if sys._getframe(1).f_code.co_name == "li2_lower_bound" else real_sign_on(expr, xx, a)
+
+    patched("_sign_on", coefficient_check_off)
+    r = P.li2_step_control()
+    assert r.passed, r.steps
+
+
+# ----------------------------------------------------------------------------------------------
+# li2_tight_control
+
+
+def test_li2_tight_control_is_refused_only_by_the_bound_li2_ge_z(patched):
+    """q = Li_2(z) - z - 1/(100 x), z = 1 - 1/x, is false near x = 1 (Li_2(z) - z ~ z^2/4 -> 0). Its Li_2
+    coefficient 1 is positive, and the bound Li_2 >= z leaves q >= -1/(100 x): the positivity step refuses
+    that, on x > 1, the domain the control states."""
+    calls = _recording_li2_lower_bound(patched)
+    r = P.li2_tight_control()
+    assert not r.passed
+    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    assert r.steps[-1].endswith("not shown >= 0"), r.steps
+    [(q, xx, a)] = calls
+    assert xx == x and a == 1
+    assert sp.N(q.subs(x, sp.Rational(101, 100))) < 0
+
+
+@pytest.mark.parametrize("excess, proved", [
+    (sp.Rational(1, 100), True),  # >= 1/(100 x) on all of x > 1
+    (sp.Rational(199, 20000), False),  # < 1/(100 x) for x < 200/199
+    (1 / (100 * x**2), False),  # < 1/(100 x) for every x > 1
+])
+def test_li2_tight_control_is_proved_by_a_bound_too_large_by_its_margin(patched, excess, proved):
+    """With the bound Li_2(z) >= z replaced (for the test only) by the false Li_2(z) >= z + e(x), the lower bound
+    is e(x) - 1/(100 x): the control is proved when e(x) > 1/(100 x) for every x > 1 (e = 1/100), and refused when
+    e is smaller somewhere (near x = 1, or everywhere): it tells Li_2 >= z from a bound too large by its margin
+    1/(100 x), and from no smaller excess."""
+    real_split = P._split_li2
+
+    def looser(expr):
+        split = real_split(expr)
+        return None if split is None else (split[0], split[1] + split[0] * excess)
+
+    patched("_split_li2", looser)
+    r = P.li2_tight_control()
+    assert r.passed is proved, r.steps
 
 
 # ----------------------------------------------------------------------------------------------
