@@ -11,6 +11,8 @@ Each test calls the procedure itself (mutmut credits a call made in a module fix
 """
 from __future__ import annotations
 
+import sys
+
 import pytest
 import sympy as sp
 
@@ -479,8 +481,6 @@ def test_li2_step_control_is_false_and_only_the_coefficient_check_refuses_it(pat
     [(q, xx, a)] = calls
     assert xx == x and a == 1  # on x > 1, the domain the control states
     assert sp.N(q.subs(x, 100)) < 0
-
-    import sys
 
     real_sign_on = P._sign_on
 
