@@ -129,6 +129,28 @@ def test_output_floor_with_a_denominator_of_no_sign_fails_at_that_step():
     assert _step(r, "D > 0 for x > 1").endswith(": not shown")
 
 
+def test_output_floor_states_each_step_it_showed():
+    """On the derived c(d) (PASS) the denominator step says it was shown, and the result names its method, domain
+    and statement (app/prove.py formats the domain and the method with a width: a None there would not print)."""
+    P.clear_caches()
+    r = P.prove_output_floor_positive()
+    assert r.passed
+    assert _step(r, "D > 0 for x > 1").endswith(": shown")
+    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+
+
+def test_output_floor_needs_the_numerator_positive_on_all_of_d_gt_2():
+    """c = ((d - 5/2)^2 - 1/100) / d: D = 100 (x + 1) > 0 and N = 25 (2x - 3)^2 - 1 = 4 (5x - 7)(5x - 8), positive
+    at x = 1+ and for x > 8/5 (so on all of x > 2, d > 3) but negative on 7/5 < x < 8/5 (d in (2.4, 2.6)).  The
+    numerator step must be on x > 1, not x > 2: it refuses N (its derivative is negative at x = 1+) and the
+    proof FAILs."""
+    P.clear_caches()
+    r = P.prove_output_floor_positive(((d - sp.Rational(5, 2)) ** 2 - sp.Rational(1, 100)) / d)
+    assert not r.passed
+    assert _step(r, "D > 0 for x > 1").endswith(": shown")
+    assert r.steps[-1].endswith("at x = 1+ is -1: not shown >= 0"), r.steps
+
+
 # ----------------------------------------------------------------------------------------------
 # prove_floor_is_infimum
 
@@ -217,6 +239,24 @@ def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
     assert any(s.startswith("for d >= 10: Q >= ") for s in r.steps)
     assert r.method == "branch and bound on d in [3, 10] (arb) + asymptotic bound for d >= 10"
     assert r.domain == "all real d >= 3"
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_regime_positive
+
+
+def test_regime_positive_states_each_step_it_showed():
+    """The proof (PASS) keeps every step: B_2 and u_min first, then the bound 4 B_2 - 12 >= 0 and the two proofs it
+    rests on; and it names its method, domain and statement (app/prove.py formats the domain and the method with a
+    width: a None there would not print)."""
+    P.clear_caches()
+    r = P.prove_regime_positive()
+    assert r.passed
+    assert r.steps[0].startswith("B_2 = ") and r.steps[0].endswith("u_min^2 = 4 B_2 / epsilon"), r.steps
+    assert _step(r, "4 B_2 - 12 >= 0 for x >= 2").endswith(":")
+    assert _step(r, "kappa > 0 on (0, eta1_max): ").endswith("PASS")
+    assert _step(r, "eta1_max = d > 0: ").endswith("PASS")
+    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
 
 
 # ----------------------------------------------------------------------------------------------
