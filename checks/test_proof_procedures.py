@@ -247,7 +247,8 @@ def test_floor_infimum_needs_a_unique_minimiser(derived):
     derived("uniform_attention_risk", bb**2 + sp.Rational(1, 4))
     r = P.prove_floor_is_infimum(sp.Rational(1, 4))
     assert not r.passed
-    assert r.steps[r.steps.index("H_11 > 0:") + 1 : r.steps.index("det H > 0:")][-1] == "could not show 0 > 0 for x > 1"
+    h11_steps = " ".join(r.steps[r.steps.index("H_11 > 0:") + 1 : r.steps.index("det H > 0:")])
+    assert "could not show 0 > 0" in h11_steps, r.steps
     assert r.steps[-1].startswith("H is not shown positive definite"), r.steps
 
 
