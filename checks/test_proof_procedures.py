@@ -263,6 +263,28 @@ def test_output_floor_with_a_denominator_of_no_sign_fails_at_that_step():
     assert _step(r, "D > 0 for x > 1").endswith(": not shown")
 
 
+def test_output_floor_states_each_step_it_showed():
+    """On the derived c(d) (PASS) the denominator step says it was shown, and the result names its method, domain
+    and statement (app/prove.py formats the domain and the method with a width: a None there would not print)."""
+    P.clear_caches()
+    r = P.prove_output_floor_positive()
+    assert r.passed
+    assert _step(r, "D > 0 for x > 1").endswith(": shown")
+    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+
+
+def test_output_floor_needs_the_numerator_positive_on_all_of_d_gt_2():
+    """c = ((d - 5/2)^2 - 1/100) / d: D = 100 (x + 1) > 0 and N = 25 (2x - 3)^2 - 1 = 4 (5x - 7)(5x - 8), positive
+    at x = 1+ and for x > 8/5 (so on all of x > 2, d > 3) but negative on 7/5 < x < 8/5 (d in (2.4, 2.6)).  The
+    numerator step must be on x > 1, not x > 2: it refuses N (its derivative is negative at x = 1+) and the
+    proof FAILs."""
+    P.clear_caches()
+    r = P.prove_output_floor_positive(((d - sp.Rational(5, 2)) ** 2 - sp.Rational(1, 100)) / d)
+    assert not r.passed
+    assert _step(r, "D > 0 for x > 1").endswith(": shown")
+    assert r.steps[-1].endswith("at x = 1+ is -1: not shown >= 0"), r.steps
+
+
 # ----------------------------------------------------------------------------------------------
 # prove_floor_is_infimum
 
@@ -277,12 +299,14 @@ def test_floor_infimum_refuses_a_risk_that_is_not_quadratic(derived):
     assert not r.passed and r.claim == "floor_is_infimum"
     assert r.steps[0].startswith("R(0, beta) is an expectation of squares")
     assert r.steps[-1] == "R(0, beta) on the symmetric plane has degree 3, not 2"
+    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
 
 
 @pytest.mark.parametrize("risk, minimum", [
     ((ba - 1) ** 2 + bb**2 + sp.Rational(1, 4), sp.Rational(1, 4)),  # no beta_a beta_b term, no beta_b term
     (ba**2 + (bb - 1) ** 2 + sp.Rational(1, 4), sp.Rational(1, 4)),  # no beta_a term
     ((ba - 1) ** 2 + (ba - bb) ** 2 / 2 + 1 / d, 1 / d),
+    ((ba - 1) ** 2 + bb**2 - 1, -1),  # no constant term
 ])
 def test_floor_infimum_proves_the_minimum_of_other_convex_quadratics(derived, risk, minimum):
     """The proof on strictly convex quadratics with a known minimum, some without a cross term or a linear term:
@@ -317,6 +341,70 @@ def test_floor_infimum_refuses_the_floor_minus_1():
     r = P.prove_floor_is_infimum(c - 1)
     assert not r.passed
     assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: not shown")
+
+
+def test_floor_infimum_states_each_step_it_showed():
+    """On the derived risk and c(d) (PASS): the hand-argued reduction to symmetric beta comes first, then the two
+    Hessian steps, each shown, then the identity; and the result names its method, domain and statement
+    (app/prove.py formats the domain and the method with a width: a None there would not print)."""
+    P.clear_caches()
+    r = P.prove_floor_is_infimum()
+    assert r.passed
+    assert r.steps[0].startswith("R(0, beta) is an expectation of squares"), r.steps
+    i, j = r.steps.index("H_11 > 0:"), r.steps.index("det H > 0:")
+    assert 0 < i < j and " > 0 for x > 1" in r.steps[i + 1] and " > 0 for x > 1" in r.steps[j + 1], r.steps
+    assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: shown")
+    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+
+
+@pytest.mark.parametrize("risk, refused, shown", [
+    # H_11 = 2/(2x - 3): negative for 2 < d < 5/2 (a pole at d = 5/2), positive for d > 5/2; det H = 1
+    (ba**2 / (2 * d - 5) + (2 * d - 5) * bb**2 / 4 + sp.Rational(1, 4), "H_11 > 0:", "det H > 0:"),
+    # H_11 = 2; det H = 2(x - 2): negative for 2 < d < 3 (a saddle), positive for d > 3
+    (ba**2 + (d - 3) * bb**2 / 2 + sp.Rational(1, 4), "det H > 0:", "H_11 > 0:"),
+])
+def test_floor_infimum_checks_the_hessian_on_all_of_d_gt_2(derived, risk, refused, shown):
+    """Risks whose H is positive definite for d > 3 but not on part of 2 < d < 3 (negative definite, or a saddle:
+    R is unbounded below there, so 1/4, the value at beta = 0, is not its infimum for every d > 2).  One Hessian
+    step holds on all of x > 1; the other must be checked on x > 1, not x > 2, and refuse it."""
+    derived("uniform_attention_risk", sp.expand(risk))
+    r = P.prove_floor_is_infimum(sp.Rational(1, 4))
+    assert not r.passed
+    assert r.steps[r.steps.index(refused) + 1].endswith("at x = 1+ is -1: not shown >= 0"), r.steps
+    assert " > 0 for x > 1: every factor positive" in r.steps[r.steps.index(shown) + 1], r.steps
+    assert r.steps[-1].startswith("H is not shown positive definite"), r.steps
+
+
+def test_floor_infimum_needs_a_unique_minimiser(derived):
+    """R = beta_b^2 + 1/4 does not depend on beta_a: its infimum 1/4 is attained on a whole line, not at a unique
+    beta, and H_11 = 0 (a missing beta_a^2 coefficient is 0, not 1): the proof must FAIL."""
+    derived("uniform_attention_risk", bb**2 + sp.Rational(1, 4))
+    r = P.prove_floor_is_infimum(sp.Rational(1, 4))
+    assert not r.passed
+    h11_steps = " ".join(r.steps[r.steps.index("H_11 > 0:") + 1 : r.steps.index("det H > 0:")])
+    assert "could not show 0 > 0" in h11_steps, r.steps
+    assert r.steps[-1].startswith("H is not shown positive definite"), r.steps
+
+
+def test_floor_infimum_refuses_minus_the_floor():
+    """-c(d) is not the infimum (c(d) > 0): the identity step must test q0 - b.H^-1 b / 2 - (-c) = 2 c, not
+    q0 - b.H^-1 b / 2 + (-c) = 0, in both of its tests (the polynomial one and simplify)."""
+    P.clear_caches()
+    c = P.sym.uniform_attention_min_risk(P.LAW)
+    r = P.prove_floor_is_infimum(-c)
+    assert not r.passed
+    assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: not shown")
+
+
+def test_floor_infimum_identity_falls_back_on_simplify(derived):
+    """c = (sin(d)^2 + cos(d)^2) / 4 is 1/4, the minimum of beta_a^2 + beta_b^2 + 1/4, identically; the polynomial
+    identity test (_is_zero) does not see it, and simplify must be allowed to decide it on its own."""
+    derived("uniform_attention_risk", ba**2 + bb**2 + sp.Rational(1, 4))
+    c = (sp.sin(d) ** 2 + sp.cos(d) ** 2) / 4
+    assert not P._is_zero(P._with_x(sp.Rational(1, 4) - c))  # the fallback is what this input reaches
+    r = P.prove_floor_is_infimum(c)
+    assert r.passed, r.steps
+    assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: shown")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -414,6 +502,24 @@ def test_kappa_bnb_reports_each_step_and_the_range_it_ran_on():
     assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
     assert P._range_label(10) in r.shown
     assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|") and "Q(0):" in r.steps
+
+
+# ----------------------------------------------------------------------------------------------
+# prove_regime_positive
+
+
+def test_regime_positive_states_each_step_it_showed():
+    """The proof (PASS) keeps every step: B_2 and u_min first, then the bound 4 B_2 - 12 >= 0 and the two proofs it
+    rests on; and it names its method, domain and statement (app/prove.py formats the domain and the method with a
+    width: a None there would not print)."""
+    P.clear_caches()
+    r = P.prove_regime_positive()
+    assert r.passed
+    assert r.steps[0].startswith("B_2 = ") and r.steps[0].endswith("u_min^2 = 4 B_2 / epsilon"), r.steps
+    assert _step(r, "4 B_2 - 12 >= 0 for x >= 2").endswith(":")
+    assert _step(r, "kappa > 0 on (0, eta1_max): ").endswith("PASS")
+    assert _step(r, "eta1_max = d > 0: ").endswith("PASS")
+    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
 
 
 # ----------------------------------------------------------------------------------------------
