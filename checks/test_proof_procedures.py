@@ -591,7 +591,8 @@ def test_li2_step_control_is_false_and_only_the_coefficient_check_refuses_it(pat
     real_sign_on = P._sign_on
 
     def coefficient_check_off(expr, xx, a):
-        return 1 if sys._getframe(1).f_code.co_name == "li2_lower_bound" else real_sign_on(expr, xx, a)
+        # the caller's code object: li2_lower_bound (under mutmut, x_li2_lower_bound__mutmut_orig or a mutant)
+        return 1 if "li2_lower_bound" in sys._getframe(1).f_code.co_name else real_sign_on(expr, xx, a)
 
     patched("_sign_on", coefficient_check_off)
     r = P.li2_step_control()
