@@ -652,3 +652,27 @@ def test_alpha0_risk_coefficients_rebuild_the_symmetric_risk():
     assert all(len(m) == 2 and sum(m) <= 2 for m, _ in coeffs) and (2, 0) in dict(coeffs) and (0, 2) in dict(coeffs)
     rebuilt = sum(c * ba**i * bb**j for (i, j), c in coeffs)
     assert sp.simplify(rebuilt - P.sym.uniform_attention_risk("positive")) == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# the record of the run (docs/mutation.md, "The rest of the proof procedures")
+
+
+def test_every_recorded_survivor_is_triaged_and_its_killing_test_exists():
+    """docs/mutation_procedures_rest.json: every survivor carries a verdict; a "killed" one names a test of this
+    module and was killed when mutmut ran it again (exit code 1); an equivalent or text-only one survived that rerun
+    (0) and carries its reason. No survivor is left open."""
+    import json
+    from pathlib import Path
+
+    record = json.loads((Path(__file__).parents[1] / "docs" / "mutation_procedures_rest.json").read_text())
+    survivors = {k: v for k, v in record["mutants"].items() if v["status"] == "survived"}
+    assert survivors and all("triage" in v for v in survivors.values())
+    for name, v in survivors.items():
+        t = v["triage"]
+        assert t["verdict"] in ("killed", "equivalent", "text"), name
+        if t["verdict"] == "killed":
+            assert callable(globals().get(t["test"])) and t["test"].startswith("test_"), name
+            assert t["rerun_exit_code"] == 1, name
+        else:
+            assert t["rerun_exit_code"] == 0 and t["reason"].strip(), name
