@@ -34,6 +34,12 @@ def derived(monkeypatch):
     P.clear_caches()  # before monkeypatch restores the derivations: no proof of a replaced one stays cached
 
 
+def _assert_labelled(result):
+    """The result's claim, method, domain and shown text are non-empty strings (app/prove.py formats them)."""
+    for label in (result.claim, result.method, result.domain, result.shown):
+        assert isinstance(label, str) and label, result
+
+
 def _step(result, start):
     """The one step of ``result`` that starts with ``start``."""
     found = [s for s in result.steps if s.startswith(start)]
@@ -162,8 +168,7 @@ def test_balancing_p_result_names_its_method_domain_and_claim():
     P.clear_caches()
     r = P.prove_balancing_p()
     assert r.passed
-    for label in (r.claim, r.method, r.domain, r.shown):
-        assert isinstance(label, str) and label
+    _assert_labelled(r)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -246,8 +251,7 @@ def test_phase1_signs_result_names_its_method_domain_and_claim():
     P.clear_caches()
     r = P.prove_phase1_signs()
     assert r.passed
-    for label in (r.claim, r.method, r.domain, r.shown):
-        assert isinstance(label, str) and label
+    _assert_labelled(r)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,7 +274,7 @@ def test_output_floor_states_each_step_it_showed():
     r = P.prove_output_floor_positive()
     assert r.passed
     assert _step(r, "D > 0 for x > 1").endswith(": shown")
-    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+    _assert_labelled(r)
 
 
 def test_output_floor_needs_the_numerator_positive_on_all_of_d_gt_2():
@@ -299,7 +303,7 @@ def test_floor_infimum_refuses_a_risk_that_is_not_quadratic(derived):
     assert not r.passed and r.claim == "floor_is_infimum"
     assert r.steps[0].startswith("R(0, beta) is an expectation of squares")
     assert r.steps[-1] == "R(0, beta) on the symmetric plane has degree 3, not 2"
-    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+    _assert_labelled(r)
 
 
 @pytest.mark.parametrize("risk, minimum", [
@@ -354,7 +358,7 @@ def test_floor_infimum_states_each_step_it_showed():
     i, j = r.steps.index("H_11 > 0:"), r.steps.index("det H > 0:")
     assert 0 < i < j and " > 0 for x > 1" in r.steps[i + 1] and " > 0 for x > 1" in r.steps[j + 1], r.steps
     assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: shown")
-    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+    _assert_labelled(r)
 
 
 @pytest.mark.parametrize("risk, refused, shown", [
@@ -434,7 +438,7 @@ def test_kappa_symbolic_reports_each_step_and_the_range_it_ran_on():
     P.clear_caches()
     r = P.prove_kappa_positive_symbolic(range_factor=10)
     assert not r.passed
-    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    _assert_labelled(r)
     assert P._range_label(10) in r.shown
     assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|")
     endpoint = f"Q(eta_1 = {P._range_label(10)}):"
@@ -499,7 +503,7 @@ def test_kappa_bnb_reports_each_step_and_the_range_it_ran_on():
     P.clear_caches()
     r = P.prove_kappa_positive_bnb(range_factor=10)
     assert not r.passed
-    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    _assert_labelled(r)
     assert P._range_label(10) in r.shown
     assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|") and "Q(0):" in r.steps
 
@@ -519,7 +523,7 @@ def test_regime_positive_states_each_step_it_showed():
     assert _step(r, "4 B_2 - 12 >= 0 for x >= 2").endswith(":")
     assert _step(r, "kappa > 0 on (0, eta1_max): ").endswith("PASS")
     assert _step(r, "eta1_max = d > 0: ").endswith("PASS")
-    assert all(isinstance(v, str) and v for v in (r.method, r.domain, r.shown)), r
+    _assert_labelled(r)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -582,7 +586,7 @@ def test_li2_step_control_is_false_and_only_the_coefficient_check_refuses_it(pat
     calls = _recording_li2_lower_bound(patched)
     r = P.li2_step_control()
     assert not r.passed
-    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    _assert_labelled(r)
     assert r.steps[-1].endswith("not shown positive: the lower bound does not apply"), r.steps
     [(q, xx, a)] = calls
     assert xx == x and a == 1  # on x > 1, the domain the control states
@@ -610,7 +614,7 @@ def test_li2_tight_control_is_refused_only_by_the_bound_li2_ge_z(patched):
     calls = _recording_li2_lower_bound(patched)
     r = P.li2_tight_control()
     assert not r.passed
-    assert all(isinstance(f, str) and f for f in (r.claim, r.method, r.domain, r.shown))
+    _assert_labelled(r)
     assert r.steps[-1].endswith("not shown >= 0"), r.steps
     [(q, xx, a)] = calls
     assert xx == x and a == 1
