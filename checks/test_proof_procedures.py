@@ -572,24 +572,26 @@ def patched(monkeypatch):
     P.clear_caches()  # before monkeypatch restores the functions: no control run with them stays cached
 
 
-def _recording_li2_lower_bound(patched):
-    """li2_lower_bound as it is, recording the (q, x, a) it is called with."""
+def _refused_on_x_gt_1(patched, control, last_step):
+    """Run ``control`` with li2_lower_bound recording its (q, x, a): the control must be refused, its last step
+    ending with ``last_step``, its labels stated, and li2_lower_bound called once, on x > 1 (the domain the
+    controls state). Returns the q it was called with."""
     calls, real = [], P.li2_lower_bound
     patched("li2_lower_bound", lambda q, xx, a: calls.append((q, xx, a)) or real(q, xx, a))
-    return calls
+    r = control()
+    assert not r.passed
+    _assert_labelled(r)
+    assert r.steps[-1].endswith(last_step), r.steps
+    [(q, xx, a)] = calls
+    assert xx == x and a == 1
+    return q
 
 
 def test_li2_step_control_is_false_and_only_the_coefficient_check_refuses_it(patched):
     """q = 1 - Li_2(1 - 1/x) on x > 1 is false (q(100) < 0: Li_2 -> pi^2/6 > 1). The proof refuses it at the
     Li_2 coefficient check (coefficient -1); with that check alone answering "positive" (for the test only), the
     bound q >= 1 - z = 1/x goes through and the control is proved: the check is what stops it."""
-    calls = _recording_li2_lower_bound(patched)
-    r = P.li2_step_control()
-    assert not r.passed
-    _assert_labelled(r)
-    assert r.steps[-1].endswith("not shown positive: the lower bound does not apply"), r.steps
-    [(q, xx, a)] = calls
-    assert xx == x and a == 1  # on x > 1, the domain the control states
+    q = _refused_on_x_gt_1(patched, P.li2_step_control, "not shown positive: the lower bound does not apply")
     assert sp.N(q.subs(x, 100)) < 0
 
     real_sign_on = P._sign_on
@@ -611,13 +613,7 @@ def test_li2_tight_control_is_refused_only_by_the_bound_li2_ge_z(patched):
     """q = Li_2(z) - z - 1/(100 x), z = 1 - 1/x, is false near x = 1 (Li_2(z) - z ~ z^2/4 -> 0). Its Li_2
     coefficient 1 is positive, and the bound Li_2 >= z leaves q >= -1/(100 x): the positivity step refuses
     that, on x > 1, the domain the control states."""
-    calls = _recording_li2_lower_bound(patched)
-    r = P.li2_tight_control()
-    assert not r.passed
-    _assert_labelled(r)
-    assert r.steps[-1].endswith("not shown >= 0"), r.steps
-    [(q, xx, a)] = calls
-    assert xx == x and a == 1
+    q = _refused_on_x_gt_1(patched, P.li2_tight_control, "not shown >= 0")
     assert sp.N(q.subs(x, sp.Rational(101, 100))) < 0
 
 
