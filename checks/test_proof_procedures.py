@@ -40,6 +40,13 @@ def _assert_labelled(result):
         assert isinstance(label, str) and label, result
 
 
+def _step_containing(result, part):
+    """The one step of ``result`` that contains ``part``."""
+    found = [s for s in result.steps if part in s]
+    assert len(found) == 1, (part, result.steps)
+    return found[0]
+
+
 def _step(result, start):
     """The one step of ``result`` that starts with ``start``."""
     found = [s for s in result.steps if s.startswith(start)]
@@ -488,7 +495,7 @@ def test_kappa_bnb_tail_bound_must_be_shown_positive():
     kappa = _kappa_with_end(sp.polylog(2, 1 - 1 / (d - 1)) + (21 - d) / 10)
     r = P.prove_kappa_positive_bnb(kappa)
     assert not r.passed
-    assert any(" > 0 on x in [2, 9]: " in s for s in r.steps), r.steps
+    assert "boxes certified by arb" in _step_containing(r, " > 0 on x in [2, 9]: "), r.steps  # not the boxes' FAIL
     rest = P._split_li2(P._kappa_endpoints(kappa, 1)[1])[1]
     tail = _step(r, "for d >= 10: Q >= ")
     printed = tail[len("for d >= 10: Q >= "):].split(" (Li_2 coefficient")[0]
@@ -506,6 +513,7 @@ def test_kappa_bnb_reports_each_step_and_the_range_it_ran_on():
     _assert_labelled(r)
     assert P._range_label(10) in r.shown
     assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|") and "Q(0):" in r.steps
+    assert r.steps.index("Q(0):") < r.steps.index(_step_containing(r, "counterexample: f("))  # the boxes' FAIL
 
 
 # ----------------------------------------------------------------------------------------------

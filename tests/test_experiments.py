@@ -419,6 +419,8 @@ def test_bag_patterns_are_kept_per_count_matrix():
     tb.counts = counts
     after = E.risk(a, B, tb)
     assert np.array_equal(after, E.risk(a, B, fresh)) and not np.array_equal(after, before)
+
+
 def test_segments_equal_numpy_unique_on_sorted_string_indices():
     """from_batch's run reading of the token rows' strings equals np.unique with its first index and inverse (same
     values and dtypes), on non-decreasing indices with repeats and gaps (empty strings), one row, and none."""

@@ -384,7 +384,8 @@ prove_kappa_positive_symbolic = lru_cache(maxsize=None)(prove_kappa_positive_sym
 def prove_kappa_positive_bnb(kappa_expr=None, range_factor=1, D0: int = 10) -> ProofResult:
     """Same claim as the symbolic proof, endpoint eta_1 = range_factor * d by a second method:
     arb branch and bound over real d in [D_LO, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity.
-    The proof checks that the two pieces cover every real d >= D_LO."""
+    The two pieces cover every real d >= D_LO by construction (the boxes run from x = D_LO - 1 to D0 - 1, where
+    the tail starts); the coverage step restates that, and can fail only if those two lines are edited apart."""
     kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False

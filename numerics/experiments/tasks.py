@@ -172,7 +172,7 @@ def icl_rule(z: np.ndarray, o: np.ndarray) -> np.ndarray:
     (``icl_rule_flat`` on the rows laid end to end)."""
     k, L = z.shape
     start = np.zeros((k, L), dtype=bool)
-    start[:, 0] = True
+    start[:, :1] = True                              # (no column when L = 0)
     return icl_rule_flat(z.ravel(), np.repeat(o, L), start.ravel()).reshape(k, L)
 
 
@@ -249,10 +249,10 @@ def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int):
     import scipy.sparse as sp
     key, count = np.unique(rows.astype(np.int64) * cells + cols, return_counts=True)
     r, c = np.divmod(key, cells)
-    index = sp._sputils.get_index_dtype(maxval=max(N, cells, key.size))
-    indptr = np.zeros(N + 1, dtype=index)
+    indptr = np.zeros(N + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=N), out=indptr[1:])
-    m = sp.csr_matrix((count.astype(float), c.astype(index), indptr), shape=(N, cells))
+    # scipy narrows the int64 indices to the index dtype their contents need, as its own construction does
+    m = sp.csr_matrix((count.astype(float), c, indptr), shape=(N, cells))
     m.has_canonical_format = True
     return m
 
