@@ -393,6 +393,14 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                 f"GB resident; resident sets summed over its processes {m['peak_rss_summed_GB']:.2f} GB at the peak, an "
                 f"over-count of shared pages; proportional set size, sampled from second {m['pss_sampled_from_s']} on, "
                 f"{m['peak_pss_summed_GB']:.2f} GB. {m['note']}"]
+        w = m.get("window")
+        if w:
+            out[-1] += (f" Measured since, over the run's first {w['seconds']:.0f} s (past the RSS-sum peak above, at "
+                        f"second {m['peak_rss_summed_at_s']}): `{' '.join(w['command'])}` at {w['commit'][:10]}, "
+                        f"PSS summed over its processes sampled every second from the start, peak "
+                        f"{w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
+                        f"{w['peak_rss_summed_GB']:.2f} GB, largest process {w['peak_rss_largest_process_GB']:.2f} GB). "
+                        f"{w['note']}")
     return out
 
 
