@@ -227,6 +227,24 @@ def test_plateau_rule_on_synthetic_curves():
     assert not BK.plateau(noise[:patience], patience, tol)  # too few evaluations yet
 
 
+def test_sampled_data_builds_its_test_set_on_first_use_and_the_same_one():
+    """make_data builds a sampled task's test set only when it is read (the step-size search never reads it), and
+    then the one drawn from its own generator [seed, task, 2, 0]: the same strings as drawing it directly, and
+    SLR's recorded k*, v* are that batch's own."""
+    cfg = RN.Config.quick(tasks=("ICL", "SLR"))
+    for task in ("ICL", "SLR"):
+        data = RN.make_data(task, 1, 3, cfg)
+        assert data._test is None
+        direct = TK.sample(task, cfg.d, cfg.test_size, np.random.default_rng([3, TK.TASKS.index(task), 2, 0]), seed=3)
+        want = E.from_batch(direct)
+        got = data.test
+        assert data.test is got and got.size == cfg.test_size
+        for name in ("y", "mult", "starts", "seg"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), (task, name)
+        if task == "SLR":
+            assert np.array_equal(data.info["k"], direct.extra["k"]) and np.array_equal(data.info["v"], direct.extra["v"])
+
+
 def test_bank_runs_its_programs_and_stops_by_the_rule():
     """One bank, four plans on the exact occurrence population: every run ends converged (plateau) or at the
     cap; attention-only from zero never moves (its attention gradient is 0 at B = 0); three-phase's

@@ -121,6 +121,17 @@ def test_icl_bigram_rule():
     assert np.array_equal(b.y, np.eye(d)[b.labels])
 
 
+def test_icl_sparse_table_equals_the_dense_table_converted():
+    """The sparse ICL table, built from its non-zeros, is scipy's conversion of the dense table: the same data,
+    indices and index pointers, of the same dtypes."""
+    import scipy.sparse as sp
+    for d in (3, 4, 9, 50):
+        got, want = TK.icl_table_sparse(d), sp.csr_matrix(TK.icl_table(d))
+        for a, b in ((got.data, want.data), (got.indices, want.indices), (got.indptr, want.indptr)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert got.shape == want.shape
+
+
 def test_vectorised_icl_rule_equals_the_sequential_rule():
     """icl_rule (vectorised) equals the left-to-right loop "z_i = o if z_(i-1) == q", including runs of q's
     (q q q -> q o q); control: a rule that turns every token after an original q into o differs."""

@@ -137,32 +137,42 @@ def task_loss(task: str, cfg: Config) -> str:
 
 @dataclass
 class Data:
-    """Training batches by step, validation and test sets in the engine layout, and what the row records."""
+    """Training batches by step, the validation set in the engine layout, the test set (built on first use:
+    the step-size search never reads it, and at d = 200 an ICL test set holds 130 MB), and what the row
+    records."""
 
     train: object
     val: E.Tokens
-    test: E.Tokens
+    make_test: object
     exact: bool
     info: dict
+    _test: E.Tokens | None = field(default=None, repr=False)
+
+    @property
+    def test(self) -> E.Tokens:
+        if self._test is None:
+            self._test = self.make_test()
+        return self._test
 
 
 def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
     if exact(task, heads, cfg):
         pop = population(task, cfg.d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
         tb = E.from_batch(pop)
-        return Data(lambda t: tb, tb, tb, True, dict(pop.extra))
+        return Data(lambda t: tb, tb, lambda: tb, True, dict(pop.extra))
     tid = TK.TASKS.index(task)
 
     def draw(purpose: int, size: int, step: int = 0):
+        # each purpose (0 training, 1 validation, 2 test) draws from its own generator: building one set or not
+        # leaves the others' strings unchanged
         return TK.sample(task, cfg.d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
                          even_pairs_embedding=cfg.even_pairs_embedding)
 
-    test = draw(2, cfg.test_size)
     info = {"p": TK.length_parameter(task, cfg.d)}
     if task == "SLR":
-        info["k"], info["v"] = test.extra["k"], test.extra["v"]
+        info["k"], info["v"] = TK.slr_directions(cfg.d, seed)   # the test batch's own k*, v* (sample_slr)
     return Data(lambda t: E.from_batch(draw(0, cfg.batch, t)), E.from_batch(draw(1, cfg.val_size)),
-                E.from_batch(test), False, info)
+                lambda: E.from_batch(draw(2, cfg.test_size)), False, info)
 
 
 def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.ndarray, np.ndarray]:
