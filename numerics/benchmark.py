@@ -393,14 +393,12 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                 f"GB resident; resident sets summed over its processes {m['peak_rss_summed_GB']:.2f} GB at the peak, an "
                 f"over-count of shared pages; proportional set size, sampled from second {m['pss_sampled_from_s']} on, "
                 f"{m['peak_pss_summed_GB']:.2f} GB. {m['note']}"]
-        w = m.get("window")
-        if w:
-            out[-1] += (f" Measured since, over the run's first {w['seconds']:.0f} s (past the RSS-sum peak above, at "
-                        f"second {m['peak_rss_summed_at_s']}): `{' '.join(w['command'])}` at {w['commit'][:10]}, "
-                        f"PSS summed over its processes sampled every second from the start, peak "
-                        f"{w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
-                        f"{w['peak_rss_summed_GB']:.2f} GB, largest process {w['peak_rss_largest_process_GB']:.2f} GB). "
-                        f"{w['note']}")
+        for w in m.get("reruns", []):
+            out[-1] += (f" Measured since, over a whole rerun (`{' '.join(w['command'])}` at {w['commit'][:10]}, "
+                        f"{w['wall_s'] / 60:.0f} min wall), PSS summed over its processes sampled every second from the "
+                        f"start: peak {w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
+                        f"{w['peak_rss_summed_GB']:.2f} GB; the processes' resident high-water marks summed "
+                        f"{w['hwm_summed_GB']:.2f} GB, the largest {w['hwm_largest_GB']:.2f} GB). {w['note']}")
     return out
 
 

@@ -55,16 +55,21 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     assert "| Table 1, default reading, d = 200, ICL, OR | `occ-companion table1 --d 200` | def | 1.0 min | 1.5 min |" in lines
     assert lines[-1].startswith("Memory of the d = 200 run (target: under 2 GB): largest process 1.16 GB")
     assert "summed over its processes 2.06 GB" in lines[-1] and "from second 7 on, 1.51 GB. N." in lines[-1]
-    # a later measurement over the run's first seconds, PSS from the start
+    # later whole reruns, PSS sampled from the start
     record = json.loads((tmp_path / "example_table1" / "d200" / "memory.json").read_text())
-    record.update(peak_rss_summed_at_s=9, window={
-        "seconds": 30.0, "command": ["occ-companion", "table1"], "commit": "0123456789ab", "peak_pss_summed_GB": 1.234,
-        "peak_pss_at_s": 12.4, "peak_rss_summed_GB": 1.5, "peak_rss_largest_process_GB": 0.9, "note": "W."})
+    record["reruns"] = [{"command": ["occ-companion", "table1"], "commit": "0123456789ab", "wall_s": 1800.0,
+                         "peak_pss_summed_GB": 1.234, "peak_pss_at_s": 12.4, "peak_rss_summed_GB": 1.5,
+                         "hwm_summed_GB": 2.25, "hwm_largest_GB": 0.9, "note": "W."},
+                        {"command": ["x"], "commit": "fedcba9876543", "wall_s": 60.0, "peak_pss_summed_GB": 1.0,
+                         "peak_pss_at_s": 3.0, "peak_rss_summed_GB": 1.1, "hwm_summed_GB": 1.2, "hwm_largest_GB": 0.5,
+                         "note": "V."}]
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
     last = B.recorded_experiment_runs(tmp_path)[-1]
-    assert "from second 7 on, 1.51 GB. N. Measured since, over the run's first 30 s (past the RSS-sum peak above, at " \
-           "second 9): `occ-companion table1` at 0123456789, PSS summed" in last
-    assert "peak 1.23 GB at second 12 (RSS summed 1.50 GB, largest process 0.90 GB). W." in last
+    assert "from second 7 on, 1.51 GB. N. Measured since, over a whole rerun (`occ-companion table1` at 0123456789, " \
+           "30 min wall), PSS summed" in last
+    assert "peak 1.23 GB at second 12 (RSS summed 1.50 GB; the processes' resident high-water marks summed 2.25 GB, " \
+           "the largest 0.90 GB). W. Measured since, over a whole rerun (`x` at fedcba9876, 1 min wall)" in last
+    assert last.endswith("the largest 0.50 GB). V.")
 
 
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
