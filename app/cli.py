@@ -114,9 +114,18 @@ def _unraisable(info) -> None:
     sys.__unraisablehook__(info)
 
 
+_INTERRUPTS = []
+"""The Ctrl-C's (and SIGTERMs) ``entry`` has seen: a C extension may turn the KeyboardInterrupt into another
+exception with no trace of it (pandas' ``PyCapsule_Import`` raises a bare ImportError when the import it
+runs is interrupted), and a failure after a Ctrl-C is an interruption, not a bug."""
+
+
 def interrupt_inside(exc: BaseException) -> bool:
     """Whether ``exc`` was caused by a Ctrl-C: a KeyboardInterrupt raised inside a callback of a C extension
-    comes back as a SystemError ("returned a result with an exception set") whose cause is the interrupt."""
+    comes back as a SystemError ("returned a result with an exception set") whose cause is the interrupt; or
+    any exception after ``entry`` saw a Ctrl-C or SIGTERM (``_INTERRUPTS``)."""
+    if _INTERRUPTS:
+        return True
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, KeyboardInterrupt):
@@ -204,9 +213,11 @@ def entry(command: Sequence[str] = ()) -> int:
     as Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during
     interpreter shutdown does not turn its status into 130."""
     def terminate(signum, frame):  # SIGTERM is handled as Ctrl-C: staged files removed, exit 130
+        _INTERRUPTS.append(signum)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, terminate)
     status = main([*command, *sys.argv[1:]])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -296,3 +296,33 @@ def test_finite_time_estimate_follows_the_work_and_admits_one_seed_at_d_1000(cap
         C.cmd_finite(C.argparse.Namespace(d=1000, p=None, lengths="positive", epsilon=C.FINITE_EPSILON,
                                           eta1_frac=0.5, constant=30.0, n1=None, n3=None, seeds=1, seed=0,
                                           test_size=100_000, quiet=True))
+
+
+def test_a_failure_after_a_ctrl_c_is_an_interruption_not_an_internal_error():
+    """A C extension can turn a Ctrl-C into another exception with no trace of it (pandas' PyCapsule_Import raises
+    a bare ImportError when the import it runs is interrupted: test_kill_loop saw exit 4 "internal error"). The
+    entry point records each Ctrl-C, and a command failing after one exits 130, not 4; without a Ctrl-C the same
+    failure is an internal error."""
+    import subprocess
+    import sys
+
+    code = """
+import os, signal, sys
+from app import cli
+
+def command(argv):
+    try:
+        if argv == ["ctrl-c"]:
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
+    except KeyboardInterrupt:
+        pass
+    err = ImportError("PyCapsule_Import could not import module \\"pandas\\"")
+    return cli.interrupted("occ-companion x") if cli.interrupt_inside(err) else 4
+
+cli.main = command
+sys.exit(cli.entry())
+"""
+    for arg, want in (("ctrl-c", 130), ("none", 4)):
+        r = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, timeout=120)
+        assert r.returncode == want, (arg, r.returncode, r.stderr)
