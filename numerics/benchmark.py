@@ -394,7 +394,8 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                 f"over-count of shared pages; proportional set size, sampled from second {m['pss_sampled_from_s']} on, "
                 f"{m['peak_pss_summed_GB']:.2f} GB. {m['note']}"]
         for w in m.get("reruns", []):
-            out[-1] += (f" Measured since, over a whole rerun (`{' '.join(w['command'])}` at {w['commit'][:10]}, "
+            span = "a whole rerun" if w.get("whole", True) else f"the first {w['wall_s'] / 60:.0f} min of a rerun"
+            out[-1] += (f" Measured since, over {span} (`{' '.join(w['command'])}` at {w['commit'][:10]}, "
                         f"{w['wall_s'] / 60:.0f} min wall), PSS summed over its processes sampled every second from the "
                         f"start: peak {w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
                         f"{w['peak_rss_summed_GB']:.2f} GB; the processes' resident high-water marks summed "
