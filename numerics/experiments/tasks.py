@@ -151,9 +151,9 @@ def sample_symbols(task: str, d: int, N: int, rng: np.random.Generator) -> Batch
 
 @lru_cache(maxsize=8)
 def icl_table_sparse(d: int):
-    """``icl_table(d)`` as a scipy.sparse CSR matrix (canonical: the same arrays as ``csr_matrix(icl_table(d))``),
-    built once per d from its non-zeros, without the dense table (128 MB at d = 200): row z (d + 1) + prev + 1
-    holds a 1 at column z and, after the first position (prev >= 0), one at column d + prev > z."""
+    """The pair embeddings of ``icl_table(d)`` as a canonical scipy.sparse CSR matrix, built once per d from its
+    non-zeros (a dense table holds 128 MB at d = 200): row z (d + 1) + prev + 1 holds a 1 at column z and, after
+    the first position (prev >= 0), one at column d + prev > z."""
     import scipy.sparse as sp
     z, prev = np.divmod(np.arange(d * (d + 1)), d + 1)
     has = prev > 0
@@ -167,13 +167,9 @@ def icl_table_sparse(d: int):
 
 def icl_table(d: int) -> np.ndarray:
     """Pair embeddings x = [e_z; e_prev] (D = 2d) of every (z, prev) with prev in {none, 0, ..., d-1};
-    row index z * (d + 1) + (prev + 1), prev = -1 meaning the first position (zero vector)."""
-    X = np.zeros((d * (d + 1), 2 * d))
-    z, prev = np.divmod(np.arange(d * (d + 1)), d + 1)
-    X[np.arange(len(z)), z] = 1.0
-    has = prev > 0
-    X[np.flatnonzero(has), d + prev[has] - 1] = 1.0
-    return X
+    row index z * (d + 1) + (prev + 1), prev = -1 meaning the first position (zero vector).  Dense, for tests
+    and small d: ``icl_table_sparse`` is the one construction."""
+    return icl_table_sparse(d).toarray()
 
 
 def icl_rule(z: np.ndarray, o: np.ndarray) -> np.ndarray:
