@@ -170,6 +170,7 @@ def best_pattern(m: np.ndarray, y: np.ndarray, w: np.ndarray, heads: int):
             for j in range(i, len(orders)):
                 gram[i, j] = wf.T @ feats[j]
                 gram[j, i] = gram[i, j].T
+        del feats, wf  # the best pattern's features are rebuilt below: do not hold all of them meanwhile
     else:  # one pattern at a time: memory of one (N, T) feature array
         for i, r in enumerate(orders):
             f = limit_features(m, r)

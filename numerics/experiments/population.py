@@ -70,34 +70,60 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     def logp_n(n):  # p = 1 (OR at d = 4): every string has length 1, and 0 * log(0) is 0 here
         return np.log(p) + ((n - 1) * np.log1p(-p) if n > 1 else 0.0)
 
-    rows, logw = [], []
     lq, lr = np.log(1.0 / d), np.log1p(-k / d)
-    for n in range(1, n_max + 1):
-        hi = int(min(n, binom.isf(QUANTILE_TAIL, n, (k if merged else 1) / d) + 1))
-        c = np.arange(hi + 1, dtype=np.int32)  # counts in int32 until the mass cut: half the memory
+    lengths = range(1, n_max + 1)
+    his = [int(min(n, binom.isf(QUANTILE_TAIL, n, (k if merged else 1) / d) + 1)) for n in lengths]
+
+    def counts_of(n, hi):  # the classes of length n, in int32 (half the memory of float)
+        c = np.arange(hi + 1, dtype=np.int32)
         if k == 1 or merged:
-            ca, cb = c, np.zeros_like(c)
-        else:
-            ca, cb = (a.ravel() for a in np.meshgrid(c, c, indexing="ij"))
-            keep = ca + cb <= n
-            ca, cb = ca[keep], cb[keep]
+            return c, np.zeros_like(c)
+        ca, cb = (a.ravel() for a in np.meshgrid(c, c, indexing="ij"))
+        keep = ca + cb <= n
+        return ca[keep], cb[keep]
+
+    def size(n, hi):  # len(counts_of(n, hi)[0]) without building it
+        if k == 1 or merged:
+            return hi + 1
+        return int((np.minimum(hi, n - np.arange(hi + 1)) + 1).sum())
+
+    # the weights of every class, written into one array block by block (no per-block copies kept)
+    offsets = np.cumsum([0] + [size(n, hi) for n, hi in zip(lengths, his)])
+    w = np.empty(int(offsets[-1]))
+    for n, hi, o in zip(lengths, his, offsets):
+        ca, cb = counts_of(n, hi)
         cr = n - ca - cb
         if merged:  # c marked tokens, each a or b: binomial(n, 2/d)
             lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cr + 1) + ca * np.log(k / d) + cr * lr + logp_n(n))
         else:
             lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cb + 1) - gammaln(cr + 1)
                   + (ca + cb) * lq + cr * lr + logp_n(n))
-        rows.append(np.stack([ca, cb, cr], axis=1) if (k == 2 and not merged) else np.stack([ca, cr], axis=1))
-        logw.append(lw)
-    counts = np.concatenate(rows)
-    del rows
-    w = np.exp(np.concatenate(logw))
-    del logw
+        w[o:o + len(lw)] = lw
+    np.exp(w, out=w)
+    # the mass cut: the lightest classes go while their running total (in increasing order) stays <= mass_tol;
+    # the running total is taken a chunk at a time, carried from chunk to chunk in the same order of additions
     order = np.argsort(w)
-    light = np.cumsum(w[order]) <= mass_tol
-    keep = np.sort(order[~light])
-    del order, light
-    counts, w = counts[keep].astype(float), w[keep]
+    cut, total, chunk = len(order), 0.0, 1 << 20
+    for s in range(0, len(order), chunk):
+        run = w[order[s:s + chunk]]
+        run[0] += total
+        np.cumsum(run, out=run)
+        above = np.flatnonzero(run > mass_tol)
+        if len(above):
+            cut = s + int(above[0])
+            break
+        total = float(run[-1])
+    keep = np.sort(order[cut:])
+    del order
+    # the kept classes' counts, rebuilt block by block
+    rows = []
+    for n, hi, o, lo, up in zip(lengths, his, offsets, np.searchsorted(keep, offsets[:-1]),
+                                np.searchsorted(keep, offsets[1:])):
+        if up > lo:
+            ca, cb = counts_of(n, hi)
+            block = np.stack([ca, cb, n - ca - cb], axis=1) if (k == 2 and not merged) else np.stack([ca, n - ca], axis=1)
+            rows.append(block[keep[lo:up] - o])
+    counts, w = np.concatenate(rows).astype(float), w[keep]
     if merged:
         c = counts[:, 0]
         if task == "OR":
