@@ -263,6 +263,77 @@ def test_population_truncation_is_stated(task):
     assert abs((pop.weights * (pop.labels == 1)).sum() - 0.5) <= ex["dropped"] + 1e-12
 
 
+def _classes_before_cut(task, d, len_tol, merged=False):
+    """Every (n, counts, weight) the population enumerates before its mass cut, from the module doc's
+    definition (lengths n <= n_max, marked counts up to the binomial quantile), one class at a time."""
+    from numerics.experiments.population import QUANTILE_TAIL
+    from scipy.stats import binom
+    p, k = TK.length_parameter(task, d), marked_symbols(task)
+    n_max = max(1, math.ceil(math.log(len_tol) / math.log1p(-p)))
+    out = []
+    for n in range(1, n_max + 1):
+        hi = int(min(n, binom.isf(QUANTILE_TAIL, n, 1 / d) + 1))
+        for ca in range(hi + 1):
+            for cb in (range(hi + 1) if k == 2 else [0]):
+                if ca + cb <= n:
+                    cr = n - ca - cb
+                    lw = (math.lgamma(n + 1) - math.lgamma(ca + 1) - math.lgamma(cb + 1) - math.lgamma(cr + 1)
+                          + (ca + cb) * math.log(1 / d) + cr * math.log1p(-k / d)
+                          + math.log(p) + (n - 1) * math.log1p(-p))
+                    out.append(((ca, cb, cr) if k == 2 else (ca, cr), math.exp(lw)))
+    return out
+
+
+@pytest.mark.parametrize("task,d,mass_tol", [("occurrence", 7, 1e-5), ("OR", 6, 1e-3), ("AND", 5, 1e-3)])
+def test_mass_cut_drops_the_lightest_classes_up_to_mass_tol(task, d, mass_tol):
+    classes = sorted(_classes_before_cut(task, d, 1e-6), key=lambda cw: cw[1])
+    total, cut = 0.0, len(classes)
+    for i, (_, wt) in enumerate(classes):
+        total += wt
+        if total > mass_tol:
+            cut = i
+            break
+    assert 0 < cut < len(classes) and classes[cut - 1][1] < classes[cut][1]  # no tie at the cut: a unique answer
+    kept = dict(classes[cut:])
+    pop = population(task, d, mass_tol=mass_tol, len_tol=1e-6)
+    assert sorted(map(tuple, pop.m.astype(int).tolist())) == sorted(kept)
+    got = np.array([kept[tuple(r)] for r in pop.m.astype(int).tolist()])
+    assert np.allclose(pop.weights, got, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("task,merged", [("occurrence", False), ("AND", False), ("AND", True)])
+def test_mass_cut_in_chunks_equals_the_cut_in_one_pass(task, merged, monkeypatch):
+    import numerics.experiments.population as P
+
+    def build(chunk):
+        monkeypatch.setattr(P, "CUT_CHUNK", chunk)
+        population.cache_clear()
+        pop = population(task, 9, mass_tol=1e-4, len_tol=1e-7, merged=merged)
+        return [a.tobytes() for a in (pop.m, pop.weights, pop.labels)]
+
+    one_pass = build(1 << 40)
+    try:
+        for chunk in (1, 7, 1000):
+            assert build(chunk) == one_pass
+    finally:
+        population.cache_clear()
+
+
+def test_population_memory_is_that_of_the_weights_and_their_order():
+    """The cut holds 16 bytes per class before it (the weights and their order), not every class's counts."""
+    import tracemalloc
+    before = len(_classes_before_cut("AND", 40, 1e-4))
+    population.cache_clear()
+    tracemalloc.start()
+    try:
+        population("AND", 40, mass_tol=1e-4, len_tol=1e-4)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        population.cache_clear()
+    assert peak < 20 * before
+
+
 # ------------------------------------------------------------------------------------------------
 # plans and the gap metric
 

@@ -28,6 +28,10 @@ from .tasks import Batch, check_task, length_parameter
 
 QUANTILE_TAIL = 1e-16
 
+CUT_CHUNK = 1 << 16
+"""The mass cut's running total is taken over this many classes at a time (memory of the cut: 16 bytes per
+class, the weights and their order, instead of all classes' counts and weights at once)."""
+
 
 def marked_symbols(task: str) -> int:
     """Number of marked symbols of the task's class reduction (a; or a and b)."""
@@ -103,7 +107,7 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     # the mass cut: the lightest classes go while their running total (in increasing order) stays <= mass_tol;
     # the running total is taken a chunk at a time, carried from chunk to chunk in the same order of additions
     order = np.argsort(w)
-    cut, total, chunk = len(order), 0.0, 1 << 20
+    cut, total, chunk = len(order), 0.0, CUT_CHUNK
     for s in range(0, len(order), chunk):
         run = w[order[s:s + chunk]]
         run[0] += total
