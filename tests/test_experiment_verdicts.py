@@ -642,6 +642,31 @@ def test_functional_curves_reset_one_block_of_the_final_model():
                                            rel=1e-12)
 
 
+def test_functional_curves_hold_sixteen_models_at_a_time_not_all_of_them(monkeypatch):
+    """At d = 200 ICL's 3n models would hold 0.8 GB at once: the curves stack 16 of them at a time, so the
+    memory beyond the snapshots does not grow with their number (the risk itself is stubbed out here; its
+    values are checked by the test above)."""
+    import tracemalloc
+    rng = np.random.default_rng(2)
+    snaps = {s: (rng.standard_normal((1, 6)), rng.standard_normal((1, 6, 400))) for s in range(120)}
+    one = sum(a.nbytes + b.nbytes for a, b in snaps.values()) / len(snaps)
+    sizes = []
+
+    def risk(alphas, Bs, test, loss):
+        sizes.append(len(alphas))
+        return np.zeros(len(alphas))
+
+    monkeypatch.setattr(L.E, "risk", risk)
+    tracemalloc.start()
+    try:
+        got = L.functional_curves(snaps, sorted(snaps), None, "squared")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sum(sizes) == 360 and max(sizes) == 16 and len(got["risk"]) == 120
+    assert peak < 40 * one  # all 3 x 120 models stacked would be 360 of them
+
+
 def test_alignment_with_the_ground_truth_directions():
     d = 5
     alpha = np.array([[3.0, 1.0, 0.0, 2.0, 4.0]])  # unmarked mean of occurrence: (1 + 0 + 2 + 4) / 4 = 1.75
