@@ -397,8 +397,9 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
             span = "a whole rerun" if w.get("whole", True) else f"the first {w['wall_s'] / 60:.0f} min of a rerun"
             period = w.get("sample_period_s", 1.0)
             every = "every second" if period == 1.0 else f"every {period:g} s"
+            cpu = f", {w['cpu_s'] / 60:.0f} min CPU" if "cpu_s" in w else ""
             out[-1] += (f" Measured since, over {span} (`{' '.join(w['command'])}` at {w['commit'][:10]}, "
-                        f"{w['wall_s'] / 60:.0f} min wall), PSS summed over its processes sampled {every} from the "
+                        f"{w['wall_s'] / 60:.0f} min wall{cpu}), PSS summed over its processes sampled {every} from the "
                         f"start: peak {w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
                         f"{w['peak_rss_summed_GB']:.2f} GB; the processes' resident high-water marks summed "
                         f"{w['hwm_summed_GB']:.2f} GB, the largest {w['hwm_largest_GB']:.2f} GB). {w['note']}")

@@ -57,7 +57,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     assert "summed over its processes 2.06 GB" in lines[-1] and "from second 7 on, 1.51 GB. N." in lines[-1]
     # later whole reruns, PSS sampled from the start
     record = json.loads((tmp_path / "example_table1" / "d200" / "memory.json").read_text())
-    record["reruns"] = [{"command": ["occ-companion", "table1"], "commit": "0123456789ab", "wall_s": 1800.0,
+    record["reruns"] = [{"command": ["occ-companion", "table1"], "commit": "0123456789ab", "wall_s": 1800.0, "cpu_s": 2400.0,
                          "peak_pss_summed_GB": 1.234, "peak_pss_at_s": 12.4, "peak_rss_summed_GB": 1.5,
                          "hwm_summed_GB": 2.25, "hwm_largest_GB": 0.9, "note": "W."},
                         {"command": ["x"], "commit": "fedcba9876543", "wall_s": 60.0, "whole": False,
@@ -67,7 +67,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
     last = B.recorded_experiment_runs(tmp_path)[-1]
     assert "from second 7 on, 1.51 GB. N. Measured since, over a whole rerun (`occ-companion table1` at 0123456789, " \
-           "30 min wall), PSS summed" in last
+           "30 min wall, 40 min CPU), PSS summed" in last
     assert "peak 1.23 GB at second 12 (RSS summed 1.50 GB; the processes' resident high-water marks summed 2.25 GB, " \
            "the largest 0.90 GB). W. Measured since, over the first 1 min of a rerun (`x` at fedcba9876, 1 min wall), " \
            "PSS summed over its processes sampled every 0.5 s from the start" in last
