@@ -610,8 +610,37 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     with threadpool_limits(limits=1):
         out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
                                                            repeats)
+    # the ICL step's fixed cost: at d = FIXED_COST_D the arithmetic is negligible (a few kFLOP), so its time is
+    # that of the step's numpy and scipy calls, which every d pays
+    with threadpool_limits(limits=1):
+        case = make_case("ICL", "ICL", 1, FIXED_COST_D, Config())
+        a1, B1 = initial(case, 1)
+        K = TK.model_shape("ICL", FIXED_COST_D, 1)[2]
+        out["icl_fixed_cost"] = {"d": FIXED_COST_D, "flops": flop_count(case.tb, 1, K),
+                                 "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)}
     out["load"].append(_load())
     return out
+
+
+FIXED_COST_D = 4
+"""The alphabet size at which the benchmark times the ICL step's fixed cost (its calls, not its arithmetic)."""
+
+
+def fixed_cost_text(res: dict) -> str | None:
+    """The sentence that compares the ICL step's fixed cost with 3x the FLOP bound at each d (None when the
+    result has no fixed-cost measurement or no ICL row)."""
+    fc, icl = res.get("icl_fixed_cost"), res["rows"].get("ICL", {})
+    if fc is None or not icl:
+        return None
+    cost = fc["time"][1]
+    parts = [f"d = {d}: 3x the bound is {_ms(3 * r['flop_seconds'])} ms, the fixed cost alone "
+             f"{cost / r['flop_seconds']:.1f}x the bound" for d, r in sorted(icl.items())]
+    arith = fc["flops"] / (res["dgemm_gflops_1thread"] * 1e9)
+    return (f"The ICL step's fixed cost: at d = {fc['d']} ({fc['flops']:.3g} FLOPs, {arith * 1e6:.2g} us at the "
+            f"dgemm rate) one engine "
+            f"step takes {_ms(cost)} ms CPU, the time of its numpy and scipy calls, which the step pays at every d. "
+            + "; ".join(parts) + ". Where the fixed cost alone is near or above 3x the bound, no rearrangement of "
+            "the same calls can meet that target; it would take fewer calls (a compiled kernel).")
 
 
 def _load() -> float | None:
@@ -753,6 +782,9 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
                               else "-" for d in ds) + " |")
     L += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
     L += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |" for t in tg]
+    fixed = fixed_cost_text(res)
+    if fixed:
+        L += ["", fixed]
     if profiles:
         L += ["", "## Where the time goes (cProfile, 20 engine steps of one run, top functions by own time)", ""]
         for (row, d), top in profiles.items():

@@ -112,3 +112,22 @@ def test_flop_bound_uses_the_dgemm_rate_measured_beside_the_row():
     assert x["dgemm_gflops_beside"] > 0
     assert x["flop_seconds"] == x["flops"] / (x["dgemm_gflops_beside"] * 1e9)
     assert x["dgemm_gflops_beside"] != res["dgemm_gflops_1thread"]
+
+
+def test_fixed_cost_is_timed_at_a_tiny_d_and_compared_with_three_times_each_bound():
+    """The ICL step's fixed cost (its calls, at d = FIXED_COST_D where there is nothing to compute) is set beside
+    3x the FLOP bound of each ICL row, as a multiple of that bound."""
+    res = BE.bench([6], repeats=3, rows=[("ICL", "ICL", 1)], use_torch=False, memory=False, min_seconds=1e-3,
+                   gemm_n=128)
+    fc = res["icl_fixed_cost"]
+    assert fc["d"] == BE.FIXED_COST_D and 0 < fc["flops"] < res["rows"]["ICL"][6]["flops"]
+    assert fc["time"][1] > 0
+    # a result in which the fixed cost is 2.5 and 10 times the bound of two rows
+    fake = {"icl_fixed_cost": {"d": 4, "flops": 2e4, "time": (1e-4, 1e-4)}, "dgemm_gflops_1thread": 40.0,
+            "rows": {"ICL": {50: {"flop_seconds": 4e-5}, 200: {"flop_seconds": 1e-5}}}}
+    text = BE.fixed_cost_text(fake)
+    assert "d = 50: 3x the bound is 0.12 ms, the fixed cost alone 2.5x the bound" in text
+    assert "d = 200: 3x the bound is 0.03 ms, the fixed cost alone 10.0x the bound" in text
+    assert text.startswith("The ICL step's fixed cost: at d = 4 (2e+04 FLOPs, 0.5 us at the dgemm rate) one engine "
+                           "step takes 0.1 ms CPU")
+    assert BE.fixed_cost_text({"rows": {"ICL": {}}}) is None
