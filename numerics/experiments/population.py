@@ -94,7 +94,7 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     # the weights of every class, written into one array block by block (no per-block copies kept)
     offsets = np.cumsum([0] + [size(n, hi) for n, hi in zip(lengths, his)])
     w = np.empty(int(offsets[-1]))
-    for n, hi, o in zip(lengths, his, offsets):
+    for n, hi, o, end in zip(lengths, his, offsets[:-1], offsets[1:]):
         ca, cb = counts_of(n, hi)
         cr = n - ca - cb
         if merged:  # c marked tokens, each a or b: binomial(n, 2/d)
@@ -102,7 +102,9 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
         else:
             lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cb + 1) - gammaln(cr + 1)
                   + (ca + cb) * lq + cr * lr + logp_n(n))
-        w[o:o + len(lw)] = lw
+        if len(lw) != end - o:  # size() and counts_of() disagree: never leave weights unset
+            raise AssertionError(f"length {n}: {len(lw)} classes, {end - o} expected")
+        w[o:end] = lw
     np.exp(w, out=w)
     # the mass cut: the lightest classes go while their running total (in increasing order) stays <= mass_tol;
     # the running total is taken a chunk at a time, carried from chunk to chunk in the same order of additions
@@ -120,14 +122,16 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     keep = np.sort(order[cut:])
     del order
     # the kept classes' counts, rebuilt block by block
+    width = 3 if (k == 2 and not merged) else 2
     rows = []
     for n, hi, o, lo, up in zip(lengths, his, offsets, np.searchsorted(keep, offsets[:-1]),
                                 np.searchsorted(keep, offsets[1:])):
         if up > lo:
             ca, cb = counts_of(n, hi)
-            block = np.stack([ca, cb, n - ca - cb], axis=1) if (k == 2 and not merged) else np.stack([ca, n - ca], axis=1)
+            block = np.stack([ca, cb, n - ca - cb] if width == 3 else [ca, n - ca], axis=1)
             rows.append(block[keep[lo:up] - o])
-    counts, w = np.concatenate(rows).astype(float), w[keep]
+    counts = np.concatenate(rows) if rows else np.zeros((0, width), np.int32)  # every class under the cut
+    counts, w = counts.astype(float), w[keep]
     if merged:
         c = counts[:, 0]
         if task == "OR":
