@@ -139,7 +139,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
                              readings=", ".join(f"`{k}`" for k in READINGS if k != "default"), **r),
              f"## Example run (d = {cfg['d']}, {cfg['seeds']} reported seeds, reading `{r['name']}`)", "",
              f"Command: `{shlex.join(results['command'])}` at commit {results.get('commit') or 'unknown'}; "
-             f"{results['elapsed_s'] / 60:.0f} min wall on the 2-core machine, {results['cpu_s'] / 60:.0f} min of "
+             f"{duration(results['elapsed_s'])} wall on the 2-core machine, {duration(results['cpu_s'])} of "
              f"CPU (timing, not a test; the machine was shared). Verdicts: {counts['holds']} hold, "
              f"{counts['does not hold']} do not hold, {counts['undecided']} undecided, {counts['refused']} refused.",
              "", "### The paper's claims", "", *TR.verdict_table(verdicts), "",
@@ -170,6 +170,11 @@ def page(results: dict, sweep: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def duration(seconds: float) -> str:
+    """"24 s" under 90 seconds, else whole minutes ("7 min"): a run of seconds does not print as "0 min"."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def _other_run(path: Path, heading: str, what: str) -> list[str]:
     """A section for another recorded run (its verdicts and plans), or nothing when the file is absent."""
     if not path.exists():
@@ -177,7 +182,7 @@ def _other_run(path: Path, heading: str, what: str) -> list[str]:
     res = json.loads(path.read_text())
     return ["", f"## {heading}", "",
             f"Command: `{shlex.join(res['command'])}` at commit {(res.get('commit') or 'unknown')[:10]} "
-            f"({res['elapsed_s'] / 60:.0f} min wall, {res['cpu_s'] / 60:.0f} min of CPU on the shared 2-core "
+            f"({duration(res['elapsed_s'])} wall, {duration(res['cpu_s'])} of CPU on the shared 2-core "
             f"machine): {what}.", "", *TR.verdict_table(V.assess(res)), "", *TR.plan_table(res)]
 
 

@@ -372,11 +372,15 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
     out = ["## Experiment runs (recorded, not re-run)", "",
            "| run | command | commit or start (UTC) | wall | CPU |", "|---|---|---|---|---|"]
     d200 = docs / "example_table1" / "d200"
-    for t1, rows_named in ((docs / "example_table1" / "table1.json", False), (d200 / "table1.json", True)):
+    for t1, rows_named, target in ((docs / "example_table1" / "table1.json", False, ""),
+                                   (docs / "example_table1" / "theory-52" / "table1.json", False,
+                                    " (the old 52-step protocol; target: under 60 CPU s)"),
+                                   (d200 / "table1.json", True, "")):
         if t1.exists():
             r = json.loads(t1.read_text())
             rows = f", {', '.join(r['rows'])}" if rows_named else ""
-            out.append(f"| Table 1, default reading, d = {r['config']['d']}{rows} | `{' '.join(r['command'])}` | "
+            reading = r.get("reading", {}).get("name", "default")
+            out.append(f"| Table 1, {reading} reading, d = {r['config']['d']}{rows}{target} | `{' '.join(r['command'])}` | "
                        f"{(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | {r['cpu_s'] / 60:.1f} min |")
     sw = docs / "sweep" / "sweep.json"
     if sw.exists():

@@ -43,6 +43,14 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
                     "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |"]
     assert B.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
+    # the old 52-step protocol's run, with its target, named by its reading
+    (tmp_path / "example_table1" / "theory-52").mkdir()
+    (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
+        {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
+         "commit": "f00", "elapsed_s": 24.0, "cpu_s": 48.0}))
+    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 60 CPU s) | "
+            "`occ-companion table1 -r` | f00 | 0.4 min | 0.8 min |") in B.recorded_experiment_runs(tmp_path)
+    (tmp_path / "example_table1" / "theory-52" / "table1.json").unlink()
     # the d = 200 run, and its memory record
     (tmp_path / "example_table1" / "d200").mkdir()
     (tmp_path / "example_table1" / "d200" / "table1.json").write_text(json.dumps(

@@ -147,3 +147,10 @@ def test_docs_table1_is_generated_from_the_example_run():
     for v in V.assess(d200):
         line = next(ln for ln in section.splitlines() if ln.startswith(f"| {v['row']} | {v['claim']} |"))
         assert line.split(" | ")[2].strip("*") == v["verdict"], line
+
+
+def test_run_durations_print_seconds_under_ninety_and_minutes_above():
+    """A run of 24 s prints as "24 s", not "0 min" (the theory-52 example takes under a minute)."""
+    from app.table1_docs import duration
+
+    assert [duration(s) for s in (0.4, 24.2, 89.4, 90.0, 450.2)] == ["0 s", "24 s", "89 s", "2 min", "8 min"]
