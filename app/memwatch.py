@@ -1,30 +1,38 @@
-"""Memory of a command and every process it starts, as docs/example_table1/d200/memory.json records it.
+"""Memory of a command and its process tree, as docs/example_table1/d200/memory.json records it.
 
-``python3 -m app.memwatch LOG -- COMMAND ...`` runs COMMAND and samples its process tree every ``--period``
-seconds (default 0.5): the proportional set size (PSS, each shared page counted once in all) and the resident
-set size (RSS) summed over the processes, each process's PSS, and each process's resident high-water mark
-(VmHWM), the largest one read while it lived.  One JSON line per sample goes to LOG as it is taken (a killed
-watch keeps what it saw), then a last line ``{"summary": ...}``; the summary is also printed.  Sizes in the
-summary are in GB = 10^9 bytes.
+``python3 -m app.memwatch LOG -- COMMAND ...`` runs COMMAND and samples its process tree (COMMAND and its
+descendants) every ``--period`` seconds (default 0.5): the proportional set size (PSS, each shared page
+counted once in all) and the resident set size (RSS) summed over the processes, each process's PSS, and each
+process's resident high-water mark (VmHWM), the largest one read while it lived.  One JSON line per sample
+goes to LOG as it is taken (a killed watch keeps what it saw), then a last line ``{"summary": ...}``; the
+summary is also printed.  Sizes in the summary are in GB = 10^9 bytes; ``cpu_s`` is the CPU time of the
+command and of the processes it waited for.
 
-What the numbers bound: a sample can miss a peak shorter than the period, so the peak of the sums is a lower
-bound on the true peak; the high-water marks summed over the processes bound the resident peak from above
-(a page shared by two processes counts twice), except for what a process allocates in its last period before
-it exits, which is not read.  Linux only (/proc and smaps_rollup).  Exits with COMMAND's status (128 + N when
-signal N killed it).
+What the numbers bound.  A sample reads the processes one after another and can miss a peak shorter than the
+period, so the peak of the sums approximates the true peak from below.  The high-water marks summed over the
+processes bound the resident peak of the processes seen from above (a page shared by two processes counts
+twice).  Not seen: what a process allocates in its last period before it exits, a process that lives less
+than one period, and a descendant that leaves the tree (a double fork re-parents it) or outlives COMMAND.
+Linux only (/proc and smaps_rollup).  A Ctrl-C or SIGTERM reaches COMMAND (the terminal's Ctrl-C reaches the
+whole process group; SIGTERM is passed on), and the watch waits for it and writes the summary.  Exits with
+COMMAND's status (128 + N when signal N killed it).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import psutil
 
 GB = 1e9
+MAX_PERIOD = 60.0
+"""Longest sampling period accepted (seconds)."""
 
 
 def high_water_mark(pid: int) -> int | None:
@@ -58,30 +66,49 @@ def sample(root: psutil.Process) -> tuple[int, int, dict[int, int], dict[int, in
     return pss, rss, per, hwm
 
 
+def _children_cpu() -> float:
+    t = psutil.Process().cpu_times()
+    return t.children_user + t.children_system
+
+
 def watch(command: list[str], log: Path, period: float = 0.5) -> dict:
     """Run ``command``, sample it until it exits (module doc) and return the summary."""
-    t0 = time.time()
+    t0, cpu0 = time.time(), _children_cpu()
     hwm: dict[int, int] = {}
     peak = {"pss": (0, 0.0), "rss": (0, 0.0)}
     with open(log, "w") as out:
         proc = subprocess.Popen(command)
-        root = psutil.Process(proc.pid)
+        main = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
+        previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM)) if main else None
         try:
-            while proc.poll() is None:
-                pss, rss, per, marks = sample(root)
-                t = time.time() - t0
-                for pid, h in marks.items():
-                    hwm[pid] = max(hwm.get(pid, 0), h)
-                peak["pss"] = max(peak["pss"], (pss, t))
-                peak["rss"] = max(peak["rss"], (rss, t))
-                out.write(json.dumps({"t": round(t, 2), "pss": pss, "rss": rss, "per": per}) + "\n")
-                out.flush()
-                time.sleep(period)
-        except KeyboardInterrupt:  # the command got the Ctrl-C too: wait for it, then summarise what was seen
-            proc.wait()
+            try:
+                root = psutil.Process(proc.pid)
+            except psutil.NoSuchProcess:  # the command has already exited
+                root = None
+            while root is not None and proc.poll() is None:
+                try:
+                    pss, rss, per, marks = sample(root)
+                    t = time.time() - t0
+                    for pid, h in marks.items():
+                        hwm[pid] = max(hwm.get(pid, 0), h)
+                    peak["pss"] = max(peak["pss"], (pss, t))
+                    peak["rss"] = max(peak["rss"], (rss, t))
+                    out.write(json.dumps({"t": round(t, 2), "pss": pss, "rss": rss, "per": per}) + "\n")
+                    out.flush()
+                    time.sleep(period)
+                except KeyboardInterrupt:  # the command got the Ctrl-C too: stop sampling, wait for it below
+                    break
+            while True:
+                try:
+                    proc.wait()
+                    break
+                except KeyboardInterrupt:  # a second Ctrl-C: keep waiting, so that the summary is written
+                    continue
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
         summary = {"command": command, "returncode": proc.returncode, "wall_s": time.time() - t0,
-                   "sample_period_s": period,
-                   "cpu_s": sum(psutil.Process().cpu_times()[2:4]),
+                   "sample_period_s": period, "cpu_s": _children_cpu() - cpu0,
                    "peak_pss_summed_GB": peak["pss"][0] / GB, "peak_pss_at_s": peak["pss"][1],
                    "peak_rss_summed_GB": peak["rss"][0] / GB, "peak_rss_at_s": peak["rss"][1],
                    "hwm_summed_GB": sum(hwm.values()) / GB,
@@ -103,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     args, command = parser.parse_args(argv[:split]), argv[split + 1:]
     if not command:
         parser.error("give the command to watch after --")
-    if not args.period > 0:
-        parser.error(f"--period must be > 0, got {args.period}")
-    if not args.log.parent.is_dir():
-        parser.error(f"the folder of {args.log} does not exist")
+    if not 0 < args.period <= MAX_PERIOD:
+        parser.error(f"--period must be in (0, {MAX_PERIOD:g}] seconds, got {args.period}")
+    if args.log.is_dir() or not args.log.parent.is_dir():
+        parser.error(f"{args.log} is a folder, or its folder does not exist: give a file in an existing folder")
     summary = watch(command, args.log, args.period)
     print(json.dumps({k: v for k, v in summary.items() if k != "hwm_per_pid"}))
     rc = summary["returncode"]

@@ -171,8 +171,8 @@ def page(results: dict, sweep: dict | None = None) -> str:
 
 
 def duration(seconds: float) -> str:
-    """"24 s" under 90 seconds, else whole minutes ("7 min"): a run of seconds does not print as "0 min"."""
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    """"24 s" under 89.5 seconds, else minutes rounded half up ("7 min"): a run of seconds does not print as "0 min"."""
+    return f"{int(seconds + 0.5)} s" if seconds < 89.5 else f"{int(seconds / 60 + 0.5)} min"
 
 
 def _other_run(path: Path, heading: str, what: str) -> list[str]:

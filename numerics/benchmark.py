@@ -374,7 +374,7 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
     d200 = docs / "example_table1" / "d200"
     for t1, rows_named, target in ((docs / "example_table1" / "table1.json", False, ""),
                                    (docs / "example_table1" / "theory-52" / "table1.json", False,
-                                    " (the old 52-step protocol; target: under 60 CPU s)"),
+                                    " (the old 52-step protocol; target: under 1 min CPU)"),
                                    (d200 / "table1.json", True, "")):
         if t1.exists():
             r = json.loads(t1.read_text())

@@ -48,7 +48,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
          "commit": "f00", "elapsed_s": 24.0, "cpu_s": 48.0}))
-    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 60 CPU s) | "
+    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 1 min CPU) | "
             "`occ-companion table1 -r` | f00 | 0.4 min | 0.8 min |") in B.recorded_experiment_runs(tmp_path)
     (tmp_path / "example_table1" / "theory-52" / "table1.json").unlink()
     # the d = 200 run, and its memory record

@@ -153,4 +153,5 @@ def test_run_durations_print_seconds_under_ninety_and_minutes_above():
     """A run of 24 s prints as "24 s", not "0 min" (the theory-52 example takes under a minute)."""
     from app.table1_docs import duration
 
-    assert [duration(s) for s in (0.4, 24.2, 89.4, 90.0, 450.2)] == ["0 s", "24 s", "89 s", "2 min", "8 min"]
+    assert [duration(s) for s in (0.4, 24.5, 89.4, 89.6, 90.0, 150.0, 450.2)] == \
+        ["0 s", "25 s", "89 s", "1 min", "2 min", "3 min", "8 min"]
