@@ -118,6 +118,13 @@ def reading_line(reading: dict) -> str:
             f"extensions a side")
 
 
+def kernel_note(cfg: dict) -> str:
+    """", engine kernel compiled" for a run on the compiled kernel; nothing for the default (numpy) kernel,
+    which results from before the option have without naming it."""
+    kernel = cfg.get("kernel", "numpy")
+    return "" if kernel == "numpy" else f", engine kernel {kernel}"
+
+
 def markdown(results: dict) -> str:
     """results/table1.md: configuration, reading, the table, ceilings, lag measures and verdicts."""
     cfg = results["config"]
@@ -128,7 +135,7 @@ def markdown(results: dict) -> str:
              f"{results['cpu_s']:.0f} s CPU.", "",
              f"d = {cfg['d']}, reported seeds = {cfg['seeds']}, batch {cfg['batch']}, validation "
              f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
-             f"{cfg['icl_loss'].replace('_', '-')}.", "", reading_line(results["reading"]) + ".", "",
+             f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}.", "", reading_line(results["reading"]) + ".", "",
              "Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head), test-set "
              "risk otherwise; exact rows are deterministic and run once.", "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",

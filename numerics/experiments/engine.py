@@ -15,6 +15,10 @@ B (R, H, D, K).  :func:`risk_and_grad` returns the R risks and their gradients i
 
 The dense model (``numerics.model.Model.risk_and_grad``) stays the reference: the tests check that this
 path agrees with it to 1e-12 on random batches, and its gradients by finite differences.
+
+``Tokens.kernel`` chooses how one-hot token rows (ICL, two-head AND) are computed: "numpy" (the default, the
+rounding of the committed results) or "compiled" (``kernels``: numba loops, other rounding, the same values
+to 1e-12; ``runner.Config.kernel``, ``table1 --kernel``).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ except ImportError:  # pragma: no cover - a scipy without the private module: it
 from numerics.model import loss_terms
 from theory.validation import SettingError
 
+from . import kernels as KN
 from .tasks import Batch
 
 DENSE_BAG_MAX_TYPES = 16
@@ -51,6 +56,7 @@ class Tokens:
     indices in the batch (empty strings have f = 0).  No array has a dimension of the table's size T, so
     the cost is linear in the number of token rows however many types the table has.
     ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
+    ``kernel`` (``KERNELS``): "compiled" runs one-hot token rows through ``kernels`` (other rounding).
     """
 
     table: object
@@ -63,6 +69,7 @@ class Tokens:
     seg: np.ndarray | None = None
     nonempty: np.ndarray | None = None
     rows: object = None
+    kernel: str = "numpy"
 
     @property
     def size(self) -> int:
@@ -91,10 +98,26 @@ def _segments(n_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return n_idx[starts], starts, np.cumsum(new) - 1
 
 
-def from_batch(batch: Batch) -> Tokens:
+KERNELS = ("numpy", "compiled")
+"""How the rows layout computes a step on one-hot token rows: "numpy" (numpy and scipy's CSR kernels, the
+rounding of the committed results) or "compiled" (``kernels``: two compiled passes over the rows, products
+of per-coordinate exponentials; the same risks and gradients to rounding).  Bags and dense rows always
+take the numpy path."""
+
+
+def check_kernel(kernel: str) -> str:
+    if kernel not in KERNELS:
+        raise SettingError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel == "compiled" and not KN.available():
+        raise SettingError('kernel "compiled" needs numba, which is not installed')
+    return kernel
+
+
+def from_batch(batch: Batch, kernel: str = "numpy") -> Tokens:
     """The engine layout of a task batch (``tasks.Batch``): shared tables with few types stay a dense bag;
     shared tables with many types become token rows over a sparse table; per-string embeddings (N, L, D)
-    become one table row per present token."""
+    become one table row per present token.  ``kernel``: see ``KERNELS``."""
+    check_kernel(kernel)
     y = np.asarray(batch.y, float)
     N = y.shape[0]
     w = np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights, float)
@@ -109,7 +132,7 @@ def from_batch(batch: Batch) -> Tokens:
     else:
         m = np.asarray(batch.m, float)
         if X.ndim == 2 and X.shape[0] <= DENSE_BAG_MAX_TYPES:
-            return Tokens(table=X, y=y, weights=w, labels=batch.labels, counts=m)
+            return Tokens(table=X, y=y, weights=w, labels=batch.labels, counts=m, kernel=kernel)
         if X.ndim == 2:
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
@@ -125,7 +148,7 @@ def from_batch(batch: Batch) -> Tokens:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
     nonempty, starts, seg = _segments(n_idx)
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
-                seg=seg, nonempty=nonempty, rows=rows)
+                seg=seg, nonempty=nonempty, rows=rows, kernel=kernel)
     _row_operators(tb)
     return tb
 
@@ -140,6 +163,7 @@ class Forward:
     fh: np.ndarray
     w: object
     V: object = None
+    onehot: object = None  # the compiled kernel's rows (w is then (RH, M)), or None
 
 
 def _row_operators(tb: Tokens):
@@ -169,6 +193,16 @@ def _row_operators(tb: Tokens):
                       for A in (tb.rows if sp.issparse(tb.rows) else None, scatter, gather, rows_t))
         ops = tb.__dict__["_ops"] = (scatter, gather, rows_t, reps, heavy, prods)
     return ops
+
+
+def _onehot(tb: Tokens):
+    """The compiled kernel's view of the rows (``kernels.OneHotRows``), built once per batch; None when the
+    kernel is "numpy" or the rows are not one-hot."""
+    if tb.kernel != "compiled":
+        return None
+    if "_onehot" not in tb.__dict__:
+        tb.__dict__["_onehot"] = KN.OneHotRows.of(tb.rows, tb.starts, tb.mult)
+    return tb.__dict__["_onehot"]
 
 
 class _CsrProduct:
@@ -203,9 +237,11 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     segment softmax w, the mean embedding xbar_n = sum_i w_i x_i of each string (one sparse product over
     every (run, head)) and f = xbar B (a batched dense product of size N x D x K per run and head)."""
     R, H, D = alpha.shape
-    K = B.shape[-1]
-    N = tb.size
     N_ne = len(tb.starts)
+    oh = _onehot(tb)
+    if oh is not None:  # the compiled kernel: weights (RH, M) and mean embeddings (RH, N_ne, D) in one pass
+        Wt, xbar = KN.softmax_scatter(np.ascontiguousarray(alpha.reshape(R * H, D)), oh)
+        return _readout(xbar, B, tb, Wt, oh)
     _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
     A = alpha.reshape(R * H, D).T                                                     # (D, RH)
     S = rows_p(A) if rows_p is not None else np.asarray(tb.rows @ A)                 # (M, RH)
@@ -223,6 +259,14 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         xbar = np.ascontiguousarray(xbar.transpose(2, 0, 1))                         # (RH, N_ne, D)
     else:
         xbar = xbar.reshape(1, N_ne, D)
+    return _readout(xbar, B, tb, Wt, None)
+
+
+def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt, onehot) -> Forward:
+    """f = xbar B from the mean embeddings xbar (RH, N_ne, D) of the non-empty strings."""
+    R, H, D, K = B.shape
+    N = tb.size
+    N_ne = len(tb.starts)
     fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
     if N_ne == N:  # every string non-empty (the sampled tasks): nonempty is 0..N-1
         fh = fhe.transpose(1, 0, 2).reshape(N, R, H, K)
@@ -231,7 +275,7 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
     # one head: numpy's sum over the length-1 axis is 0.0 + fh (bit for bit), without its strided loop
     f = fh[:, :, 0] + 0.0 if H == 1 else fh.sum(axis=2)
-    return Forward(f=f, fh=fh, w=Wt, V=xbar)
+    return Forward(f=f, fh=fh, w=Wt, V=xbar, onehot=onehot)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -248,6 +292,11 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
     fh = (fw.fh if every else fw.fh[tb.nonempty]).reshape(N_ne, R * H, K)
+    if fw.onehot is not None:  # the compiled kernel (f_hn . g_n in it)
+        fhc = np.ascontiguousarray(fh)
+        gc = np.ascontiguousarray(g_ne.transpose(1, 0, 2))                             # (N_ne, RH, K)
+        ga = KN.score_grad(np.ascontiguousarray(U), fhc, gc, fw.w, fw.onehot).T        # (D, RH)
+        return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
     if K == 1:  # f_hn . g_n is one product
         fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
     elif R * H == 1:
@@ -257,6 +306,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
     if sp.issparse(tb.rows):
+
         vg = gather_p(U.reshape(R * H, N_ne * D).T)                                   # (M, RH)
         vg -= np.repeat(fg, reps, axis=0)
         ds = np.multiply(vg, fw.w, out=vg)

@@ -22,7 +22,7 @@ from . import tasks as TK
 from .protocol import Reading
 
 CONFIG_FIELDS = ("and_heads", "init_scale", "batch", "val_size", "test_size", "mass_tol", "len_tol", "curve_points",
-                 "lag_points", "icl_loss", "even_pairs_embedding")
+                 "lag_points", "icl_loss", "even_pairs_embedding", "kernel")
 """The run-configuration fields a readings file may set in [config] (the rest come from the cells)."""
 
 DEFAULT_FILE = Path(__file__).with_name("readings.toml")

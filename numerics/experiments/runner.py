@@ -58,6 +58,7 @@ class Config:
     lag_points: int = 400
     icl_loss: str = "squared"
     even_pairs_embedding: str = "query"
+    kernel: str = "numpy"
     jobs: int = 2
     reading: Reading = field(default_factory=Reading)
 
@@ -87,6 +88,7 @@ class Config:
             if not (isinstance(v, float) and 0 < v < 1):
                 raise SettingError(f"{name} must be in (0, 1), got {v!r}")
         TK.check_even_pairs_embedding(self.even_pairs_embedding)
+        E.check_kernel(self.kernel)
         if self.icl_loss not in ICL_LOSSES:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
@@ -158,7 +160,7 @@ class Data:
 def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
     if exact(task, heads, cfg):
         pop = population(task, cfg.d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
-        tb = E.from_batch(pop)
+        tb = E.from_batch(pop, cfg.kernel)
         return Data(lambda t: tb, tb, lambda: tb, True, dict(pop.extra))
     tid = TK.TASKS.index(task)
 
@@ -171,8 +173,9 @@ def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
     info = {"p": TK.length_parameter(task, cfg.d)}
     if task == "SLR":
         info["k"], info["v"] = TK.slr_directions(cfg.d, seed)   # the test batch's own k*, v* (sample_slr)
-    return Data(lambda t: E.from_batch(draw(0, cfg.batch, t)), E.from_batch(draw(1, cfg.val_size)),
-                lambda: E.from_batch(draw(2, cfg.test_size)), False, info)
+    return Data(lambda t: E.from_batch(draw(0, cfg.batch, t), cfg.kernel),
+                E.from_batch(draw(1, cfg.val_size), cfg.kernel),
+                lambda: E.from_batch(draw(2, cfg.test_size), cfg.kernel), False, info)
 
 
 def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.ndarray, np.ndarray]:

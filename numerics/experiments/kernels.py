@@ -1,0 +1,215 @@
+"""Compiled loops (numba) for the engine's rows layout on one-hot token rows: the engine's ``kernel = "compiled"``.
+
+The numpy path of ``engine`` makes about a dozen passes over the (token rows, runs x heads) array per step
+(a CSR product for the scores, a segment maximum, an exponential per row, a segment sum, the CSR scatter
+into the mean tokens; in the backward pass a CSR gather, a subtraction, a product and the transposed CSR
+product), each a numpy or scipy call.  At ICL's sizes (7,400 rows at d = 50) the calls' fixed cost and
+glibc's scalar exponential per row set the step's time.  These loops do the same work in two passes over
+the rows, and leave the three dense readout products to BLAS (``engine``):
+
+* every row is one-hot on at most P coordinates (``OneHotRows``: ICL's [e_z; e_prev], P = 2, with a padding
+  slot D for rows with fewer), so its exponentiated score is a product: exp(alpha . x_i - P c) =
+  prod_k exp(alpha_{j_ik} - c) with c = max(max_j alpha_j, 0) per (run, head) column; the softmax then
+  needs D exponentials per column instead of one per row, and no per-string maximum (the shift P c is
+  common to the string and cancels in the normalisation; every factor is <= 1, so nothing overflows);
+* a string whose products all underflow (sum below ``TINY``: its scores all lie ~700 below P c) is done
+  again with the per-string maximum and one exponential per row, as the numpy path does;
+* non-finite parameters give non-finite weights, as on the numpy path.
+
+The arithmetic differs from the numpy path's in rounding only (products of exponentials, other summation
+orders): the tests hold the two to 1e-12 relative on random batches, and the trained results of a run
+record which kernel made them (``runner.Config.kernel``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import scipy.sparse as sp
+
+import importlib.util
+
+TINY = 1e-280
+"""A string's sum of exponentiated scores below this is recomputed with its own maximum (no underflow)."""
+
+
+def available() -> bool:
+    """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
+    the first use of the compiled kernel only: numba's import takes 0.3 s, which commands that do not train
+    on one-hot rows do not pay)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+@dataclass
+class OneHotRows:
+    """Token rows that are one-hot on at most P coordinates: ``idx`` (P, M) the coordinates of each row
+    (the padding slot D where a row has fewer), ``bounds`` (N_ne + 1,) each non-empty string's first row
+    and the end, ``mult`` (M,) multiplicities, D the embedding width."""
+
+    idx: np.ndarray
+    bounds: np.ndarray
+    mult: np.ndarray
+    D: int
+
+    @classmethod
+    def of(cls, rows, starts: np.ndarray, mult: np.ndarray) -> "OneHotRows | None":
+        """The rows of a CSR matrix whose non-zeros are all 1.0 and of which every row has one, else None
+        (dense, weighted or empty rows stay on the numpy path)."""
+        if not sp.issparse(rows):
+            return None
+        X = sp.csr_matrix(rows)
+        per = np.diff(X.indptr)
+        if X.nnz == 0 or per.min() == 0 or not np.all(X.data == 1.0):
+            return None
+        if not X.has_sorted_indices:  # a sorted copy (the caller's matrix is left as it is)
+            X = X.copy()
+            X.sort_indices()
+        M, D = X.shape
+        P = int(per.max())
+        idx = np.full((P, M), D, np.int64)
+        slot = np.arange(X.nnz) - np.repeat(X.indptr[:-1], per)
+        idx[slot, np.repeat(np.arange(M), per)] = X.indices
+        bounds = np.append(np.asarray(starts, np.int64), M)
+        return cls(idx=idx, bounds=bounds, mult=np.ascontiguousarray(mult, float), D=D)
+
+
+def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - compiled
+    """A (C, D) scores' coefficients.  Fills w (C, M) with the unnormalised attention weights (products of
+    exponentials times multiplicities), inv (C, N_ne) with each string's normaliser 1 / sum_i w_i, and xbar
+    (C, N_ne, D) with the mean embeddings, in one pass over the rows: each string's weights are scattered
+    into a row of D + 1 entries (the last one the padding slot's, dropped), without a branch, and the row
+    is normalised once."""
+    C, D = A.shape
+    P = idx.shape[0]
+    N = bounds.size - 1
+    Ea = np.empty(D + 1)
+    acc = np.empty(D + 1)
+    j0, j1 = idx[0], idx[P - 1]
+    for c in range(C):
+        # Ea[j] = exp(A[c, j] - top), the padding slot Ea[D] = exp(-top), top = max(max_j A[c, j], 0) (NaN if
+        # a coefficient is NaN)
+        top = 0.0
+        for j in range(D):
+            a = A[c, j]
+            if a > top or a != a:
+                top = a
+        for j in range(D):
+            Ea[j] = np.exp(A[c, j] - top)
+        Ea[D] = np.exp(-top)
+        wc = w[c]
+        for n in range(N):
+            lo, hi = bounds[n], bounds[n + 1]
+            acc[:] = 0.0
+            Z = 0.0
+            if P == 2:
+                for i in range(lo, hi):
+                    a, b = j0[i], j1[i]
+                    p = mult[i] * Ea[a] * Ea[b]
+                    wc[i] = p
+                    Z += p
+                    acc[a] += p
+                    acc[b] += p
+            else:
+                for i in range(lo, hi):
+                    p = mult[i]
+                    for k in range(P):
+                        p *= Ea[idx[k, i]]
+                    wc[i] = p
+                    Z += p
+                    for k in range(P):
+                        acc[idx[k, i]] += p
+            if not Z >= TINY and Z == Z:  # underflow (not NaN): this string with its own maximum score
+                m = -np.inf
+                for i in range(lo, hi):
+                    sc = 0.0
+                    for k in range(P):
+                        j = idx[k, i]
+                        if j < D:
+                            sc += A[c, j]
+                    wc[i] = sc
+                    if sc > m:
+                        m = sc
+                Z = 0.0
+                for i in range(lo, hi):
+                    p = mult[i] * np.exp(wc[i] - m)
+                    wc[i] = p
+                    Z += p
+                acc[:] = 0.0
+                for i in range(lo, hi):
+                    for k in range(P):
+                        acc[idx[k, i]] += wc[i]
+            s = 1.0 / Z
+            inv[c, n] = s
+            row = xbar[c, n]
+            for j in range(D):
+                row[j] = acc[j] * s
+
+
+def _score_grad(U, fh, g, w, inv, idx, bounds, ga):  # pragma: no cover - compiled
+    """ga (C, D) = sum_i ds_i x_i with ds_i = w_i inv_n (x_i . U_n - fh_n . g_n) per (run, head) column c:
+    U (C, N_ne, D) = B g_n, fh (N_ne, C, K) the heads' outputs, g (N_ne, C, K) dL/df, w (C, M) and inv
+    (C, N_ne) from ``_softmax_scatter``.  U_n is copied into a row of D + 1 entries with 0 in the padding
+    slot, and ga summed in one, so the loop has no branch."""
+    C, D = ga.shape
+    P = idx.shape[0]
+    N = bounds.size - 1
+    K = g.shape[2]
+    u = np.empty(D + 1)
+    gacc = np.empty(D + 1)
+    j0, j1 = idx[0], idx[P - 1]
+    for c in range(C):
+        wc = w[c]
+        gacc[:] = 0.0
+        u[D] = 0.0
+        for n in range(N):
+            lo, hi = bounds[n], bounds[n + 1]
+            for j in range(D):
+                u[j] = U[c, n, j]
+            f = 0.0
+            for k in range(K):
+                f += fh[n, c, k] * g[n, c, k]
+            s = inv[c, n]
+            if P == 2:
+                for i in range(lo, hi):
+                    a, b = j0[i], j1[i]
+                    ds = wc[i] * s * (u[a] + u[b] - f)
+                    gacc[a] += ds
+                    gacc[b] += ds
+            else:
+                for i in range(lo, hi):
+                    v = -f
+                    for k in range(P):
+                        v += u[idx[k, i]]
+                    ds = wc[i] * s * v
+                    for k in range(P):
+                        gacc[idx[k, i]] += ds
+        for j in range(D):
+            ga[c, j] = gacc[j]
+
+
+def softmax_scatter(A: np.ndarray, rows: OneHotRows) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """((w (C, M) unnormalised weights, inv (C, N_ne) normalisers), xbar (C, N_ne, D)) at score coefficients
+    A (C, D): the attention weight of row i of string n is w_i inv_n."""
+    C = A.shape[0]
+    N_ne = rows.bounds.size - 1
+    w, inv = np.empty((C, rows.idx.shape[1])), np.empty((C, N_ne))
+    xbar = np.empty((C, N_ne, rows.D))
+    _compiled()[0](A, rows.idx, rows.bounds, rows.mult, w, inv, xbar)
+    return (w, inv), xbar
+
+
+def score_grad(U: np.ndarray, fh: np.ndarray, g: np.ndarray, weights, rows: OneHotRows) -> np.ndarray:
+    """d risk / d A (C, D) from U (C, N_ne, D), fh and g (N_ne, C, K) and ``softmax_scatter``'s weights."""
+    ga = np.empty((U.shape[0], rows.D))
+    _compiled()[1](U, fh, g, weights[0], weights[1], rows.idx, rows.bounds, ga)
+    return ga
+
+
+@lru_cache(maxsize=1)
+def _compiled():
+    """The two loops compiled by numba (on first use; numba caches the machine code beside this file)."""
+    import numba
+
+    jit = numba.njit(cache=True, nogil=True, boundscheck=False)
+    return jit(_softmax_scatter), jit(_score_grad)

@@ -1,0 +1,224 @@
+"""The engine's compiled kernel (``kernel = "compiled"``, numerics/experiments/kernels.py): the same risks,
+gradients and outputs as the numpy path and the dense model to 1e-12 (relative), on random batches with
+several runs and heads, both ICL losses, empty strings, repeated tokens, rows of one, two and three
+coordinates; its underflow fallback; non-finite parameters; finite differences; the option's validation and
+its record in a run's results."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from checks.strategies import examples
+from numerics.experiments import engine as E
+from numerics.experiments import kernels as KN
+from numerics.experiments import runner as RN
+from numerics.experiments import tasks as TK
+from numerics.model import Model, Params
+from theory.validation import SettingError
+
+pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
+
+TOL = 1e-12
+
+
+def _close(got, want, what):
+    scale = max(float(np.abs(want).max()), 1e-300)
+    assert float(np.abs(np.asarray(got) - np.asarray(want)).max()) <= TOL * scale, what
+
+
+def _both(batch, alpha, B, loss="squared"):
+    """(numpy path, compiled path) results of risk_and_grad on one batch; asserts the compiled one ran."""
+    tn, tc = E.from_batch(batch), E.from_batch(batch, "compiled")
+    assert E._onehot(tc) is not None and E._onehot(tn) is None
+    return E.risk_and_grad(alpha, B, tn, loss), E.risk_and_grad(alpha, B, tc, loss)
+
+
+def _agree(batch, alpha, B, loss="squared"):
+    want, got = _both(batch, alpha, B, loss)
+    for x, y, what in zip(got, want, ("risk", "d alpha", "d B", "f")):
+        assert x.shape == y.shape, what
+        _close(x, y, what)
+
+
+@pytest.mark.parametrize("task,heads,dmin", [("ICL", 1, 5), ("ICL", 2, 5), ("AND", 2, 17)])
+@given(seed=st.integers(0, 2 ** 31 - 1), dd=st.integers(0, 7), R=st.integers(1, 4))
+@examples(6)
+def test_compiled_kernel_agrees_with_the_dense_model(task, heads, dmin, seed, dd, R):
+    """Against numerics.model.Model, run by run (both ICL losses; AND from d = 17, where its symbols are
+    token rows of one coordinate rather than a bag)."""
+    d = dmin + dd
+    rng = np.random.default_rng(seed)
+    sampled = TK.sample(task, d, 30, np.random.default_rng(seed + 1), seed=seed % 7)
+    batch = sampled.dense()
+    model = Model(*TK.model_shape(task, d, heads))
+    alpha = rng.standard_normal((R, heads, model.D))
+    B = rng.standard_normal((R, heads, model.D, model.K))
+    tb = E.from_batch(sampled, "compiled")
+    assert E._onehot(tb) is not None
+    for loss in ["squared"] + (["cross_entropy"] if task == "ICL" else []):
+        r, ga, gB, f = E.risk_and_grad(alpha, B, tb, loss)
+        target = batch.labels if loss == "cross_entropy" else batch.y
+        for i in range(R):
+            rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X, target, batch.m, loss=loss)
+            _close(r[i], rr, "risk")
+            _close(ga[i], g.alpha, "d alpha")
+            _close(gB[i], g.B, "d B")
+            assert np.abs(f[:, i] - ff).max() <= TOL * max(np.abs(ff).max(), 1.0)
+
+
+@pytest.mark.parametrize("d", [8, 50])
+@pytest.mark.parametrize("R,H", [(1, 1), (3, 1), (2, 2)])
+def test_compiled_kernel_agrees_with_the_numpy_path(d, R, H):
+    """ICL at the benchmark's batch (repeated tokens, rows of one and two coordinates): risks, gradients and
+    outputs of every run to 1e-12, and the risks alone through ``risk``."""
+    batch = TK.sample("ICL", d, 64, np.random.default_rng(d))
+    _, D, K = TK.model_shape("ICL", d, H)
+    rng = np.random.default_rng(R + 10 * H)
+    alpha, B = rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
+    tc = E.from_batch(batch, "compiled")
+    assert (tc.mult != 1).any() and set(np.diff(tc.rows.indptr)) == {1, 2}
+    _agree(batch, alpha, B)
+    _close(E.risk(alpha, B, tc), E.risk(alpha, B, E.from_batch(batch)), "risk only")
+
+
+def test_compiled_kernel_with_empty_strings():
+    batch = TK.sample("ICL", 20, 40, np.random.default_rng(1))
+    m = batch.m.tolil()
+    m[3], m[17] = 0, 0
+    batch.m = m.tocsr()
+    rng = np.random.default_rng(2)
+    _, D, K = TK.model_shape("ICL", 20, 1)
+    tb = E.from_batch(batch, "compiled")
+    assert len(tb.starts) == tb.size - 2
+    _agree(batch, rng.standard_normal((3, 1, D)), rng.standard_normal((3, 1, D, K)))
+
+
+def test_compiled_kernel_with_three_coordinates_a_row():
+    """A one-hot table whose rows have one, two or three coordinates (the kernel's general loop)."""
+    rng = np.random.default_rng(4)
+    T, D = 40, 12
+    X = np.zeros((T, D))
+    for t in range(T):
+        X[t, rng.choice(D, size=1 + t % 3, replace=False)] = 1.0
+    m = (rng.integers(1, 4, (25, T)) * (rng.random((25, T)) < 0.3)).astype(float)
+    m[:, 0] += 1.0  # no empty string
+    batch = TK.Batch(X, m, rng.standard_normal((25, 2)))
+    tc = E.from_batch(batch, "compiled")
+    assert E._onehot(tc).idx.shape[0] == 3
+    _agree(batch, rng.standard_normal((2, 2, D)), rng.standard_normal((2, 2, D, 2)))
+
+
+def test_rows_the_kernel_cannot_take_stay_on_the_numpy_path():
+    """Weighted (non-unit) entries, an all-zero token row, dense rows: no compiled view, numpy's results."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 8)) * (rng.random((40, 8)) < 0.15)
+    X[-1] = 0.0
+    m = (rng.integers(1, 3, (10, 40)) * (rng.random((10, 40)) < 0.3)).astype(float)
+    for batch in (TK.Batch(X, m, rng.standard_normal((10, 1))), TK.sample("SLR", 6, 10, rng)):
+        tb = E.from_batch(batch, "compiled")
+        assert E._onehot(tb) is None
+        H, D, K = 1, tb.table.shape[1], tb.y.shape[1]
+        a, B = rng.standard_normal((2, H, D)), rng.standard_normal((2, H, D, K))
+        for x, y in zip(E.risk_and_grad(a, B, tb), E.risk_and_grad(a, B, E.from_batch(batch))):
+            assert x.tobytes() == y.tobytes()
+
+
+def test_underflowing_strings_fall_back_to_their_own_maximum():
+    """One coordinate, present in some strings only, at the column's top and every other ~1500 below it:
+    the strings without it have every product of exponentials underflow to 0; the kernel recomputes those
+    with their own maximum and agrees with the numpy path (without the fallback their weights are 0 / 0)."""
+    d = 10
+    batch = TK.sample("ICL", d, 30, np.random.default_rng(3))
+    _, D, K = TK.model_shape("ICL", d, 1)
+    tc = E.from_batch(batch, "compiled")
+    oh = E._onehot(tc)
+    has = np.zeros((len(oh.bounds) - 1, D + 1), bool)
+    strings = np.repeat(np.arange(len(oh.bounds) - 1), np.diff(oh.bounds))
+    for k in range(oh.idx.shape[0]):
+        has[strings, oh.idx[k]] = True
+    share = has[:, :D].mean(axis=0)
+    j = int(np.flatnonzero((share > 0.2) & (share < 0.8))[0])
+    rng = np.random.default_rng(5)
+    alpha = rng.standard_normal((2, 1, D)) - 1500.0
+    alpha[:, 0, j] = 2.0
+    A = alpha.reshape(2, D)
+    Ea = np.exp(np.concatenate([A, np.zeros((2, 1))], axis=1) - 2.0)   # the padding slot: exp(-top)
+    Z = np.add.reduceat(Ea[:, oh.idx[0]] * Ea[:, oh.idx[1]] * oh.mult, oh.bounds[:-1], axis=1)
+    assert (Z == 0).any() and (Z > 0).any()   # the case is reached: some strings' products all underflow
+    (w, inv), _ = KN.softmax_scatter(np.ascontiguousarray(A), oh)
+    assert np.isfinite(inv).all() and np.isfinite(w).all()
+    _agree(batch, alpha, rng.standard_normal((2, 1, D, K)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_parameters_give_non_finite_risks_on_both_paths(bad):
+    batch = TK.sample("ICL", 8, 20, np.random.default_rng(0))
+    _, D, K = TK.model_shape("ICL", 8, 1)
+    alpha, B = np.zeros((2, 1, D)), np.ones((2, 1, D, K))
+    alpha[1, 0, 3] = bad
+    with np.errstate(invalid="ignore"):  # inf - inf in the numpy path's shift
+        want, got = _both(batch, alpha, B)
+    assert np.isfinite(got[0][0]) and np.isfinite(want[0][0])
+    assert not np.isfinite(got[0][1]) and not np.isfinite(want[0][1])
+
+
+def test_compiled_gradient_by_finite_differences():
+    d = 6
+    rng = np.random.default_rng(5)
+    tb = E.from_batch(TK.sample("ICL", d, 20, np.random.default_rng(2)), "compiled")
+    H, D, K = TK.model_shape("ICL", d, 2)
+    alpha, B = 0.5 * rng.standard_normal((1, H, D)), 0.5 * rng.standard_normal((1, H, D, K))
+    _, ga, gB, _ = E.risk_and_grad(alpha, B, tb)
+    for _ in range(3):
+        da, dB = rng.standard_normal(alpha.shape), rng.standard_normal(B.shape)
+        h = 1e-6
+        fd = (E.risk(alpha + h * da, B + h * dB, tb) - E.risk(alpha - h * da, B - h * dB, tb))[0] / (2 * h)
+        assert fd == pytest.approx((ga * da).sum() + (gB * dB).sum(), rel=1e-6, abs=1e-9)
+
+
+def test_kernel_option_is_checked_before_any_work(monkeypatch):
+    with pytest.raises(SettingError, match="kernel must be one of"):
+        RN.Config(kernel="fast").validate()
+    with pytest.raises(SettingError, match="kernel must be one of"):
+        E.from_batch(TK.sample("ICL", 5, 4, np.random.default_rng(0)), "fast")
+    monkeypatch.setattr(KN, "available", lambda: False)
+    with pytest.raises(SettingError, match="needs numba"):
+        RN.Config(kernel="compiled").validate()
+    RN.Config(kernel="numpy").validate()
+
+
+def test_results_record_the_kernel_and_old_results_read_as_numpy(tmp_path):
+    """A run on the compiled kernel records it in its config and names it on its page; a results file from
+    before the option (no "kernel") reads back as the numpy kernel, the one that made it; the two kernels'
+    trained risks agree to rounding."""
+    from app.cli import main
+    from app.table1_render import markdown
+
+    runs = {}
+    for kernel in ("numpy", "compiled"):
+        out = tmp_path / kernel
+        main(["table1", "--quick", "--tasks", "ICL", "--seeds", "1", "--max-steps", "40", "--jobs", "1", "--quiet",
+              "--kernel", kernel, "--out", str(out)])
+        runs[kernel] = json.loads((out / "table1.json").read_text())
+    assert runs["compiled"]["config"]["kernel"] == "compiled" and runs["numpy"]["config"]["kernel"] == "numpy"
+    assert "engine kernel compiled" in markdown(runs["compiled"]) and "engine kernel" not in markdown(runs["numpy"])
+    old = dict(runs["numpy"]["config"])
+    del old["kernel"]
+    assert RN.Config.from_dict(old).kernel == "numpy"
+    a, b = (json.dumps(runs[k]["rows"], sort_keys=True) for k in ("numpy", "compiled"))
+    ra, rb = _floats(json.loads(a)), _floats(json.loads(b))
+    assert len(ra) == len(rb) > 0
+    assert max(abs(x - y) / max(abs(x), 1e-3) for x, y in zip(ra, rb)) < 1e-8
+
+
+def _floats(obj) -> list:
+    if isinstance(obj, dict):
+        return [v for k in sorted(obj) if not (k.endswith("_s") or k == "seconds") for v in _floats(obj[k])]
+    if isinstance(obj, list):
+        return [v for x in obj for v in _floats(x)]
+    return [float(obj)] if isinstance(obj, float) else []
