@@ -457,6 +457,22 @@ def compiled_case(case: Case) -> E.Tokens | None:
     return tbc if E._onehot(tbc) is not None else None
 
 
+def readout_products(case: Case):
+    """The three dense products of one run's step at the case's sizes (f = xbar B, dB = xbar^T g, U = g B^T,
+    with xbar (N_ne, D), B (D, K), g (N_ne, K)) as one function: the BLAS part of a rows-layout step, which both
+    kernels call, timed alone."""
+    tb = case.tb
+    N_ne, (_, D, K) = len(tb.starts), TK.model_shape(case.task, case.d, case.heads)
+    rng = np.random.default_rng(0)
+    xbar, B, g = rng.random((N_ne, D)), rng.random((D, K)), rng.random((N_ne, K))
+
+    def products():
+        xbar @ B
+        xbar.T @ g
+        g @ B.T
+    return products
+
+
 def check_compiled(case: Case, tbc: E.Tokens, alpha: np.ndarray, B: np.ndarray) -> float:
     """Largest relative difference between the numpy and the compiled kernel's risk and gradients at (alpha,
     B) of one run; raises AssertionError above AGREE_TOL."""
@@ -517,6 +533,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                     rec["compiled_1"] = clock(lambda: engine_step(*c1, tbc, case.loss), repeats)
                     t8 = clock(lambda: engine_step(*c8, tbc, case.loss), repeats)
                     rec["compiled_8"] = (t8[0] / RUNS, t8[1] / RUNS)
+                    rec["readout_products"] = clock(readout_products(case), repeats)
                 if out["torch"]:
                     a0, B0 = initial(case, 1, seed=2)
                     tm = TorchModel(case.batch, case.loss, heads, D, K)
@@ -702,15 +719,20 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "per-coordinate exponentials, the three readout products left to BLAS. It rounds differently from "
               f"the default numpy kernel (relative differences `agree`, checked to {AGREE_TOL:g} before timing), "
               "so the default stays numpy, the kernel of the committed Table 1, sweep and scope results (bit for "
-              "bit). CPU medians in ms per run-step, measured just after the numpy kernel's.", "",
+              "bit). CPU medians in ms per run-step, measured just after the numpy kernel's. `readout products`: "
+              "the step's three dense products (xbar B, xbar^T g, g B^T for one run, `readout_products`) timed "
+              "alone, the part of the step both kernels leave to BLAS.", "",
               "| row | d | numpy x1 | compiled x1 | compiled / numpy | numpy x8 | compiled x8 | FLOP bound | "
-              "numpy x1 / bound | compiled x1 / bound | compiled x8 / bound | agree |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "numpy x1 / bound | compiled x1 / bound | compiled x8 / bound | readout products | "
+              "readout products / bound | agree |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row, d, x in comp:
             e1, e8, c1, c8, fb = (x["engine_1"][1], x["engine_8"][1], x["compiled_1"][1], x["compiled_8"][1],
                                   x["flop_seconds"])
+            rp = x["readout_products"][1]
             L.append(f"| {row} | {d} | {_ms(e1)} | {_ms(c1)} | {c1 / e1:.2f} | {_ms(e8)} | {_ms(c8)} | {_ms(fb)} | "
-                     f"{e1 / fb:.1f}x | {c1 / fb:.1f}x | {c8 / fb:.1f}x | {x['compiled_agreement']:.0e} |")
+                     f"{e1 / fb:.1f}x | {c1 / fb:.1f}x | {c8 / fb:.1f}x | {_ms(rp)} | {rp / fb:.1f}x | "
+                     f"{x['compiled_agreement']:.0e} |")
     L += ["", "## Growth in d and memory", "",
           f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
           "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",

@@ -72,3 +72,15 @@ def test_compiled_kernel_applies_only_to_one_hot_rows():
     assert BE.compiled_case(BE.make_case("SLR", "SLR", 1, 6, Config())) is None
     assert BE.compiled_case(BE.make_case("occurrence", "occurrence", 1, 6, Config())) is None
     assert BE.compiled_case(BE.make_case("ICL", "ICL", 1, 6, Config(icl_loss="cross_entropy"))) is not None
+
+
+def test_readout_products_are_the_step_products_at_the_case_sizes():
+    """The timed products have the shapes of the step's (N_ne x D x K): their FLOPs are a part of the bound."""
+    case = BE.make_case("ICL", "ICL", 1, 30, Config())
+    fn = BE.readout_products(case)
+    cells = fn.__closure__
+    shapes = sorted(c.cell_contents.shape for c in cells if hasattr(c.cell_contents, "shape"))
+    _, D, K = BE.TK.model_shape("ICL", 30, 1)
+    N_ne = len(case.tb.starts)
+    assert shapes == sorted([(N_ne, D), (D, K), (N_ne, K)])
+    assert 6 * N_ne * D * K <= BE.flop_count(case.tb, 1, K)
