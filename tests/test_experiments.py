@@ -131,14 +131,17 @@ def _check_rows_bit_identity(tb, task, heads, d, R, rng):
         assert x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
-@pytest.mark.parametrize("task", ["ICL", "SLR", "even_pairs"])
-def test_engine_gradient_by_finite_differences(task):
-    """Central differences of the engine's risk along random directions match its gradient."""
+@pytest.mark.parametrize("task,heads,kernel", [("ICL", 1, "numpy"), ("SLR", 1, "numpy"), ("even_pairs", 1, "numpy"),
+                                               ("ICL", 2, "compiled")])
+def test_engine_gradient_by_finite_differences(task, heads, kernel):
+    """Central differences of the engine's risk along random directions match its gradient (the compiled
+    kernel too: tests/test_kernels.py)."""
     d = 6
     rng = np.random.default_rng(5)
     batch = TK.sample(task, d, 20, np.random.default_rng(2))
-    tb = E.from_batch(batch)
-    H, D, K = TK.model_shape(task, d, 1)
+    tb = E.from_batch(batch, kernel)
+    assert (E._onehot(tb) is not None) == (kernel == "compiled")
+    H, D, K = TK.model_shape(task, d, heads)
     alpha, B = 0.5 * rng.standard_normal((1, H, D)), 0.5 * rng.standard_normal((1, H, D, K))
     _, ga, gB, _ = E.risk_and_grad(alpha, B, tb)
     for _ in range(3):

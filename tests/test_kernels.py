@@ -1,8 +1,8 @@
 """The engine's compiled kernel (``kernel = "compiled"``, numerics/experiments/kernels.py): the same risks,
 gradients and outputs as the numpy path and the dense model to 1e-12 (relative), on random batches with
 several runs and heads, both ICL losses, empty strings, repeated tokens, rows of one, two and three
-coordinates; its underflow fallback; non-finite parameters; finite differences; the option's validation and
-its record in a run's results."""
+coordinates; its underflow fallback; non-finite parameters; the option's validation and its record in a run's
+results (its finite differences: tests/test_experiments.py)."""
 from __future__ import annotations
 
 import json
@@ -165,20 +165,6 @@ def test_non_finite_parameters_give_non_finite_risks_on_both_paths(bad):
         want, got = _both(batch, alpha, B)
     assert np.isfinite(got[0][0]) and np.isfinite(want[0][0])
     assert not np.isfinite(got[0][1]) and not np.isfinite(want[0][1])
-
-
-def test_compiled_gradient_by_finite_differences():
-    d = 6
-    rng = np.random.default_rng(5)
-    tb = E.from_batch(TK.sample("ICL", d, 20, np.random.default_rng(2)), "compiled")
-    H, D, K = TK.model_shape("ICL", d, 2)
-    alpha, B = 0.5 * rng.standard_normal((1, H, D)), 0.5 * rng.standard_normal((1, H, D, K))
-    _, ga, gB, _ = E.risk_and_grad(alpha, B, tb)
-    for _ in range(3):
-        da, dB = rng.standard_normal(alpha.shape), rng.standard_normal(B.shape)
-        h = 1e-6
-        fd = (E.risk(alpha + h * da, B + h * dB, tb) - E.risk(alpha - h * da, B - h * dB, tb))[0] / (2 * h)
-        assert fd == pytest.approx((ga * da).sum() + (gB * dB).sum(), rel=1e-6, abs=1e-9)
 
 
 def test_kernel_option_is_checked_before_any_work(monkeypatch):
