@@ -60,7 +60,7 @@ occ-companion sweep --scheduler tcp://HOST:8786        # the same on a running d
 Options: `--tasks`, `--seeds`, `--d`, `--reading NAME`, and the reading's fields `--max-steps`, `--budget
 plateau|fixed`, `--k1`, `--k2 N|plateau`, `--joint-steps shared|separate`, `--optimizer gd|momentum|adam`,
 `--tuning-seeds`; `--icl-loss squared|cross-entropy`, `--kernel numpy|compiled` (the engine's loops on one-hot
-token rows: numpy, the default and the committed results' kernel, or numba-compiled, 1.4-1.6x faster ICL steps with
+token rows: numpy, the default and the committed results' kernel, or numba-compiled, about 1.5x faster ICL steps with
 other rounding; docs/benchmarks_engine.md), `--jobs`, `--out`, `--quiet`. A run saves each
 finished row at once (`.occ-table1.partial.json`); the same command after a kill trains only the missing rows.
 Exit status 0 when every verdict is decided, 3 when some verdict is undecided or refused, 2 on bad usage.

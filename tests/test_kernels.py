@@ -98,19 +98,27 @@ def test_compiled_kernel_with_empty_strings():
     _agree(batch, rng.standard_normal((3, 1, D)), rng.standard_normal((3, 1, D, K)))
 
 
-def test_compiled_kernel_with_three_coordinates_a_row():
-    """A one-hot table whose rows have one, two or three coordinates (the kernel's general loop)."""
-    rng = np.random.default_rng(4)
-    T, D = 40, 12
+def _one_hot_batch(rng, T=40, D=12, N=25, K=2, absent=None):
+    """A one-hot table of T types over D coordinates, rows of one, two or three coordinates, and counts of N
+    strings (none empty); with ``absent`` no string has a type on that coordinate."""
     X = np.zeros((T, D))
     for t in range(T):
         X[t, rng.choice(D, size=1 + t % 3, replace=False)] = 1.0
-    m = (rng.integers(1, 4, (25, T)) * (rng.random((25, T)) < 0.3)).astype(float)
-    m[:, 0] += 1.0  # no empty string
-    batch = TK.Batch(X, m, rng.standard_normal((25, 2)))
+    m = (rng.integers(1, 4, (N, T)) * (rng.random((N, T)) < 0.3)).astype(float)
+    if absent is not None:
+        m[:, X[:, absent] > 0] = 0.0
+    first = int(np.flatnonzero(X[:, absent] == 0)[0]) if absent is not None else 0
+    m[:, first] += 1.0  # no empty string
+    return TK.Batch(X, m, rng.standard_normal((N, K)))
+
+
+def test_compiled_kernel_with_three_coordinates_a_row():
+    """A one-hot table whose rows have one, two or three coordinates (the kernel's general loop)."""
+    rng = np.random.default_rng(4)
+    batch = _one_hot_batch(rng)
     tc = E.from_batch(batch, "compiled")
     assert E._onehot(tc).idx.shape[0] == 3
-    _agree(batch, rng.standard_normal((2, 2, D)), rng.standard_normal((2, 2, D, 2)))
+    _agree(batch, rng.standard_normal((2, 2, 12)), rng.standard_normal((2, 2, 12, 2)))
 
 
 def test_rows_the_kernel_cannot_take_stay_on_the_numpy_path():
@@ -126,6 +134,26 @@ def test_rows_the_kernel_cannot_take_stay_on_the_numpy_path():
         a, B = rng.standard_normal((2, H, D)), rng.standard_normal((2, H, D, K))
         for x, y in zip(E.risk_and_grad(a, B, tb), E.risk_and_grad(a, B, E.from_batch(batch))):
             assert x.tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("shift,top", [(-750.0, None), (0.0, 722.0)])
+def test_shifted_columns_agree_with_the_numpy_path(shift, top):
+    """Every coefficient ~750 below 0 (the shift's floor at 0 keeps the padding factor finite; every product
+    underflows and each string is redone), and one coefficient at +722 (some strings' sums fall between 0 and
+    TINY, where 1 / Z would overflow).  The attention saturates there, so the gradients, near 0, are held to
+    1e-12 absolute; risks and outputs to 1e-12 relative."""
+    d = 10
+    batch = TK.sample("ICL", d, 40, np.random.default_rng(3))
+    _, D, K = TK.model_shape("ICL", d, 2)
+    rng = np.random.default_rng(0)
+    alpha = rng.standard_normal((1, 2, D)) + shift
+    if top is not None:
+        alpha[0, :, 0] += top
+    want, got = _both(batch, alpha, rng.standard_normal((1, 2, D, K)))
+    _close(got[0], want[0], "risk")
+    _close(got[3], want[3], "f")
+    for x, y in zip(got[1:3], want[1:3]):
+        assert np.isfinite(x).all() and np.abs(x - y).max() <= TOL
 
 
 def test_underflowing_strings_fall_back_to_their_own_maximum():
@@ -155,16 +183,40 @@ def test_underflowing_strings_fall_back_to_their_own_maximum():
     _agree(batch, alpha, rng.standard_normal((2, 1, D, K)))
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_non_finite_parameters_give_non_finite_risks_on_both_paths(bad):
-    batch = TK.sample("ICL", 8, 20, np.random.default_rng(0))
-    _, D, K = TK.model_shape("ICL", 8, 1)
-    alpha, B = np.zeros((2, 1, D)), np.ones((2, 1, D, K))
-    alpha[1, 0, 3] = bad
-    with np.errstate(invalid="ignore"):  # inf - inf in the numpy path's shift
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("present", [True, False])
+def test_non_finite_parameters_spoil_the_same_strings_on_both_paths(bad, present):
+    """A non-finite coefficient of one run on a coordinate that some strings have (or that no string has):
+    both paths give non-finite outputs for the same strings and runs, and agree to 1e-12 on the rest."""
+    rng = np.random.default_rng(1)
+    j = 5
+    batch = _one_hot_batch(rng, absent=j)
+    if present:  # the first ten strings get a token on coordinate j
+        batch.m[:10, int(np.flatnonzero(batch.X[:, j])[0])] = 1.0
+    alpha, B = rng.standard_normal((2, 1, 12)), rng.standard_normal((2, 1, 12, 2))
+    alpha[1, 0, j] = bad
+    with np.errstate(invalid="ignore"):  # inf - inf on the numpy path
         want, got = _both(batch, alpha, B)
-    assert np.isfinite(got[0][0]) and np.isfinite(want[0][0])
-    assert not np.isfinite(got[0][1]) and not np.isfinite(want[0][1])
+    fw, fg = want[3], got[3]
+    ok = np.isfinite(fw)
+    assert np.array_equal(ok, np.isfinite(fg))
+    assert ok[:, 0].all() and ok[:, 1].all() == (not present or bad == -np.inf) and ok[:, 1].any()
+    _close(fg[ok], fw[ok], "finite outputs")
+    _close(got[1][0], want[1][0], "the finite run's alpha gradient")
+
+
+def test_mis_shaped_parameters_are_refused_before_the_loops():
+    """The compiled loops have no bounds checks: parameters of the wrong width raise, not write past arrays."""
+    batch = TK.sample("ICL", 8, 10, np.random.default_rng(0))
+    _, D, K = TK.model_shape("ICL", 8, 1)
+    tc = E.from_batch(batch, "compiled")
+    with pytest.raises(ValueError, match="compiled kernel needs"):
+        E.risk_and_grad(np.zeros((1, 1, D + 5)), np.zeros((1, 1, D + 5, K)), tc)
+    oh = E._onehot(tc)
+    weights, _ = KN.softmax_scatter(np.zeros((1, D)), oh)
+    N_ne = len(oh.bounds) - 1
+    with pytest.raises(ValueError, match="U has shape"):
+        KN.score_grad(np.zeros((1, N_ne, D + 1)), np.zeros((N_ne, 1, K)), np.zeros((N_ne, 1, K)), weights, oh)
 
 
 def test_kernel_option_is_checked_before_any_work(monkeypatch):

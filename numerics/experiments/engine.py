@@ -295,8 +295,8 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     if fw.onehot is not None:  # the compiled kernel (f_hn . g_n in it)
         fhc = np.ascontiguousarray(fh)
         gc = np.ascontiguousarray(g_ne.transpose(1, 0, 2))                             # (N_ne, RH, K)
-        ga = KN.score_grad(np.ascontiguousarray(U), fhc, gc, fw.w, fw.onehot).T        # (D, RH)
-        return ga.T.reshape(R, H, D), gB.reshape(R, H, D, K)
+        ga = KN.score_grad(np.ascontiguousarray(U), fhc, gc, fw.w, fw.onehot)          # (RH, D)
+        return ga.reshape(R, H, D), gB.reshape(R, H, D, K)
     if K == 1:  # f_hn . g_n is one product
         fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
     elif R * H == 1:
@@ -306,7 +306,6 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
     if sp.issparse(tb.rows):
-
         vg = gather_p(U.reshape(R * H, N_ne * D).T)                                   # (M, RH)
         vg -= np.repeat(fg, reps, axis=0)
         ds = np.multiply(vg, fw.w, out=vg)

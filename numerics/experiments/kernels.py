@@ -14,11 +14,15 @@ the rows, and leave the three dense readout products to BLAS (``engine``):
   common to the string and cancels in the normalisation; every factor is <= 1, so nothing overflows);
 * a string whose products all underflow (sum below ``TINY``: its scores all lie ~700 below P c) is done
   again with the per-string maximum and one exponential per row, as the numpy path does;
-* non-finite parameters give non-finite weights, as on the numpy path.
+* non-finite parameters make non-finite exactly the strings they make non-finite on the numpy path (a NaN
+  coefficient the strings with a row on its coordinate, +inf those too, the other strings through the
+  fallback).
 
 The arithmetic differs from the numpy path's in rounding only (products of exponentials, other summation
-orders): the tests hold the two to 1e-12 relative on random batches, and the trained results of a run
-record which kernel made them (``runner.Config.kernel``).
+orders): the tests hold the two to 1e-12 relative (to each array's largest entry) on random batches with
+parameters of order one, and the trained results of a run record which kernel made them
+(``runner.Config.kernel``).  Where the attention saturates (one row's weight within rounding of 1) the
+compiled gradient keeps an absolute floor of about 1e-17 where the numpy path's is near 0.
 """
 from __future__ import annotations
 
@@ -87,12 +91,12 @@ def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - 
     acc = np.empty(D + 1)
     j0, j1 = idx[0], idx[P - 1]
     for c in range(C):
-        # Ea[j] = exp(A[c, j] - top), the padding slot Ea[D] = exp(-top), top = max(max_j A[c, j], 0) (NaN if
-        # a coefficient is NaN)
+        # Ea[j] = exp(A[c, j] - top), the padding slot Ea[D] = exp(-top), top = max(max_j A[c, j], 0) over the
+        # coefficients that are not NaN
         top = 0.0
         for j in range(D):
             a = A[c, j]
-            if a > top or a != a:
+            if a > top:  # a NaN coefficient is skipped: only the rows that have it become NaN
                 top = a
         for j in range(D):
             Ea[j] = np.exp(A[c, j] - top)
@@ -188,9 +192,18 @@ def _score_grad(U, fh, g, w, inv, idx, bounds, ga):  # pragma: no cover - compil
             ga[c, j] = gacc[j]
 
 
+def _check(name: str, x: np.ndarray, shape: tuple) -> None:
+    """The compiled loops run without bounds checks: a mis-shaped array must be refused before them."""
+    if x.shape != shape:
+        raise ValueError(f"{name} has shape {x.shape}, the compiled kernel needs {shape}")
+
+
 def softmax_scatter(A: np.ndarray, rows: OneHotRows) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
     """((w (C, M) unnormalised weights, inv (C, N_ne) normalisers), xbar (C, N_ne, D)) at score coefficients
     A (C, D): the attention weight of row i of string n is w_i inv_n."""
+    if A.ndim != 2:
+        raise ValueError(f"score coefficients must be (runs x heads, D), got shape {A.shape}")
+    _check("the score coefficients", A, (A.shape[0], rows.D))
     C = A.shape[0]
     N_ne = rows.bounds.size - 1
     w, inv = np.empty((C, rows.idx.shape[1])), np.empty((C, N_ne))
@@ -201,7 +214,13 @@ def softmax_scatter(A: np.ndarray, rows: OneHotRows) -> tuple[tuple[np.ndarray, 
 
 def score_grad(U: np.ndarray, fh: np.ndarray, g: np.ndarray, weights, rows: OneHotRows) -> np.ndarray:
     """d risk / d A (C, D) from U (C, N_ne, D), fh and g (N_ne, C, K) and ``softmax_scatter``'s weights."""
-    ga = np.empty((U.shape[0], rows.D))
+    C, N_ne = weights[1].shape
+    K = g.shape[-1] if g.ndim == 3 else -1
+    _check("U", U, (C, N_ne, rows.D))
+    _check("fh", fh, (N_ne, C, K))
+    _check("g", g, (N_ne, C, K))
+    _check("the weights", weights[0], (C, rows.idx.shape[1]))
+    ga = np.empty((C, rows.D))
     _compiled()[1](U, fh, g, weights[0], weights[1], rows.idx, rows.bounds, ga)
     return ga
 
