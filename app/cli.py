@@ -207,17 +207,22 @@ def _main(argv: list[str]) -> int:
         return exitcodes.INTERNAL
 
 
+def on_interrupt(signum, frame):
+    """The handler of SIGINT and SIGTERM while a command runs (``entry``): the signal is remembered
+    (``_INTERRUPTS``: a C extension that turns the KeyboardInterrupt into another error, such as matplotlib's
+    "Invalid bounding box", still reports an interruption) and raised as KeyboardInterrupt, so SIGTERM is
+    handled as Ctrl-C: staged files removed, exit 130."""
+    _INTERRUPTS.append(signum)
+    raise KeyboardInterrupt
+
+
 def entry(command: Sequence[str] = ()) -> int:
     """The process entry point (``occ-companion``, ``python3 -m app``, and ``python3 -m app.X`` with the
     subcommand X as ``command``): ``main`` on ``command`` and the process's arguments, with SIGTERM handled
     as Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during
     interpreter shutdown does not turn its status into 130."""
-    def terminate(signum, frame):  # SIGTERM is handled as Ctrl-C: staged files removed, exit 130
-        _INTERRUPTS.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGINT, terminate)
+    signal.signal(signal.SIGTERM, on_interrupt)
+    signal.signal(signal.SIGINT, on_interrupt)
     status = main([*command, *sys.argv[1:]])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

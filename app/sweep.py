@@ -22,6 +22,7 @@ import datetime
 import os
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -134,9 +135,9 @@ def check_store(store: Path) -> None:
     """The results store must be a writable folder before any work (a SettingError, exit 2, otherwise)."""
     try:
         store.mkdir(parents=True, exist_ok=True)
-        probe = store / f".probe.{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
+        # an unnamed file (O_TMPFILE where the system has it): a kill here leaves nothing in the store
+        with tempfile.TemporaryFile(dir=store):
+            pass
     except OSError as exc:
         raise SettingError(f"--store {store} is not a writable folder ({exc.strerror or exc}); "
                            "choose another --store") from None

@@ -13,7 +13,7 @@ import signal
 import sys
 import tempfile
 
-from app.cli import main
+from app.cli import main, on_interrupt
 
 
 def _warm() -> None:
@@ -53,7 +53,7 @@ def child(argv: list[str], log: str, die_at: int | None, folder: str | None) -> 
         sys.stderr = open(2, "w", closefd=False)
         if die_at is not None:
             _die_at(die_at, folder)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, on_interrupt)  # as app.cli.entry
         rc = main(argv)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # as app.cli.entry: no late Ctrl-C after the work
     except KeyboardInterrupt:  # before main took over: what the entry point would report
