@@ -217,6 +217,15 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
     N_ne = len(oh.bounds) - 1
     with pytest.raises(ValueError, match="U has shape"):
         KN.score_grad(np.zeros((1, N_ne, D + 1)), np.zeros((N_ne, 1, K)), np.zeros((N_ne, 1, K)), weights, oh)
+    # the same rows split into other strings: the weights' normalisers no longer fit them
+    other = KN.OneHotRows(oh.idx, np.unique(np.append(oh.bounds, oh.bounds[:-1] + 1)), oh.mult, D)
+    assert len(other.bounds) - 1 > N_ne
+    with pytest.raises(ValueError, match="normalisers has shape"):
+        KN.score_grad(np.zeros((1, N_ne, D)), np.zeros((N_ne, 1, K)), np.zeros((N_ne, 1, K)), weights, other)
+    for bounds, mult, idx in ((oh.bounds + 1, oh.mult, oh.idx), (oh.bounds, oh.mult[1:], oh.idx),
+                              (oh.bounds, oh.mult, oh.idx + D)):
+        with pytest.raises(ValueError, match="inconsistent one-hot rows"):
+            KN.OneHotRows(idx, bounds, mult, D)
 
 
 def test_kernel_option_is_checked_before_any_work(monkeypatch):

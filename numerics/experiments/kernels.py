@@ -14,15 +14,17 @@ the rows, and leave the three dense readout products to BLAS (``engine``):
   common to the string and cancels in the normalisation; every factor is <= 1, so nothing overflows);
 * a string whose products all underflow (sum below ``TINY``: its scores all lie ~700 below P c) is done
   again with the per-string maximum and one exponential per row, as the numpy path does;
-* non-finite parameters make non-finite exactly the strings they make non-finite on the numpy path (a NaN
-  coefficient the strings with a row on its coordinate, +inf those too, the other strings through the
-  fallback).
+* non-finite parameters make non-finite exactly the strings (of the run and head) that they make non-finite
+  on the numpy path: a NaN or +inf coefficient the strings that have a row on its coordinate (under +inf the
+  other strings' products all underflow and the fallback keeps them finite), a -inf coefficient the strings
+  every row of which is on its coordinate (0 / 0).
 
 The arithmetic differs from the numpy path's in rounding only (products of exponentials, other summation
 orders): the tests hold the two to 1e-12 relative (to each array's largest entry) on random batches with
 parameters of order one, and the trained results of a run record which kernel made them
 (``runner.Config.kernel``).  Where the attention saturates (one row's weight within rounding of 1) the
-compiled gradient keeps an absolute floor of about 1e-17 where the numpy path's is near 0.
+attention gradient of both paths is rounding noise, of the size of |B| |g| times the rounding unit, and the
+two differ by that much.
 """
 from __future__ import annotations
 
@@ -55,6 +57,15 @@ class OneHotRows:
     bounds: np.ndarray
     mult: np.ndarray
     D: int
+
+    def __post_init__(self):
+        """The loops trust these shapes (no bounds checks): refuse inconsistent ones here, once per batch."""
+        P, M = self.idx.shape
+        b = self.bounds
+        if (b.ndim != 1 or b.size < 1 or b[0] != 0 or b[-1] != M or np.any(np.diff(b) < 0)
+                or self.mult.shape != (M,) or (M and (self.idx.min() < 0 or self.idx.max() > self.D))):
+            raise ValueError("inconsistent one-hot rows: bounds must rise from 0 to the number of rows, mult "
+                             "have one entry a row and idx lie in 0..D")
 
     @classmethod
     def of(cls, rows, starts: np.ndarray, mult: np.ndarray) -> "OneHotRows | None":
@@ -220,6 +231,7 @@ def score_grad(U: np.ndarray, fh: np.ndarray, g: np.ndarray, weights, rows: OneH
     _check("fh", fh, (N_ne, C, K))
     _check("g", g, (N_ne, C, K))
     _check("the weights", weights[0], (C, rows.idx.shape[1]))
+    _check("the normalisers", weights[1], (C, rows.bounds.size - 1))
     ga = np.empty((C, rows.D))
     _compiled()[1](U, fh, g, weights[0], weights[1], rows.idx, rows.bounds, ga)
     return ga
