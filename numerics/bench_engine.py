@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from numerics.experiments import engine as E
+from numerics.experiments import kernels as KN
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import population
 from numerics.experiments.runner import Config, exact, task_loss
@@ -451,25 +452,25 @@ def _agreement(other: str, case: Case, ours, theirs, scale) -> float:
 def compiled_case(case: Case) -> E.Tokens | None:
     """The case's batch in the layout of the compiled kernel (``table1 --kernel compiled``), or None where the
     kernel does not apply (bags, dense rows) or numba is absent."""
-    if case.tb.layout != "rows" or not E.KN.available():
+    if case.tb.layout != "rows" or not KN.available():
         return None
     tbc = E.from_batch(case.batch, "compiled")
     return tbc if E._onehot(tbc) is not None else None
 
 
 def readout_products(case: Case):
-    """The three dense products of one run's step at the case's sizes (f = xbar B, dB = xbar^T g, U = g B^T,
-    with xbar (N_ne, D), B (D, K), g (N_ne, K)) as one function: the BLAS part of a rows-layout step, which both
-    kernels call, timed alone."""
+    """The three dense products of one run's step at the case's sizes, for each of its H heads (f_h = xbar_h B_h,
+    dB_h = xbar_h^T g, U_h = g B_h^T, with xbar (H, N_ne, D), B (H, D, K), g (N_ne, K)), batched over the heads
+    as the engine does: the BLAS part of a rows-layout step, which both kernels call, timed alone."""
     tb = case.tb
-    N_ne, (_, D, K) = len(tb.starts), TK.model_shape(case.task, case.d, case.heads)
+    N_ne, (H, D, K) = len(tb.starts), TK.model_shape(case.task, case.d, case.heads)
     rng = np.random.default_rng(0)
-    xbar, B, g = rng.random((N_ne, D)), rng.random((D, K)), rng.random((N_ne, K))
+    xbar, B, g = rng.random((H, N_ne, D)), rng.random((H, D, K)), rng.random((N_ne, K))
 
     def products():
         xbar @ B
-        xbar.T @ g
-        g @ B.T
+        xbar.transpose(0, 2, 1) @ g
+        g @ B.transpose(0, 2, 1)
     return products
 
 
@@ -720,7 +721,7 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               f"the default numpy kernel (relative differences `agree`, checked to {AGREE_TOL:g} before timing), "
               "so the default stays numpy, the kernel of the committed Table 1, sweep and scope results (bit for "
               "bit). CPU medians in ms per run-step, measured just after the numpy kernel's. `readout products`: "
-              "the step's three dense products (xbar B, xbar^T g, g B^T for one run, `readout_products`) timed "
+              "the step's three dense products (xbar B, xbar^T g, g B^T for one run and each head, `readout_products`) timed "
               "alone, the part of the step both kernels leave to BLAS.", "",
               "| row | d | numpy x1 | compiled x1 | compiled / numpy | numpy x8 | compiled x8 | FLOP bound | "
               "numpy x1 / bound | compiled x1 / bound | compiled x8 / bound | readout products | "

@@ -74,13 +74,15 @@ def test_compiled_kernel_applies_only_to_one_hot_rows():
     assert BE.compiled_case(BE.make_case("ICL", "ICL", 1, 6, Config(icl_loss="cross_entropy"))) is not None
 
 
-def test_readout_products_are_the_step_products_at_the_case_sizes():
-    """The timed products have the shapes of the step's (N_ne x D x K): their FLOPs are a part of the bound."""
-    case = BE.make_case("ICL", "ICL", 1, 30, Config())
+@pytest.mark.parametrize("row,task,heads,d", [("ICL", "ICL", 1, 30), ("AND (H=2)", "AND", 2, 20)])
+def test_readout_products_are_the_step_products_at_the_case_sizes(row, task, heads, d):
+    """The timed products have the shapes of the step's (every head's N_ne x D x K); on ICL their FLOPs are a
+    part of the bound."""
+    case = BE.make_case(row, task, heads, d, Config())
     fn = BE.readout_products(case)
-    cells = fn.__closure__
-    shapes = sorted(c.cell_contents.shape for c in cells if hasattr(c.cell_contents, "shape"))
-    _, D, K = BE.TK.model_shape("ICL", 30, 1)
+    shapes = sorted(c.cell_contents.shape for c in fn.__closure__ if hasattr(c.cell_contents, "shape"))
+    H, D, K = BE.TK.model_shape(task, d, heads)
     N_ne = len(case.tb.starts)
-    assert shapes == sorted([(N_ne, D), (D, K), (N_ne, K)])
-    assert 6 * N_ne * D * K <= BE.flop_count(case.tb, 1, K)
+    assert H == heads and shapes == sorted([(H, N_ne, D), (H, D, K), (N_ne, K)])
+    if task == "ICL":  # every ICL string touches all D rows of B at d = 30: the bound counts these products
+        assert 6 * H * N_ne * D * K <= BE.flop_count(case.tb, H, K)

@@ -121,6 +121,18 @@ def test_compiled_kernel_with_three_coordinates_a_row():
     _agree(batch, rng.standard_normal((2, 2, 12)), rng.standard_normal((2, 2, 12, 2)))
 
 
+def test_a_compiled_batch_builds_only_the_compiled_operators():
+    """The numpy kernel's CSR operators (0.4 ms a batch at d = 50, 1.1 ms at d = 200, more than a compiled
+    step) are not built for a batch the compiled kernel takes, neither with the layout nor by a step."""
+    batch = TK.sample("ICL", 12, 20, np.random.default_rng(0))
+    _, D, K = TK.model_shape("ICL", 12, 1)
+    tc, tn = E.from_batch(batch, "compiled"), E.from_batch(batch)
+    assert "_onehot" in tc.__dict__ and "_ops" in tn.__dict__
+    E.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tc)
+    E.risk(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tc)
+    assert "_ops" not in tc.__dict__
+
+
 def test_rows_the_kernel_cannot_take_stay_on_the_numpy_path():
     """Weighted (non-unit) entries, an all-zero token row, dense rows: no compiled view, numpy's results."""
     rng = np.random.default_rng(0)

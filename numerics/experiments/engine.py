@@ -149,7 +149,10 @@ def from_batch(batch: Batch, kernel: str = "numpy") -> Tokens:
     nonempty, starts, seg = _segments(n_idx)
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
                 seg=seg, nonempty=nonempty, rows=rows, kernel=kernel)
-    _row_operators(tb)
+    # the operators of the kernel that will run, built here once per batch (the numpy ones on demand, by
+    # _row_operators, for compiled batches whose rows the compiled kernel cannot take)
+    if _onehot(tb) is None:
+        _row_operators(tb)
     return tb
 
 
@@ -283,7 +286,6 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
     N_ne = len(tb.starts)
-    _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
     # for one head a strided view, not a contiguous copy: the products below round by their operands'
@@ -297,6 +299,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         gc = np.ascontiguousarray(g_ne.transpose(1, 0, 2))                             # (N_ne, RH, K)
         ga = KN.score_grad(np.ascontiguousarray(U), fhc, gc, fw.w, fw.onehot)          # (RH, D)
         return ga.reshape(R, H, D), gB.reshape(R, H, D, K)
+    _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     if K == 1:  # f_hn . g_n is one product
         fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
     elif R * H == 1:
