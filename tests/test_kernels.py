@@ -86,24 +86,34 @@ def test_compiled_kernel_agrees_with_the_numpy_path(d, R, H):
     _close(E.risk(alpha, B, tc), E.risk(alpha, B, E.from_batch(batch)), "risk only")
 
 
-def test_compiled_kernel_with_empty_strings():
+@pytest.mark.parametrize("R,H", [(3, 1), (2, 2)])
+def test_compiled_kernel_with_empty_strings(R, H):
+    """Empty strings (f = 0 there): risks, gradients and outputs, and the risks and accuracies alone, with one
+    head and with two (whose outputs the compiled path sums in the products' layout)."""
     batch = TK.sample("ICL", 20, 40, np.random.default_rng(1))
     m = batch.m.tolil()
     m[3], m[17] = 0, 0
     batch.m = m.tocsr()
     rng = np.random.default_rng(2)
-    _, D, K = TK.model_shape("ICL", 20, 1)
-    tb = E.from_batch(batch, "compiled")
+    _, D, K = TK.model_shape("ICL", 20, H)
+    tb, tn = E.from_batch(batch, "compiled"), E.from_batch(batch)
     assert len(tb.starts) == tb.size - 2
-    _agree(batch, rng.standard_normal((3, 1, D)), rng.standard_normal((3, 1, D, K)))
+    alpha, B = rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
+    _agree(batch, alpha, B)
+    for loss in ("squared", "cross_entropy"):
+        (r, acc), (rn, accn) = E.risk_and_accuracy(alpha, B, tb, loss), E.risk_and_accuracy(alpha, B, tn, loss)
+        _close(r, rn, "risk only")
+        assert np.array_equal(acc, accn)
+    assert E.risk_and_grad(alpha, B, tb, with_f=False)[3] is None
 
 
-def _one_hot_batch(rng, T=40, D=12, N=25, K=2, absent=None):
-    """A one-hot table of T types over D coordinates, rows of one, two or three coordinates, and counts of N
-    strings (none empty); with ``absent`` no string has a type on that coordinate."""
+def _one_hot_batch(rng, T=40, D=12, N=25, K=2, absent=None, per_row=None):
+    """A one-hot table of T types over D coordinates, rows of one, two or three coordinates (``per_row``: that
+    many each), and counts of N strings (none empty); with ``absent`` no string has a type on that
+    coordinate."""
     X = np.zeros((T, D))
     for t in range(T):
-        X[t, rng.choice(D, size=1 + t % 3, replace=False)] = 1.0
+        X[t, rng.choice(D, size=per_row or 1 + t % 3, replace=False)] = 1.0
     m = (rng.integers(1, 4, (N, T)) * (rng.random((N, T)) < 0.3)).astype(float)
     if absent is not None:
         m[:, X[:, absent] > 0] = 0.0
@@ -118,6 +128,21 @@ def test_compiled_kernel_with_three_coordinates_a_row():
     batch = _one_hot_batch(rng)
     tc = E.from_batch(batch, "compiled")
     assert E._onehot(tc).idx.shape[0] == 3
+    _agree(batch, rng.standard_normal((2, 2, 12)), rng.standard_normal((2, 2, 12, 2)))
+
+
+def test_pairs_whose_first_coordinates_recur_out_of_order():
+    """Rows of exactly two coordinates in an order where a string's first coordinates change and come back
+    (the pair loops sum each run of one first coordinate in a register: every run, the last included, must
+    reach the mean embedding, the normaliser and the gradient)."""
+    rng = np.random.default_rng(6)
+    batch = _one_hot_batch(rng, per_row=2)
+    tc = E.from_batch(batch, "compiled")
+    oh = E._onehot(tc)
+    assert oh.idx.shape[0] == 2 and (oh.idx < oh.D).all()
+    first = [oh.idx[0, lo:hi] for lo, hi in zip(oh.bounds[:-1], oh.bounds[1:])]
+    assert any(len(set(x)) < np.count_nonzero(np.diff(x)) + 1 for x in first)   # a first coordinate recurs
+    assert any((np.diff(x) == 0).any() for x in first)                          # and runs longer than one
     _agree(batch, rng.standard_normal((2, 2, 12)), rng.standard_normal((2, 2, 12, 2)))
 
 
@@ -228,12 +253,12 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
     weights, _ = KN.softmax_scatter(np.zeros((1, D)), oh)
     N_ne = len(oh.bounds) - 1
     with pytest.raises(ValueError, match="U has shape"):
-        KN.score_grad(np.zeros((1, N_ne, D + 1)), np.zeros((N_ne, 1, K)), np.zeros((N_ne, 1, K)), weights, oh)
+        KN.score_grad(np.zeros((1, N_ne, D + 1)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, oh)
     # the same rows split into other strings: the weights' normalisers no longer fit them
     other = KN.OneHotRows(oh.idx, np.unique(np.append(oh.bounds, oh.bounds[:-1] + 1)), oh.mult, D)
     assert len(other.bounds) - 1 > N_ne
     with pytest.raises(ValueError, match="normalisers has shape"):
-        KN.score_grad(np.zeros((1, N_ne, D)), np.zeros((N_ne, 1, K)), np.zeros((N_ne, 1, K)), weights, other)
+        KN.score_grad(np.zeros((1, N_ne, D)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, other)
     for bounds, mult, idx in ((oh.bounds + 1, oh.mult, oh.idx), (oh.bounds, oh.mult[1:], oh.idx),
                               (oh.bounds, oh.mult, oh.idx + D)):
         with pytest.raises(ValueError, match="inconsistent one-hot rows"):

@@ -160,13 +160,13 @@ def from_batch(batch: Batch, kernel: str = "numpy") -> Tokens:
 class Forward:
     """What the backward pass needs: per-head outputs fh (N, R, H, K), f (N, R, K), and the attention
     weights: bag layout (T, N, RH) with the type values V (T, RH, K); rows layout (M, RH) with V the mean
-    embeddings xbar (RH, N_ne, D) of the non-empty strings."""
+    embeddings xbar (RH, N_ne, D) of the non-empty strings.  The compiled kernel's (``_onehot_forward``: w its
+    weights and normalisers) has no fh: its backward pass is in ``_onehot_risk_and_grad``."""
 
     f: np.ndarray
-    fh: np.ndarray
+    fh: np.ndarray | None
     w: object
     V: object = None
-    onehot: object = None  # the compiled kernel's rows (w is then (RH, M)), or None
 
 
 def _row_operators(tb: Tokens):
@@ -242,9 +242,9 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     R, H, D = alpha.shape
     N_ne = len(tb.starts)
     oh = _onehot(tb)
-    if oh is not None:  # the compiled kernel: weights (RH, M) and mean embeddings (RH, N_ne, D) in one pass
-        Wt, xbar = KN.softmax_scatter(np.ascontiguousarray(alpha.reshape(R * H, D)), oh)
-        return _readout(xbar, B, tb, Wt, oh)
+    if oh is not None:
+        Wt, xbar, _, f = _onehot_forward(alpha, B, tb, oh)
+        return Forward(f=f, fh=None, w=Wt, V=xbar)
     _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
     A = alpha.reshape(R * H, D).T                                                     # (D, RH)
     S = rows_p(A) if rows_p is not None else np.asarray(tb.rows @ A)                 # (M, RH)
@@ -262,11 +262,43 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         xbar = np.ascontiguousarray(xbar.transpose(2, 0, 1))                         # (RH, N_ne, D)
     else:
         xbar = xbar.reshape(1, N_ne, D)
-    return _readout(xbar, B, tb, Wt, None)
+    return _readout(xbar, B, tb, Wt)
 
 
-def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt, onehot) -> Forward:
-    """f = xbar B from the mean embeddings xbar (RH, N_ne, D) of the non-empty strings."""
+def _onehot_forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens, oh):
+    """The compiled kernel's forward pass: (its weights and normalisers, the mean embeddings xbar (RH, N_ne, D),
+    the heads' outputs fhe (RH, N_ne, K), f (N, R, K)), f a view of fhe where there is one head and no empty
+    string (no array of the numpy path's layout (N, R, H, K) is built)."""
+    R, H, D = alpha.shape
+    K = B.shape[-1]
+    Wt, xbar = KN.softmax_scatter(alpha.reshape(R * H, D), oh)
+    fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
+    f = (fhe if H == 1 else fhe.reshape(R, H, -1, K).sum(axis=1)).transpose(1, 0, 2)  # (N_ne, R, K)
+    if f.shape[0] < tb.size:
+        f_ne, f = f, np.zeros((tb.size, R, K))
+        f[tb.nonempty] = f_ne
+    return Wt, xbar, fhe, f
+
+
+def _onehot_risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str, oh):
+    """``_risk_and_grad`` on the compiled kernel, in the fewest calls (at d = 50 a step's numpy calls take
+    as long as its passes over the rows): dL/df, U = B g_n and the heads' outputs stay in the layout
+    (RH, N_ne, .) of the readout products, which the loops read as they are."""
+    R, H, D = alpha.shape
+    K = B.shape[-1]
+    Wt, xbar, fhe, f = _onehot_forward(alpha, B, tb, oh)
+    lv, dl = losses(f, tb, loss)
+    g = np.multiply(dl, tb.weights[:, None, None], out=dl)                            # (N, R, K)
+    g_t = (g if fhe.shape[1] == tb.size else g[tb.nonempty]).transpose(1, 0, 2)       # (R, N_ne, K)
+    g_c = g_t if H == 1 else np.repeat(g_t, H, axis=0)                                # (RH, N_ne, K)
+    Bc = B.reshape(R * H, D, K)
+    gB = xbar.transpose(0, 2, 1) @ g_c                                                # (RH, D, K)
+    ga = KN.score_grad(g_c @ Bc.transpose(0, 2, 1), fhe, g_c, Wt, oh)                 # (RH, D)
+    return tb.weights @ lv, ga.reshape(R, H, D), gB.reshape(R, H, D, K), f
+
+
+def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt) -> Forward:
+    """The numpy kernel's f = xbar B from the mean embeddings xbar (RH, N_ne, D) of the non-empty strings."""
     R, H, D, K = B.shape
     N = tb.size
     N_ne = len(tb.starts)
@@ -278,7 +310,7 @@ def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt, onehot) -> Forward
         fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
     # one head: numpy's sum over the length-1 axis is 0.0 + fh (bit for bit), without its strided loop
     f = fh[:, :, 0] + 0.0 if H == 1 else fh.sum(axis=2)
-    return Forward(f=f, fh=fh, w=Wt, V=xbar, onehot=onehot)
+    return Forward(f=f, fh=fh, w=Wt, V=xbar)
 
 
 def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -294,11 +326,6 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
     fh = (fw.fh if every else fw.fh[tb.nonempty]).reshape(N_ne, R * H, K)
-    if fw.onehot is not None:  # the compiled kernel (f_hn . g_n in it)
-        fhc = np.ascontiguousarray(fh)
-        gc = np.ascontiguousarray(g_ne.transpose(1, 0, 2))                             # (N_ne, RH, K)
-        ga = KN.score_grad(np.ascontiguousarray(U), fhc, gc, fw.w, fw.onehot)          # (RH, D)
-        return ga.reshape(R, H, D), gB.reshape(R, H, D, K)
     _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     if K == 1:  # f_hn . g_n is one product
         fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
@@ -469,11 +496,20 @@ stays linear in the batch whatever the number of runs."""
 
 
 def _chunk(tb: Tokens, H: int, K: int) -> int:
-    if tb.layout == "rows":
-        D = tb.rows.shape[1]
-        per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
-    else:
-        per_run = tb.counts.size * H * K
+    """Runs per chunk (see ``CHUNK_ELEMENTS``).  The elements per run are kept on ``tb`` for its (H, K) and
+    arrays (every step asks; a batch whose arrays are replaced gets its own, as in ``_patterns``)."""
+    arrays = (tb.counts, tb.rows, tb.starts, tb.y)
+    kept = tb.__dict__.get("_per_run")
+    if kept is None or any(x is not y for x, y in zip(kept[0], arrays)):
+        kept = tb.__dict__["_per_run"] = (arrays, {})
+    per_run = kept[1].get((H, K))
+    if per_run is None:
+        if tb.layout == "rows":
+            D = tb.rows.shape[1]
+            per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
+        else:
+            per_run = tb.counts.size * H * K
+        kept[1][H, K] = per_run
     return max(1, CHUNK_ELEMENTS // max(per_run, 1))
 
 
@@ -483,6 +519,9 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
     classes f of 30 runs is 240 MB)."""
     R, H, _ = alpha.shape
     c = _chunk(tb, H, B.shape[-1])
+    if R <= c:  # one chunk (the common case): no slices, no list of parts
+        r, ga, gB, f = _risk_and_grad(alpha, B, tb, loss)
+        return r, ga, gB, f if with_f else None
     parts = []
     for i in range(0, R, c):
         r, ga, gB, f = _risk_and_grad(alpha[i:i + c], B[i:i + c], tb, loss)
@@ -495,12 +534,15 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
 
 
 def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
+    oh = _onehot(tb)
+    if oh is not None:
+        return _onehot_risk_and_grad(alpha, B, tb, loss, oh)
     R, H, D = alpha.shape
     K = B.shape[-1]
     fw = forward(alpha, B, tb)
     lv, dl = losses(fw.f, tb, loss)
     r = tb.weights @ lv
-    g = dl * tb.weights[:, None, None]                                 # (N, R, K)
+    g = np.multiply(dl, tb.weights[:, None, None], out=dl)             # (N, R, K), in dl's own array
     if tb.layout == "rows":
         ga, gB = _backward_rows(fw, B, g, tb)
         return r, ga, gB, fw.f
