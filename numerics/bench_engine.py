@@ -536,6 +536,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                                                      min_seconds, gemm_n)
                     rec["compiled_1"] = tuple(c1t)
                     # its own bound, at the dgemm rate beside its own repeats (the machine's rate moves)
+                    rec["compiled_dgemm_beside"] = crate
                     rec["compiled_flop_seconds"] = rec["flops"] / (crate * 1e9)
                     t8 = clock(lambda: engine_step(*c8, tbc, case.loss), repeats)
                     rec["compiled_8"] = (t8[0] / RUNS, t8[1] / RUNS)

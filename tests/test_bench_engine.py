@@ -102,3 +102,13 @@ def test_compiled_target_uses_the_bound_beside_its_own_repeats():
     assert not tg["ICL at d = 50: within 3x of the FLOP bound (CPU, default numpy kernel)"]["met"]
     rec["compiled_flop_seconds"] = 0.9   # 2.9 / 0.9 = 3.2x
     assert not BE.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})[1]["met"]
+
+
+def test_the_compiled_row_is_timed_beside_its_own_dgemm():
+    """bench() gives the compiled kernel's one-run step its own bound, from the dgemm rate timed beside it."""
+    if not BE.KN.available():
+        pytest.skip("numba is not installed")
+    res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+                   gemm_n=100)
+    rec = res["rows"]["ICL"][5]
+    assert rec["compiled_flop_seconds"] == rec["flops"] / (rec["compiled_dgemm_beside"] * 1e9)

@@ -442,6 +442,24 @@ def test_bag_patterns_are_kept_per_count_matrix():
     assert np.array_equal(after, E.risk(a, B, fresh)) and not np.array_equal(after, before)
 
 
+def test_chunk_sizes_are_kept_per_batch_arrays():
+    """The elements per run kept on a batch belong to its current arrays: replacing the count matrix (bag) or
+    the token rows (rows layout) by larger ones gives the chunk of a batch built with them."""
+    from dataclasses import replace
+
+    elements = E.CHUNK_ELEMENTS
+    tb = E.from_batch(population("OR", 9, 1e-8, 1e-8, merged=True))
+    c = E._chunk(tb, 1, 1)
+    tb.counts = np.repeat(tb.counts, 4, axis=0)
+    assert E._chunk(tb, 1, 1) == elements // tb.counts.size < c
+    rows = E.from_batch(TK.sample("ICL", 9, 30, np.random.default_rng(4)))
+    D, K = 18, 9
+    c = E._chunk(rows, 2, K)
+    bigger = E.from_batch(TK.sample("ICL", 9, 3000, np.random.default_rng(4)))
+    rows.rows, rows.starts, rows.y = bigger.rows, bigger.starts, bigger.y
+    assert E._chunk(rows, 2, K) == E._chunk(replace(bigger), 2, K) < c
+
+
 def test_segments_equal_numpy_unique_on_sorted_string_indices():
     """from_batch's run reading of the token rows' strings equals np.unique with its first index and inverse (same
     values and dtypes), on non-decreasing indices with repeats and gaps (empty strings), one row, and none."""

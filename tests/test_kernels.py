@@ -222,12 +222,15 @@ def test_underflowing_strings_fall_back_to_their_own_maximum():
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("present", [True, False])
-def test_non_finite_parameters_spoil_the_same_strings_on_both_paths(bad, present):
+@pytest.mark.parametrize("per_row", [None, 2])
+def test_non_finite_parameters_spoil_the_same_strings_on_both_paths(bad, present, per_row):
     """A non-finite coefficient of one run on a coordinate that some strings have (or that no string has):
-    both paths give non-finite outputs for the same strings and runs, and agree to 1e-12 on the rest."""
+    both paths give non-finite outputs for the same strings and runs, and agree to 1e-12 on the rest; in
+    the general loop (rows of one to three coordinates) and in the pair loops (two a row)."""
     rng = np.random.default_rng(1)
     j = 5
-    batch = _one_hot_batch(rng, absent=j)
+    batch = _one_hot_batch(rng, absent=j, per_row=per_row)
+    assert E._onehot(E.from_batch(batch, "compiled")).idx.shape[0] == (per_row or 3)
     if present:  # the first ten strings get a token on coordinate j
         batch.m[:10, int(np.flatnonzero(batch.X[:, j])[0])] = 1.0
     alpha, B = rng.standard_normal((2, 1, 12)), rng.standard_normal((2, 1, 12, 2))
@@ -240,6 +243,9 @@ def test_non_finite_parameters_spoil_the_same_strings_on_both_paths(bad, present
     assert ok[:, 0].all() and ok[:, 1].all() == (not present or bad == -np.inf) and ok[:, 1].any()
     _close(fg[ok], fw[ok], "finite outputs")
     _close(got[1][0], want[1][0], "the finite run's alpha gradient")
+    for x, y, what in zip(got[:3], want[:3], ("risk", "d alpha", "d B")):  # the spoilt run's too
+        assert np.array_equal(np.isfinite(x), np.isfinite(y)), what
+    assert np.isfinite(want[1][1]).all() == (not present or bad == -np.inf)
 
 
 def test_mis_shaped_parameters_are_refused_before_the_loops():
@@ -260,9 +266,18 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
     with pytest.raises(ValueError, match="normalisers has shape"):
         KN.score_grad(np.zeros((1, N_ne, D)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, other)
     for bounds, mult, idx in ((oh.bounds + 1, oh.mult, oh.idx), (oh.bounds, oh.mult[1:], oh.idx),
-                              (oh.bounds, oh.mult, oh.idx + D)):
-        with pytest.raises(ValueError, match="inconsistent one-hot rows"):
+                              (oh.bounds, oh.mult, oh.idx + D), (np.insert(oh.bounds, 1, 0), oh.mult, oh.idx)):
+        with pytest.raises(ValueError, match="inconsistent one-hot rows"):   # the last: an empty string
             KN.OneHotRows(idx, bounds, mult, D)
+    # what was checked cannot change under the loops: the view is frozen and its arrays read-only copies
+    idx = oh.idx.copy()
+    mine = KN.OneHotRows(idx, oh.bounds, oh.mult, D)
+    idx[:] = 0
+    assert (mine.idx == oh.idx).all() and (mine.uidx == oh.idx).all()
+    with pytest.raises(ValueError, match="read-only"):
+        mine.ubounds[-1] = 0
+    with pytest.raises(AttributeError):
+        mine.bounds = np.array([0, mine.idx.shape[1]])
 
 
 def test_kernel_option_is_checked_before_any_work(monkeypatch):

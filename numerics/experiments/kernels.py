@@ -27,12 +27,14 @@ orders): the tests hold the two to 1e-12 relative (to each array's largest entry
 parameters of order one, and the trained results of a run record which kernel made them
 (``runner.Config.kernel``).  Where the attention saturates (one row's weight within rounding of 1) the
 attention gradient of both paths is rounding noise, of the size of |B| |g| times the rounding unit, and the
-two differ by that much.
+two differ by that much.  Near the end of the float range (readouts of ~1e154, whose products overflow) the
+two paths' other summation orders overflow at different places: an entry infinite on one path can be finite
+(~1e307) on the other.
 """
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -51,30 +53,37 @@ def available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-@dataclass
+@dataclass(frozen=True)
 class OneHotRows:
     """Token rows that are one-hot on at most P coordinates: ``idx`` (P, M) the coordinates of each row
     (the padding slot D where a row has fewer), ``bounds`` (N_ne + 1,) each non-empty string's first row
-    and the end, ``mult`` (M,) multiplicities, D the embedding width."""
+    and the end, ``mult`` (M,) multiplicities, D the embedding width.  Frozen, its arrays read-only copies:
+    the loops read unsigned copies ``uidx``, ``ubounds`` made once, which must not drift from what was
+    checked."""
 
     idx: np.ndarray
     bounds: np.ndarray
     mult: np.ndarray
     D: int
+    uidx: np.ndarray = field(init=False, repr=False)
+    ubounds: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
         """The loops trust these shapes (no bounds checks): refuse inconsistent ones here, once per batch; then
-        keep unsigned copies of idx and bounds for the loops (numba checks every access through a signed index
-        for a negative value to wrap around; through an unsigned one it does not: a third of each pass at
-        d = 50)."""
-        P, M = self.idx.shape
-        b = self.bounds
-        if (b.ndim != 1 or b.size < 1 or b[0] != 0 or b[-1] != M or np.any(np.diff(b) < 0)
-                or self.mult.shape != (M,) or (M and (self.idx.min() < 0 or self.idx.max() > self.D))):
-            raise ValueError("inconsistent one-hot rows: bounds must rise from 0 to the number of rows, mult "
-                             "have one entry a row and idx lie in 0..D")
-        self.uidx = np.ascontiguousarray(self.idx, np.uint64)
-        self.ubounds = np.ascontiguousarray(b, np.uint64)
+        keep read-only copies, and unsigned ones of idx and bounds for the loops (numba checks every access
+        through a signed index for a negative value to wrap around; through an unsigned one it does not: a
+        third of each pass at d = 50)."""
+        idx, b = np.array(self.idx, np.int64), np.array(self.bounds, np.int64)
+        mult = np.array(self.mult, float)
+        P, M = idx.shape
+        if (b.ndim != 1 or b.size < 1 or b[0] != 0 or b[-1] != M or np.any(np.diff(b) <= 0)
+                or mult.shape != (M,) or (M and (idx.min() < 0 or idx.max() > self.D))):
+            raise ValueError("inconsistent one-hot rows: bounds must rise strictly (no empty string) from 0 to "
+                             "the number of rows, mult have one entry a row and idx lie in 0..D")
+        for name, x in (("idx", idx), ("bounds", b), ("mult", mult), ("uidx", idx.astype(np.uint64)),
+                        ("ubounds", b.astype(np.uint64))):
+            x.flags.writeable = False
+            object.__setattr__(self, name, x)
 
     @classmethod
     def of(cls, rows, starts: np.ndarray, mult: np.ndarray) -> "OneHotRows | None":
@@ -93,7 +102,7 @@ class OneHotRows:
         idx = np.full((int(per.max()), M), D, np.int64)
         _compiled()[2](X.indptr, X.indices, idx)  # numpy's fancy indexing took 0.2 ms at d = 50, the loop 0.01
         bounds = np.append(np.asarray(starts, np.int64), M)
-        return cls(idx=idx, bounds=bounds, mult=np.ascontiguousarray(mult, float), D=D)
+        return cls(idx=idx, bounds=bounds, mult=mult, D=D)
 
 
 def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - compiled
