@@ -442,6 +442,39 @@ def test_bag_patterns_are_kept_per_count_matrix():
     assert np.array_equal(after, E.risk(a, B, fresh)) and not np.array_equal(after, before)
 
 
+def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
+    """The scatter of dense token rows (SLR), built from their layout, is the CSR matrix of the general
+    construction (rows converted to CSR, which drops zeros; columns shifted to each string's block;
+    transposed): the same indptr, indices and data bytes, so the same products bit for bit; with zeros, a
+    zero row, strings of one row, and no rows."""
+    import scipy.sparse as sp
+
+    def reference(rows, starts):
+        X = sp.csr_matrix(rows)
+        M, D = rows.shape
+        seg = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, M)))
+        row_of = np.repeat(np.arange(M), np.diff(X.indptr))
+        gather = sp.csr_matrix((X.data, X.indices + seg[row_of] * D, X.indptr), shape=(M, len(starts) * D))
+        return gather.T.tocsr()
+
+    rng = np.random.default_rng(3)
+    cases = []
+    for d, seed in ((2, 0), (7, 1), (50, 2)):
+        tb = E.from_batch(TK.sample("SLR", d, 40, np.random.default_rng(seed), seed=seed))
+        cases.append((tb.rows.copy(), tb.starts))
+    rows, starts = cases[1]
+    rows[3] = 0.0
+    rows[5, ::2] = 0.0
+    rows[rng.random(rows.shape) < 0.1] = 0.0
+    cases += [(rng.standard_normal((6, 4)), np.arange(6)), (np.zeros((0, 3)), np.zeros(0, np.int64))]
+    for rows, starts in cases:
+        got, want = E._dense_scatter(rows, starts), reference(rows, starts)
+        assert got.shape == want.shape
+        for a, b in ((got.indptr, want.indptr), (got.indices, want.indices)):
+            assert np.array_equal(a, b)
+        assert got.data.tobytes() == want.data.tobytes()
+
+
 def test_chunk_sizes_are_kept_per_batch_arrays():
     """The elements per run kept on a batch belong to its current arrays: replacing the count matrix (bag) or
     the token rows (rows layout) by larger ones gives the chunk of a batch built with them."""
