@@ -134,10 +134,10 @@ def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - 
             acc[:] = 0.0
             Z = 0.0
             if P == 2 and hi > lo:
-                # ICL's pairs (the general loop below took about 1.6x as long there).  The rows of a string are
-                # in token order, so runs of rows share their first coordinate (two rows in three at d = 50):
-                # a run's weights are summed in a register and added to acc and Z once, not through memory
-                # row by row (a chain of stores and loads of one entry)
+                # ICL's pairs (the general loop below takes 2.1-2.3x as long there, in both passes).  The rows of
+                # a string are in token order, so runs of rows share their first coordinate (two rows in three at
+                # d = 50): a run's weights are summed in a register and added to acc and Z once, not through
+                # memory row by row (a chain of stores and loads of one entry)
                 prev = j0[lo]
                 ea = Ea[prev]
                 run = 0.0
