@@ -328,9 +328,11 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
 
 def run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
     """Search, report and summarise one row (a picklable job for the process pool), with BLAS on one thread
-    (rows run in parallel processes; BLAS threads on top of them only spin: 25x slower at d = 100)."""
+    (rows run in parallel processes; BLAS threads on top of them only spin: 25x slower at d = 100), and the
+    engine's temporaries kept on the heap (``engine.keep_temporaries_on_heap``)."""
     from threadpoolctl import threadpool_limits
 
+    E.keep_temporaries_on_heap()
     with threadpool_limits(limits=1):
         return _run_row(cfg_dict, name, task, heads)
 

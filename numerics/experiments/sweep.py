@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from . import engine as E
 from . import runner as RN
 from . import verdicts as V
 from .protocol import Reading
@@ -118,10 +119,11 @@ def _config(spec: dict, reading: dict, tasks=None) -> RN.Config:
 
 
 def run_unit(spec: dict) -> dict:
-    """Run one unit on one BLAS thread (units run in parallel processes); returns its result with its CPU
-    and wall time."""
+    """Run one unit on one BLAS thread (units run in parallel processes), the engine's temporaries kept on the
+    heap (``engine.keep_temporaries_on_heap``); returns its result with its CPU and wall time."""
     from threadpoolctl import threadpool_limits
 
+    E.keep_temporaries_on_heap()
     cpu0, wall0 = time.process_time(), time.time()
     with threadpool_limits(limits=1):
         out = UNITS[spec["kind"]](spec)
