@@ -101,6 +101,9 @@ def _segments(n_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 MMAP_THRESHOLD = 32 * 2 ** 20
 """``keep_temporaries_on_heap``: arrays below this many bytes come from the heap (glibc's own ceiling for the
 threshold it adapts by itself)."""
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
+"""``keep_temporaries_on_heap``: free memory at the top of the heap up to this many bytes stays with the process
+(the ratio glibc keeps when it adapts the thresholds by itself)."""
 
 
 def keep_temporaries_on_heap() -> bool:
@@ -121,8 +124,8 @@ def keep_temporaries_on_heap() -> bool:
         return False
     if mallopt is None or not hasattr(libc, "gnu_get_libc_version"):
         return False
-    M_MMAP_THRESHOLD = -3
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
 KERNELS = ("numpy", "compiled")
