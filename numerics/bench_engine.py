@@ -794,14 +794,13 @@ def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
     tg = targets(res)
     profiles = {}
     for t in tg:
-        if not t["met"] and (t["row"] + (" (compiled kernel)" if t.get("kernel") else ""), t["d"]) not in profiles \
-                and len(profiles) < 4:
+        name = t["row"] + (" (compiled kernel)" if t.get("kernel") == "compiled" else "")
+        if not t["met"] and (name, t["d"]) not in profiles and len(profiles) < 4:
             row, task, heads = next(x for x in ROWS if x[0] == t["row"])
             with threadpool_limits(limits=1):
                 case = make_case(row, task, heads, t["d"], Config())
                 tb = compiled_case(case) if t.get("kernel") == "compiled" else case.tb
                 a1, B1 = initial(case, 1)
-                name = row + (" (compiled kernel)" if t.get("kernel") == "compiled" else "")
                 profiles[(name, t["d"])] = profile_top(lambda: engine_step(a1, B1, tb, case.loss))
     lines = {}
     if size == "full":

@@ -107,12 +107,13 @@ TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
 
 
 def keep_temporaries_on_heap() -> bool:
-    """Have glibc's malloc serve arrays below ``MMAP_THRESHOLD`` from the heap in this process (mallopt); False
-    where there is no glibc.  Table 1's rows and the sweep's units call it in the process that trains them.  A step on an exact population allocates temporaries of a few MB (one-head AND at d = 50: 244,267
-    classes, 2 MB an array); glibc maps each of these afresh and unmaps it when freed, so every step pays
-    page faults for them: in a fresh process that step took 15.9 ms, 3.8 ms with this.  Values are unchanged
-    (where memory comes from does not enter the arithmetic); freed memory below the threshold stays with the
-    process for reuse."""
+    """Have glibc's malloc serve arrays below ``MMAP_THRESHOLD`` from the heap in this process and keep up to
+    ``TRIM_THRESHOLD`` of freed memory for reuse (mallopt); False where there is no glibc.  Table 1's rows
+    and the sweep's units call it in the process that trains them.  A step on an exact population allocates
+    temporaries of a few MB (one-head AND at d = 50: 244,267 classes, 2 MB an array); in a fresh process
+    glibc maps each afresh and unmaps it when freed, so every step pays page faults for them (42,000 in 10
+    steps; 15.9 ms a step, 4.3 ms with this).  Values are unchanged: where memory comes from does not enter
+    the arithmetic."""
     import ctypes
     import ctypes.util
 
@@ -237,8 +238,9 @@ def _dense_scatter(rows: np.ndarray, starts: np.ndarray):
     """``scatter`` of dense rows (M, D) built from their layout: the CSR matrix that converting the rows to CSR
     (which drops their zeros), shifting each row's columns to its string's block and transposing gives, the
     same arrays (so the same products, bit for bit), without the conversion's scan and the transpose's sort
-    (the layout of an SLR batch of 64 at d = 50: 2.5 to 1.0 ms).  Entry (i, j) goes to row seg_i D + j, whose entries are the
-    rows of string seg_i in order: position starts_n D + j L_n + (i - starts_n), L_n the string's rows."""
+    (the layout of an SLR batch of 64 at d = 50: 2.5 to 1.0 ms).  Entry (i, j) goes to row seg_i D + j, whose
+    entries are the rows of string seg_i in order: position starts_n D + j L_n + (i - starts_n), L_n the
+    string's rows."""
     M, D = rows.shape
     N_ne = len(starts)
     L = np.diff(np.append(starts, M))
@@ -347,14 +349,13 @@ def _onehot_risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: st
     R, H, D = alpha.shape
     K = B.shape[-1]
     Wt, xbar, fhe, f = _onehot_forward(alpha, B, tb, oh)
-    lv, dl = losses(f, tb, loss)
-    g = np.multiply(dl, tb.weights[:, None, None], out=dl)                            # (N, R, K)
+    r, g = _risk_and_dl(f, tb, loss)                                                  # g (N, R, K)
     g_t = (g if fhe.shape[1] == tb.size else g[tb.nonempty]).transpose(1, 0, 2)       # (R, N_ne, K)
     g_c = g_t if H == 1 else np.repeat(g_t, H, axis=0)                                # (RH, N_ne, K)
     Bc = B.reshape(R * H, D, K)
     gB = xbar.transpose(0, 2, 1) @ g_c                                                # (RH, D, K)
     ga = KN.score_grad(g_c @ Bc.transpose(0, 2, 1), fhe, g_c, Wt, oh)                 # (RH, D)
-    return tb.weights @ lv, ga.reshape(R, H, D), gB.reshape(R, H, D, K), f
+    return r, ga.reshape(R, H, D), gB.reshape(R, H, D, K), f
 
 
 def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt) -> Forward:
@@ -556,20 +557,11 @@ stays linear in the batch whatever the number of runs."""
 
 
 def _chunk(tb: Tokens, H: int, K: int) -> int:
-    """Runs per chunk (see ``CHUNK_ELEMENTS``).  The elements per run are kept on ``tb`` for its (H, K) and
-    arrays (every step asks; a batch whose arrays are replaced gets its own, as in ``_patterns``)."""
-    arrays = (tb.counts, tb.rows, tb.starts, tb.y)
-    kept = tb.__dict__.get("_per_run")
-    if kept is None or any(x is not y for x, y in zip(kept[0], arrays)):
-        kept = tb.__dict__["_per_run"] = (arrays, {})
-    per_run = kept[1].get((H, K))
-    if per_run is None:
-        if tb.layout == "rows":
-            D = tb.rows.shape[1]
-            per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
-        else:
-            per_run = tb.counts.size * H * K
-        kept[1][H, K] = per_run
+    if tb.layout == "rows":
+        D = tb.rows.shape[1]
+        per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
+    else:
+        per_run = tb.counts.size * H * K
     return max(1, CHUNK_ELEMENTS // max(per_run, 1))
 
 
@@ -593,6 +585,13 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
             np.concatenate([p[3] for p in parts], axis=1) if with_f else None)
 
 
+def _risk_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """The R weighted risks and d risk / d f (N, R, K): each string's loss gradient times its weight, scaled in
+    the gradient's own array (every loss returns a new one)."""
+    lv, dl = losses(f, tb, loss)
+    return tb.weights @ lv, np.multiply(dl, tb.weights[:, None, None], out=dl)
+
+
 def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     oh = _onehot(tb)
     if oh is not None:
@@ -600,9 +599,7 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     R, H, D = alpha.shape
     K = B.shape[-1]
     fw = forward(alpha, B, tb)
-    lv, dl = losses(fw.f, tb, loss)
-    r = tb.weights @ lv
-    g = np.multiply(dl, tb.weights[:, None, None], out=dl)             # (N, R, K), in dl's own array
+    r, g = _risk_and_dl(fw.f, tb, loss)                                # g (N, R, K)
     if tb.layout == "rows":
         ga, gB = _backward_rows(fw, B, g, tb)
         return r, ga, gB, fw.f

@@ -100,7 +100,7 @@ class OneHotRows:
             X.sort_indices()
         M, D = X.shape
         idx = np.full((int(per.max()), M), D, np.int64)
-        _compiled()[2](X.indptr, X.indices, idx)  # numpy's fancy indexing took 0.2 ms at d = 50, the loop 0.01
+        _compiled()[2](X.indptr, X.indices, idx)  # numpy's fancy indexing: 0.30 ms for the view at d = 50, 0.12 now
         bounds = np.append(np.asarray(starts, np.int64), M)
         return cls(idx=idx, bounds=bounds, mult=mult, D=D)
 
