@@ -280,6 +280,17 @@ def test_two_concurrent_sweeps_into_one_store_stay_consistent(reference, tmp_pat
         assert _tidy(tmp_path / f"out{i}").equals(_tidy(reference / "out"))
 
 
+def _scheduler_address(sched_file, deadline):
+    """The address in a dask scheduler file, once the scheduler has written it whole: the file can
+    exist, empty or half-written, before its JSON is complete (CI once read '' here)."""
+    while time.time() < deadline:
+        try:
+            return json.loads(sched_file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            time.sleep(0.2)
+    raise AssertionError(f"no scheduler address in {sched_file} after 60 s")
+
+
 def test_scheduler_address_runs_on_a_separate_worker_with_the_same_results(reference, tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -289,10 +300,7 @@ def test_scheduler_address_runs_on_a_separate_worker_with_the_same_results(refer
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     worker = None
     try:
-        deadline = time.time() + 60
-        while not sched_file.exists() and time.time() < deadline:
-            time.sleep(0.2)
-        address = json.loads(sched_file.read_text())["address"]
+        address = _scheduler_address(sched_file, deadline=time.time() + 60)
         worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
                                    "--nworkers", "1", "--no-dashboard"], env=env, cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
