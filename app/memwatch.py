@@ -81,12 +81,11 @@ def watch(command: list[str], log: Path, period: float = 0.5) -> dict:
         main = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
         previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM)) if main else None
         try:
+            # a Ctrl-C anywhere in the sampling (the command got it too) stops it, and the command is waited for
+            # below; the loop's own test is inside the try, so that no moment of it is left uncovered
             try:
                 root = psutil.Process(proc.pid)
-            except psutil.NoSuchProcess:  # the command has already exited
-                root = None
-            while root is not None and proc.poll() is None:
-                try:
+                while proc.poll() is None:
                     pss, rss, per, marks = sample(root)
                     t = time.time() - t0
                     for pid, h in marks.items():
@@ -96,8 +95,10 @@ def watch(command: list[str], log: Path, period: float = 0.5) -> dict:
                     out.write(json.dumps({"t": round(t, 2), "pss": pss, "rss": rss, "per": per}) + "\n")
                     out.flush()
                     time.sleep(period)
-                except KeyboardInterrupt:  # the command got the Ctrl-C too: stop sampling, wait for it below
-                    break
+            except psutil.NoSuchProcess:  # the command has already exited
+                pass
+            except KeyboardInterrupt:
+                pass
             while True:
                 try:
                     proc.wait()

@@ -494,7 +494,10 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
 
     cfg = Config()
     out = {"ds": list(ds), "repeats": repeats, "runs": RUNS, "batch": cfg.batch, "mass_tol": cfg.mass_tol,
-           "len_tol": cfg.len_tol, "torch": None, "rows": {}, "load": [_load()]}
+           "len_tol": cfg.len_tol, "torch": None, "rows": {}, "load": [_load()],
+           # the allocator setting of the processes that train Table 1's rows and the sweep's units: without
+           # it, how fast the exact rows step depends on what this process allocated before them
+           "heap_setting": E.keep_temporaries_on_heap()}
     if use_torch and torch_available():
         import torch
         torch.set_num_threads(1)
@@ -688,7 +691,12 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
          "difference found). `FLOP bound`: `flop_count` (below) at the one-thread dgemm rate measured beside the "
          "row (a dgemm after each repeat of `engine x1`, median CPU rate; `dgemm beside` in GFLOP/s), so "
          "`engine / bound` compares the two at the same moment of the shared machine; `sampler`: drawing one "
-         "batch and its engine layout, paid once per step by the sampled rows.", "",
+         "batch and its engine layout, paid once per step by the sampled rows. "
+         + ("The benchmark's process keeps its temporaries on the heap, as the processes that train Table 1's rows "
+            "and the sweep's units do (`engine.keep_temporaries_on_heap`)." if res.get("heap_setting") else
+            "glibc's allocator setting (`engine.keep_temporaries_on_heap`) was not available: the exact rows' "
+            "temporaries may be mapped afresh at every step, as they would be in a Table 1 row on this machine."),
+         "",
          f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
          f"by CPU time at the start of the run ({res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
          f"{res['dgemm_gflops_default']:.1f} GFLOP/s by wall time with BLAS's default {res['blas_default_threads']} "

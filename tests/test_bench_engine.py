@@ -19,6 +19,8 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
         assert f"| {row} | 5 |" in text and f"| {row} | 8 |" in text
     assert "PyTorch is not installed" not in text
     assert "## Targets" in text
+    # the benchmark's process has the allocator setting of Table 1's row processes, where there is one
+    assert ("keeps its temporaries on the heap" in text) == BE.E.keep_temporaries_on_heap()
     if BE.KN.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
         section = text.split("## The compiled kernel")[1].split("## Growth")[0]
         assert "| ICL | 5 |" in section and "| ICL | 8 |" in section

@@ -2,6 +2,7 @@
 lambdified afresh, bit for bit, and keep SymPy off the main job's import path."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from fractions import Fraction
@@ -64,6 +65,10 @@ def test_run_imports_no_sympy_once_the_forms_are_cached(tmp_path):
     args = ["run", "--d", "5", "--no-plot", "--quiet", "--out", str(tmp_path)]
     code = ("import sys; from app.cli import main; main(%r); "
             "print(sorted(m for m in ('sympy', 'matplotlib.pyplot') if m in sys.modules))" % args)
+    # a cache of this test's own: the user's is shared with the other test processes, whose concurrent merges
+    # could drop the first run's entries before the second reads them
+    env = {**os.environ, "OCC_CACHE_DIR": str(tmp_path / "cache")}
     for _ in range(2):  # the first run fills the cache when it is cold
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                             env=env)
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -56,18 +56,24 @@ def test_main_returns_the_commands_status_and_refuses_bad_input_before_running(t
 
 
 def _watcher(tmp_path, command_code: str) -> tuple[subprocess.Popen, Path]:
-    log = tmp_path / "w.jsonl"
+    """The watcher on ``python3 -c command_code READY``, once the command has created the file READY (its own
+    signal that it is where the test wants it: a signal sent before then would find it starting up) and
+    the watcher has sampled it three times."""
+    log, ready = tmp_path / "w.jsonl", tmp_path / "ready"
     p = subprocess.Popen([sys.executable, "-m", "app.memwatch", str(log), "--period", "0.05", "--", sys.executable,
-                          "-c", command_code], cwd=ROOT, start_new_session=True,
+                          "-c", command_code, str(ready)], cwd=ROOT, start_new_session=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    deadline = time.time() + 20
-    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 3):
-        time.sleep(0.05)  # the command is running and sampled
+    deadline = time.time() + 60
+    while time.time() < deadline and not (ready.exists() and log.exists() and log.read_text().count("\n") >= 3):
+        time.sleep(0.05)
+    if not ready.exists():
+        os.killpg(p.pid, signal.SIGKILL)
+        pytest.fail("the command did not start within 60 s")
     return p, log
 
 
 def test_sigterm_to_the_watcher_reaches_the_command_and_the_summary_is_written(tmp_path):
-    p, log = _watcher(tmp_path, "import time; time.sleep(30)")
+    p, log = _watcher(tmp_path, "import sys, time; open(sys.argv[1], 'w').close(); time.sleep(30)")
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=20) == 128 + 15
     assert json.loads(log.read_text().splitlines()[-1])["summary"]["returncode"] == -15
@@ -76,7 +82,8 @@ def test_sigterm_to_the_watcher_reaches_the_command_and_the_summary_is_written(t
 def test_two_ctrl_c_still_wait_for_the_command_and_write_the_summary(tmp_path):
     """Ctrl-C twice at the terminal (SIGINT to the whole group): the command handles the first and exits 7 after a
     second; the watcher neither dies on the second nor loses the summary."""
-    code = ("import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    t = time.time()\n"
+    code = ("import sys, time\ntry:\n    open(sys.argv[1], 'w').close()\n    time.sleep(30)\n"
+            "except KeyboardInterrupt:\n    t = time.time()\n"
             "    while time.time() - t < 1.0:\n        try:\n            time.sleep(0.05)\n"
             "        except KeyboardInterrupt:\n            pass\n    sys.exit(7)\n")
     p, log = _watcher(tmp_path, code)

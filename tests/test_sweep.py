@@ -210,7 +210,9 @@ def _interrupt_then_kill(where: Path):
     _wait_for_units(store, proc, len(first) + 4)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    if (where / "out" / "sweep.json").exists():
+    # the second run got as far as its summary, or as its record in the store's log (which comes first),
+    # before the SIGKILL: it was not killed in flight
+    if (where / "out" / "sweep.json").exists() or len(store.runs()) > 1:
         return None
     return first, set(store.keys())
 

@@ -109,11 +109,12 @@ TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
 def keep_temporaries_on_heap() -> bool:
     """Have glibc's malloc serve arrays below ``MMAP_THRESHOLD`` from the heap in this process and keep up to
     ``TRIM_THRESHOLD`` of freed memory for reuse (mallopt); False where there is no glibc.  Table 1's rows
-    and the sweep's units call it in the process that trains them.  A step on an exact population allocates
-    temporaries of a few MB (one-head AND at d = 50: 244,267 classes, 2 MB an array); in a fresh process
-    glibc maps each afresh and unmaps it when freed, so every step pays page faults for them (42,000 in 10
-    steps; 15.9 ms a step, 4.3 ms with this).  Values are unchanged: where memory comes from does not enter
-    the arithmetic."""
+    and the sweep's units call it in the process that trains them, and the engine benchmark in its own.  A
+    step on an exact population allocates temporaries of a few MB (8 runs on OR's population at d = 50:
+    22,513 classes, 1-3 MB an array); in a fresh process glibc maps each afresh and unmaps it when freed, so
+    every step pays page faults for them (2,000 a step; 9.1 ms a step, 2.8 ms with this; one-head AND at
+    d = 50 before its forward pass was compiled: 4,200 a step, 15.9 and 4.3 ms).  Values are unchanged:
+    where memory comes from does not enter the arithmetic."""
     import ctypes
     import ctypes.util
 
@@ -132,8 +133,9 @@ def keep_temporaries_on_heap() -> bool:
 KERNELS = ("numpy", "compiled")
 """How the rows layout computes a step on one-hot token rows: "numpy" (numpy and scipy's CSR kernels, the
 rounding of the committed results) or "compiled" (``kernels``: two compiled passes over the rows, products
-of per-coordinate exponentials; the same risks and gradients to rounding).  Bags and dense rows always
-take the numpy path."""
+of per-coordinate exponentials; the same risks and gradients to rounding).  Dense rows always take the numpy
+path; bags too, but for the forward pass of two types and one output (``_bag_compiled``), which is compiled
+under both options and gives numpy's bits."""
 
 
 def check_kernel(kernel: str) -> str:
@@ -431,17 +433,30 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     topP = np.where(bits[:, :, None], S_tab[None], -np.inf).max(axis=1)            # (P, RH)
     topP[~np.isfinite(topP)] = 0.0
     exP = np.where(bits[:, :, None], np.exp(np.minimum(S_tab[None] - topP[:, None], 0.0)), 0.0)
-    w = np.empty((T, N, R * H))
-    for t in range(T):
-        np.take(exP[:, t], pat, axis=0, out=w[t])
-        w[t] *= counts[:, t:t + 1]
-    Z = w.sum(axis=0)
-    Z[Z == 0] = 1.0
-    w /= Z
     V = V_tab.reshape(T, R * H, K)
-    fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)[..., None]
+    if _bag_compiled(T, K):  # the same operations in the same order, in one pass: the same bits
+        w, fh = KN.bag_forward(counts, pat, exP, V[:, :, 0])
+    else:
+        w = np.empty((T, N, R * H))
+        for t in range(T):
+            np.take(exP[:, t], pat, axis=0, out=w[t])
+            w[t] *= counts[:, t:t + 1]
+        Z = w.sum(axis=0)
+        Z[Z == 0] = 1.0
+        w /= Z
+        fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)
     fh = fh.reshape(N, R, H, K)
-    return Forward(f=fh.sum(axis=2), fh=fh, w=w, V=V)
+    return Forward(f=fh[:, :, 0] if H == 1 else fh.sum(axis=2), fh=fh, w=w, V=V)
+
+
+def _bag_compiled(T: int, K: int) -> bool:
+    """Whether the bag layout's forward pass runs as one compiled loop (``kernels.bag_forward``), whatever the
+    kernel option: for two token types and one output (the exact populations: occurrence, OR and one-head AND
+    in their reduced types), where numba is installed.  The loop does numpy's operations in numpy's order (its
+    sums over the two types too, from +0 up), so it gives numpy's bits (tested, to the sign of every zero) and
+    no result changes.  The numpy path makes about eight passes over (types, strings, runs) arrays, the loop
+    one: one-head AND's step at d = 50 took half the time."""
+    return K == 1 and T == 2 and KN.available()
 
 
 def _patterns(tb: Tokens) -> np.ndarray:

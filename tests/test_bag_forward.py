@@ -1,0 +1,147 @@
+"""The bag layout's compiled forward pass (``kernels.bag_forward``, run where ``engine._bag_compiled`` says,
+under either kernel option): on the exact populations (two token types, one output) it gives the numpy
+path's bits, not only its values to rounding, in every output of the engine (forward, risks, accuracies,
+gradients), for several runs and heads, saturated attention, empty strings and non-finite parameters; the
+cases it does not take stay on the numpy path; its inputs are checked before the loop."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from checks.strategies import examples
+from numerics.experiments import engine as E
+from numerics.experiments import kernels as KN
+from numerics.experiments import tasks as TK
+from numerics.experiments.population import population
+
+pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
+
+TASKS = ("occurrence", "OR", "AND")
+
+
+def _tokens(task: str, d: int) -> E.Tokens:
+    return E.from_batch(population(task, d, 1e-10, 1e-12, merged=task != "occurrence"))
+
+
+def _outputs(alpha, B, tb):
+    fw = E.forward(alpha, B, tb)
+    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    risk, acc = E.risk_and_accuracy(alpha, B, tb)
+    return {"w": fw.w, "fh": fw.fh, "f": fw.f, "risk": r, "d alpha": ga, "d B": gB, "f of the step": f,
+            "risk alone": E.risk(alpha, B, tb), "risk with accuracy": risk, "accuracy": acc}
+
+
+def _both(alpha, B, tb):
+    """(compiled, numpy) outputs; asserts that the compiled loop ran, and then that it did not."""
+    calls = []
+    real = KN.bag_forward
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(KN, "bag_forward", spy)
+        got = _outputs(alpha, B, tb)
+        assert calls, "the compiled loop did not run"
+        m.setattr(E, "_bag_compiled", lambda T, K: False)
+        n = len(calls)
+        want = _outputs(alpha, B, tb)
+        assert len(calls) == n
+    return got, want
+
+
+def _same_bits(got, want):
+    for key in want:
+        x, y = np.asarray(got[key]), np.asarray(want[key])
+        assert x.shape == y.shape and x.dtype == y.dtype, key
+        assert np.array_equal(x, y, equal_nan=True), key
+        # and the sign of every zero (array_equal holds -0.0 == 0.0)
+        assert np.array_equal(np.signbit(x), np.signbit(y)), key
+
+
+@pytest.mark.parametrize("task", TASKS)
+@given(seed=st.integers(0, 2 ** 31 - 1), d=st.integers(4, 12), R=st.integers(1, 3), H=st.integers(1, 2),
+       scale=st.sampled_from([0.0, 1.0, 40.0]))
+@examples(8)
+def test_the_compiled_forward_gives_the_numpy_paths_bits(task, seed, d, R, H, scale):
+    """Random parameters of R runs and H heads (scale 40: attention saturated to rounding; 0: the zero
+    initialisation)."""
+    tb = _tokens(task, d)
+    T = tb.counts.shape[1]
+    rng = np.random.default_rng(seed)
+    D = tb.table.shape[1]
+    alpha = scale * rng.standard_normal((R, H, D))
+    B = rng.standard_normal((R, H, D, 1))
+    assert T == 2 and E._bag_compiled(T, 1)
+    got, want = _both(alpha, B, tb)
+    _same_bits(got, want)
+
+
+def test_empty_strings_and_zero_weights():
+    """A class with no tokens (both counts 0: its weights 0 / 1, its output 0) and classes of zero weight."""
+    tb = _tokens("AND", 6)
+    counts = np.array(tb.counts)
+    counts[:3] = 0.0
+    weights = np.array(tb.weights)
+    weights[3:6] = 0.0
+    tb = dataclasses.replace(tb, counts=counts, weights=weights)
+    rng = np.random.default_rng(0)
+    alpha, B = rng.standard_normal((2, 1, 6)), rng.standard_normal((2, 1, 6, 1))
+    got, want = _both(alpha, B, tb)
+    _same_bits(got, want)
+    assert np.all(got["w"][:, :3] == 0.0) and np.all(got["f"][:3] == 0.0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", ["alpha", "B"])
+def test_non_finite_parameters_give_the_same_bits(bad, where):
+    """A non-finite attention coefficient or readout entry of one run: the same NaN and infinite entries
+    on both paths, and the same bits elsewhere."""
+    tb = _tokens("OR", 8)
+    rng = np.random.default_rng(2)
+    alpha, B = rng.standard_normal((2, 1, 8)), rng.standard_normal((2, 1, 8, 1))
+    (alpha if where == "alpha" else B)[1, 0, 0] = bad
+    with np.errstate(invalid="ignore", over="ignore"):
+        got, want = _both(alpha, B, tb)
+    _same_bits(got, want)
+    assert np.isfinite(got["f"][:, 0]).all() and not np.isfinite(got["f"][:, 1]).all()
+
+
+def test_other_bags_and_a_missing_numba_stay_on_the_numpy_path(monkeypatch):
+    """Bags of more than two types (even pairs, two-head AND below d = 17) and every bag when numba is
+    missing take the numpy path."""
+    calls = []
+    monkeypatch.setattr(KN, "bag_forward", lambda *a: calls.append(1))
+    rng = np.random.default_rng(3)
+    for task, H in (("even_pairs", 1), ("AND", 2)):
+        tb = E.from_batch(TK.sample(task, 8, 20, rng, seed=0))
+        assert tb.layout == "bag" and tb.counts.shape[1] > 2
+        _, D, K = TK.model_shape(task, 8, H)
+        E.forward(rng.standard_normal((1, H, D)), rng.standard_normal((1, H, D, K)), tb)
+    monkeypatch.setattr(KN, "available", lambda: False)
+    E.forward(np.zeros((1, 1, 8)), np.zeros((1, 1, 8, 1)), _tokens("occurrence", 8))
+    assert not calls
+
+
+def test_patterns_are_read_modulo_four_and_shapes_are_checked():
+    """The loop has no bounds checks: a pattern outside 0..3 cannot read outside the exponentials' table (it
+    is read modulo 4), and mis-shaped inputs are refused before the loop."""
+    tb = _tokens("occurrence", 5)
+    pat = E._patterns(tb)
+    rng = np.random.default_rng(4)
+    exP, V = rng.random((4, 2, 3)), rng.standard_normal((2, 3))
+    w, fh = KN.bag_forward(tb.counts, pat, exP, V)
+    for shifted in (pat + 4, pat - 8):
+        w2, fh2 = KN.bag_forward(tb.counts, shifted, exP, V)
+        assert np.array_equal(w, w2) and np.array_equal(fh, fh2)
+    N = tb.counts.shape[0]
+    for args, what in (((np.ones((N, 3)), pat, exP, V), "the counts"), ((tb.counts, pat[1:], exP, V), "the patterns"),
+                       ((tb.counts, pat, exP[:3], V), "the exponentials"), ((tb.counts, pat, exP, V[:1]),
+                                                                            "the type values")):
+        with pytest.raises(ValueError, match=f"^{what} has shape"):
+            KN.bag_forward(*args)
