@@ -135,7 +135,7 @@ KERNELS = ("numpy", "compiled")
 rounding of the committed results) or "compiled" (``kernels``: two compiled passes over the rows, products
 of per-coordinate exponentials; the same risks and gradients to rounding).  Dense rows always take the numpy
 path; bags too, but for the forward pass of two types and one output (``_bag_compiled``), which is compiled
-under both options and gives numpy's bits."""
+under both options and gives numpy's bits (NaN signs aside)."""
 
 
 def check_kernel(kernel: str) -> str:
@@ -452,11 +452,11 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
 def _bag_compiled(T: int, K: int) -> bool:
     """Whether the bag layout's forward pass runs as one compiled loop (``kernels.bag_forward``), whatever the
     kernel option: for two token types and one output (the exact populations: occurrence, OR and one-head AND
-    in their reduced types), where numba is installed.  The loop does numpy's operations in numpy's order (its
-    sums over the two types too, from +0 up), so it gives numpy's bits (tested, to the sign of every zero) and
-    no result changes.  The numpy path makes about eight passes over (types, strings, runs) arrays, the loop
+    in their reduced types), where numba imports and compiles (``kernels.bag_usable``).  The loop does numpy's
+    operations in numpy's order (its sums over the two types too, from +0 up), so it gives numpy's bits
+    (tested, to the sign of every zero; only a NaN's sign may differ) and no result changes.  The numpy path makes about eight passes over (types, strings, runs) arrays, the loop
     one: one-head AND's step at d = 50 took half the time."""
-    return K == 1 and T == 2 and KN.available()
+    return K == 1 and T == 2 and KN.bag_usable()
 
 
 def _patterns(tb: Tokens) -> np.ndarray:

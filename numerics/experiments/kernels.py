@@ -34,7 +34,8 @@ two paths' other summation orders overflow at different places: an entry infinit
 
 ``bag_forward`` is not an alternative rounding: for two token types and one output (the exact populations)
 it does the numpy path's operations in the numpy path's order, in one pass over the strings instead of
-about eight, and gives the same bits; ``engine._bag_compiled`` says where it runs.
+about eight, and gives the same bits (but for the sign of a NaN, which IEEE arithmetic leaves unspecified and
+LLVM may take from the other operand); ``engine._bag_compiled`` says where it runs.
 """
 from __future__ import annotations
 
@@ -52,10 +53,24 @@ TINY = 1e-280
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
-    the first use of the compiled kernel only: numba's import takes 0.3 s, which commands that do not train
-    on one-hot rows do not pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a
-    compiled run asks)."""
+    first use only: by the compiled kernel, or by ``bag_usable``'s trial, the first step on an exact
+    population; numba's import takes 0.3 s, which commands that train neither do not pay).  Looked up once
+    per process (the lookup takes 0.08 ms, and every batch of a compiled run asks)."""
     return importlib.util.find_spec("numba") is not None
+
+
+@lru_cache(maxsize=1)
+def bag_usable() -> bool:
+    """Whether ``bag_forward`` runs here: numba is found, imports, and compiles (or loads) the loop, tried once
+    per process on two strings.  The engine's default path takes the loop only then, so that a numba that is
+    installed but cannot import (say, one older than numpy) leaves the numpy kernel working as before."""
+    if not available():
+        return False
+    try:
+        bag_forward(np.ones((2, 2)), np.array([3, 1]), np.ones((4, 2, 1)), np.ones((2, 1)))
+    except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy path instead
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -254,7 +269,8 @@ def _bag_forward(counts, pat, exP, V, w, fh):  # pragma: no cover - compiled
     column c, with numpy's operations in numpy's order (``engine.forward``): w_t = exP[pat[n], t, c] counts[n, t],
     Z = 0 + w_0 + w_1 (1 where it is 0), w_t /= Z, fh[n, c] = 0 + w_0 V[0, c] + w_1 V[1, c]; w (2, N, C).  The
     sums start from +0, as numpy's sums over the types' axis do: where both terms are -0.0 the sum is +0.0 (the
-    test compares the sign of every zero).  A pattern is
+    test compares the sign of every zero).  A NaN's sign can differ from numpy's (of a sum of two NaNs of
+    opposite signs, numpy keeps the first's; LLVM may swap the operands).  A pattern is
     read modulo 4, so that no value of ``pat`` reads outside exP.  Written for T = 2 (no loop over types): the
     general loop over T took 3.5x as long at one-head AND's sizes, slower than numpy's passes."""
     N = counts.shape[0]
