@@ -166,7 +166,10 @@ def dgemm_rate(n: int = 1000, repeat: int = 5) -> tuple[float, float]:
 
 def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS, after_each=None) -> tuple[float, float]:
     """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last
-    ``min_seconds``; ``after_each`` (untimed) runs after every repeat."""
+    ``min_seconds``; ``after_each`` (untimed) runs after every repeat.  The number of calls is set from the
+    second call: the first can pay one-off costs (numba's import and compilation, caches built on a batch),
+    and a repeat sized on it would time a single call."""
+    fn()
     t0 = time.perf_counter()
     fn()
     once = max(time.perf_counter() - t0, 1e-7)

@@ -114,3 +114,19 @@ def test_the_compiled_row_is_timed_beside_its_own_dgemm():
                    gemm_n=100)
     rec = res["rows"]["ICL"][5]
     assert rec["compiled_flop_seconds"] == rec["flops"] / (rec["compiled_dgemm_beside"] * 1e9)
+
+
+def test_repeats_are_sized_on_a_call_after_the_first():
+    """A first call that pays a one-off cost (numba's compilation, say) does not size the repeats: they still
+    last ``min_seconds`` each, and the median is that of the fast calls."""
+    import time
+
+    calls = []
+
+    def fn():
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.3)
+
+    wall, cpu = BE.timed(fn, repeats=3, min_seconds=0.01)
+    assert len(calls) > 2 + 3 * 10 and wall < 0.01
