@@ -68,6 +68,7 @@ def _watcher(tmp_path, command_code: str) -> tuple[subprocess.Popen, Path]:
         time.sleep(0.05)
     if not ready.exists():
         os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
         pytest.fail("the command did not start within 60 s")
     return p, log
 

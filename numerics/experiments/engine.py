@@ -446,6 +446,8 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         w /= Z
         fh = np.einsum("tnc,tck->nck", w, V) if K > 1 else (w * V[:, None, :, 0]).sum(axis=0)
     fh = fh.reshape(N, R, H, K)
+    # one head: f is fh itself, which is what fh.sum(axis=2) (0.0 + fh) gives here, bit for bit: every sum
+    # above starts from +0, so no entry of fh is -0.0 (``_readout``'s fh can be, and adds the 0.0)
     return Forward(f=fh[:, :, 0] if H == 1 else fh.sum(axis=2), fh=fh, w=w, V=V)
 
 
@@ -454,8 +456,9 @@ def _bag_compiled(T: int, K: int) -> bool:
     kernel option: for two token types and one output (the exact populations: occurrence, OR and one-head AND
     in their reduced types), where numba imports and compiles (``kernels.bag_usable``).  The loop does numpy's
     operations in numpy's order (its sums over the two types too, from +0 up), so it gives numpy's bits
-    (tested, to the sign of every zero; only a NaN's sign may differ) and no result changes.  The numpy path makes about eight passes over (types, strings, runs) arrays, the loop
-    one: one-head AND's step at d = 50 took half the time."""
+    (tested, to the sign of every zero; only a NaN's sign may differ) and no result changes.  The numpy path
+    makes about eight passes over (types, strings, runs) arrays, the loop one: one-head AND's step at d = 50
+    took half the time."""
     return K == 1 and T == 2 and KN.bag_usable()
 
 

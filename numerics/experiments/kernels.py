@@ -270,9 +270,9 @@ def _bag_forward(counts, pat, exP, V, w, fh):  # pragma: no cover - compiled
     Z = 0 + w_0 + w_1 (1 where it is 0), w_t /= Z, fh[n, c] = 0 + w_0 V[0, c] + w_1 V[1, c]; w (2, N, C).  The
     sums start from +0, as numpy's sums over the types' axis do: where both terms are -0.0 the sum is +0.0 (the
     test compares the sign of every zero).  A NaN's sign can differ from numpy's (of a sum of two NaNs of
-    opposite signs, numpy keeps the first's; LLVM may swap the operands).  A pattern is
-    read modulo 4, so that no value of ``pat`` reads outside exP.  Written for T = 2 (no loop over types): the
-    general loop over T took 3.5x as long at one-head AND's sizes, slower than numpy's passes."""
+    opposite signs, numpy keeps the first's; LLVM may swap the operands).  A pattern is read modulo 4, so that
+    no value of ``pat`` reads outside exP.  Written for T = 2 (no loop over types): the general loop over T took
+    3.5x as long at one-head AND's sizes, slower than numpy's passes."""
     N = counts.shape[0]
     C = V.shape[1]
     e0 = np.empty(4)
