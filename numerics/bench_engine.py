@@ -734,7 +734,8 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
         L += ["", "## The compiled kernel (`table1 --kernel compiled`)", "",
               "The engine's option for one-hot token rows (ICL, two-head AND): two compiled passes over the rows "
               "(numba, `numerics/experiments/kernels.py`), each row's exponentiated score a product of "
-              "per-coordinate exponentials, the three readout products left to BLAS. It rounds differently from "
+              "per-coordinate exponentials, the squared loss in a third loop over the outputs, the three readout "
+              "products left to BLAS. It rounds differently from "
               f"the default numpy kernel (relative differences `agree`, checked to {AGREE_TOL:g} before timing), "
               "so the default stays numpy, the kernel of the committed Table 1, sweep and scope results (bit for "
               "bit). CPU medians in ms per run-step, measured just after the numpy kernel's. `FLOP bound`: the "

@@ -122,6 +122,35 @@ def _one_hot_batch(rng, T=40, D=12, N=25, K=2, absent=None, per_row=None):
     return TK.Batch(X, m, rng.standard_normal((N, K)))
 
 
+@given(seed=st.integers(0, 2 ** 31 - 1), R=st.integers(1, 3), H=st.integers(1, 3), K=st.integers(1, 4),
+       N=st.integers(1, 9))
+@examples(20)
+def test_the_fused_squared_loss_is_numpys_on_any_weights(seed, R, H, K, N):
+    """``squared_loss`` (the compiled kernel's loss on batches without empty strings) against the numpy path's
+    loss (``engine._risk_and_dl``) on heads' outputs, targets and unequal, some zero, weights: risks to 1e-12,
+    and dL/df for every head of every run."""
+    rng = np.random.default_rng(seed)
+    fhe, y = rng.standard_normal((R * H, N, K)), rng.standard_normal((N, K))
+    w = rng.random(N) * (rng.random(N) < 0.8)
+    tb = E.Tokens(table=None, y=y, weights=w, labels=None)
+    f = fhe.reshape(R, H, N, K).sum(axis=1).transpose(1, 0, 2)                        # (N, R, K)
+    r_want, g_want = E._risk_and_dl(f, tb, "squared")
+    r, g = KN.squared_loss(fhe, y, w, H)
+    _close(r, r_want, "risk")
+    for h in range(H):
+        _close(g.reshape(R, H, N, K)[:, h], g_want.transpose(1, 0, 2), f"dL/df of head {h}")
+
+
+def test_the_fused_squared_loss_refuses_mis_shaped_inputs():
+    fhe = np.zeros((4, 3, 2))
+    for args, msg in (((fhe, np.zeros((3, 2)), np.zeros(3), 3), "not a whole number of runs"),
+                      ((fhe, np.zeros((3, 2)), np.zeros(3), 0), "not a whole number of runs"),
+                      ((fhe, np.zeros((3, 1)), np.zeros(3), 2), "targets has shape"),
+                      ((fhe, np.zeros((3, 2)), np.zeros(4), 2), "weights has shape")):
+        with pytest.raises(ValueError, match=msg):
+            KN.squared_loss(*args)
+
+
 def test_compiled_kernel_with_three_coordinates_a_row():
     """A one-hot table whose rows have one, two or three coordinates (the kernel's general loop)."""
     rng = np.random.default_rng(4)
