@@ -521,3 +521,24 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     if int(faults["off"]) < 10_000:
         pytest.skip(f"this allocator does not fault on these steps by itself ({faults['off']} faults)")
     assert int(faults["on"]) < 100, faults
+
+
+def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
+    """The results' cpu_s is the rows' CPU plus the driver's own: rows trained in the driver's process (one job)
+    are not counted again through its process time (they were, twice); rows resumed from an interrupted run
+    count with their recorded time."""
+    import time as _time
+
+    def burn(cfg_dict, name, task, heads):
+        t0 = _time.process_time()
+        while _time.process_time() - t0 < 0.3:
+            pass
+        return {"name": name, "cpu_s": _time.process_time() - t0}
+
+    monkeypatch.setattr(RN, "run_row", burn)
+    cfg = RN.Config.quick(tasks=("occurrence", "OR"), jobs=1)
+    done = {"OR": {"name": "OR", "cpu_s": 5.0}}
+    res = RN.run(cfg, quiet=True, done=done)
+    rows = sum(r["cpu_s"] for r in res["rows"].values())
+    assert rows >= 5.3 and res["rows"]["OR"]["cpu_s"] == 5.0
+    assert rows <= res["cpu_s"] <= rows + 0.2

@@ -6,13 +6,19 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.special import gammaln
 from scipy.stats import chi2
 
+from checks.strategies import examples
+from numerics.experiments import kernels as _KN
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import expand, marked_symbols, population
 from numerics.model import Model, Params
 from theory.validation import SettingError
+
+needs_numba = pytest.mark.skipif(not _KN.available(), reason="numba is not installed")
 
 N = 20000
 Z = 4.5  # Monte Carlo bands: 4.5 standard errors
@@ -175,16 +181,18 @@ def test_icl_rule_on_strings_laid_end_to_end_equals_the_rule_on_each_string():
         assert not np.array_equal(TK.icl_rule_flat(z, o, one_string), want)
 
 
-def test_count_matrix_equals_scipys_summed_coo():
-    """The ICL sampler's count matrix equals scipy's own construction (COO with duplicates, then summed): the
-    same data, indices and index pointers, of the same dtypes, in canonical form; rows may be empty."""
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_numba)])
+def test_count_matrix_equals_scipys_summed_coo(compiled):
+    """The ICL sampler's count matrix (numpy's and the compiled one) equals scipy's own construction (COO with
+    duplicates, then summed): the same data, indices and index pointers, of the same dtypes, in canonical
+    form; rows may be empty, and no pair at all."""
     import scipy.sparse as sp
     rng = np.random.default_rng(13)
-    for N, cells, M in ((1, 5, 3), (7, 40, 200), (64, 2550, 5000)):
+    for N, cells, M in ((1, 5, 3), (3, 4, 0), (7, 40, 200), (64, 2550, 5000), (5, 3, 400)):
         rows, cols = rng.integers(0, N, M), rng.integers(0, cells, M)
         want = sp.csr_matrix((np.ones(M), (rows, cols)), shape=(N, cells))
         want.sum_duplicates()
-        got = TK._count_matrix(rows, cols, N, cells)
+        got = TK._count_matrix(rows, cols, N, cells, compiled=compiled)
         for a, b in ((got.data, want.data), (got.indices, want.indices), (got.indptr, want.indptr)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         assert got.shape == want.shape and got.has_canonical_format
@@ -353,3 +361,65 @@ def test_attention_cannot_move_first():
     model = Model(1, 6, 1)
     _, g, _ = model.risk_and_grad(model.zeros(), pop.X, pop.y, pop.m, weights=pop.weights)
     assert np.all(g.alpha == 0) and np.any(g.B != 0)
+
+
+@needs_numba
+@given(seed=st.integers(0, 2 ** 32 - 1), d=st.integers(3, 60), N=st.integers(1, 80))
+@examples(25)
+def test_the_compiled_icl_round_draws_the_same_batches(seed, d, N):
+    """``sample_icl`` with its rounds compiled (the default where numba runs) and in numpy: from one generator
+    state the same strings, answers, lengths and count matrix (arrays and dtypes), and the generator left in
+    the same state (the same draws were taken)."""
+    r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
+    a = TK.sample_icl(d, N, r1, return_strings=True)
+    b = TK.sample_icl(d, N, r2, return_strings=True, compiled=False)
+    for x, y in ((a.m.data, b.m.data), (a.m.indices, b.m.indices), (a.m.indptr, b.m.indptr), (a.y, b.y),
+                 (a.labels, b.labels), (a.extra["n"], b.extra["n"])):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    assert all(u.dtype == v.dtype and np.array_equal(u, v) for u, v in zip(a.extra["strings"], b.extra["strings"]))
+    assert r1.bit_generator.state == r2.bit_generator.state
+
+
+@needs_numba
+def test_the_compiled_icl_round_follows_the_rule_and_refuses_bad_rounds():
+    """The compiled round on hand-made draws: a q = 0 turns the next token into the answer (never a q), so a
+    run of drawn q's alternates q, o, q, ...; a q only at the last position does not make a string good; the
+    cells pair each token with the one before (-1 first); inconsistent rounds are refused before the loop."""
+    KN = _KN
+    raw = np.array([[0, 5, 0, 0, 0, 2], [3, 4, 0, 9, 9, 9], [1, 0, 0, 0, 0, 0]])
+    z, cells, good = KN.icl_round(raw, np.array([6, 3, 2]), np.array([7, 8, 6]), 10)
+    assert z.tolist() == [0, 7, 0, 7, 0, 7] + [3, 4, 0] + [1, 0]
+    assert good.tolist() == [True, False, False]
+    prev = [-1, 0, 7, 0, 7, 0] + [-1, 3, 4] + [-1, 1]
+    assert cells.tolist() == [t * 11 + p + 1 for t, p in zip(z.tolist(), prev)]
+    for args in ((raw, np.array([7, 3, 2]), np.array([7, 8, 6])), (raw, np.array([6, 3]), np.array([7, 8])),
+                 (raw, np.array([6, 3, 2]), np.array([7, 8]))):
+        with pytest.raises(ValueError, match="inconsistent ICL round"):
+            KN.icl_round(*args, 10)
+    with pytest.raises(ValueError, match="columns in 0..3"):
+        KN.count_csr(np.array([0, 1]), np.array([0, 4]), 2, 4)
+    with pytest.raises(ValueError, match="rows in 0..1"):
+        KN.count_csr(np.array([0, 2]), np.array([0, 1]), 2, 4)
+
+
+@needs_numba
+def test_a_numba_that_cannot_import_leaves_the_numpy_round(monkeypatch):
+    """Where numba is installed but cannot import, ``sample_icl`` takes its numpy round and count matrix: the
+    same batch as with numba."""
+    import sys
+
+    KN = _KN
+    want = TK.sample_icl(12, 30, np.random.default_rng(4))
+    KN.icl_usable.cache_clear()
+    KN._compiled.cache_clear()
+    try:
+        monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" raises ImportError
+        assert KN.available() and not KN.icl_usable()
+        got = TK.sample_icl(12, 30, np.random.default_rng(4))
+    finally:
+        monkeypatch.undo()
+        KN.icl_usable.cache_clear()
+        KN._compiled.cache_clear()
+    assert KN.icl_usable()
+    for x, y in ((got.m.data, want.m.data), (got.m.indices, want.m.indices), (got.m.indptr, want.m.indptr)):
+        assert np.array_equal(x, y)

@@ -75,6 +75,20 @@ def bag_usable() -> bool:
     return True
 
 
+@lru_cache(maxsize=1)
+def icl_usable() -> bool:
+    """Whether ``icl_round`` and ``count_csr`` run here (numba found, imported, the loop compiled or loaded), tried once per
+    process on one string, as ``bag_usable``: else ``tasks.sample_icl`` takes its numpy round and count matrix."""
+    if not available():
+        return False
+    try:
+        icl_round(np.zeros((1, 2), np.int64), np.array([2]), np.array([1]), 2)
+        count_csr(np.array([0, 0]), np.array([1, 1]), 1, 2)
+    except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy round instead
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class OneHotRows:
     """Token rows that are one-hot on at most P coordinates: ``idx`` (P, M) the coordinates of each row
@@ -295,6 +309,103 @@ def _squared_loss(fhe, y, wts, H, r, g):  # pragma: no cover - compiled
         r[run] = tot
 
 
+def _icl_round(raw, nk, ok_, d, z, cells, good):  # pragma: no cover - compiled
+    """One round of ``tasks.sample_icl``'s rejection loop on k strings: raw (k, L) the uniform draws, nk (k,)
+    the lengths, ok_ (k,) the answers.  Applies the rule left to right (a token after a final q = 0 becomes
+    the answer), writing the strings laid end to end: their tokens into z and their pair cells
+    z_i (d + 1) + z_{i-1} + 1 (z_{-1} = -1) into cells; good[s] whether string s has a q before its last
+    position."""
+    off = 0
+    for s in range(nk.size):
+        n = nk[s]
+        o = ok_[s]
+        prev = -1
+        g = False
+        for i in range(n):
+            t = o if prev == 0 else raw[s, i]
+            z[off + i] = t
+            cells[off + i] = t * (d + 1) + prev + 1
+            if t == 0 and i < n - 1:
+                g = True
+            prev = t
+        good[s] = g
+        off += n
+
+
+def icl_round(raw: np.ndarray, nk: np.ndarray, ok_: np.ndarray, d: int):
+    """(z, cells, good) of ``_icl_round``: tokens and pair cells (sum nk,) of the k strings laid end to end
+    (int64), and which strings have a q before their last position."""
+    k = nk.size
+    raw, nk, ok_ = (np.ascontiguousarray(x, np.int64) for x in (raw, nk, ok_))
+    if raw.ndim != 2 or raw.shape[0] != k or ok_.shape != (k,) or (k and (nk.min() < 0 or nk.max() > raw.shape[1])):
+        raise ValueError("inconsistent ICL round: raw must be (k, L) with every length in 0..L and one answer "
+                         "a string")
+    total = int(nk.sum())
+    z, cells, good = np.empty(total, np.int64), np.empty(total, np.int64), np.empty(k, np.bool_)
+    _compiled()[5](raw, nk, ok_, int(d), z, cells, good)
+    return z, cells, good
+
+
+def _count_csr(rows, cols, N, ncols, indptr, indices, counts):  # pragma: no cover - compiled
+    """The canonical CSR arrays of the counts of the pairs (rows_i, cols_i) in an (N, ncols) matrix: the pairs
+    sorted by column and then, stably, by row (two counting sorts, linear in the pairs, N and ncols) and their
+    repeats counted; returns the number of distinct pairs (indices and counts filled up to it, indptr (N + 1,)
+    throughout)."""
+    M = rows.size
+    cnt = np.zeros(ncols + 1, np.int64)
+    for i in range(M):
+        cnt[cols[i] + 1] += 1
+    for c in range(ncols):
+        cnt[c + 1] += cnt[c]
+    by_col = np.empty(M, np.int64)
+    for i in range(M):
+        c = cols[i]
+        by_col[cnt[c]] = i
+        cnt[c] += 1
+    per = np.zeros(N + 1, np.int64)
+    for i in range(M):
+        per[rows[i] + 1] += 1
+    for r in range(N):
+        per[r + 1] += per[r]
+    order = np.empty(M, np.int64)
+    for t in range(M):
+        i = by_col[t]
+        r = rows[i]
+        order[per[r]] = i
+        per[r] += 1
+    out = 0
+    indptr[0] = 0
+    t = 0
+    for r in range(N):
+        end = t
+        while end < M and rows[order[end]] == r:
+            end += 1
+        while t < end:
+            c = cols[order[t]]
+            m = 0
+            while t < end and cols[order[t]] == c:
+                m += 1
+                t += 1
+            indices[out] = c
+            counts[out] = m
+            out += 1
+        indptr[r + 1] = out
+    return out
+
+
+def count_csr(rows: np.ndarray, cols: np.ndarray, N: int, ncols: int):
+    """(indptr (N + 1,), indices, counts) of ``_count_csr``: the canonical CSR arrays (int64 indices, float
+    counts) of the counts of the pairs (rows_i, cols_i), rows in 0..N - 1 and columns in 0..ncols - 1."""
+    rows, cols = np.ascontiguousarray(rows, np.int64), np.ascontiguousarray(cols, np.int64)
+    if (rows.shape != cols.shape or rows.ndim != 1
+            or (rows.size and (rows.min() < 0 or rows.max() >= N or cols.min() < 0 or cols.max() >= ncols))):
+        raise ValueError(f"the pairs must be one column per row, rows in 0..{N - 1} and columns in "
+                         f"0..{ncols - 1}")
+    indptr, indices, counts = np.empty(N + 1, np.int64), np.empty(rows.size, np.int64), np.empty(rows.size)
+    nnz = _compiled()[6](rows, cols, int(N), int(ncols), indptr, indices, counts)
+    return indptr, indices[:nnz], counts[:nnz]
+
+
 def _bag_forward(counts, pat, exP, V, w, fh):  # pragma: no cover - compiled
     """The bag layout's forward pass for two token types and one output, in one pass over the strings per
     column c, with numpy's operations in numpy's order (``engine.forward``): w_t = exP[pat[n], t, c] counts[n, t],
@@ -409,4 +520,4 @@ def _compiled():
     import numba
 
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
-    return jit(_softmax_scatter), jit(_score_grad), jit(_pad), jit(_bag_forward), jit(_squared_loss)
+    return jit(_softmax_scatter), jit(_score_grad), jit(_pad), jit(_bag_forward), jit(_squared_loss), jit(_icl_round), jit(_count_csr)

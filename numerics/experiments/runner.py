@@ -442,9 +442,12 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
         if on_row is not None:
             on_row(row["name"], row)
 
+    in_process = 0.0  # CPU of rows trained in this process, which process_time() below counts already
     if cfg.jobs == 1:
         for name, task, heads in todo:
-            finish(run_row(cfg_dict, name, task, heads))
+            row = run_row(cfg_dict, name, task, heads)
+            in_process += row["cpu_s"]
+            finish(row)
     else:
         with ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
             pending = {pool.submit(run_row, cfg_dict, n, t, h) for n, t, h in todo}
@@ -456,5 +459,6 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
     ordered = {name: done[name] for name, _, _ in rows(cfg)}
     return {"suite": "occurrence-companion", "version": package_version(), "command": command or sys.argv,
             "config": cfg_dict, "reading": cfg.reading.to_dict(), "elapsed_s": time.time() - started,
-            "cpu_s": sum(r["cpu_s"] for r in ordered.values()) + time.process_time() - cpu0, "rows": ordered,
+            "cpu_s": sum(r["cpu_s"] for r in ordered.values()) + time.process_time() - cpu0 - in_process,
+            "rows": ordered,
             "engine": {"numpy": np.__version__}}
