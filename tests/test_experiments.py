@@ -471,7 +471,7 @@ def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
         got, want = E._dense_scatter(rows, starts), reference(rows, starts)
         assert got.shape == want.shape
         for a, b in ((got.indptr, want.indptr), (got.indices, want.indices)):
-            assert np.array_equal(a, b)
+            assert a.dtype == b.dtype and np.array_equal(a, b)
         assert got.data.tobytes() == want.data.tobytes()
 
 
@@ -538,7 +538,8 @@ def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
     monkeypatch.setattr(RN, "run_row", burn)
     cfg = RN.Config.quick(tasks=("occurrence", "OR"), jobs=1)
     done = {"OR": {"name": "OR", "cpu_s": 5.0}}
-    res = RN.run(cfg, quiet=True, done=done)
+    # the driver's own work (here its callback, 0.3 s a row) counts once too
+    res = RN.run(cfg, quiet=True, done=done, on_row=lambda name, row: burn(None, name, None, None) and None)
     rows = sum(r["cpu_s"] for r in res["rows"].values())
     assert rows >= 5.3 and res["rows"]["OR"]["cpu_s"] == 5.0
-    assert rows <= res["cpu_s"] <= rows + 0.2
+    assert rows + 0.3 <= res["cpu_s"] <= rows + 0.5

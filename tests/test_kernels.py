@@ -141,6 +141,21 @@ def test_the_fused_squared_loss_is_numpys_on_any_weights(seed, R, H, K, N):
         _close(g.reshape(R, H, N, K)[:, h], g_want.transpose(1, 0, 2), f"dL/df of head {h}")
 
 
+@pytest.mark.parametrize("H", [1, 2])
+def test_the_compiled_kernel_reads_the_batchs_weights(H):
+    """A batch with unequal probability weights (the sampled tasks' are equal): the compiled path's risks and
+    gradients (its fused loss) agree with the numpy path's to 1e-12, and differ from those of equal weights."""
+    batch = TK.sample("ICL", 12, 30, np.random.default_rng(5))
+    batch.weights = np.random.default_rng(6).random(30)
+    batch.weights /= batch.weights.sum()
+    _, D, K = TK.model_shape("ICL", 12, H)
+    rng = np.random.default_rng(7)
+    alpha, B = rng.standard_normal((2, H, D)), rng.standard_normal((2, H, D, K))
+    _agree(batch, alpha, B)
+    equal = E.risk(alpha, B, E.from_batch(TK.Batch(batch.X, batch.m, batch.y), "compiled"))
+    assert np.abs(E.risk(alpha, B, E.from_batch(batch, "compiled")) - equal).min() > 1e-6
+
+
 def test_the_fused_squared_loss_refuses_mis_shaped_inputs():
     fhe = np.zeros((4, 3, 2))
     for args, msg in (((fhe, np.zeros((3, 2)), np.zeros(3), 3), "not a whole number of runs"),

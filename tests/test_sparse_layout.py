@@ -19,6 +19,8 @@ def _same(got, want):
     assert sp.isspmatrix_csr(got) and got.shape == want.shape
     for a, b in ((got.data, want.data), (got.indices, want.indices), (got.indptr, want.indptr)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    # the flag as set (scipy works it out from the arrays where it is not set, which cannot differ here)
+    assert got.__dict__.get("_has_sorted_indices") == want.__dict__.get("_has_sorted_indices")
     assert got.has_sorted_indices == want.has_sorted_indices
 
 
@@ -54,9 +56,14 @@ def test_the_fast_path_is_taken_and_bad_rows_are_refused(monkeypatch):
     with pytest.raises(IndexError, match="out of range"):
         E._take_rows(A, np.array([-1, 2]))
     _same(E._take_rows(A, np.array([], dtype=np.int64)), A[np.array([], dtype=np.int64)])
-    calls = []
-    monkeypatch.setattr(E._sparsetools, "csr_tocsc", lambda *a: calls.append(a) or E._sparsetools.csr_tocsc)
-    E._transpose(A)
+    # more entries taken than int32 pointers hold (here a limit of 12 for a matrix of 12 entries, 6 rows): refused
+    monkeypatch.setattr(E, "_INT32_MAX", A.nnz)
+    assert E._fast_csr(A)
+    with pytest.raises(ValueError, match="more than int32 index pointers hold"):
+        E._take_rows(A, np.arange(6).repeat(2))
+    calls, kernel = [], E._sparsetools.csr_tocsc
+    monkeypatch.setattr(E._sparsetools, "csr_tocsc", lambda *a: calls.append(a) or kernel(*a))
+    _same(E._transpose(A), A.T.tocsr())
     assert calls, "the fast path did not call scipy's kernel"
 
 

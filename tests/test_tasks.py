@@ -423,3 +423,17 @@ def test_a_numba_that_cannot_import_leaves_the_numpy_round(monkeypatch):
     assert KN.icl_usable()
     for x, y in ((got.m.data, want.m.data), (got.m.indices, want.m.indices), (got.m.indptr, want.m.indptr)):
         assert np.array_equal(x, y)
+
+
+def test_slr_directions_are_kept_read_only_per_d_and_seed():
+    """Every batch of a run asks for k*, v*: the same arrays come back for the same (d, seed), read-only (no
+    caller can change the next batch's), and other ones for another seed or d."""
+    k, v = TK.slr_directions(9, 3)
+    k2, v2 = TK.slr_directions(9, 3)
+    assert k2 is k and v2 is v
+    assert not k.flags.writeable and not v.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        k[0] = 1.0
+    assert not np.array_equal(TK.slr_directions(9, 4)[0], k) and TK.slr_directions(10, 3)[0].shape == (10,)
+    b = TK.sample_slr(9, 5, np.random.default_rng(0), seed=3)
+    assert b.extra["k"] is k and b.extra["v"] is v

@@ -259,9 +259,9 @@ def _fast_csr(A) -> bool:
 
 
 def _take_rows(A, idx: np.ndarray):
-    """``A[idx]`` for a CSR matrix A and integer row indices idx (each in 0..rows - 1): scipy's row gather
-    (``csr_row_index``) called without its indexing machinery, the same arrays (170 of its 200 us a batch at
-    ICL's d = 50 were the machinery)."""
+    """``A[idx]`` for a CSR matrix A and integer row indices idx (each in 0..rows - 1; negative ones, which
+    scipy reads from the end, are refused): scipy's row gather (``csr_row_index``) called without its indexing
+    machinery, the same arrays (170 of its 200 us a batch at ICL's d = 50 were the machinery)."""
     idx = np.asarray(idx)
     if not _fast_csr(A) or idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0:
         return A[idx]
@@ -269,8 +269,8 @@ def _take_rows(A, idx: np.ndarray):
         raise IndexError(f"row index out of range 0..{A.shape[0] - 1}")
     rows = idx.astype(np.int32)
     ends = np.cumsum(A.indptr[rows + 1] - A.indptr[rows], dtype=np.int64)
-    if ends[-1] > _INT32_MAX:  # more entries than int32 indices hold: scipy's own path
-        return A[idx]
+    if ends[-1] > _INT32_MAX:  # scipy's own gather would wrap its int32 pointers here: refused, not wrapped
+        raise ValueError(f"{int(ends[-1])} entries in the rows taken: more than int32 index pointers hold")
     indptr = np.zeros(rows.size + 1, dtype=np.int32)
     indptr[1:] = ends
     indices, data = np.empty(indptr[-1], dtype=np.int32), np.empty(indptr[-1])

@@ -55,9 +55,10 @@ TINY = 1e-280
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
-    first use only: by the compiled kernel, or by ``bag_usable``'s trial, the first step on an exact
-    population; numba's import takes 0.3 s, which commands that train neither do not pay).  Looked up once
-    per process (the lookup takes 0.08 ms, and every batch of a compiled run asks)."""
+    first use only: by the compiled kernel, by ``bag_usable``'s trial, the first step on an exact population,
+    or by ``icl_usable``'s, the first ICL batch drawn; with the loops loaded from the cache that takes about
+    0.8 CPU s and 115 MB of resident memory once per process, which commands that do none of these do not
+    pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a compiled run asks)."""
     return importlib.util.find_spec("numba") is not None
 
 
@@ -77,8 +78,9 @@ def bag_usable() -> bool:
 
 @lru_cache(maxsize=1)
 def icl_usable() -> bool:
-    """Whether ``icl_round`` and ``count_csr`` run here (numba found, imported, the loop compiled or loaded), tried once per
-    process on one string, as ``bag_usable``: else ``tasks.sample_icl`` takes its numpy round and count matrix."""
+    """Whether ``icl_round`` and ``count_csr`` run here (numba found, imported, the loops compiled or loaded),
+    tried once per process on one string, as ``bag_usable``: else ``tasks.sample_icl`` takes its numpy round
+    and count matrix."""
     if not available():
         return False
     try:
@@ -352,27 +354,22 @@ def _count_csr(rows, cols, N, ncols, indptr, indices, counts):  # pragma: no cov
     repeats counted; returns the number of distinct pairs (indices and counts filled up to it, indptr (N + 1,)
     throughout)."""
     M = rows.size
-    cnt = np.zeros(ncols + 1, np.int64)
-    for i in range(M):
-        cnt[cols[i] + 1] += 1
-    for c in range(ncols):
-        cnt[c + 1] += cnt[c]
-    by_col = np.empty(M, np.int64)
-    for i in range(M):
-        c = cols[i]
-        by_col[cnt[c]] = i
-        cnt[c] += 1
-    per = np.zeros(N + 1, np.int64)
-    for i in range(M):
-        per[rows[i] + 1] += 1
-    for r in range(N):
-        per[r + 1] += per[r]
-    order = np.empty(M, np.int64)
-    for t in range(M):
-        i = by_col[t]
-        r = rows[i]
-        order[per[r]] = i
-        per[r] += 1
+    order = np.arange(M)
+    keys, sizes = (cols, rows), (ncols, N)
+    for p in range(2):  # a stable counting sort of order by cols, then by rows
+        key, n = keys[p], sizes[p]
+        start = np.zeros(n + 1, np.int64)
+        for i in range(M):
+            start[key[i] + 1] += 1
+        for c in range(n):
+            start[c + 1] += start[c]
+        moved = np.empty(M, np.int64)
+        for t in range(M):
+            i = order[t]
+            c = key[i]
+            moved[start[c]] = i
+            start[c] += 1
+        order = moved
     out = 0
     indptr[0] = 0
     t = 0
@@ -520,4 +517,5 @@ def _compiled():
     import numba
 
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
-    return jit(_softmax_scatter), jit(_score_grad), jit(_pad), jit(_bag_forward), jit(_squared_loss), jit(_icl_round), jit(_count_csr)
+    return (jit(_softmax_scatter), jit(_score_grad), jit(_pad), jit(_bag_forward), jit(_squared_loss),
+            jit(_icl_round), jit(_count_csr))
