@@ -1,9 +1,11 @@
-"""The bag layout's compiled forward pass (``kernels.bag_forward``, run where ``engine._bag_compiled`` says,
-under either kernel option): on the exact populations (two token types, one output) it gives the numpy
-path's bits, not only its values to rounding, in every output of the engine (forward, risks, accuracies,
-gradients), for several runs and heads, saturated attention, empty strings and non-finite parameters (a NaN's
-sign aside); the cases it does not take, and a numba that cannot import, stay on the numpy path; its inputs are
-checked before the loop."""
+"""The compiled loops that give numpy's own bits under either kernel option: the bag layout's forward pass
+(``kernels.bag_forward``, run where ``engine._bag_compiled`` says) and the squared loss's terms for one output
+(``kernels.squared_terms``, in ``engine._risk_and_dl``).  On the exact populations (two token types, one
+output) they give the numpy path's bits, not only its values to rounding, in every output of the engine
+(forward, risks, accuracies, gradients), for several runs and heads, saturated attention, empty strings and
+non-finite parameters (a NaN's sign aside); the loss's terms on any outputs, runs, strides and weights; the
+cases they do not take, and a numba that cannot import, stay on the numpy path; their inputs are checked
+before the loops."""
 from __future__ import annotations
 
 import dataclasses
@@ -37,22 +39,26 @@ def _outputs(alpha, B, tb):
 
 
 def _both(alpha, B, tb):
-    """(compiled, numpy) outputs; asserts that the compiled loop ran, and then that it did not."""
-    calls = []
-    real = KN.bag_forward
+    """(compiled, numpy) outputs; asserts that both compiled loops ran, and then that neither did."""
+    calls = {"bag_forward": 0, "squared_terms": 0}
 
-    def spy(*args):
-        calls.append(1)
-        return real(*args)
+    def spy(name):
+        real = getattr(KN, name)
+
+        def call(*args):
+            calls[name] += 1
+            return real(*args)
+        return call
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(KN, "bag_forward", spy)
+        for name in calls:
+            m.setattr(KN, name, spy(name))
         got = _outputs(alpha, B, tb)
-        assert calls, "the compiled loop did not run"
-        m.setattr(E, "_bag_compiled", lambda T, K: False)
-        n = len(calls)
+        assert all(calls.values()), f"a compiled loop did not run: {calls}"
+        m.setattr(KN, "usable", lambda: False)
+        n = dict(calls)
         want = _outputs(alpha, B, tb)
-        assert len(calls) == n
+        assert calls == n
     return got, want
 
 
@@ -139,17 +145,17 @@ def test_a_numba_that_is_found_but_cannot_import_leaves_the_numpy_path_working(m
     with pytest.MonkeyPatch.context() as m:
         m.setattr(E, "_bag_compiled", lambda T, K: False)
         want = _outputs(alpha, B, tb)
-    KN.bag_usable.cache_clear()
+    KN.usable.cache_clear()
     KN._compiled.cache_clear()
     try:
         monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" raises ImportError
-        assert KN.available() and not KN.bag_usable()
+        assert KN.available() and not KN.usable()
         _same_bits(_outputs(alpha, B, tb), want)
     finally:
         monkeypatch.undo()
-        KN.bag_usable.cache_clear()
+        KN.usable.cache_clear()
         KN._compiled.cache_clear()
-    assert KN.bag_usable()
+    assert KN.usable()
 
 
 def test_other_bags_and_a_missing_numba_stay_on_the_numpy_path(monkeypatch):
@@ -164,12 +170,12 @@ def test_other_bags_and_a_missing_numba_stay_on_the_numpy_path(monkeypatch):
         _, D, K = TK.model_shape(task, 8, H)
         E.forward(rng.standard_normal((1, H, D)), rng.standard_normal((1, H, D, K)), tb)
     monkeypatch.setattr(KN, "available", lambda: False)
-    KN.bag_usable.cache_clear()
+    KN.usable.cache_clear()
     try:
         E.forward(np.zeros((1, 1, 8)), np.zeros((1, 1, 8, 1)), _tokens("occurrence", 8))
     finally:
         monkeypatch.undo()
-        KN.bag_usable.cache_clear()
+        KN.usable.cache_clear()
     assert not calls
 
 
@@ -190,3 +196,51 @@ def test_patterns_are_read_modulo_four_and_shapes_are_checked():
                                                                             "the type values")):
         with pytest.raises(ValueError, match=f"^{what} has shape"):
             KN.bag_forward(*args)
+
+
+@given(seed=st.integers(0, 2 ** 31 - 1), N=st.integers(1, 40), R=st.integers(1, 4), strided=st.booleans(),
+       special=st.booleans())
+@examples(30)
+def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
+    """``engine._risk_and_dl`` with the compiled terms and with numpy's passes, on outputs of R runs (strided
+    views of a heads' array, as the bag layout passes them), unequal and zero weights, and outputs that are
+    +-0, +-inf, NaN, huge (squares that overflow) or subnormal: the same bits (a NaN's sign aside)."""
+    rng = np.random.default_rng(seed)
+    fh = rng.standard_normal((N, R, 2 if strided else 1, 1))
+    if special:
+        pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1.5e154, 3e-160, 5e-324, 1.0])
+        flat = fh.reshape(-1)
+        pick = rng.random(flat.size) < 0.5
+        flat[pick] = rng.choice(pool, int(pick.sum()))
+    f = fh[:, :, 0]
+    w = rng.random(N) * (rng.random(N) < 0.8)
+    tb = E.Tokens(table=None, y=rng.choice([-1.0, 1.0, 0.0, -0.0], (N, 1)), weights=w, labels=None)
+    with np.errstate(all="ignore"):
+        got = E._risk_and_dl(f, tb, "squared")
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(KN, "usable", lambda: False)
+            want = E._risk_and_dl(f, tb, "squared")
+    _same_bits({"risk": got[0], "dL/df": got[1]}, {"risk": want[0], "dL/df": want[1]})
+    # each string's terms too (a NaN anywhere makes the risk NaN on both paths): numpy's losses, weighted
+    with np.errstate(all="ignore"):
+        lv, dl = KN.squared_terms(f[:, :, 0], tb.y[:, 0], w)
+        lv_np, dl_np = E.losses(f, tb, "squared")
+        dl_np = dl_np[:, :, 0] * w[:, None]
+    _same_bits({"loss": lv, "weighted dL/df": dl}, {"loss": lv_np, "weighted dL/df": dl_np})
+
+
+def test_the_squared_losss_terms_are_taken_only_for_one_output_and_checked(monkeypatch):
+    """More than one output (ICL) or another loss stays on numpy's passes; mis-shaped inputs are refused."""
+    calls = []
+    monkeypatch.setattr(KN, "squared_terms", lambda *a: calls.append(1))
+    rng = np.random.default_rng(1)
+    tb = E.Tokens(table=None, y=rng.standard_normal((5, 3)), weights=np.full(5, 0.2), labels=None)
+    E._risk_and_dl(rng.standard_normal((5, 2, 3)), tb, "squared")
+    tb1 = E.Tokens(table=None, y=np.sign(rng.standard_normal((5, 1))), weights=np.full(5, 0.2), labels=None)
+    E._risk_and_dl(rng.standard_normal((5, 2, 1)), tb1, "logistic")
+    assert not calls
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="targets has shape"):
+        KN.squared_terms(np.zeros((4, 2)), np.zeros(5), np.zeros(4))
+    with pytest.raises(ValueError, match="weights has shape"):
+        KN.squared_terms(np.zeros((4, 2)), np.zeros(4), np.zeros(3))

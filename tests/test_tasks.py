@@ -410,17 +410,17 @@ def test_a_numba_that_cannot_import_leaves_the_numpy_round(monkeypatch):
 
     KN = _KN
     want = TK.sample_icl(12, 30, np.random.default_rng(4))
-    KN.icl_usable.cache_clear()
+    KN.usable.cache_clear()
     KN._compiled.cache_clear()
     try:
         monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" raises ImportError
-        assert KN.available() and not KN.icl_usable()
+        assert KN.available() and not KN.usable()
         got = TK.sample_icl(12, 30, np.random.default_rng(4))
     finally:
         monkeypatch.undo()
-        KN.icl_usable.cache_clear()
+        KN.usable.cache_clear()
         KN._compiled.cache_clear()
-    assert KN.icl_usable()
+    assert KN.usable()
     for x, y in ((got.m.data, want.m.data), (got.m.indices, want.m.indices), (got.m.indptr, want.m.indptr)):
         assert np.array_equal(x, y)
 

@@ -516,12 +516,12 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
 def _bag_compiled(T: int, K: int) -> bool:
     """Whether the bag layout's forward pass runs as one compiled loop (``kernels.bag_forward``), whatever the
     kernel option: for two token types and one output (the exact populations: occurrence, OR and one-head AND
-    in their reduced types), where numba imports and compiles (``kernels.bag_usable``).  The loop does numpy's
+    in their reduced types), where numba imports and compiles (``kernels.usable``).  The loop does numpy's
     operations in numpy's order (its sums over the two types too, from +0 up), so it gives numpy's bits
     (tested, to the sign of every zero; only a NaN's sign may differ) and no result changes.  The numpy path
     makes about eight passes over (types, strings, runs) arrays, the loop one: one-head AND's step at d = 50
     took half the time."""
-    return K == 1 and T == 2 and KN.bag_usable()
+    return K == 1 and T == 2 and KN.usable()
 
 
 def _patterns(tb: Tokens) -> np.ndarray:
@@ -668,6 +668,10 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
 def _risk_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """The R weighted risks and d risk / d f (N, R, K): each string's loss gradient times its weight, scaled in
     the gradient's own array (every loss returns a new one)."""
+    if loss == "squared" and f.shape[2] == 1 and tb.y.shape[1] == 1 and KN.usable():
+        # one output: numpy's elementwise passes as one compiled pass, the same bits (``kernels.squared_terms``)
+        lv, dl = KN.squared_terms(f[:, :, 0], tb.y[:, 0], tb.weights)
+        return tb.weights @ lv, dl[:, :, None]
     lv, dl = losses(f, tb, loss)
     return tb.weights @ lv, np.multiply(dl, tb.weights[:, None, None], out=dl)
 

@@ -55,38 +55,28 @@ TINY = 1e-280
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
-    first use only: by the compiled kernel, by ``bag_usable``'s trial, the first step on an exact population,
-    or by ``icl_usable``'s, the first ICL batch drawn; with the loops loaded from the cache that takes about
+    first use only: by the compiled kernel, by ``usable``'s trial, the first step on an exact population or
+    the first ICL batch drawn; with the loops loaded from the cache that takes about
     0.8 CPU s and 115 MB of resident memory once per process, which commands that do none of these do not
     pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a compiled run asks)."""
     return importlib.util.find_spec("numba") is not None
 
 
 @lru_cache(maxsize=1)
-def bag_usable() -> bool:
-    """Whether ``bag_forward`` runs here: numba is found, imports, and compiles (or loads) the loop, tried once
-    per process on two strings.  The engine's default path takes the loop only then, so that a numba that is
-    installed but cannot import (say, one older than numpy) leaves the numpy kernel working as before."""
+def usable() -> bool:
+    """Whether the loops that give numpy's own results run here (``bag_forward``, ``squared_terms``,
+    ``icl_round``, ``count_csr``, which the default numpy kernel takes too): numba is found, imports, and
+    compiles (or loads) them, tried once per process on a tiny input.  Only then are they taken, so that a
+    numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working as
+    before, with the same results."""
     if not available():
         return False
     try:
         bag_forward(np.ones((2, 2)), np.array([3, 1]), np.ones((4, 2, 1)), np.ones((2, 1)))
-    except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy path instead
-        return False
-    return True
-
-
-@lru_cache(maxsize=1)
-def icl_usable() -> bool:
-    """Whether ``icl_round`` and ``count_csr`` run here (numba found, imported, the loops compiled or loaded),
-    tried once per process on one string, as ``bag_usable``: else ``tasks.sample_icl`` takes its numpy round
-    and count matrix."""
-    if not available():
-        return False
-    try:
+        squared_terms(np.ones((2, 1)), np.ones(2), np.ones(2))
         icl_round(np.zeros((1, 2), np.int64), np.array([2]), np.array([1]), 2)
         count_csr(np.array([0, 0]), np.array([1, 1]), 1, 2)
-    except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy round instead
+    except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy paths instead
         return False
     return True
 
@@ -403,6 +393,37 @@ def count_csr(rows: np.ndarray, cols: np.ndarray, N: int, ncols: int):
     return indptr, indices[:nnz], counts[:nnz]
 
 
+def _squared_terms(f, y, w, lv, dl):  # pragma: no cover - compiled
+    """The squared loss's terms for one output (K = 1), numpy's operations in numpy's order (``model._squared``
+    and ``engine._risk_and_dl``), in one pass: e = f[n, r] - y[n], lv[n, r] = 0.5 (e e), dl[n, r] = e w[n].
+    Elementwise only (no sum), so the same bits as numpy's passes (but for a NaN's sign, as ``bag_forward``)."""
+    N, R = f.shape
+    if R == 1:  # one run: a loop over the strings alone, which LLVM vectorises (the nested one: 3.5x as long)
+        for n in range(N):
+            e = f[n, 0] - y[n]
+            lv[n, 0] = 0.5 * (e * e)
+            dl[n, 0] = e * w[n]
+        return
+    for n in range(N):
+        yn = y[n]
+        wn = w[n]
+        for r in range(R):
+            e = f[n, r] - yn
+            lv[n, r] = 0.5 * (e * e)
+            dl[n, r] = e * wn
+
+
+def squared_terms(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(loss lv (N, R), weighted gradient dl (N, R)) of ``_squared_terms`` from outputs f (N, R) (any strides),
+    targets y (N,) and weights w (N,)."""
+    N, R = f.shape
+    _check("the targets", y, (N,))
+    _check("the weights", w, (N,))
+    lv, dl = np.empty((N, R)), np.empty((N, R))
+    _compiled()[7](f, y, w, lv, dl)
+    return lv, dl
+
+
 def _bag_forward(counts, pat, exP, V, w, fh):  # pragma: no cover - compiled
     """The bag layout's forward pass for two token types and one output, in one pass over the strings per
     column c, with numpy's operations in numpy's order (``engine.forward``): w_t = exP[pat[n], t, c] counts[n, t],
@@ -518,4 +539,4 @@ def _compiled():
 
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
     return (jit(_softmax_scatter), jit(_score_grad), jit(_pad), jit(_bag_forward), jit(_squared_loss),
-            jit(_icl_round), jit(_count_csr))
+            jit(_icl_round), jit(_count_csr), jit(_squared_terms))

@@ -222,7 +222,7 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
     todo = np.arange(N)
     strings: list = [None] * N
     rows_n, rows_cell = [], []
-    round_ = KN.icl_round if compiled and KN.icl_usable() else _icl_round
+    round_ = KN.icl_round if compiled and KN.usable() else _icl_round
     while todo.size:
         k = todo.size
         nk = _lengths(rng, p, k, start=2)
