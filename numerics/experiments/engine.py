@@ -134,9 +134,10 @@ KERNELS = ("numpy", "compiled")
 """How the rows layout computes a step on one-hot token rows: "numpy" (numpy and scipy's CSR kernels, the
 rounding of the committed results) or "compiled" (``kernels``: two compiled passes over the rows, products
 of per-coordinate exponentials, and the squared loss in one more; the same risks and gradients to
-rounding).  Dense rows always take the numpy
-path; bags too, but for the forward pass of two types and one output (``_bag_compiled``), which is compiled
-under both options and gives numpy's bits (NaN signs aside)."""
+rounding).  Dense rows always take the numpy path; bags too, but for the forward pass of two types and one
+output (``_bag_compiled``).  That pass, the squared loss's terms for one output (``_risk_and_dl``) and the
+ICL sampler's rounds (``tasks.sample_icl``) are compiled under both options where numba runs
+(``kernels.usable``), and give numpy's bits (NaN signs aside)."""
 
 
 def check_kernel(kernel: str) -> str:
