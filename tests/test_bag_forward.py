@@ -215,11 +215,15 @@ def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
     f = fh[:, :, 0]
     w = rng.random(N) * (rng.random(N) < 0.8)
     tb = E.Tokens(table=None, y=rng.choice([-1.0, 1.0, 0.0, -0.0], (N, 1)), weights=w, labels=None)
-    with np.errstate(all="ignore"):
+    calls, real = [], KN.squared_terms
+    with np.errstate(all="ignore"), pytest.MonkeyPatch.context() as m:
+        m.setattr(KN, "squared_terms", lambda *a: calls.append(1) or real(*a))
         got = E._risk_and_dl(f, tb, "squared")
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(KN, "usable", lambda: False)
-            want = E._risk_and_dl(f, tb, "squared")
+        assert calls, "the compiled terms did not run"
+        m.setattr(KN, "usable", lambda: False)
+        n = len(calls)  # (usable's own trial, when it runs first here, calls the terms too)
+        want = E._risk_and_dl(f, tb, "squared")
+        assert len(calls) == n
     _same_bits({"risk": got[0], "dL/df": got[1]}, {"risk": want[0], "dL/df": want[1]})
     # each string's terms too (a NaN anywhere makes the risk NaN on both paths): numpy's losses, weighted
     with np.errstate(all="ignore"):
@@ -244,3 +248,29 @@ def test_the_squared_losss_terms_are_taken_only_for_one_output_and_checked(monke
         KN.squared_terms(np.zeros((4, 2)), np.zeros(5), np.zeros(4))
     with pytest.raises(ValueError, match="weights has shape"):
         KN.squared_terms(np.zeros((4, 2)), np.zeros(4), np.zeros(3))
+
+
+@pytest.mark.parametrize("task,heads,d,kernel", [("SLR", 1, 6, "numpy"), ("even_pairs", 1, 4, "numpy"),
+                                                 ("AND", 2, 20, "numpy"), ("AND", 2, 20, "compiled")])
+def test_the_rows_layouts_steps_keep_numpys_bits(task, heads, d, kernel):
+    """The sampled rows (dense SLR rows, even pairs' bag of eight types, two-head AND's token rows, on either
+    kernel), with two strings emptied where the layout allows: risks, gradients and outputs of three runs with
+    the compiled loss terms the same bits as with numpy's passes, and the terms ran."""
+    batch = TK.sample(task, d, 40, np.random.default_rng(3), seed=1)
+    if task == "AND":  # two empty strings (the compiled kernel's own path then reads them as numpy does)
+        batch.m = np.array(batch.m)
+        batch.m[[4, 9]] = 0.0
+    tb = E.from_batch(batch, kernel)
+    _, D, K = TK.model_shape(task, d, heads)
+    rng = np.random.default_rng(4)
+    alpha, B = rng.standard_normal((3, heads, D)), rng.standard_normal((3, heads, D, K))
+    calls, real = [], KN.squared_terms
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(KN, "squared_terms", lambda *a: calls.append(1) or real(*a))
+        got = dict(zip(("risk", "d alpha", "d B", "f"), E.risk_and_grad(alpha, B, tb)))
+        assert calls, "the compiled terms did not run"
+        m.setattr(KN, "usable", lambda: False)
+        n = len(calls)
+        want = dict(zip(("risk", "d alpha", "d B", "f"), E.risk_and_grad(alpha, B, tb)))
+        assert len(calls) == n
+    _same_bits(got, want)

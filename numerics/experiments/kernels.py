@@ -1,5 +1,6 @@
 """Compiled loops (numba) for the engine's rows layout on one-hot token rows: the engine's ``kernel = "compiled"``;
-and one loop, ``bag_forward``, that the bag layout's forward pass takes under either kernel (see the end).
+and loops that give numpy's own bits, taken under either kernel where numba runs (``usable``; see the end):
+the bag layout's forward pass, the squared loss's terms for one output, the ICL sampler's rounds and counts.
 
 The numpy path of ``engine`` makes about a dozen passes over the (token rows, runs x heads) array per step
 (a CSR product for the scores, a segment maximum, an exponential per row, a segment sum, the CSR scatter
@@ -37,7 +38,10 @@ two paths' other summation orders overflow at different places: an entry infinit
 ``bag_forward`` is not an alternative rounding: for two token types and one output (the exact populations)
 it does the numpy path's operations in the numpy path's order, in one pass over the strings instead of
 about eight, and gives the same bits (but for the sign of a NaN, which IEEE arithmetic leaves unspecified and
-LLVM may take from the other operand); ``engine._bag_compiled`` says where it runs.
+LLVM may take from the other operand); ``engine._bag_compiled`` says where it runs.  So do ``squared_terms``
+(the squared loss's elementwise terms for one output, ``engine._risk_and_dl``: every row but ICL) and, on
+integers, ``icl_round`` and ``count_csr`` (``tasks.sample_icl``).  numba compiles without fast-math, so
+LLVM neither contracts a product and a sum into one rounding nor reorders them.
 """
 from __future__ import annotations
 
@@ -55,10 +59,11 @@ TINY = 1e-280
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
-    first use only: by the compiled kernel, by ``usable``'s trial, the first step on an exact population or
-    the first ICL batch drawn; with the loops loaded from the cache that takes about
-    0.8 CPU s and 115 MB of resident memory once per process, which commands that do none of these do not
-    pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a compiled run asks)."""
+    first use only: by the compiled kernel, or by ``usable``'s trial at the first training step with the
+    squared loss or on an exact population, or the first ICL batch drawn; with the loops loaded from the
+    cache that takes about 0.8 CPU s and 115 MB of resident memory once per process, which commands that
+    train nothing do not pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a
+    compiled run asks)."""
     return importlib.util.find_spec("numba") is not None
 
 
@@ -420,7 +425,8 @@ def squared_terms(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarr
     _check("the targets", y, (N,))
     _check("the weights", w, (N,))
     lv, dl = np.empty((N, R)), np.empty((N, R))
-    _compiled()[7](f, y, w, lv, dl)
+    # float64 in native byte order (the loop's signatures; a view is not copied), y and w C-contiguous as well
+    _compiled()[7](np.asarray(f, np.float64), _float(y), _float(w), lv, dl)
     return lv, dl
 
 
