@@ -57,7 +57,7 @@ def test_the_fast_path_is_taken_and_bad_rows_are_refused(monkeypatch):
         E._take_rows(A, np.array([-1, 2]))
     _same(E._take_rows(A, np.array([], dtype=np.int64)), A[np.array([], dtype=np.int64)])
     # more entries taken than int32 pointers hold (here a limit of 12 for a matrix of 12 entries, 6 rows): refused
-    monkeypatch.setattr(E, "_INT32_MAX", A.nnz)
+    monkeypatch.setattr(TK, "INT32_MAX", A.nnz)
     assert E._fast_csr(A)
     with pytest.raises(ValueError, match="more than int32 index pointers hold"):
         E._take_rows(A, np.arange(6).repeat(2))

@@ -37,7 +37,7 @@ from numerics.model import loss_terms
 from theory.validation import SettingError
 
 from . import kernels as KN
-from .tasks import Batch
+from .tasks import Batch, csr_index_dtype
 
 DENSE_BAG_MAX_TYPES = 16
 """A shared table with at most this many token types is kept as a dense count matrix (N, L) (the class
@@ -223,9 +223,8 @@ def _row_operators(tb: Tokens):
             X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
             D = X.shape[1]
             shape = (X.shape[0], len(tb.starts) * D)
-            # row i's coordinates moved to its string's block; computed in the index type scipy's constructor
-            # keeps (it narrows int64 indices that fit to int32, a copy of its own)
-            dt = X.indices.dtype if _fits_int32(X, shape) else np.int64
+            # row i's coordinates moved to its string's block, computed in the index type scipy's constructor keeps
+            dt = csr_index_dtype(X.nnz, *shape)
             block = np.repeat((tb.seg * D).astype(dt), np.diff(X.indptr))
             gather = sp.csr_matrix((X.data, np.add(X.indices, block, dtype=dt), X.indptr), shape=shape)
             rows_t = _transpose(X)
@@ -241,22 +240,13 @@ def _row_operators(tb: Tokens):
     return ops
 
 
-_INT32_MAX = np.iinfo(np.int32).max
-
-
-def _fits_int32(A, shape=None) -> bool:
-    """Whether CSR matrix A holds int32 indices and pointers and every index, pointer and dimension (of
-    ``shape``, A's own by default) fits them: where scipy's constructors and conversions keep int32."""
-    shape = A.shape if shape is None else shape
-    return (A.indices.dtype == np.int32 and A.indptr.dtype == np.int32
-            and max(A.nnz, *shape) <= _INT32_MAX)
-
-
 def _fast_csr(A) -> bool:
     """Whether ``_take_rows`` and ``_transpose`` may call scipy's kernels directly on A: a CSR matrix of
-    float64 values with int32 indices (every batch of the tasks; anything else takes scipy's own path)."""
+    float64 values with int32 indices and pointers, which scipy keeps for its size (every batch of the tasks;
+    anything else takes scipy's own path)."""
     return (_sparsetools is not None and sp.isspmatrix_csr(A) and A.data.dtype == np.float64
-            and _fits_int32(A))
+            and A.indices.dtype == np.int32 and A.indptr.dtype == np.int32
+            and csr_index_dtype(A.nnz, *A.shape) == np.int32)
 
 
 def _take_rows(A, idx: np.ndarray):
@@ -270,7 +260,7 @@ def _take_rows(A, idx: np.ndarray):
         raise IndexError(f"row index out of range 0..{A.shape[0] - 1}")
     rows = idx.astype(np.int32)
     ends = np.cumsum(A.indptr[rows + 1] - A.indptr[rows], dtype=np.int64)
-    if ends[-1] > _INT32_MAX:  # scipy's own gather would wrap its int32 pointers here: refused, not wrapped
+    if csr_index_dtype(ends[-1]) != np.int32:  # scipy's own gather would wrap its int32 pointers: refused
         raise ValueError(f"{int(ends[-1])} entries in the rows taken: more than int32 index pointers hold")
     indptr = np.zeros(rows.size + 1, dtype=np.int32)
     indptr[1:] = ends
@@ -314,8 +304,7 @@ def _dense_scatter(rows: np.ndarray, starts: np.ndarray):
     if not keep.all():
         data, indices = data[keep], indices[keep]
         per_row = np.bincount(np.repeat(np.arange(N_ne * D), per_row)[keep], minlength=N_ne * D)
-    # int32 indices where they fit, as scipy's constructor narrows them (int64 ones it scans and copies: 0.1 ms)
-    dt = np.int32 if max(N_ne * D, M, data.size) <= _INT32_MAX else np.int64
+    dt = csr_index_dtype(N_ne * D, M, data.size)  # (int64 ones scipy would scan and copy: 0.1 ms)
     indptr = np.zeros(N_ne * D + 1, dt)
     np.cumsum(per_row, out=indptr[1:])
     return sp.csr_matrix((data, indices.astype(dt, copy=False), indptr), shape=(N_ne * D, M))

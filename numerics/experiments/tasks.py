@@ -246,6 +246,16 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
     return Batch(table, m, np.eye(d)[o], labels=o, extra=extra)
 
 
+INT32_MAX = np.iinfo(np.int32).max
+
+
+def csr_index_dtype(*sizes: int):
+    """The index dtype scipy's CSR constructor keeps for a matrix whose dimensions, number of entries and index
+    values are at most max(sizes): int32 where that fits, else int64.  (It narrows int64 index arrays that
+    fit, with a scan and a copy of its own; arrays built in this dtype are kept as they are.)"""
+    return np.int32 if max(sizes) <= INT32_MAX else np.int64
+
+
 def _icl_round(raw: np.ndarray, nk: np.ndarray, ok_: np.ndarray, d: int):
     """One round of ``sample_icl``'s rejection loop, in numpy: (the k strings' tokens under the rule and their
     pair cells z_i (d + 1) + z_{i-1} + 1, z_{-1} = -1, laid end to end; which strings have a q before their
@@ -278,8 +288,7 @@ def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int, compil
         r, c = np.divmod(key, cells)
         indptr = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(np.bincount(r, minlength=N), out=indptr[1:])
-    # int32 indices where they fit, as scipy's constructor narrows them (it would copy int64 ones: 0.1 ms)
-    dt = np.int32 if max(N, cells, c.size) <= np.iinfo(np.int32).max else np.int64
+    dt = csr_index_dtype(N, cells, c.size)  # (int64 ones scipy would scan and copy: 0.1 ms)
     m = sp.csr_matrix((np.asarray(count, float), c.astype(dt), indptr.astype(dt)), shape=(N, cells))
     m.has_canonical_format = True
     return m
