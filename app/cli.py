@@ -89,7 +89,11 @@ def _unraisable(info) -> None:
     """``sys.unraisablehook`` of the CLI: a Ctrl-C that lands in a finalizer or a weakref callback (garbage
     collection) cannot propagate, and Python would print "Exception ignored ... Traceback" and go on as if it
     never came.  It is sent again instead, so it is delivered at the next ordinary point of the command (old
-    results kept, exit 130, one line).  Anything else goes to Python's own hook."""
+    results kept, exit 130, one line).  Python's report of a signal lost to a switch to SIG_IGN
+    (``_race_report``: the sweep ignores Ctrl-C while its workers start) is dropped, as that switch asked.
+    Anything else goes to Python's own hook."""
+    if _race_report(info):
+        return
     if isinstance(info.exc_value, KeyboardInterrupt) or info.exc_type is KeyboardInterrupt:
         import _thread
 
@@ -207,26 +211,69 @@ def _main(argv: list[str]) -> int:
         return exitcodes.INTERNAL
 
 
+_FINISHED = {"command": False}
+"""Whether ``guarded``'s command has returned: ``on_interrupt`` then drops the signal."""
+
+
 def on_interrupt(signum, frame):
     """The handler of SIGINT and SIGTERM while a command runs (``entry``): the signal is remembered
     (``_INTERRUPTS``: a C extension that turns the KeyboardInterrupt into another error, such as matplotlib's
     "Invalid bounding box", still reports an interruption) and raised as KeyboardInterrupt, so SIGTERM is
-    handled as Ctrl-C: staged files removed, exit 130."""
+    handled as Ctrl-C: staged files removed, exit 130.  Once the command has returned (``_FINISHED``), the
+    signal is dropped."""
+    if _FINISHED["command"]:
+        return
     _INTERRUPTS.append(signum)
     raise KeyboardInterrupt
 
 
-def entry(command: Sequence[str] = ()) -> int:
-    """The process entry point (``occ-companion``, ``python3 -m app``, and ``python3 -m app.X`` with the
-    subcommand X as ``command``): ``main`` on ``command`` and the process's arguments, with SIGTERM handled
-    as Ctrl-C, then no late interrupt: once the command has finished and printed, a Ctrl-C during
-    interpreter shutdown does not turn its status into 130."""
-    signal.signal(signal.SIGTERM, on_interrupt)
-    signal.signal(signal.SIGINT, on_interrupt)
-    status = main([*command, *sys.argv[1:]])
+def _race_report(info) -> bool:
+    """Whether an unraisable error is Python's report that a SIGINT or SIGTERM reached a handler that was
+    being set to SIG_IGN or SIG_DFL at that moment ("Signal 2 ignored due to race condition"): Python
+    records the signal in its C handler, and when it runs the Python handler a moment later, finds none."""
+    return (isinstance(info.exc_value, OSError)
+            and str(info.exc_value) in {f"Signal {int(s)} ignored due to race condition"
+                                        for s in (signal.SIGINT, signal.SIGTERM)})
+
+
+def _after_command(info) -> None:
+    """``sys.unraisablehook`` once ``guarded``'s command has returned: a signal that Python reports lost to
+    the switch to SIG_IGN (``_race_report``) is what that switch asked for, dropped without a traceback;
+    anything else goes to Python's own hook."""
+    if not _race_report(info):
+        sys.__unraisablehook__(info)
+
+
+def guarded(argv: Sequence[str]) -> int:
+    """``main(argv)`` with SIGTERM handled as Ctrl-C, then no late interrupt: once the command has finished
+    and printed, a Ctrl-C or SIGTERM is dropped (``on_interrupt``) and then ignored (SIG_IGN: Python puts
+    its own handlers back to the default ones at shutdown, but keeps SIG_IGN), so it does not turn the
+    command's status into 130, and prints nothing.
+
+    Switching a handler to SIG_IGN races with a signal that arrives during the switch; Python then prints
+    "OSError: Signal 2 ignored due to race condition" with a traceback (found by the kill loop).  Such a
+    report is dropped here (``_after_command``), since ignoring the signal is what was asked."""
+    _FINISHED["command"] = False
+    status = None
+    try:
+        signal.signal(signal.SIGTERM, on_interrupt)
+        signal.signal(signal.SIGINT, on_interrupt)
+        status = main(argv)
+        _FINISHED["command"] = True
+    except KeyboardInterrupt:  # before main's own handling, or after it and before the flag was set
+        _FINISHED["command"] = True
+    sys.unraisablehook = _after_command  # the process's last act: not restored
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if status is None:  # interrupted inside main after its own handling: the work's outcome is unknown
+        return interrupted(f"{PROG} {argv[0] if argv else ''}".rstrip())
     return status
+
+
+def entry(command: Sequence[str] = ()) -> int:
+    """The process entry point (``occ-companion``, ``python3 -m app``, and ``python3 -m app.X`` with the
+    subcommand X as ``command``): ``guarded`` on ``command`` and the process's arguments."""
+    return guarded([*command, *sys.argv[1:]])
 
 
 if __name__ == "__main__":  # pragma: no cover

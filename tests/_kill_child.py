@@ -9,11 +9,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import signal
 import sys
 import tempfile
 
-from app.cli import main, on_interrupt
+from app.cli import guarded, main
 
 
 def _warm() -> None:
@@ -53,10 +52,8 @@ def child(argv: list[str], log: str, die_at: int | None, folder: str | None) -> 
         sys.stderr = open(2, "w", closefd=False)
         if die_at is not None:
             _die_at(die_at, folder)
-        signal.signal(signal.SIGINT, on_interrupt)  # as app.cli.entry
-        rc = main(argv)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as app.cli.entry: no late Ctrl-C after the work
-    except KeyboardInterrupt:  # before main took over: what the entry point would report
+        rc = guarded(argv)  # what app.cli.entry runs
+    except KeyboardInterrupt:  # before guarded took over: what the entry point would report
         rc = 130
     except BaseException:  # noqa: BLE001 - reported through the log and the status
         import traceback
