@@ -252,20 +252,25 @@ def guarded(argv: Sequence[str]) -> int:
 
     Switching a handler to SIG_IGN races with a signal that arrives during the switch; Python then prints
     "OSError: Signal 2 ignored due to race condition" with a traceback (found by the kill loop).  Such a
-    report is dropped here (``_after_command``), since ignoring the signal is what was asked."""
+    report is dropped here (``_after_command``), since ignoring the signal is what was asked.
+
+    Meant as a process's last act (``entry``, the kill test's children): it leaves SIGINT and SIGTERM
+    ignored and its own unraisable hook installed."""
     _FINISHED["command"] = False
+    COMMITTED.clear()  # an interrupt before main clears it must not report an earlier command's files
     status = None
     try:
         signal.signal(signal.SIGTERM, on_interrupt)
         signal.signal(signal.SIGINT, on_interrupt)
         status = main(argv)
-        _FINISHED["command"] = True
-    except KeyboardInterrupt:  # before main's own handling, or after it and before the flag was set
-        _FINISHED["command"] = True
-    sys.unraisablehook = _after_command  # the process's last act: not restored
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if status is None:  # interrupted inside main after its own handling: the work's outcome is unknown
+    except KeyboardInterrupt:  # before main's own handling began, or in its last call (``interrupted``)
+        pass
+    finally:  # also when main re-raises a bug (TRACEBACK_ENV); Python 3.11 runs no signal handler between
+        _FINISHED["command"] = True  # main's return and this line (none on a return, a store or a load)
+        sys.unraisablehook = _after_command  # the process's last act: not restored
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if status is None:  # interrupted before main's handling began, or as it ended: 130 and its message
         return interrupted(f"{PROG} {argv[0] if argv else ''}".rstrip())
     return status
 
