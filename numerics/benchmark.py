@@ -8,8 +8,11 @@ would write instead (float64, truncated at the float series' tolerance), and num
 against the certified reference (the arb series, or the integral where the arb series is out of
 reach); also one float evaluation at d = 50, 30-digit evaluations (the integral, the arb series and
 mp), the main job as a user runs it (fresh ``python3 -m app run`` processes: CPU seconds, wall
-seconds and peak memory, medians of repeats) and the wall time of README's test command.  Prints a
-table and writes docs/benchmarks.md (``ROWS`` says what each row computes).
+seconds and peak memory, medians of repeats) and the wall time of README's test command.  Every timed
+evaluation is given as the median wall and median CPU seconds over a stated number of repeats, and every
+value with only the digits its own error supports (``_rounded``).  Prints a table and writes
+docs/benchmarks.md (``ROWS`` says what each row computes: the series and integral rows compute the risk and
+its gradient, the numpy baselines the risk only).
 Timings on a shared machine: CPU seconds hold up better than wall seconds; read both as orders of
 magnitude and as ratios.
 """
@@ -44,22 +47,29 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
 ROWS = {
-    "arb series (certified)": "the series over (n, c) classes in ball arithmetic (python-flint arb): a ball that "
-                              "contains the exact risk, truncation tail included",
-    "arb integral, 30 digits (certified)": "the integral representation (three one-dimensional arb integrals, "
-                                           "docs/integral.md): a certified ball, cost independent of d",
-    "float series (estimate)": "the suite's float64 series (numerics.series) with its error estimate; the "
-                               "enumeration is built once per d (build s) and reused for every evaluation",
-    "numpy double sum (float64)": "what a numpy user would write instead: the sum over lengths n <= N and marked "
-                                  "counts c <= C(n) of geometric x binomial weights (scipy.stats) times the loss "
-                                  "at (n, c), truncated where the omitted mass is below the float series' tol",
-    "numpy Monte Carlo on (n, c) (pilot)": "lengths n and marked counts c drawn directly (n geometric, c binomial: "
-                                           "the risk at symmetric parameters depends on nothing else), the sample "
-                                           "mean of the loss and its standard error; the size for SE 1e-6 is "
+    "arb series (certified)": "risk and gradient: the series over (n, c) classes in ball arithmetic (python-flint "
+                              "arb): balls that contain the exact risk and gradient, truncation tail included",
+    "arb integral, 30 digits (certified)": "risk and gradient: the integral representation (three one-dimensional "
+                                           "arb integrals, docs/integral.md): certified balls, cost independent of d",
+    "float series (estimate)": "risk and gradient: the suite's float64 series (numerics.series) with its error "
+                               "estimate; the enumeration is built once per d (build s) and reused for every "
+                               "evaluation",
+    "numpy double sum (float64)": "risk only: what a numpy user would write instead, the sum over lengths n <= N "
+                                  "and marked counts c <= C(n) of geometric x binomial weights (scipy.stats) times "
+                                  "the loss at (n, c), truncated where the omitted mass is below the float series' "
+                                  "tol",
+    "numpy Monte Carlo on (n, c) (pilot)": "risk only: lengths n and marked counts c drawn directly (n geometric, c "
+                                           "binomial: the risk at symmetric parameters depends on nothing else), the "
+                                           "sample mean of the loss and its standard error; the size for SE 1e-6 is "
                                            "extrapolated from the pilot",
 }
-"""What each row of the first table computes (printed under it).  Every row computes the risk only,
-at the same point."""
+"""What each row of the first table computes (printed under it), all at the same point.  The series and
+integral rows compute the risk and its gradient (``evaluate_symmetric`` has no risk-only path), the numpy
+double sum and Monte Carlo the risk only: a time ratio of a numpy row to a series row is conservative for
+the suite (the series does more work)."""
+
+REPEATS = {"float series": 5, "certified": 3, "numpy double sum": 3, "Monte Carlo": 3, "float single": 200}
+"""Repeats behind the medians of the evaluation tables (few for the slow certified rows)."""
 
 
 def _timed(fn, repeat: int = 1):
@@ -77,6 +87,21 @@ def _measure(fn, repeat: int = 1):
         cpus.append(time.process_time() - c)
         walls.append(time.perf_counter() - t)
     return out, statistics.median(walls), statistics.median(cpus)
+
+
+def _rounded(x: float, bound: float) -> tuple[str, str]:
+    """``app.formatting.value_and_bound`` at 17 digits: x with only the digits ``bound`` supports, and the
+    bound to print beside it (the rule is the CLI's, stated once there; imported here, where the page is
+    rendered, so that computing in this module does not load the presentation layer)."""
+    from app.formatting import value_and_bound
+
+    return value_and_bound(x, bound, 17)
+
+
+def _off(x, ref: str, ref_radius: float) -> float:
+    """|x - reference| plus the reference's radius: x's error, as measured against the certified reference."""
+    with mpmath.workdps(40):
+        return float(abs(mpmath.mpf(x) - mpmath.mpf(ref))) + ref_radius
 
 
 def numpy_double_sum(d: int, point=POINT, tol: float = 1e-15, chunk: int = 4096):
@@ -112,9 +137,10 @@ def numpy_double_sum(d: int, point=POINT, tol: float = 1e-15, chunk: int = 4096)
     return math.fsum(parts), terms
 
 
-def monte_carlo(d: int, point=POINT, size: int = 2_000_000, seed: int = 1):
+def monte_carlo(d: int, point=POINT, size: int = 2_000_000, seed: int = 1, repeat: int = 1):
     """Pilot Monte Carlo of the risk on (n, c): n from the length law, c ~ Binomial(n, 1/d); returns
-    (estimate, its SE, pilot size, CPU seconds, size for SE 1e-6, extrapolated CPU seconds for that size)."""
+    (estimate, its SE, pilot size, median CPU seconds, size for SE 1e-6, extrapolated CPU seconds for that
+    size, median wall seconds), the medians over ``repeat`` pilots (the same seed: the same estimate)."""
     def draw():
         s = Setting(d)
         rng = np.random.default_rng(seed)
@@ -125,9 +151,9 @@ def monte_carlo(d: int, point=POINT, size: int = 2_000_000, seed: int = 1):
         loss = (f - np.where(c > 0, 1.0, -1.0)) ** 2 / 2
         return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(size))
 
-    (risk, se), _, cpu = _measure(draw)
+    (risk, se), wall, cpu = _measure(draw, repeat)
     need = math.ceil(size * (se / MC_TARGET_SE) ** 2)
-    return risk, se, size, cpu, need, cpu * need / size
+    return risk, se, size, cpu, need, cpu * need / size, wall
 
 
 _RUSAGE_HELPER = """
@@ -240,15 +266,24 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
         "Generated by `python3 -m numerics.benchmark` (do not edit by hand).",
         f"Date {datetime.date.today()}; {os.cpu_count()} cores ({platform.machine()}), Python "
         f"{platform.python_version()}, numpy {np.__version__}, python-flint {flint.__version__}, "
-        f"mpmath {mpmath.__version__}.  Times on a shared machine: the tables of evaluations give wall-clock "
-        "medians (the Monte Carlo pilot CPU seconds), the main job CPU and wall seconds.",
+        f"mpmath {mpmath.__version__}.  Times on a shared machine: the tables of evaluations give the median wall "
+        "and the median CPU seconds (of this process) over the repeats in each row, the main job CPU and wall "
+        "seconds of fresh processes.",
         f"Point: alpha = ({POINT[0]}, {POINT[1]}, ...), beta = ({POINT[2]}, {POINT[3]}, ...), squared loss, "
         "balancing p, lengths on {1, 2, ...}.",
         "",
         "## Risk at one point, by method",
         "",
-        "| d | method | value | error (bound / SE) | terms or samples | build s | evaluation s | digits vs reference |",
-        "|---|---|---|---|---|---|---|---|",
+        "Values carry only the digits their own error supports: rounded to the last decimal place whose half-unit "
+        "is at most the row's certified radius (arb balls, as arb prints them), error estimate (float series; its "
+        "measured distance from the reference where larger), standard error (Monte Carlo) or measured distance from "
+        "the certified reference (numpy double sum); a printed bound includes that rounding.  Build s: the first "
+        "call (building the enumeration) minus an evaluation, wall, one call.  Digits vs reference: of the unrounded "
+        "value.",
+        "",
+        "| d | method | value | error (bound / SE) | terms or samples | build s | evaluation wall s | evaluation CPU s "
+        "| repeats | digits vs reference |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
     for d in dims:
@@ -259,42 +294,55 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
             fl, build = _timed(partial(fl_ev.evaluate_symmetric, *POINT))
         finally:
             series_module.DISK_CACHE = True
-        fl, secs = _timed(partial(fl_ev.evaluate_symmetric, *POINT), repeat=5)
+        fl, secs, fcpu = _measure(partial(fl_ev.evaluate_symmetric, *POINT), REPEATS["float series"])
         ref = None
         arb_tol = {50: 1e-21, 500: 1e-16}.get(d)
         if arb_tol is not None and not (quick and d > 50):
             ab_ev = SeriesEvaluator(s, context="arb", tol=arb_tol, max_terms=50_000_000)
             ball, abuild = _timed(partial(ab_ev.evaluate_symmetric, *POINT))
-            ball, asecs = _timed(partial(ab_ev.evaluate_symmetric, *POINT))
-            ref = ball.risk.mid().str(40, radius=False)
+            ball, asecs, acpu = _measure(partial(ab_ev.evaluate_symmetric, *POINT), REPEATS["certified"])
+            ref, ref_radius = ball.risk.mid().str(40, radius=False), ball.risk_bound
             lines.append(f"| {d} | arb series (certified) | {_arb_str(ball.risk)} | {ball.risk_bound:.1e} (radius; "
-                         f"gradient {ball.grad_bound:.1e}) | {ball.terms} | {abuild - asecs:.2f} | {asecs:.3f} | - |")
+                         f"gradient {ball.grad_bound:.1e}) | {ball.terms} | {abuild - asecs:.2f} | {asecs:.3f} | "
+                         f"{acpu:.3f} | {REPEATS['certified']} | - |")
         else:
             notes.append(f"d = {d}: arb series skipped (about {fl.terms} terms at ~0.5-1 us per ball operation, "
                          "20 operations per term: minutes and gigabytes of balls); the integral is the reference.")
         integral = IntegralEvaluator(s, dps=30)
-        ib, isecs = _timed(partial(integral.evaluate_symmetric, *POINT), repeat=3)
+        ib, isecs, icpu = _measure(partial(integral.evaluate_symmetric, *POINT), REPEATS["certified"])
         if ref is None:
-            ref = ib.risk.mid().str(40, radius=False)
+            ref, ref_radius = ib.risk.mid().str(40, radius=False), ib.risk_bound
             agree = "(reference)"
         else:
             agree = _digits(ib.risk.mid().str(40, radius=False), ref) + (
                 " (balls overlap)" if ib.risk.overlaps(ball.risk) else " (balls DISJOINT)")
         lines.append(f"| {d} | arb integral, 30 digits (certified) | {_arb_str(ib.risk, 32)} | {ib.risk_bound:.1e} "
-                     f"(radius; gradient {ib.grad_bound:.1e}) | 3 integrals | 0 | {isecs:.4f} | {agree} |")
-        lines.append(f"| {d} | float series (estimate) | {fl.risk!r} | {fl.risk_bound:.1e} | {fl.terms} | "
-                     f"{build - secs:.2f} | {secs:.4f} | {_digits(fl.risk, ref)} |")
-        (nv, nterms), nsecs = _timed(partial(numpy_double_sum, d, tol=fl_ev.tol), repeat=3)
-        lines.append(f"| {d} | numpy double sum (float64) | {nv!r} | {fl_ev.tol:.0e} (tail mass) | {nterms} | - | "
-                     f"{nsecs:.4f} | {_digits(nv, ref)} |")
-        est, se, size, msecs, need, extra = monte_carlo(d, size=TINY_MC if tiny else 2_000_000)
-        lines.append(f"| {d} | numpy Monte Carlo on (n, c) (pilot) | {est:.8f} | {se:.1e} (SE) | {size} | - | "
-                     f"{msecs:.2f} | {_digits(est, ref)} |")
-        notes.append(f"d = {d}: per evaluation the numpy double sum takes {nsecs / secs:.3g}x the float series' time "
-                     f"({nterms} against {fl.terms} terms; the series has a one-time build); Monte Carlo to SE 1e-6 "
+                     f"(radius; gradient {ib.grad_bound:.1e}) | 3 integrals | 0 | {isecs:.4f} | {icpu:.4f} | "
+                     f"{REPEATS['certified']} | {agree} |")
+        off = _off(fl.risk, ref, ref_radius)
+        shown, bound = _rounded(fl.risk, max(fl.risk_bound, off))
+        what = "estimate" if fl.risk_bound >= off else f"off the reference; estimate {fl.risk_bound:.1e}"
+        lines.append(f"| {d} | float series (estimate) | {shown} | {bound} ({what}) | {fl.terms} | "
+                     f"{build - secs:.2f} | {secs:.4f} | {fcpu:.4f} | {REPEATS['float series']} | "
+                     f"{_digits(fl.risk, ref)} |")
+        (nv, nterms), nsecs, ncpu = _measure(partial(numpy_double_sum, d, tol=fl_ev.tol), REPEATS["numpy double sum"])
+        shown, bound = _rounded(nv, _off(nv, ref, ref_radius))
+        lines.append(f"| {d} | numpy double sum (float64) | {shown} | {bound} (off the reference; tail mass "
+                     f"{fl_ev.tol:.0e}) | {nterms} | - | {nsecs:.4f} | {ncpu:.4f} | {REPEATS['numpy double sum']} | "
+                     f"{_digits(nv, ref)} |")
+        est, se, size, mcpu, need, extra, mwall = monte_carlo(d, size=TINY_MC if tiny else 2_000_000,
+                                                              repeat=REPEATS["Monte Carlo"])
+        lines.append(f"| {d} | numpy Monte Carlo on (n, c) (pilot) | {_rounded(est, se)[0]} | {se:.1e} (SE) | {size} | "
+                     f"- | {mwall:.2f} | {mcpu:.2f} | {REPEATS['Monte Carlo']} | {_digits(est, ref)} |")
+        notes.append(f"d = {d}: per evaluation the numpy double sum takes {nsecs / secs:.3g}x the float series' wall "
+                     f"time and {ncpu / fcpu if fcpu > 0 else math.inf:.3g}x its CPU time ({nterms} against {fl.terms} "
+                     "terms; the series has a one-time build). The series computes the risk and its gradient, the "
+                     "double sum the risk only, so the ratio is conservative for the series. Monte Carlo to SE 1e-6 "
                      f"needs about {need:.2e} strings, extrapolated {extra / 3600:.2g} CPU h from the pilot (not run).")
         print(f"d = {d} done: " + "; ".join(lines[-3:]), file=sys.stderr)
-    lines += ["", "What each row computes (the risk only, at the same point):", ""]
+    lines += ["", "What each row computes (all at the same point; the series and integral rows compute the risk and "
+              "its gradient, the numpy rows the risk only, so a time ratio of a numpy row to a series row is "
+              "conservative for the suite):", ""]
     lines += [f"- {name}: {what}." for name, what in ROWS.items()]
     lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     if tiny:
@@ -303,39 +351,40 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
     # single-evaluation targets
     ev50 = SeriesEvaluator(Setting(50))
     ev50.evaluate_symmetric(*POINT)
-    gaps = [POINT[0] + 1e-3 * k for k in range(200)]
-    t = time.perf_counter()
-    for g in gaps:
-        ev50.evaluate_symmetric(g, *POINT[1:])
-    per_float = (time.perf_counter() - t) / len(gaps)
+    nf, nc = REPEATS["float single"], REPEATS["certified"]
+    resf, per_float, cpu_float = _measure(lambda: ev50.evaluate_symmetric(*POINT), nf)
     arb30 = SeriesEvaluator(Setting(50), context="arb", dps=30, tol=1e-30)
     arb30.evaluate_symmetric(*POINT)
-    res30, t30 = _timed(lambda: arb30.evaluate_symmetric(*POINT))
+    res30, t30, c30 = _measure(lambda: arb30.evaluate_symmetric(*POINT), nc)
     integral30 = IntegralEvaluator(Setting(50), dps=30)
-    resi, ti = _timed(lambda: integral30.evaluate_symmetric(*POINT), repeat=3)
-    resi6, ti6 = _timed(lambda: IntegralEvaluator(Setting(10**6), dps=30).evaluate_symmetric(*POINT), repeat=3)
+    resi, ti, ci = _measure(lambda: integral30.evaluate_symmetric(*POINT), nc)
+    resi6, ti6, ci6 = _measure(lambda: IntegralEvaluator(Setting(10**6), dps=30).evaluate_symmetric(*POINT), nc)
     arb20 = SeriesEvaluator(Setting(50), context="arb", tol=1e-21)
     arb20.evaluate_symmetric(*POINT)
-    res20, t20 = _timed(lambda: arb20.evaluate_symmetric(*POINT))
+    res20, t20, c20 = _measure(lambda: arb20.evaluate_symmetric(*POINT), nc)
     lines += [
         "",
         "## Single evaluations at d = 50 (risk and gradient, after the one-time enumeration)",
         "",
-        "| what | seconds | target |",
-        "|---|---|---|",
-        f"| float, tol 1e-12 (mean of 200, {ev50.evaluate_symmetric(*POINT).terms} terms) | {per_float:.5f} | < 0.001 |",
-        f"| arb, radius {max(res20.risk_bound, res20.grad_bound):.1e} ({res20.terms} terms) | {t20:.3f} | < 1 |",
+        "Median wall and median CPU seconds over the repeats (the same point each time); the targets are wall seconds.",
+        "",
+        "| what | wall s | CPU s | repeats | target |",
+        "|---|---|---|---|---|",
+        f"| float, tol 1e-12 ({resf.terms} terms) | {per_float:.5f} | {cpu_float:.5f} | {nf} | < 0.001 |",
+        f"| arb, radius {max(res20.risk_bound, res20.grad_bound):.1e} ({res20.terms} terms) | {t20:.3f} | {c20:.3f} | "
+        f"{nc} | < 1 |",
         f"| 30 digits: arb integral, radius {max(resi.risk_bound, resi.grad_bound):.1e} (3 integrals) | "
-        f"{ti:.4f} | < 0.1 |",
-        f"| 30 digits: arb integral at d = 10^6, radius {max(resi6.risk_bound, resi6.grad_bound):.1e} | {ti6:.4f} | - |",
+        f"{ti:.4f} | {ci:.4f} | {nc} | < 0.1 |",
+        f"| 30 digits: arb integral at d = 10^6, radius {max(resi6.risk_bound, resi6.grad_bound):.1e} | {ti6:.4f} | "
+        f"{ci6:.4f} | {nc} | - |",
         f"| 30 digits: arb series, tol 1e-30, radius {max(res30.risk_bound, res30.grad_bound):.1e} "
-        f"({res30.terms} terms) | {t30:.3f} | - |",
+        f"({res30.terms} terms) | {t30:.3f} | {c30:.3f} | {nc} | - |",
     ]
     if not quick:
         mp15 = SeriesEvaluator(Setting(50), context="mp", dps=30, tol=1e-15)
         mp15.evaluate_symmetric(*POINT)
-        resm, tm = _timed(lambda: mp15.evaluate_symmetric(*POINT))
-        lines.append(f"| mp at 30 digits, tol 1e-15 ({resm.terms} terms) | {tm:.3f} | - |")
+        resm, tm, cm = _measure(lambda: mp15.evaluate_symmetric(*POINT), nc)
+        lines.append(f"| mp at 30 digits, tol 1e-15 ({resm.terms} terms) | {tm:.3f} | {cm:.3f} | {nc} | - |")
     lines += [
         "",
         "## Main job",

@@ -2,6 +2,7 @@
 with the engine (and the agreement check fails when the two compute different things)."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from numerics import bench_engine as BE
 from numerics.experiments.runner import Config
@@ -89,8 +90,31 @@ def test_readout_products_are_the_step_products_at_the_case_sizes(row, task, hea
     H, D, K = BE.TK.model_shape(task, d, heads)
     N_ne = len(case.tb.starts)
     assert H == heads and shapes == sorted([(H, N_ne, D), (H, D, K), (N_ne, K)])
-    if task == "ICL":  # every ICL string touches all D rows of B at d = 30: the bound counts these products
-        assert 6 * H * N_ne * D * K <= BE.flop_count(case.tb, H, K)
+
+
+@pytest.mark.parametrize("task,d,empty", [("ICL", 30, False), ("ICL", 7, True), ("SLR", 6, False)])
+def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
+    """The readout part of the FLOP bound is 6 K H sum_n u_n with u_n the distinct columns of string n's rows
+    (counted here by a set per string), not the non-zeros with repeats nor every row of B: at d = 30 an ICL
+    string touches fewer than D coordinates."""
+    batch = BE.TK.sample(task, d, 40, np.random.default_rng(3))
+    if empty:  # strings 3 and 10 emptied, as in tests/test_experiments.py
+        m = batch.m.tolil()
+        m[3], m[10] = 0, 0
+        batch.m = m.tocsr()
+    tb = BE.E.from_batch(batch)
+    assert tb.layout == "rows" and len(tb.starts) == tb.size - 2 * empty
+    X = sp.csr_array(tb.rows) if sp.issparse(tb.rows) else np.asarray(tb.rows)
+    ends = np.append(tb.starts[1:], X.shape[0])
+    by_set = [len({int(j) for r in range(a, b) for j in (X.indices[X.indptr[r]:X.indptr[r + 1]]
+                                                          if sp.issparse(tb.rows) else range(X.shape[1]))})
+              for a, b in zip(tb.starts, ends)]
+    assert BE.touched(tb).tolist() == by_set
+    H, D, K = BE.TK.model_shape(task, d, 1)
+    z = X.nnz if sp.issparse(tb.rows) else X.size
+    assert BE.flop_count(tb, H, K) == H * (10 * z + 6 * K * sum(by_set)) + 3 * tb.size * K + 2 * H * D * (K + 1)
+    if task == "ICL" and d == 30:
+        assert sum(by_set) < len(tb.starts) * D
 
 
 def test_compiled_target_uses_the_bound_beside_its_own_repeats():
@@ -130,3 +154,8 @@ def test_repeats_are_sized_on_a_call_after_the_first():
 
     wall, cpu = BE.timed(fn, repeats=3, min_seconds=0.01)
     assert len(calls) > 2 + 3 * 10 and wall < 0.01
+
+
+def test_ratios_carry_two_significant_digits():
+    assert [BE._x(v) for v in (4427.5, 2.74, 0.346, 9.96, 10.4, 3.04, 1.0, 0.0123)] == \
+        ["4400x", "2.7x", "0.35x", "10x", "10x", "3.0x", "1.0x", "0.012x"]

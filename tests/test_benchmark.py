@@ -17,7 +17,7 @@ def test_numpy_double_sum_is_the_risk_and_its_cost_is_linear_in_d():
 
 def test_monte_carlo_on_counts_is_within_its_standard_error():
     d = 12
-    risk, se, size, _, need, _ = monte_carlo(d, size=100_000, seed=3)
+    risk, se, size, _, need, _, _ = monte_carlo(d, size=100_000, seed=3)
     exact = SeriesEvaluator(Setting(d)).evaluate_symmetric(*POINT).risk
     assert size == 100_000 and 0 < se < 0.01 and abs(risk - exact) < 4 * se
     assert need > size  # SE 1e-6 needs more strings than the pilot
@@ -158,3 +158,38 @@ def test_benchmark_tiny_page_is_complete(tmp_path):
     text = page.read_text()
     assert text.startswith("# Benchmarks\n") and "| 5 | float series (estimate) |" in text
     assert "## Experiment runs (recorded, not re-run)" in text and "## Main job" not in text
+    # every value of the first table carries only the digits its printed error supports, and every timed row
+    # gives median wall and CPU seconds over its stated repeats
+    assert "| evaluation wall s | evaluation CPU s | repeats |" in text
+    rows = {r.split(" | ")[1]: r.strip("| ").split(" | ") for r in text.splitlines() if r.startswith("| 5 | ")}
+    for method in ("float series (estimate)", "numpy double sum (float64)", "numpy Monte Carlo on (n, c) (pilot)"):
+        _, _, value, error, *_, wall, cpu, repeats, _ = rows[method]
+        _assert_supported(value, float(error.split()[0]))
+        assert float(wall) >= 0 and float(cpu) >= 0 and int(repeats) >= 3
+    assert "risk and gradient" in text and "risk only" in text and "conservative" in text
+
+
+def _assert_supported(text: str, bound: float):
+    """``text`` has no decimal beyond what ``bound`` supports: its last place's half-unit is at most the bound
+    (or the bound includes that rounding), and one place fewer would already be within it."""
+    from fractions import Fraction
+
+    k = len(text.split(".")[1]) if "." in text else 0
+    unit, b = Fraction(1, 10**k), Fraction(bound)
+    assert unit / 2 <= b, (text, bound)  # the last digit is not padding
+    assert 10 * unit / 2 > b - unit / 2, (text, bound)  # and no digit is beyond the bound
+
+
+def test_printed_values_carry_only_supported_digits():
+    """The page's values keep the last decimal place whose half-unit is within their error and no more (the
+    reviewer's cases: a float at 3.2e-13 and a Monte Carlo mean at SE 3.4e-4), by the CLI's rule."""
+    from numerics.benchmark import _rounded
+
+    assert _rounded(0.41596093705584264, 3.2e-13)[0] == "0.4159609370558"
+    assert _rounded(0.41585118, 3.4e-4)[0] == "0.4159"
+    assert _rounded(0.9000321412423076, 1.5e-12)[0] == "0.900032141242"
+    for x in (0.41596093705584264, 0.8174422213493071, 0.025396134023705472, 123.456, -1.5, 0.5):
+        for bound in (3.4e-4, 5e-4, 1e-3, 3.2e-13, 1.7e-12, 2.4e-18, 0.05, 0.25):
+            text, printed = _rounded(x, bound)
+            if len(text.lstrip("-0.")) < 17:  # not capped at 17 significant digits
+                _assert_supported(text, bound)
