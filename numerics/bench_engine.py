@@ -16,6 +16,9 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   rate the row ran at);
 * the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
 * the peak traced memory (tracemalloc) of building the data and one engine step;
+* the default kernel's step and sampler again with its numba loops switched off (``kernels.numpy_paths``: the
+  bag's forward pass, the squared loss's terms, the ICL sampler's rounds and counts, which give numpy's bits),
+  what numba gains on the default path, checked bit for bit against the step and batch with the loops first;
 * for the rows the engine's compiled kernel takes (one-hot token rows: ICL, two-head AND), the same step
   with ``kernel = "compiled"`` (``table1 --kernel compiled``; other rounding, so not the default), checked
   against the numpy kernel before it is timed.
@@ -496,6 +499,46 @@ def check_compiled(case: Case, tbc: E.Tokens, alpha: np.ndarray, B: np.ndarray) 
     return _agreement("the compiled kernel", case, (r[0], ga[0], gB[0]), (rc[0], gac[0], gBc[0]), (r[0], ga, gB))
 
 
+# ------------------------------------------------------------------------------------------------ numpy paths
+
+
+def _same_bits(a, b) -> bool:
+    """Whether a and b (arrays, sparse matrices, scalars or None) hold the same values bit for bit, in the same
+    dtype, shape and (sparse) layout."""
+    if a is None or b is None:
+        return a is None and b is None
+    if sp.issparse(a) or sp.issparse(b):
+        if not (sp.issparse(a) and sp.issparse(b)) or a.format != b.format or a.shape != b.shape:
+            return False
+        a, b = sp.csr_matrix(a), sp.csr_matrix(b)
+        return all(_same_bits(x, y) for x, y in ((a.indptr, b.indptr), (a.indices, b.indices), (a.data, b.data)))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def check_numpy_paths(case: Case, alpha: np.ndarray, B: np.ndarray) -> None:
+    """Raises AssertionError unless the default kernel's risk, gradients and outputs at (alpha, B) of one run, and
+    (sampled rows) the batch of step 1, have the same bits with the numba loops as with them switched off
+    (``kernels.numpy_paths``), as the engine promises: otherwise the two timings would compare different
+    computations."""
+    def work():
+        out = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+        if case.sampler is not None:
+            b, _ = case.sampler(1)
+            out += (b.m, b.y, b.labels, b.extra.get("n"))
+        return out
+
+    names = ("risk", "alpha grad", "B grad", "outputs", "batch counts", "batch targets", "batch labels",
+             "batch lengths")
+    loops = work()
+    with KN.numpy_paths():
+        plain = work()
+    differ = [n for n, a, b in zip(names, loops, plain) if not _same_bits(a, b)]
+    if differ or len(loops) != len(plain):
+        raise AssertionError(f"the default kernel with and without its numba loops differs on {case.row} at "
+                             f"d = {case.d}: {', '.join(differ)} not bit for bit the same")
+
+
 # ------------------------------------------------------------------------------------------------ run
 
 
@@ -541,6 +584,14 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                        "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
                        "build_cpu": build_cpu if case.exact else None,
                        "sampler": None if case.exact else sampler_timed(case, repeats)}
+                # the same step and draws with the numba loops switched off, just after: what numba gains on the
+                # default path (the same bits, checked first)
+                a0, B0 = initial(case, 1, seed=2)
+                check_numpy_paths(case, a0[0], B0[0])
+                n1 = (a1.copy(), B1.copy())
+                with KN.numpy_paths():
+                    rec["numpy_paths_1"] = clock(lambda: engine_step(*n1, case.tb, case.loss), repeats)
+                    rec["numpy_paths_sampler"] = None if case.exact else sampler_timed(case, repeats)
                 rec["dgemm_gflops_beside"] = rate
                 rec["flop_seconds"] = rec["flops"] / (rate * 1e9)
                 tbc = compiled_case(case)
@@ -746,6 +797,28 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
                      f"{_x(e1[1] / x['flop_seconds'])} | "
                      + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
                         f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
+    plain = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "numpy_paths_1" in r[d]]
+    if plain:
+        L += ["", "## What numba gains on the default kernel", "",
+              "The default numpy kernel takes four numba loops where numba runs (`kernels.usable`): the bag "
+              "layout's forward pass for two token types and one output (the exact rows), the squared loss's terms "
+              "for one output (every row but ICL), and the ICL sampler's rounds and count matrix. Each does numpy's "
+              "operations in numpy's order, so the results are the same bits. `numpy only` is the same step of one "
+              "run on the same batch (and the sampler on the same draws) with those loops switched off "
+              "(`kernels.numpy_paths`: the default kernel as it runs without numba), timed just after the step's "
+              "`engine x1` and `engine x8` (and the sampler's) with the loops, CPU medians over the same repeats in "
+              "ms per run-step; before timing, the risk, gradients and outputs of one step (and the batch of one "
+              "draw) are checked to be the same bits with and without. `gain`: numpy only / with the loops; "
+              "`step + sampler`: the gain on what a sampled row pays per step.", "",
+              "| row | d | engine x1 with the loops | numpy only | gain | sampler with the loops | numpy only | gain "
+              "| step + sampler gain |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for row, d, x in plain:
+            e, n = x["engine_1"][1], x["numpy_paths_1"][1]
+            s, sn = (x["sampler"] or (None, None))[1], (x["numpy_paths_sampler"] or (None, None))[1]
+            L.append(f"| {row} | {d} | {_ms(e)} | {_ms(n)} | {_x(n / e)} | "
+                     + (f"{_ms(s)} | {_ms(sn)} | {_x(sn / s)} | {_x((n + sn) / (e + s))} |" if s is not None
+                        else "- | - | - | - |"))
     comp = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "compiled_1" in r[d]]
     if comp:
         L += ["", "## The compiled kernel (`table1 --kernel compiled`)", "",

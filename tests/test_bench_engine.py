@@ -25,6 +25,12 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
     if BE.KN.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
         section = text.split("## The compiled kernel")[1].split("## Growth")[0]
         assert "| ICL | 5 |" in section and "| ICL | 8 |" in section
+    # what numba gains on the default kernel: every row at both sizes, the sampled ones with their sampler
+    section = text.split("## What numba gains on the default kernel")[1].split("## ")[0]
+    for row, task, heads in BE.ROWS:
+        for d in (5, 8):
+            line = next(x for x in section.splitlines() if x.startswith(f"| {row} | {d} |"))
+            assert line.count("x |") == (1 if BE.exact(task, heads, Config()) else 3), line
 
 
 @pytest.mark.parametrize("row,task,heads", BE.ROWS)
@@ -159,3 +165,54 @@ def test_repeats_are_sized_on_a_call_after_the_first():
 def test_ratios_carry_two_significant_digits():
     assert [BE._x(v) for v in (4427.5, 2.74, 0.346, 9.96, 10.4, 3.04, 1.0, 0.0123)] == \
         ["4400x", "2.7x", "0.35x", "10x", "10x", "3.0x", "1.0x", "0.012x"]
+
+
+@pytest.mark.parametrize("row,task,heads,loop", [("occurrence", "occurrence", 1, "bag_forward"),
+                                                 ("SLR", "SLR", 1, "squared_terms"),
+                                                 ("ICL", "ICL", 1, "count_csr")])
+def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, loop):
+    """The benchmark's check that the default kernel gives the same bits with and without its numba loops passes
+    on the rows, and refuses to time when a loop's result differs from the numpy path's in the last bit."""
+    if not BE.KN.usable():
+        pytest.skip("numba's loops do not run here")
+    case = BE.make_case(row, task, heads, 6, Config())
+    a, B = BE.initial(case, 1, seed=5)
+    BE.check_numpy_paths(case, a[0], B[0])
+    loops = BE.KN._compiled()
+    fn = getattr(loops, loop)
+
+    def off_by_an_ulp(*args):
+        got = fn(*args)
+        out = args[-1]                     # every loop's last argument is an output it fills (counts, dl, fh)
+        out[...] = np.nextafter(out, np.inf)
+        return got
+    monkeypatch.setattr(loops, loop, off_by_an_ulp)
+    with pytest.raises(AssertionError, match="not bit for bit the same"):
+        BE.check_numpy_paths(case, a[0], B[0])
+
+
+def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
+    """bench() times the default kernel's step and sampler once with numba's loops (``usable()``) and once
+    without them, on the same batch, and records both."""
+    if not BE.KN.usable():
+        pytest.skip("numba's loops do not run here")
+    seen = {"step": set(), "sampler": []}
+    step, sampler = BE.engine_step, BE.sampler_timed
+
+    def engine_step(*a):
+        seen["step"].add(BE.KN.usable())
+        return step(*a)
+
+    def sampler_timed(*a):
+        seen["sampler"].append(BE.KN.usable())
+        return sampler(*a)
+    monkeypatch.setattr(BE, "engine_step", engine_step)
+    monkeypatch.setattr(BE, "sampler_timed", sampler_timed)
+    res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+                   gemm_n=100)
+    rec = res["rows"]["ICL"][5]
+    assert seen["step"] == {True, False} and seen["sampler"] == [True, False]
+    assert len(rec["numpy_paths_1"]) == 2 and len(rec["numpy_paths_sampler"]) == 2
+    assert BE.KN.usable()
+    page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
+    assert "## What numba gains on the default kernel" in page

@@ -371,3 +371,67 @@ def _floats(obj) -> list:
     if isinstance(obj, list):
         return [v for x in obj for v in _floats(x)]
     return [float(obj)] if isinstance(obj, float) else []
+
+
+SAME_BITS_LOOPS = ("bag_forward", "squared_terms", "icl_round", "count_csr")
+
+
+def _default_kernel_work():
+    """What the default numpy kernel computes at every call site of the same-bits loops: an exact population's
+    step (``bag_forward``, ``squared_terms``), a sampled SLR step (rows, ``squared_terms``), an ICL batch drawn
+    (``icl_round``, ``count_csr``) and its step; as flat arrays (the sparse counts by their CSR arrays)."""
+    from numerics.experiments.population import population
+
+    out = []
+    rng = np.random.default_rng(11)
+    for task, loss, batch in (("OR", "squared", population("OR", 6, 1e-6, 1e-6, merged=True)),
+                              ("SLR", "squared", TK.sample("SLR", 6, 32, np.random.default_rng(1), seed=0)),
+                              ("ICL", "cross_entropy", TK.sample("ICL", 6, 32, np.random.default_rng(2)))):
+        if sp.issparse(batch.m):
+            m = sp.csr_matrix(batch.m)
+            out += [m.indptr, m.indices, m.data]
+        _, D, K = TK.model_shape(task, 6, 1)
+        alpha, B = rng.standard_normal((2, 1, D)), rng.standard_normal((2, 1, D, K))
+        out += [np.asarray(x) for x in E.risk_and_grad(alpha, B, E.from_batch(batch), loss)]
+    return out
+
+
+def test_numpy_paths_switch_off_every_same_bits_loop_with_the_same_bits(monkeypatch):
+    """Inside ``numpy_paths`` no call site of the default kernel (the bag's forward pass, the squared loss's
+    terms, the ICL sampler's rounds and counts) reaches numba, and every result has the same bits as with the
+    loops; on exit the loops are taken again."""
+    loops = KN._compiled()
+    calls = dict.fromkeys(SAME_BITS_LOOPS, 0)
+
+    def counting(name):
+        fn = getattr(loops, name)
+
+        def wrapper(*a):
+            calls[name] += 1
+            return fn(*a)
+        return wrapper
+    for name in SAME_BITS_LOOPS:
+        monkeypatch.setattr(loops, name, counting(name))
+    assert KN.usable()
+    with_loops = _default_kernel_work()
+    assert all(calls.values()), calls        # the workload reaches every loop
+    calls.update(dict.fromkeys(calls, 0))
+    with KN.numpy_paths():
+        assert not KN.usable()
+        with KN.numpy_paths():               # nested: still off after the inner one ends
+            pass
+        without = _default_kernel_work()
+    assert calls == dict.fromkeys(SAME_BITS_LOOPS, 0)
+    assert len(without) == len(with_loops)
+    for a, b in zip(with_loops, without):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    assert KN.usable()
+    _default_kernel_work()
+    assert all(calls.values()), calls
+
+
+def test_numpy_paths_restores_the_switch_after_an_error():
+    with pytest.raises(RuntimeError):
+        with KN.numpy_paths():
+            raise RuntimeError
+    assert KN.usable()

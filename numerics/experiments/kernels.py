@@ -46,6 +46,7 @@ LLVM neither contracts a product and a sum into one rounding nor reorders them.
 from __future__ import annotations
 
 import importlib.util
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import SimpleNamespace
@@ -74,8 +75,8 @@ def usable() -> bool:
     ``icl_round``, ``count_csr``, which the default numpy kernel takes too): numba is found, imports, and
     compiles (or loads) them, tried once per process on a tiny input.  Only then are they taken, so that a
     numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working as
-    before, with the same results."""
-    if not available():
+    before, with the same results.  False, without a trial, inside ``numpy_paths``."""
+    if _numpy_paths_only or not available():
         return False
     try:
         bag_forward(np.ones((2, 2)), np.array([3, 1]), np.ones((4, 2, 1)), np.ones((2, 1)))
@@ -85,6 +86,30 @@ def usable() -> bool:
     except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy paths instead
         return False
     return True
+
+
+_numpy_paths_only = False
+"""Set by ``numpy_paths`` for its duration (``usable`` reads it)."""
+
+
+@contextmanager
+def numpy_paths():
+    """For its duration ``usable()`` is False, so that the engine and the ICL sampler take their numpy paths
+    instead of the loops that give their bits (``bag_forward``, ``squared_terms``, ``icl_round``,
+    ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
+    benchmark compares).  Every call site asks ``kernels.usable()`` at each call, so clearing its cache on entry
+    reaches them all; it is cleared again on exit, and the next call repeats the trial (microseconds once the
+    loops are loaded).  Process-wide (not per thread), and may be nested.  The compiled kernel
+    (``kernel = "compiled"``) is left as it is: it needs numba and does not ask ``usable``."""
+    global _numpy_paths_only
+    was = _numpy_paths_only
+    _numpy_paths_only = True
+    usable.cache_clear()
+    try:
+        yield
+    finally:
+        _numpy_paths_only = was
+        usable.cache_clear()
 
 
 @dataclass(frozen=True)
