@@ -809,7 +809,9 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "`engine x1` and `engine x8` (and the sampler's) with the loops, CPU medians over the same repeats in "
               "ms per run-step; before timing, the risk, gradients and outputs of one step (and the batch of one "
               "draw) are checked to be the same bits with and without. `gain`: numpy only / with the loops; "
-              "`step + sampler`: the gain on what a sampled row pays per step.", "",
+              "`step + sampler`: the gain on what a sampled row pays per step. Only ICL's sampler takes a loop: "
+              "the other samplers' gains (SLR, even pairs, two-head AND) compare the same code twice and show how "
+              "far this shared machine's medians move between two measurements.", "",
               "| row | d | engine x1 with the loops | numpy only | gain | sampler with the loops | numpy only | gain "
               "| step + sampler gain |",
               "|---|---|---|---|---|---|---|---|---|"]
