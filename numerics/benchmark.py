@@ -274,10 +274,13 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
         "",
         "## Risk at one point, by method",
         "",
-        "Values carry only the digits their own error supports: rounded to the last decimal place whose half-unit "
-        "is at most the row's certified radius (arb balls, as arb prints them), error estimate (float series; its "
-        "measured distance from the reference where larger), standard error (Monte Carlo) or measured distance from "
-        "the certified reference (numpy double sum); a printed bound includes that rounding.  Build s: the first "
+        "Values carry only the digits their own error supports. Arb balls are printed as arb prints them: a "
+        "midpoint with no more digits than its radius allows (at most 20 or 32), and the radius. The float "
+        "series, the numpy double sum and the Monte Carlo mean are rounded to the last decimal place whose "
+        "half-unit is at most their error: the series' error estimate (or its measured distance from the "
+        "reference, where larger), the double sum's measured distance from the certified reference, the Monte "
+        "Carlo standard error. The series' and the double sum's printed errors include that rounding; the "
+        "standard error is printed as estimated.  Build s: the first "
         "call (building the enumeration) minus an evaluation, wall, one call.  Digits vs reference: of the unrounded "
         "value.",
         "",

@@ -102,7 +102,8 @@ def test_readout_products_are_the_step_products_at_the_case_sizes(row, task, hea
 def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
     """The readout part of the FLOP bound is 6 K H sum_n u_n with u_n the distinct columns of string n's rows
     (counted here by a set per string), not the non-zeros with repeats nor every row of B: at d = 30 an ICL
-    string touches fewer than D coordinates."""
+    string touches fewer than D coordinates.  The rows' part is 4z + 3M for one-hot rows (lookups and adds)
+    and 8z + 2M for general ones; an explicit zero stored in the rows changes nothing."""
     batch = BE.TK.sample(task, d, 40, np.random.default_rng(3))
     if empty:  # strings 3 and 10 emptied, as in tests/test_experiments.py
         m = batch.m.tolil()
@@ -117,10 +118,104 @@ def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
               for a, b in zip(tb.starts, ends)]
     assert BE.touched(tb).tolist() == by_set
     H, D, K = BE.TK.model_shape(task, d, 1)
-    z = X.nnz if sp.issparse(tb.rows) else X.size
-    assert BE.flop_count(tb, H, K) == H * (10 * z + 6 * K * sum(by_set)) + 3 * tb.size * K + 2 * H * D * (K + 1)
+    z, M = (X.nnz if sp.issparse(tb.rows) else X.size), X.shape[0]
+    rows = 4 * z + 3 * M if task == "ICL" else 8 * z + 2 * M
+    bound = H * (rows + 6 * K * sum(by_set)) + 3 * tb.size * K + 2 * H * D * (K + 1)
+    assert BE.flop_count(tb, H, K) == bound
     if task == "ICL" and d == 30:
         assert sum(by_set) < len(tb.starts) * D
+    if sp.issparse(tb.rows):  # an explicit zero at a column the first string does not touch
+        Y = sp.csr_array(tb.rows)
+        free = next(j for j in range(D) if j not in set(Y.indices[Y.indptr[0]:Y.indptr[1]]))
+        Y = _with_explicit_zero(Y, 0, free)
+        assert Y.nnz == z + 1
+        tb.rows = Y
+        assert BE.touched(tb).tolist() == by_set and BE.flop_count(tb, H, K) == bound
+
+
+def _with_explicit_zero(Y, row, col):
+    """Y (CSR) with a stored 0.0 at (row, col), appended to the row's entries."""
+    at = Y.indptr[row + 1]
+    data = np.insert(Y.data, at, 0.0)
+    indices = np.insert(Y.indices, at, col)
+    indptr = Y.indptr.copy()
+    indptr[row + 1:] += 1
+    return sp.csr_array((data, indices, indptr), shape=Y.shape)
+
+
+def test_ratios_carry_two_significant_digits():
+    assert [BE._x(v) for v in (4427.5, 2.74, 0.346, 9.96, 10.4, 3.04, 1.0, 0.0123)] == \
+        ["4400x", "2.7x", "0.35x", "10x", "10x", "3.0x", "1.0x", "0.012x"]
+
+
+@pytest.mark.parametrize("row,task,heads,loop", [("occurrence", "occurrence", 1, "bag_forward"),
+                                                 ("SLR", "SLR", 1, "squared_terms"),
+                                                 ("ICL", "ICL", 1, "count_csr")])
+def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, loop):
+    """The benchmark's check that the default kernel gives the same bits with and without its numba loops passes
+    on the rows, and refuses to time when a loop's result differs from the numpy path's in the last bit."""
+    if not BE.KN.usable():
+        pytest.skip("numba's loops do not run here")
+    case = BE.make_case(row, task, heads, 6, Config())
+    a, B = BE.initial(case, 1, seed=5)
+    BE.check_numpy_paths(case, a[0], B[0])
+    loops = BE.KN._compiled()
+    fn = getattr(loops, loop)
+
+    def off_by_an_ulp(*args):
+        got = fn(*args)
+        out = args[-1]                     # every loop's last argument is an output it fills (counts, dl, fh)
+        out[...] = np.nextafter(out, np.inf)
+        return got
+    monkeypatch.setattr(loops, loop, off_by_an_ulp)
+    with pytest.raises(AssertionError, match="not bit for bit the same"):
+        BE.check_numpy_paths(case, a[0], B[0])
+
+
+def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
+    """bench() times the default kernel's step and sampler once with numba's loops (``usable()``) and once
+    without them, on the same batch, and records both."""
+    if not BE.KN.usable():
+        pytest.skip("numba's loops do not run here")
+    seen = {"step": [], "sampler": []}
+    step = BE.engine_step
+
+    def engine_step(*a):
+        seen["step"].append(BE.KN.usable())
+        return step(*a)
+    res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+                   gemm_n=100)
+    case = BE.make_case("ICL", "ICL", 1, 5, BE.Config())
+    real = case.sampler
+
+    def sampler(t):
+        seen["sampler"].append((t, BE.KN.usable()))
+        return real(t)
+    case.sampler = sampler
+    monkeypatch.setattr(BE, "engine_step", engine_step)
+    a, B = BE.initial(case, 1)
+    times = BE.with_and_without_loops(lambda: BE.engine_step(a, B, case.tb, case.loss), case, 3, 0.0001)
+    # alternately, repeat by repeat: the steps with and without the loops interleave, and each fresh draw is
+    # made once each way
+    flips = sum(1 for x, y in zip(seen["step"], seen["step"][1:]) if x != y)
+    assert set(seen["step"]) == {True, False} and flips >= 2 * 3 - 1
+    # each arm draws its own fresh steps, each timed draw after an untimed one, the arms' order swapped every
+    # repeat: with the loops on even steps, without them on odd ones
+    timed = [x for x in seen["sampler"] if x[0] < 10_000]
+    assert timed == [(2, True), (3, False), (5, False), (4, True), (6, True), (7, False)]
+    assert [x for x in seen["sampler"] if x[0] >= 10_000] == [(10_000 + s, u) for s, u in timed]
+    assert len(seen["sampler"]) == 12 and all(seen["sampler"][2 * i][0] == 10_000 + seen["sampler"][2 * i + 1][0]
+                                              for i in range(6))
+    assert all(len(times[k]) == 2 for k in times)
+    rec = res["rows"]["ICL"][5]
+    assert all(len(rec["numba"][k]) == 2 for k in rec["numba"])
+    assert BE.KN.usable()
+    page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
+    assert "## What numba gains on the default kernel" in page
+
+
+def test_a_ratio_near_its_target_shows_which_side_it_is_on():
+    assert [BE._x_near(v, 3) for v in (3.04, 2.96, 2.9, 3.2, 8.04)] == ["3.04x", "2.96x", "2.9x", "3.2x", "8.0x"]
 
 
 def test_compiled_target_uses_the_bound_beside_its_own_repeats():
@@ -160,59 +255,3 @@ def test_repeats_are_sized_on_a_call_after_the_first():
 
     wall, cpu = BE.timed(fn, repeats=3, min_seconds=0.01)
     assert len(calls) > 2 + 3 * 10 and wall < 0.01
-
-
-def test_ratios_carry_two_significant_digits():
-    assert [BE._x(v) for v in (4427.5, 2.74, 0.346, 9.96, 10.4, 3.04, 1.0, 0.0123)] == \
-        ["4400x", "2.7x", "0.35x", "10x", "10x", "3.0x", "1.0x", "0.012x"]
-
-
-@pytest.mark.parametrize("row,task,heads,loop", [("occurrence", "occurrence", 1, "bag_forward"),
-                                                 ("SLR", "SLR", 1, "squared_terms"),
-                                                 ("ICL", "ICL", 1, "count_csr")])
-def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, loop):
-    """The benchmark's check that the default kernel gives the same bits with and without its numba loops passes
-    on the rows, and refuses to time when a loop's result differs from the numpy path's in the last bit."""
-    if not BE.KN.usable():
-        pytest.skip("numba's loops do not run here")
-    case = BE.make_case(row, task, heads, 6, Config())
-    a, B = BE.initial(case, 1, seed=5)
-    BE.check_numpy_paths(case, a[0], B[0])
-    loops = BE.KN._compiled()
-    fn = getattr(loops, loop)
-
-    def off_by_an_ulp(*args):
-        got = fn(*args)
-        out = args[-1]                     # every loop's last argument is an output it fills (counts, dl, fh)
-        out[...] = np.nextafter(out, np.inf)
-        return got
-    monkeypatch.setattr(loops, loop, off_by_an_ulp)
-    with pytest.raises(AssertionError, match="not bit for bit the same"):
-        BE.check_numpy_paths(case, a[0], B[0])
-
-
-def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
-    """bench() times the default kernel's step and sampler once with numba's loops (``usable()``) and once
-    without them, on the same batch, and records both."""
-    if not BE.KN.usable():
-        pytest.skip("numba's loops do not run here")
-    seen = {"step": set(), "sampler": []}
-    step, sampler = BE.engine_step, BE.sampler_timed
-
-    def engine_step(*a):
-        seen["step"].add(BE.KN.usable())
-        return step(*a)
-
-    def sampler_timed(*a):
-        seen["sampler"].append(BE.KN.usable())
-        return sampler(*a)
-    monkeypatch.setattr(BE, "engine_step", engine_step)
-    monkeypatch.setattr(BE, "sampler_timed", sampler_timed)
-    res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
-                   gemm_n=100)
-    rec = res["rows"]["ICL"][5]
-    assert seen["step"] == {True, False} and seen["sampler"] == [True, False]
-    assert len(rec["numpy_paths_1"]) == 2 and len(rec["numpy_paths_sampler"]) == 2
-    assert BE.KN.usable()
-    page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
-    assert "## What numba gains on the default kernel" in page

@@ -99,7 +99,8 @@ def numpy_paths():
     ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
     benchmark compares).  Every call site asks ``kernels.usable()`` at each call, so clearing its cache on entry
     reaches them all; it is cleared again on exit, and the next call repeats the trial (microseconds once the
-    loops are loaded).  Process-wide (not per thread), and may be nested.  The compiled kernel
+    loops are loaded).  Process-wide (not per thread), and may be nested; this process only: a worker forked
+    inside it keeps the numpy paths for its life, a spawned one never takes them, so create no pool inside.  The compiled kernel
     (``kernel = "compiled"``) is left as it is: it needs numba and does not ask ``usable``."""
     global _numpy_paths_only
     was = _numpy_paths_only
