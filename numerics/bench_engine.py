@@ -199,26 +199,38 @@ def dgemm_rate(n: int = 1000, repeat: int = 5) -> tuple[float, float]:
 # ------------------------------------------------------------------------------------------------ timing
 
 
-def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS, after_each=None) -> tuple[float, float]:
-    """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last
-    ``min_seconds``; ``after_each`` (untimed) runs after every repeat.  The number of calls is set from the
-    second call: the first can pay one-off costs (numba's import and compilation, caches built on a batch),
-    and a repeat sized on it would time a single call."""
+def _calls_for(fn, min_seconds: float) -> int:
+    """How many calls of ``fn`` last ``min_seconds``, set from its second call: the first can pay one-off costs
+    (numba's import and compilation, caches built on a batch), and a count sized on it would time one call."""
     fn()
     t0 = time.perf_counter()
     fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    calls = max(1, int(math.ceil(min_seconds / once)))
-    walls, cpus = [], []
+    return max(1, int(math.ceil(min_seconds / max(time.perf_counter() - t0, 1e-7))))
+
+
+def _clocked(fn, calls: int) -> tuple[float, float]:
+    """(wall s, CPU s) per call of ``calls`` calls of ``fn`` in a row."""
+    w, c = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - w) / calls, (time.process_time() - c) / calls
+
+
+def _medians(times: list) -> tuple[float, float]:
+    """(median wall, median CPU) of (wall, CPU) pairs."""
+    return float(np.median([t[0] for t in times])), float(np.median([t[1] for t in times]))
+
+
+def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS, after_each=None) -> tuple[float, float]:
+    """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last ``min_seconds``
+    (``_calls_for``); ``after_each`` (untimed) runs after every repeat."""
+    calls = _calls_for(fn, min_seconds)
+    times = []
     for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        for _ in range(calls):
-            fn()
-        walls.append((time.perf_counter() - w) / calls)
-        cpus.append((time.process_time() - c) / calls)
+        times.append(_clocked(fn, calls))
         if after_each is not None:
             after_each()
-    return float(np.median(walls)), float(np.median(cpus))
+    return _medians(times)
 
 
 def timed_beside_dgemm(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS,
@@ -243,41 +255,24 @@ def timed_beside_dgemm(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS
 
 def sampler_timed(case: Case, repeats: int) -> tuple[float, float]:
     """Median wall and CPU seconds of drawing one batch and putting it in the engine layout (fresh steps)."""
-    walls, cpus = [], []
-    for t in range(1, repeats + 1):
-        w, c = time.perf_counter(), time.process_time()
-        case.sampler(t)
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
-    return float(np.median(walls)), float(np.median(cpus))
+    return _medians([_clocked(lambda: case.sampler(t), 1) for t in range(1, repeats + 1)])
 
 
 def with_and_without_loops(step, case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
     """The default kernel's step (``step()``) and, on sampled rows, its sampler timed with numba's same-bits
     loops and without them (``kernels.numpy_paths``), alternately, repeat by repeat, by the same clock: each
     repeat runs the step enough times to last ``min_seconds`` once with the loops and once without, and the
-    sampler draws a fresh step each way (just after an untimed draw, the arms' order swapped every repeat).  Medians (wall s, CPU s) per call:
-    ``{"with_1", "without_1", "with_sampler", "without_sampler"}`` (the samplers None on exact rows)."""
-    def once(fn, calls):
-        w, c = time.perf_counter(), time.process_time()
-        for _ in range(calls):
-            fn()
-        return (time.perf_counter() - w) / calls, (time.process_time() - c) / calls
-
-    def sizing(fn):  # as ``timed``: the first call may pay one-off costs, the second sets the count
-        fn()
-        t0 = time.perf_counter()
-        fn()
-        return max(1, int(math.ceil(min_seconds / max(time.perf_counter() - t0, 1e-7))))
-
-    calls = sizing(step)
+    sampler draws a fresh step each way (just after an untimed draw, the arms' order swapped every repeat).
+    Medians (wall s, CPU s) per call: ``{"with_1", "without_1", "with_sampler", "without_sampler"}`` (the
+    samplers None on exact rows)."""
+    calls = _calls_for(step, min_seconds)
     with KN.numpy_paths():
-        calls_np = sizing(step)
+        calls_np = _calls_for(step, min_seconds)
     times = {k: [] for k in ("with_1", "without_1", "with_sampler", "without_sampler")}
     for t in range(1, repeats + 1):
-        times["with_1"].append(once(step, calls))
+        times["with_1"].append(_clocked(step, calls))
         with KN.numpy_paths():
-            times["without_1"].append(once(step, calls_np))
+            times["without_1"].append(_clocked(step, calls_np))
         if not case.exact:  # fresh steps of their own, each timed just after an untimed draw (as in a run of
             # draws: a draw right after the step loop above, or a second draw of the same step, is not what a row
             # pays), the arms' order swapped every repeat
@@ -285,9 +280,8 @@ def with_and_without_loops(step, case: Case, repeats: int, min_seconds: float = 
                 s = 2 * t + (arm == "without")
                 with KN.numpy_paths() if arm == "without" else contextlib.nullcontext():
                     case.sampler(10_000 + s)
-                    times[f"{arm}_sampler"].append(once(lambda: case.sampler(s), 1))
-    return {k: (float(np.median([x[0] for x in v])), float(np.median([x[1] for x in v]))) if v else None
-            for k, v in times.items()}
+                    times[f"{arm}_sampler"].append(_clocked(lambda: case.sampler(s), 1))
+    return {k: _medians(v) if v else None for k, v in times.items()}
 
 
 def peak_memory(row: str, task: str, heads: int, d: int, cfg: Config) -> float:
@@ -872,9 +866,11 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "run on the same batch (and the sampler on the same draws) with those loops switched off "
               "(`kernels.numpy_paths`: the default kernel as it runs without numba); the two are timed "
               "alternately, repeat by repeat, by the same clock (`with_and_without_loops`; the sampler draws a "
-              "fresh step each way, just after an untimed draw, the arms' order swapped every repeat), CPU medians over the table above's number of repeats in ms per run-step "
-              "(so `with the loops` need not equal that table's `engine x1`, timed beside a dgemm); before timing, the risk, gradients and outputs of one step (and the batch of one "
-              "draw) are checked to be the same bits with and without. `gain`: numpy only / with the loops; "
+              "fresh step each way, just after an untimed draw, the arms' order swapped every repeat), CPU "
+              "medians over the table above's number of repeats in ms per run-step (so `with the loops` need not "
+              "equal that table's `engine x1`, timed beside a dgemm); before timing, the risk, gradients and "
+              "outputs of one step (and the batch of one draw) are checked to be the same bits with and without. "
+              "`gain`: numpy only / with the loops; "
               "`step + sampler`: the gain on what a sampled row pays per step. Only ICL's sampler takes a loop: "
               "the other samplers' gains (SLR, even pairs, two-head AND) compare the same code twice and show how "
               "far this shared machine's medians move between two measurements.", "",

@@ -339,8 +339,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
                      f"- | {mwall:.2f} | {mcpu:.2f} | {REPEATS['Monte Carlo']} | {_digits(est, ref)} |")
         notes.append(f"d = {d}: per evaluation the numpy double sum takes {nsecs / secs:.3g}x the float series' wall "
                      f"time and {ncpu / fcpu if fcpu > 0 else math.inf:.3g}x its CPU time ({nterms} against {fl.terms} "
-                     "terms; the series has a one-time build). The series computes the risk and its gradient, the "
-                     "double sum the risk only, so the ratio is conservative for the series. Monte Carlo to SE 1e-6 "
+                     "terms; the series has a one-time build, and computes the gradient too). Monte Carlo to SE 1e-6 "
                      f"needs about {need:.2e} strings, extrapolated {extra / 3600:.2g} CPU h from the pilot (not run).")
         print(f"d = {d} done: " + "; ".join(lines[-3:]), file=sys.stderr)
     lines += ["", "What each row computes (all at the same point; the series and integral rows compute the risk and "

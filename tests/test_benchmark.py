@@ -190,6 +190,6 @@ def test_printed_values_carry_only_supported_digits():
     assert _rounded(0.9000321412423076, 1.5e-12)[0] == "0.900032141242"
     for x in (0.41596093705584264, 0.8174422213493071, 0.025396134023705472, 123.456, -1.5, 0.5):
         for bound in (3.4e-4, 5e-4, 1e-3, 3.2e-13, 1.7e-12, 2.4e-18, 0.05, 0.25):
-            text, printed = _rounded(x, bound)
+            text = _rounded(x, bound)[0]
             if len(text.lstrip("-0.")) < 17:  # not capped at 17 significant digits
                 _assert_supported(text, bound)
