@@ -145,6 +145,11 @@ def test_excess_margin_and_slack():
     assert V.excess(row, "three_phase", "joint")[2] == 0.1875
     row["plans"]["joint"]["truncation_bound"] = None  # a sampled plan has none
     assert V.excess(row, "three_phase", "joint")[2] == 0.0625
+    # the rounding allowance of either plan adds to the slack
+    row["plans"]["three_phase"]["rounding_bound"] = 0.015625
+    row["plans"]["joint"]["rounding_bound"] = 0.0078125
+    assert V.excess(row, "three_phase", "joint")[2] == 0.0859375
+    row["plans"]["three_phase"]["rounding_bound"] = row["plans"]["joint"]["rounding_bound"] = None
     assert V.excess(row, "joint", "three_phase")[:2] == (-0.53125, 0.46875)
     # the attention effect (output-only minus joint) takes over when it is large, whatever its sign
     row["plans"]["output_only"]["risk"] = _stat(10.125)
@@ -170,7 +175,9 @@ def test_compare_decides_outside_the_truncation_slack_and_is_undecided_on_it():
                  "evidence": "three phase 0.656 vs joint 0.125: excess 0.531, margin 0.469"}
     assert _compare(want=False)["verdict"] == "holds"
     v = _compare(**{"plans.three_phase.truncation_bound": 0.0625})
-    assert v["verdict"] == "undecided" and v["reasons"] == ["within the truncation bound 0.062"]
+    assert v["verdict"] == "undecided" and v["reasons"] == ["within the population error bound 0.062"]
+    assert _compare(**{"plans.three_phase.truncation_bound": 0.03125,
+                       "plans.joint.rounding_bound": 0.03125})["verdict"] == "undecided"
     assert v["evidence"].startswith("three phase 0.656")
     assert _compare(**{"plans.three_phase.truncation_bound": 0.03125,
                        "plans.joint.truncation_bound": 0.03125})["verdict"] == "undecided"

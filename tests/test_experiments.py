@@ -2,6 +2,8 @@
 the plateau rule and the lag measures (the verdicts: tests/test_experiment_verdicts.py)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -625,3 +627,32 @@ def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
     rows = sum(r["cpu_s"] for r in res["rows"].values())
     assert rows >= 5.3 and res["rows"]["OR"]["cpu_s"] == 5.0
     assert rows + 0.3 <= res["cpu_s"] <= rows + 0.5
+
+
+def test_weighted_sum_is_one_product_up_to_a_block_and_exactly_added_blocks_above():
+    """``engine.weighted_sum`` (the reported risks): up to SUM_BLOCK strings the one BLAS product, bit for bit
+    (every sampled set is summed as before); above, each run's block sums added exactly (math.fsum; a plain
+    sum of the blocks differs in the last bits on some of 40 columns), the same bits whichever runs a column
+    is summed with, and within SUM_BLOCK + 1 units in the last place of the exact weighted sum."""
+    from fractions import Fraction
+
+    from numerics.experiments import engine as E
+    rng = np.random.default_rng(7)
+    for n in (1, E.SUM_BLOCK):
+        w, v = rng.random(n), rng.random((n, 3))
+        assert E.weighted_sum(w, v).tobytes() == (w @ v).tobytes()
+        assert E.weighted_sum(w, v[:, 0]) == w @ v[:, 0]
+    n = 5 * E.SUM_BLOCK + 17
+    w, v = rng.random(n) ** 8, rng.random((n, 40)) * 10.0 ** rng.integers(-8, 8, (n, 40))
+    got = E.weighted_sum(w, v)
+    blocks = np.array([np.add.reduce(np.ascontiguousarray(v[i:i + E.SUM_BLOCK].T) * w[i:i + E.SUM_BLOCK], axis=1)
+                       for i in range(0, n, E.SUM_BLOCK)])
+    assert got.tobytes() == np.array([math.fsum(c) for c in blocks.T]).tobytes()
+    assert np.any(got != blocks.sum(axis=0))
+    for j, others in ((5, [5]), (13, [2, 13, 39]), (39, [39, 0])):
+        assert E.weighted_sum(w, v[:, j]) == got[j]
+        assert E.weighted_sum(w, np.ascontiguousarray(v[:, others]))[others.index(j)] == got[j]
+    u = np.finfo(float).eps / 2
+    for j in (0, 13, 39):
+        exact = sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(w, v[:, j]))
+        assert abs(Fraction(float(got[j])) - exact) <= (E.SUM_BLOCK + 1) * u * exact

@@ -8,18 +8,28 @@ probability weights P(n) P(counts | n).  The table row u gives the score and val
 (they are equal by symmetry), and its gradient row is the per-coordinate gradient of each unmarked symbol,
 so gradient descent stays symmetric and the sums are exact.
 
+Weights (stated): P(n) = p exp((n - 1) log1p(-p)) times binomial probabilities (``scipy.stats.binom.pmf``,
+Boost's, accurate to a few units in the last place where the old difference of ``gammaln`` terms lost up to
+2e-11 relative at n ~ 7,000): P(c | n) for one marked count, P(c_a + c_b | n) P(c_a | c_a + c_b) for two.
+``WEIGHT_RELATIVE_ERROR`` states their relative error, checked against arb on every class at d = 50 and on
+classes spread over lengths and counts at d = 200 (tests/test_tasks.py).
+
 Truncation (stated, parameters): lengths n <= n_max with tail mass P(n > n_max) = (1 - p)^n_max <=
-``len_tol`` (default 1e-12); counts above the binomial 1 - 1e-16 quantile are left out (mass < 1e-16 per
-length); then the lightest classes are dropped while their total mass stays <= ``mass_tol``.  The weights
-are not renormalised: the neglected mass ``dropped`` (reported) bounds the error of the risk by
-dropped * max loss.
+``len_tol``; counts above the binomial 1 - 1e-16 quantile are left out (mass < 1e-16 per length, and per
+marked symbol); then the lightest classes are dropped while their total mass stays <= ``mass_tol``.  The
+weights are not renormalised.  ``dropped`` (reported) is an upper bound on the neglected mass, summed from
+its three parts, each computed directly (not as 1 - sum of the kept weights, which at d = 200 is below the
+weights' own rounding and can come out negative): the length tail in closed form, the count tails by
+``binom.sf`` per length (a union bound over the marked symbols), and the sum of the dropped classes'
+weights, widened by the weights' stated relative error.  It bounds the risk's truncation error by
+dropped * max loss (``loss_bound``); ``rounding_bound`` states the rest.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import gammaln
 from scipy.stats import binom
 
 from theory.validation import SettingError
@@ -27,6 +37,31 @@ from theory.validation import SettingError
 from .tasks import Batch, check_task, length_parameter
 
 QUANTILE_TAIL = 1e-16
+
+WEIGHT_RELATIVE_ERROR = 1e-13
+"""Stated relative error of every class weight (P(n) times binomial probabilities in float64); the largest
+measured against arb is 1.2e-14 (tests/test_tasks.py holds every class of the tested populations to it)."""
+
+WIDEN = 1e-9
+"""The left-out mass's three parts are each computed to a few units in the last place; their sum is widened
+by this relative margin so that ``dropped`` stays an upper bound."""
+
+
+def _pmf(c: np.ndarray, n: int, q: float) -> np.ndarray:
+    """Binomial probabilities P(c | n, q): Boost's (``binom.pmf``), but (1 - q)^n at c = 0 by log1p, where
+    Boost's lost up to 7e-13 relative (n = 1,945, q = 1/200)."""
+    out = binom.pmf(c, n, q)
+    out[c == 0] = np.exp(n * np.log1p(-q))
+    return out
+
+
+def length_probability(p: float, n):
+    """P(length = n) = p (1 - p)^(n - 1) for n >= 1, by log1p (relative error a few units in the last place
+    at every n; (1 - p)^(n - 1) in float loses (n - 1) times the rounding of 1 - p).  p = 1: every string
+    has length 1."""
+    if p >= 1:
+        return np.where(np.asarray(n) == 1, 1.0, 0.0)
+    return p * np.exp((np.asarray(n) - 1) * np.log1p(-p))
 
 CUT_CHUNK = 1 << 16
 """The mass cut's running total is taken over this many classes at a time (memory of the cut: 16 bytes per
@@ -71,10 +106,6 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     k = marked_symbols(task)
     n_max = max(1, int(np.ceil(np.log(len_tol) / np.log1p(-p)))) if p < 1 else 1
 
-    def logp_n(n):  # p = 1 (OR at d = 4): every string has length 1, and 0 * log(0) is 0 here
-        return np.log(p) + ((n - 1) * np.log1p(-p) if n > 1 else 0.0)
-
-    lq, lr = np.log(1.0 / d), np.log1p(-k / d)
     lengths = range(1, n_max + 1)
     his = [int(min(n, binom.isf(QUANTILE_TAIL, n, (k if merged else 1) / d) + 1)) for n in lengths]
 
@@ -90,16 +121,20 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     # sizes come from the blocks themselves (built once more here: cheap beside the weights)
     offsets = np.cumsum([0] + [len(counts_of(n, hi)[0]) for n, hi in zip(lengths, his)])
     w = np.empty(int(offsets[-1]))
+    q = (k if merged else 1) / d  # the binomial of the quantiles: one marked symbol, or both merged
     for n, hi, o, end in zip(lengths, his, offsets[:-1], offsets[1:]):
         ca, cb = counts_of(n, hi)
-        cr = n - ca - cb
-        if merged:  # c marked tokens, each a or b: binomial(n, 2/d)
-            lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cr + 1) + ca * np.log(k / d) + cr * lr + logp_n(n))
-        else:
-            lw = (gammaln(n + 1) - gammaln(ca + 1) - gammaln(cb + 1) - gammaln(cr + 1)
-                  + (ca + cb) * lq + cr * lr + logp_n(n))
-        w[o:end] = lw
-    np.exp(w, out=w)
+        if k == 1 or merged:
+            w[o:end] = _pmf(ca, n, q)
+        else:  # the multinomial (c_a, c_b, rest) as P(c_a + c_b | n) P(c_a | c_a + c_b), each marked token a or b
+            c = ca + cb
+            w[o:end] = _pmf(c, n, k / d) * binom.pmf(ca, c, 0.5)
+        w[o:end] *= length_probability(p, n)
+    # the left-out mass's first two parts: the length tail, and the count tails of every kept length (a union
+    # bound over the marked symbols where each has its own quantile)
+    ns, hs = np.arange(1, n_max + 1), np.array(his)
+    count_tails = float(np.sum(binom.sf(hs, ns, q) * length_probability(p, ns))) * (1 if (k == 1 or merged) else 2)
+    length_tail = float(np.exp(n_max * np.log1p(-p))) if p < 1 else 0.0
     # the mass cut: the lightest classes go while their running total (in increasing order) stays <= mass_tol;
     # the running total is taken a chunk at a time, carried from chunk to chunk in the same order of additions
     order = np.argsort(w)
@@ -113,6 +148,9 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
             cut = s + int(above[0])
             break
         total = float(run[-1])
+    # the dropped classes' mass, a chunk at a time (numpy's pairwise sum within, exact sum across: relative error
+    # ~20 units in the last place, far inside WIDEN)
+    cut_mass = math.fsum(float(np.sum(w[order[s:min(s + chunk, cut)]])) for s in range(0, cut, chunk))
     keep = np.sort(order[cut:])
     del order
     # the kept classes' counts, rebuilt block by block
@@ -131,9 +169,12 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
         if task == "OR":
             lab = np.where(c > 0, 1, -1)
         else:  # AND: split each class by the label, P(both | c) = 1 - 2^(1 - c) for c >= 1
-            both = np.where(c >= 2, 1.0 - np.exp2(1.0 - c), 0.0)
+            # (the complement 2^(1 - c) directly: 1 - (1 - 2^(1 - c)) is 0 in float from c = 55, which dropped
+            # those classes' negative halves, uncounted)
+            one_symbol = np.where(c >= 2, np.exp2(1.0 - c), 1.0)  # every marked token a, or every one b
+            both = 1.0 - one_symbol
             counts = np.concatenate([counts, counts])
-            w = np.concatenate([w * both, w * (1.0 - both)])
+            w = np.concatenate([w * both, w * one_symbol])
             lab = np.concatenate([np.ones(len(c), int), -np.ones(len(c), int)])
             nz = w > 0
             counts, w, lab = counts[nz], w[nz], lab[nz]
@@ -145,7 +186,8 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
         pos = {"occurrence": present[:, 0], "OR": present.any(axis=1), "AND": present.all(axis=1)}[task]
         lab = np.where(pos, 1, -1)
         X = class_table(d, k)
-    extra = {"n_max": n_max, "classes": int(len(w)), "dropped": float(1.0 - w.sum()),
+    dropped = min(1.0, (length_tail + count_tails + cut_mass * (1 + WEIGHT_RELATIVE_ERROR)) * (1 + WIDEN))
+    extra = {"n_max": n_max, "classes": int(len(w)), "dropped": dropped,
              "mass_tol": mass_tol, "len_tol": len_tol, "p": p, "merged": merged}
     return Batch(X, counts, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
 
@@ -155,6 +197,22 @@ def loss_bound(dropped: float, B: np.ndarray) -> float:
     loss at most (1 + max |f|)^2 / 2 with |f| <= sum over heads of max_k |B_hk| (B of shape (..., H, D, K))."""
     fmax = float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
     return dropped * (1.0 + fmax) ** 2 / 2
+
+
+def rounding_bound(risk: float, B: np.ndarray) -> float:
+    """Stated allowance for the float evaluation of a population risk ``engine.risk`` at readouts B (a
+    statement checked against arb, not a proof): the weights' relative error (``WEIGHT_RELATIVE_ERROR``) and
+    the blocked sum's (``engine.SUM_BLOCK`` + 3 units in the last place, the loss's own two roundings
+    included) times the risk, plus each class's output f off by at most 32 units in the last place of
+    f_max = sum over heads of max |B| (a weighted mean of readout entries, through exponentials), which
+    moves its loss by |y - f| |df| and the risk by at most 32 u f_max sqrt(2 risk) (Cauchy-Schwarz, the weights
+    summing to at most 1).  tests/test_tasks.py holds occurrence's exact population to the truncation and
+    this bound against the integral representation's arb balls."""
+    from .engine import SUM_BLOCK
+    u = np.finfo(float).eps / 2
+    fmax = float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
+    risk = abs(float(risk))
+    return (WEIGHT_RELATIVE_ERROR + (SUM_BLOCK + 3) * u) * risk + 32 * u * fmax * math.sqrt(2 * risk)
 
 
 def expand(values: np.ndarray, d: int, marked: int) -> np.ndarray:

@@ -30,13 +30,13 @@ from . import bank as BK
 from . import engine as E
 from . import lag as L
 from . import tasks as TK
-from .population import expand, loss_bound, marked_symbols, population
+from .population import expand, loss_bound, marked_symbols, population, rounding_bound
 from .grid import GridSearch
 from .protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
 
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
 ICL_LOSSES = ("squared", "cross_entropy")
-EXACT_MASS_TOL = 1e-13
+EXACT_MASS_TOL = 1e-15
 """Left-out probability mass of the exact populations (its bound on every risk is recorded per row)."""
 
 
@@ -53,7 +53,7 @@ class Config:
     val_size: int = 1024
     test_size: int = 2048
     mass_tol: float = EXACT_MASS_TOL
-    len_tol: float = 1e-13
+    len_tol: float = 1e-15
     curve_points: int = 40
     lag_points: int = 400
     icl_loss: str = "squared"
@@ -311,6 +311,7 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
                "alpha_dist": [rec.alpha_dist[s] for s in steps], "B_dist": [rec.B_dist[s] for s in steps]}
         if data.exact:
             res["truncation_bound"] = loss_bound(data.info["dropped"], rec.final_B)
+            res["rounding_bound"] = None if rec.diverged else rounding_bound(risks[-1], rec.final_B)
         if plan == "joint" and not rec.diverged:
             fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
             func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
@@ -371,8 +372,9 @@ def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
                     "steps": stats([r["steps"] for r in recs])}
-        bounds = [r.get("truncation_bound") for r in recs if r.get("truncation_bound") is not None]
-        plans[p]["truncation_bound"] = max(bounds) if bounds else None
+        for key in ("truncation_bound", "rounding_bound"):
+            bounds = [r.get(key) for r in recs if r.get(key) is not None]
+            plans[p][key] = max(bounds) if bounds else None
     lag = {}
     joint = [r for r in plans["joint"]["seeds"] if "lag" in r]
     for m in ("displacement", "function", "alignment"):

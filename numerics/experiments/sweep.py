@@ -610,7 +610,7 @@ TIDY_COLUMNS = ("reading", "d", "row", "task", "heads", "plan", "seed", "test_ri
                 "k1", "k2", "budget", "max_steps", "joint_steps", "optimizer",
                 "lag_displacement", "lag_function", "lag_alignment",
                 "t_half_att_displacement", "t_half_out_displacement", "t_half_att_function", "t_half_out_function",
-                "ceiling_lower", "ceiling_upper", "best_risk", "truncation_bound")
+                "ceiling_lower", "ceiling_upper", "best_risk", "truncation_bound", "rounding_bound")
 
 
 def tidy_rows(results: dict, reading: str, d: int) -> list[dict]:
@@ -632,7 +632,8 @@ def tidy_rows(results: dict, reading: str, d: int) -> list[dict]:
                            "k1": r["k1"], "k2": str(r["k2"]), "budget": r["budget"], "max_steps": r["max_steps"],
                            "joint_steps": r["joint_steps"], "optimizer": r["optimizer"],
                            "ceiling_lower": c.get("lower"), "ceiling_upper": c.get("upper"),
-                           "best_risk": c.get("best_risk"), "truncation_bound": rec.get("truncation_bound")}
+                           "best_risk": c.get("best_risk"), "truncation_bound": rec.get("truncation_bound"),
+                           "rounding_bound": rec.get("rounding_bound")}
                 for m in V.MEASURES:
                     rec_out[f"lag_{m}"] = lag.get(m, {}).get("ratio")
                 for m in ("displacement", "function"):

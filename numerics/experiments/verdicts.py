@@ -4,7 +4,7 @@ Every verdict is one of:
 
 * ``holds`` / ``does not hold``: decided by the criterion below, on runs that no artefact decides;
 * ``undecided``: the criterion's interval straddles its threshold (seed spread, the snapshot resolution of
-  t_half, or the truncation bound of an exact population);
+  t_half, or the error bound of an exact population: truncation and rounding);
 * ``refused``: the verdict would rest on an artefact, and each reason is given: a chosen step size at an
   untried edge of its grid, a diverged or unstable run (ending above its start), a run that did not converge within the budget, a row whose
   capacity ceiling is far from the task's best value ("not representable"), or a row with no ceiling.
@@ -89,12 +89,13 @@ def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
 
 
 def excess(row: dict, plan: str, reference: str) -> tuple[float, float, float]:
-    """(excess mean risk of plan over reference, margin, truncation slack)."""
+    """(excess mean risk of plan over reference, margin, slack: the two plans' population error bounds, truncation
+    and rounding, where recorded)."""
     plans = row["plans"]
     a, b = plans[plan]["risk"], plans[reference]["risk"]
     se = math.sqrt(_se(a) ** 2 + _se(b) ** 2)
     effect = plans["output_only"]["risk"]["mean"] - plans["joint"]["risk"]["mean"]
-    slack = (plans[plan].get("truncation_bound") or 0.0) + (plans[reference].get("truncation_bound") or 0.0)
+    slack = sum(plans[q].get(key) or 0.0 for q in (plan, reference) for key in ("truncation_bound", "rounding_bound"))
     return a["mean"] - b["mean"], max(3 * se, MATCH_SHARE * abs(effect)), slack
 
 
@@ -109,7 +110,7 @@ def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str)
     ev = (f"{plan.replace('_', ' ')} {row['plans'][plan]['risk']['mean']:.3g} vs {reference.replace('_', ' ')} "
           f"{row['plans'][reference]['risk']['mean']:.3g}: excess {e:.3g}, margin {margin:.3g}")
     if abs(e - margin) <= slack:
-        return out | {"verdict": "undecided", "reasons": [f"within the truncation bound {slack:.2g}"], "evidence": ev}
+        return out | {"verdict": "undecided", "reasons": [f"within the population error bound {slack:.2g}"], "evidence": ev}
     match = e <= margin
     return out | {"verdict": "holds" if match == want_match else "does not hold", "reasons": [], "evidence": ev,
                   "excess": e, "margin": margin}
