@@ -17,12 +17,14 @@ classes spread over lengths and counts at d = 200 (tests/test_tasks.py).
 Truncation (stated, parameters): lengths n <= n_max with tail mass P(n > n_max) = (1 - p)^n_max <=
 ``len_tol``; counts above the binomial 1 - 1e-16 quantile are left out (mass < 1e-16 per length, and per
 marked symbol); then the lightest classes are dropped while their total mass stays <= ``mass_tol``.  The
-weights are not renormalised.  ``dropped`` (reported) is an upper bound on the neglected mass, summed from
+weights are not renormalised.  ``dropped`` (reported, with its parts ``length_tail``, ``count_tails`` and
+``cut_mass``) is an upper bound on the neglected mass, given the weights' stated relative error, summed from
 its three parts, each computed directly (not as 1 - sum of the kept weights, which at d = 200 is below the
 weights' own rounding and can come out negative): the length tail in closed form, the count tails by
 ``binom.sf`` per length (a union bound over the marked symbols), and the sum of the dropped classes'
-weights, widened by the weights' stated relative error.  It bounds the risk's truncation error by
-dropped * max loss (``loss_bound``); ``rounding_bound`` states the rest.
+weights (a weight that underflows to 0 adds 0 here: at most 1e-308 each), widened by the weights' stated
+relative error.  It bounds the risk's truncation error by dropped * max loss (``loss_bound``);
+``rounding_bound`` is the stated allowance for the rest.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ QUANTILE_TAIL = 1e-16
 
 WEIGHT_RELATIVE_ERROR = 1e-13
 """Stated relative error of every class weight (P(n) times binomial probabilities in float64); the largest
-measured against arb is 1.2e-14 (tests/test_tasks.py holds every class of the tested populations to it)."""
+measured against arb is 2.4e-14 (tests/test_tasks.py holds to it every class of the runner's occurrence, OR
+and AND populations at d = 50, and every 13th class at d = 200)."""
 
 WIDEN = 1e-9
 """The left-out mass's three parts are each computed to a few units in the last place; their sum is widened
@@ -187,7 +190,8 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
         lab = np.where(pos, 1, -1)
         X = class_table(d, k)
     dropped = min(1.0, (length_tail + count_tails + cut_mass * (1 + WEIGHT_RELATIVE_ERROR)) * (1 + WIDEN))
-    extra = {"n_max": n_max, "classes": int(len(w)), "dropped": dropped,
+    extra = {"n_max": n_max, "classes": int(len(w)), "dropped": dropped, "length_tail": length_tail,
+             "count_tails": count_tails, "cut_mass": cut_mass,
              "mass_tol": mass_tol, "len_tol": len_tol, "p": p, "merged": merged}
     return Batch(X, counts, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
 
@@ -199,20 +203,24 @@ def loss_bound(dropped: float, B: np.ndarray) -> float:
     return dropped * (1.0 + fmax) ** 2 / 2
 
 
-def rounding_bound(risk: float, B: np.ndarray) -> float:
-    """Stated allowance for the float evaluation of a population risk ``engine.risk`` at readouts B (a
-    statement checked against arb, not a proof): the weights' relative error (``WEIGHT_RELATIVE_ERROR``) and
-    the blocked sum's (``engine.SUM_BLOCK`` + 3 units in the last place, the loss's own two roundings
-    included) times the risk, plus each class's output f off by at most 32 units in the last place of
-    f_max = sum over heads of max |B| (a weighted mean of readout entries, through exponentials), which
-    moves its loss by |y - f| |df| and the risk by at most 32 u f_max sqrt(2 risk) (Cauchy-Schwarz, the weights
-    summing to at most 1).  tests/test_tasks.py holds occurrence's exact population to the truncation and
-    this bound against the integral representation's arb balls."""
+def rounding_bound(risk: float, alpha: np.ndarray, B: np.ndarray) -> float:
+    """Stated allowance for the float evaluation of a population risk ``engine.risk`` at parameters (alpha, B)
+    (a statement checked against arb, not a proof): the weights' relative error (``WEIGHT_RELATIVE_ERROR``)
+    and the blocked sum's (``engine.SUM_BLOCK`` + 3 units in the last place, the loss's own two roundings
+    included) times the risk, plus each class's output f off by at most 32 (1 + a_max) units in the last place
+    of f_max = sum over heads of max |B| (a weighted mean of readout entries whose weights are exponentials of
+    scores of size up to a_max = max |alpha|, each rounded relative to its argument), which moves its loss by
+    |y - f| |df| and the risk by at most that times sqrt(2 risk) (Cauchy-Schwarz, the weights summing to at
+    most 1).  tests/test_tasks.py holds the reported risks of occurrence, OR and AND to it against arb sums
+    over the same classes, up to |alpha| = 20 and |B| = 12, and occurrence's to it plus the truncation bound
+    against the integral representation's arb balls."""
     from .engine import SUM_BLOCK
     u = np.finfo(float).eps / 2
     fmax = float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
+    amax = float(np.abs(alpha).max())
     risk = abs(float(risk))
-    return (WEIGHT_RELATIVE_ERROR + (SUM_BLOCK + 3) * u) * risk + 32 * u * fmax * math.sqrt(2 * risk)
+    return ((WEIGHT_RELATIVE_ERROR + (SUM_BLOCK + 3) * u) * risk
+            + 32 * u * (1 + amax) * fmax * math.sqrt(2 * risk))
 
 
 def expand(values: np.ndarray, d: int, marked: int) -> np.ndarray:

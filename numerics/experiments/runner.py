@@ -310,8 +310,9 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
                "val_curve": {"steps": rec.val_steps, "risk": [x if math.isfinite(x) else None for x in rec.val_risk]},
                "alpha_dist": [rec.alpha_dist[s] for s in steps], "B_dist": [rec.B_dist[s] for s in steps]}
         if data.exact:
-            res["truncation_bound"] = loss_bound(data.info["dropped"], rec.final_B)
-            res["rounding_bound"] = None if rec.diverged else rounding_bound(risks[-1], rec.final_B)
+            res["truncation_bound"] = None if rec.diverged else loss_bound(data.info["dropped"], rec.final_B)
+            res["rounding_bound"] = (None if rec.diverged else
+                                     rounding_bound(risks[-1], rec.final_alpha, rec.final_B))
         if plan == "joint" and not rec.diverged:
             fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
             func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
