@@ -449,16 +449,32 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                 f"over-count of shared pages; proportional set size, sampled from second {m['pss_sampled_from_s']} on, "
                 f"{m['peak_pss_summed_GB']:.2f} GB. {m['note']}"]
         for w in m.get("reruns", []):
-            span = "a whole rerun" if w.get("whole", True) else f"the first {w['wall_s'] / 60:.0f} min of a rerun"
-            period = w.get("sample_period_s", 1.0)
-            every = "every second" if period == 1.0 else f"every {period:g} s"
-            cpu = f", {w['cpu_s'] / 60:.0f} min CPU" if "cpu_s" in w else ""
-            out[-1] += (f" Measured since, over {span} (`{' '.join(w['command'])}` at {w['commit'][:10]}, "
-                        f"{w['wall_s'] / 60:.0f} min wall{cpu}), PSS summed over its processes sampled {every} from the "
-                        f"start: peak {w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
-                        f"{w['peak_rss_summed_GB']:.2f} GB; the processes' resident high-water marks summed "
-                        f"{w['hwm_summed_GB']:.2f} GB, the largest {w['hwm_largest_GB']:.2f} GB). {w['note']}")
+            out[-1] += " Measured since, " + _watched(w)
+        earlier = m.get("earlier")
+        if earlier:
+            out += ["", f"Earlier runs of the same command, on the code before {earlier['until']}: {earlier['note']}"]
+            first = earlier.get("first")
+            if first:
+                out[-1] += (f" The first committed run (at {first['commit'][:10]}): largest process "
+                            f"{first['peak_rss_largest_process_GB']:.2f} GB resident; resident sets summed "
+                            f"{first['peak_rss_summed_GB']:.2f} GB; PSS, sampled from second {first['pss_sampled_from_s']} "
+                            f"on, {first['peak_pss_summed_GB']:.2f} GB. {first['note']}")
+            for w in earlier.get("reruns", []):
+                out[-1] += " Then, " + _watched(w)
     return out
+
+
+def _watched(w: dict) -> str:
+    """One memory measurement of a whole (or the start of a) run, PSS sampled from its start, as a sentence."""
+    span = "a whole rerun" if w.get("whole", True) else f"the first {w['wall_s'] / 60:.0f} min of a rerun"
+    period = w.get("sample_period_s", 1.0)
+    every = "every second" if period == 1.0 else f"every {period:g} s"
+    cpu = f", {w['cpu_s'] / 60:.0f} min CPU" if "cpu_s" in w else ""
+    return (f"over {span} (`{' '.join(w['command'])}` at {w['commit'][:10]}, "
+            f"{w['wall_s'] / 60:.0f} min wall{cpu}), PSS summed over its processes sampled {every} from the "
+            f"start: peak {w['peak_pss_summed_GB']:.2f} GB at second {w['peak_pss_at_s']:.0f} (RSS summed "
+            f"{w['peak_rss_summed_GB']:.2f} GB; the processes' resident high-water marks summed "
+            f"{w['hwm_summed_GB']:.2f} GB, the largest {w['hwm_largest_GB']:.2f} GB). {w['note']}")
 
 
 QUICK_OUT = Path("results") / "benchmarks_quick.md"

@@ -81,6 +81,22 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
            "PSS summed over its processes sampled every 0.5 s from the start" in last
     assert last.count("sampled every second from the start") == 1  # the first rerun, recorded without a period
     assert last.endswith("the largest 0.50 GB). V.")
+    # runs of the command on code before the committed run's: their own paragraph, not "measured since"
+    record["earlier"] = {"until": "abc1234", "note": "E.",
+                         "first": {"commit": "8a5685eb0464", "peak_rss_largest_process_GB": 1.163,
+                                   "peak_rss_summed_GB": 2.062, "pss_sampled_from_s": 1475,
+                                   "peak_pss_summed_GB": 1.512, "note": "F."},
+                         "reruns": [record["reruns"][0]]}
+    record["reruns"] = []
+    (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
+    lines = B.recorded_experiment_runs(tmp_path)
+    assert lines[-3].endswith("from second 7 on, 1.51 GB. N.") and lines[-2] == ""
+    assert lines[-1] == ("Earlier runs of the same command, on the code before abc1234: E. The first committed run "
+                         "(at 8a5685eb04): largest process 1.16 GB resident; resident sets summed 2.06 GB; PSS, "
+                         "sampled from second 1475 on, 1.51 GB. F. Then, over a whole rerun (`occ-companion table1` "
+                         "at 0123456789, 30 min wall, 40 min CPU), PSS summed over its processes sampled every second "
+                         "from the start: peak 1.23 GB at second 12 (RSS summed 1.50 GB; the processes' resident "
+                         "high-water marks summed 2.25 GB, the largest 0.90 GB). W.")
 
 
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):

@@ -370,23 +370,29 @@ def test_dropped_parts_are_the_exact_tails_they_stand_for(task, merged, d):
     assert ex["dropped"] == min(1.0, parts * (1 + WIDEN))
 
 
-def test_and_classes_keep_both_label_shares_at_every_marked_count():
+def test_and_classes_keep_both_label_shares_or_count_the_one_left_out():
     """The merged AND population splits each class (c, rest) with c >= 2 into its +1 share 1 - 2^(1 - c) and
-    its -1 share 2^(1 - c): both are kept at every c (the -1 share as 1 - (1 - 2^(1 - c)) was 0 from c = 55
-    and its classes were lost, uncounted), in the ratio of the two shares."""
+    its -1 share 2^(1 - c), in that ratio, both kept up to c = SPLIT_C - 1; from SPLIT_C on the -1 share (at
+    most 2^-54 of the class; as 1 - (1 - 2^(1 - c)) it was 0 and lost uncounted) is left out and its mass is
+    ``split_mass``, a part of ``dropped``."""
+    from numerics.experiments.population import SPLIT_C
     from numerics.experiments.runner import Config
     cfg = Config()
     pop = population("AND", 50, cfg.mass_tol, cfg.len_tol, merged=True)
     shares: dict = {}
     for (c, r), lab, wt in zip(pop.m.astype(int).tolist(), pop.labels.tolist(), pop.weights.tolist()):
         shares.setdefault((c, r), {})[lab] = wt
-    big = [key for key in shares if key[0] >= 55]
-    assert big and all(set(shares[key]) == {1, -1} for key in big)
+    left_out = []
     for (c, r), share in shares.items():
-        if c >= 2:
+        if c < 2:
+            assert set(share) == {-1}
+        elif c < SPLIT_C:
             assert share[-1] == pytest.approx(share[1] * 2.0 ** (1 - c) / (1 - 2.0 ** (1 - c)), rel=1e-14)
         else:
-            assert set(share) == {-1}
+            assert set(share) == {1}
+            left_out.append(share[1] * 2.0 ** (1 - c) / (1 - 2.0 ** (1 - c)))
+    assert left_out and pop.extra["split_mass"] == pytest.approx(math.fsum(left_out), rel=1e-14)
+    assert pop.extra["split_mass"] < 1e-22  # 2.0e-23 here; at d = 200, 580,000 shares hold 2.3e-23
 
 
 def _classes_before_cut(task, d, len_tol, merged=False, exact=False, weights=True):

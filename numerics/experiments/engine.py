@@ -604,18 +604,28 @@ def weighted_sum(w: np.ndarray, v: np.ndarray) -> np.ndarray:
     """w @ v (w (N,), v (N,) or (N, R)) by blocks of ``SUM_BLOCK`` added exactly."""
     if len(w) <= SUM_BLOCK:
         return w @ v
-    rows = np.ascontiguousarray(v.reshape(len(w), -1).T)  # (R, N): each run's products a contiguous row
-    parts = np.array([np.add.reduce(rows[:, i:i + SUM_BLOCK] * w[i:i + SUM_BLOCK], axis=1)
+    cols = v.reshape(len(w), -1)
+    # per block, (R, block): each run's products a contiguous row (a block's copy, not the whole array's)
+    parts = np.array([np.add.reduce(np.ascontiguousarray(cols[i:i + SUM_BLOCK].T) * w[i:i + SUM_BLOCK], axis=1)
                       for i in range(0, len(w), SUM_BLOCK)])
     out = np.array([math.fsum(c) for c in parts.T.tolist()])
     return np.float64(out[0]) if v.ndim == 1 else out
+
+
+def _summed(w: np.ndarray, parts: list) -> np.ndarray:
+    """``weighted_sum`` of the chunks' (N, c) arrays, concatenated along the runs: up to SUM_BLOCK strings one
+    product over all runs (the rounding of the unchunked path, as before); above, chunk by chunk (the same
+    bits, since a run's blocked sum does not depend on the runs beside it, without an (N, R) copy of all)."""
+    if len(w) <= SUM_BLOCK:
+        return weighted_sum(w, np.concatenate(parts, axis=1))
+    return np.concatenate([weighted_sum(w, p) for p in parts])
 
 
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient), summed by ``weighted_sum``."""
     lvs, _ = _chunked_losses(alpha, B, tb, loss, False)
     if tb.layout == "rows":  # one weighted sum over all runs: the rounding of the unchunked rows path
-        return weighted_sum(tb.weights, np.concatenate(lvs, axis=1))
+        return _summed(tb.weights, lvs)
     return np.concatenate([weighted_sum(tb.weights, lv) for lv in lvs])
 
 
@@ -624,8 +634,8 @@ def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = 
     forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), each a
     weighted sum over all R runs at once."""
     lvs, hits = _chunked_losses(alpha, B, tb, loss, True)
-    acc = None if tb.labels is None else weighted_sum(tb.weights, np.concatenate(hits, axis=1))
-    return weighted_sum(tb.weights, np.concatenate(lvs, axis=1)), acc
+    acc = None if tb.labels is None else _summed(tb.weights, hits)
+    return _summed(tb.weights, lvs), acc
 
 
 def _chunked_losses(alpha, B, tb: Tokens, loss: str, hits: bool):
