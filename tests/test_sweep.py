@@ -442,6 +442,30 @@ def test_docs_sweep_tables_agree_with_its_exports():
     assert table1.index("## Robustness") < table1.index("## Tasks")
 
 
+def test_committed_sweep_population_cells_were_rechecked_on_the_current_populations():
+    """docs/sweep/recheck-populations/ is the sweep of the exact-population tasks (occurrence and OR: every cell
+    of docs/sweep/'s readings file with those tasks, the file's tasks narrowed) under the populations of
+    issue 15's bound (tolerances 1e-15, binomial weights, the left-out mass summed from its parts), run after
+    docs/sweep/ was: every verdict of the committed sweep on those rows is there, with the same verdict and
+    the same evidence line, so the committed sweep's population verdicts stand on the current code."""
+    docs = ROOT / "docs" / "sweep"
+    if not (docs / "sweep.json").exists():
+        pytest.skip("no committed sweep in docs/sweep")
+    full = json.loads((docs / "sweep.json").read_text())
+    recheck = json.loads((docs / "recheck-populations" / "sweep.json").read_text())
+    assert recheck["run_config"]["mass_tol"] <= 1e-15 and recheck["run_config"]["len_tol"] <= 1e-15
+    assert full["run_config"]["mass_tol"] == 1e-13  # the committed sweep predates the bound
+    assert set(recheck["readings_file"]["tasks"]) == {"occurrence", "OR"}
+    assert recheck["counts"]["incomplete_cells"] == 0 and recheck["failures"] == []
+
+    def verdicts(summary):
+        return {(c["reading"], c["d"], v["row"], v["claim"]): (v["verdict"], v["evidence"])
+                for c in summary["cells"] for v in c["verdicts"] if v["row"] in ("occurrence", "OR")}
+    old, new = verdicts(full), verdicts(recheck)
+    assert len(old) == 336 and set(old) == set(new)
+    assert all(old[k] == new[k] for k in old)
+
+
 def test_cost_section_adds_up():
     """The cost table lists every (d, task) of the summary, largest first, with CPU hours that add up to the
     units' total and the wall time of every run on the store."""
