@@ -107,8 +107,8 @@ with one learning rate for all parameters). The default reading replaces each ch
   standard errors and the t_half difference exceeds the snapshot resolution; it does not when the mean is
   below 1 by 3 standard errors; otherwise undecided.
 * **Data.** Exact population gradients for occurrence, OR and one-head AND (classes of (marked count,
-  rest); OR and AND by their a/b-symmetric reduction, exact from the zero start), with every reported risk's
-  error bounded by the left-out mass times the largest loss (given the weights' stated relative error) plus a
+  rest); OR and AND by their a/b-symmetric reduction, exact from the zero start), with each reported seed's
+  final risk's error bounded by the left-out mass times the largest loss (given the weights' stated relative error) plus a
   stated rounding allowance for the weights, the blocked sum and the outputs (`population.rounding_bound`,
   checked against arb, not proved); mini-batches of {batch} strings from seeded samplers for ICL, SLR, even pairs
   and two-head AND (whose heads break the a/b symmetry), with fixed validation ({val_size}) and test

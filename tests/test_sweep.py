@@ -446,8 +446,8 @@ def test_committed_sweep_population_cells_were_rechecked_on_the_current_populati
     """docs/sweep/recheck-populations/ is the sweep of the exact-population tasks (occurrence and OR: every cell
     of docs/sweep/'s readings file with those tasks, the file's tasks narrowed) under the populations of
     issue 15's bound (tolerances 1e-15, binomial weights, the left-out mass summed from its parts), run after
-    docs/sweep/ was: every verdict of the committed sweep on those rows is there, with the same verdict and
-    the same evidence line, so the committed sweep's population verdicts stand on the current code."""
+    docs/sweep/ was, at 6171959: every verdict of the committed sweep on those rows is there, with the same
+    verdict and the same evidence line (printed to 3 significant digits)."""
     docs = ROOT / "docs" / "sweep"
     if not (docs / "sweep.json").exists():
         pytest.skip("no committed sweep in docs/sweep")

@@ -150,11 +150,12 @@ def test_docs_table1_is_generated_from_the_example_run():
 
 
 def test_committed_exact_rows_bound_every_risk_to_1e_12():
-    """Every reported seed of every exact row in the committed runs (d = 50 and d = 200) records both bounds
+    """Every reported seed of every exact row in the committed runs (d = 50, theory-52, d = 200) records both bounds
     on its population risk, the left-out mass's and the rounding allowance's, and they sum to at most 1e-12
     (the engine issue's bound); every run records the tolerances it used."""
     from app import table1_docs
-    for path in (table1_docs.EXAMPLE / "table1.json", table1_docs.EXAMPLE / "d200" / "table1.json"):
+    for path in (table1_docs.EXAMPLE / "table1.json", table1_docs.EXAMPLE / "d200" / "table1.json",
+                 table1_docs.EXAMPLE / "theory-52" / "table1.json"):
         results = json.loads(path.read_text())
         exact = [row for row in results["rows"].values() if row["exact"]]
         assert exact and results["config"]["mass_tol"] <= 1e-15 and results["config"]["len_tol"] <= 1e-15

@@ -624,15 +624,15 @@ def _summed(w: np.ndarray, parts: list) -> np.ndarray:
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient), summed by ``weighted_sum``."""
     lvs, _ = _chunked_losses(alpha, B, tb, loss, False)
-    if tb.layout == "rows":  # one weighted sum over all runs: the rounding of the unchunked rows path
+    if tb.layout == "rows":  # up to SUM_BLOCK strings one product over all runs (the unchunked path's rounding)
         return _summed(tb.weights, lvs)
     return np.concatenate([weighted_sum(tb.weights, lv) for lv in lvs])
 
 
 def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
     """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
-    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), each a
-    weighted sum over all R runs at once."""
+    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), summed by
+    ``_summed`` (up to SUM_BLOCK strings one product over all R runs, above chunk by chunk)."""
     lvs, hits = _chunked_losses(alpha, B, tb, loss, True)
     acc = None if tb.labels is None else _summed(tb.weights, hits)
     return _summed(tb.weights, lvs), acc
