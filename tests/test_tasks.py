@@ -328,7 +328,7 @@ def test_dropped_bounds_the_left_out_mass_from_above_and_closely(task):
 
 
 @pytest.mark.parametrize("task,merged", [("occurrence", False), ("OR", True), ("AND", True)])
-def test_dropped_stays_positive_where_one_minus_the_kept_mass_does_not(task, merged):
+def test_dropped_is_positive_and_below_1e_14_at_d_200(task, merged):
     """At d = 200 and the runner's tolerances ``dropped`` is positive and below 1e-14 (1 - sum of the kept
     weights, its old value, is within the weights' own error there, up to 1e-13 of the total: with the old
     gammaln weights it was negative for OR and AND)."""

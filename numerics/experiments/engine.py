@@ -594,8 +594,7 @@ def losses(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray
 SUM_BLOCK = 4096
 """The reported risks are weighted sums taken a block of this many strings at a time, each block's products
 added by numpy's pairwise sum (rounding error below SUM_BLOCK units in the last place of the block's sum,
-whatever the order), the blocks
-added exactly (``math.fsum``): a population of a million classes is summed to ~5e-13 relative, where one
+whatever the order), the blocks added exactly (``math.fsum``): a population of a million classes is summed to ~5e-13 relative, where one
 product's bound is a million units.  Each run's sum is the same bits whichever runs it is summed with.
 Batches up to SUM_BLOCK strings (every sampled set) are one BLAS product, as before."""
 

@@ -19,8 +19,9 @@ Truncation (stated, parameters): lengths n <= n_max with tail mass P(n > n_max) 
 marked symbol); then the lightest classes are dropped while their total mass stays <= ``mass_tol``.  The
 weights are not renormalised.  ``dropped`` (reported, with its parts ``length_tail``, ``count_tails``,
 ``cut_mass`` and merged AND's ``split_mass``) is an upper bound on the neglected mass, given the weights'
-stated relative error, summed from its parts, each computed directly (not as 1 - sum of the kept weights, which at d = 200 is below the
-weights' own rounding and can come out negative): the length tail in closed form, the count tails by
+stated relative error, summed from its parts, each computed directly (not as 1 - sum of the kept weights,
+which at these tolerances is within the weights' own error: with the old gammaln weights it came out
+negative at d = 200): the length tail in closed form, the count tails by
 ``binom.sf`` per length (a union bound over the marked symbols), and the sum of the dropped classes'
 weights (a weight that underflows to 0 adds 0 here: at most 1e-308 each), widened by the weights' stated
 relative error.  It bounds the risk's truncation error by dropped * max loss (``loss_bound``);
@@ -36,6 +37,7 @@ from scipy.stats import binom
 
 from theory.validation import SettingError
 
+from .engine import SUM_BLOCK
 from .tasks import Batch, check_task, length_parameter
 
 QUANTILE_TAIL = 1e-16
@@ -55,21 +57,26 @@ WIDEN = 1e-9
 by this relative margin so that ``dropped`` stays an upper bound."""
 
 
+def _complement_power(x: float, n):
+    """(1 - x)^n by log1p: relative error a few units in the last place at every n, where the float power of
+    1 - x loses n times the rounding of 1 - x."""
+    return np.exp(np.asarray(n) * np.log1p(-x))
+
+
 def _pmf(c: np.ndarray, n: int, q: float) -> np.ndarray:
-    """Binomial probabilities P(c | n, q): Boost's (``binom.pmf``), but (1 - q)^n at c = 0 by log1p, where
-    Boost's lost up to 7e-13 relative (n = 1,945, q = 1/200)."""
+    """Binomial probabilities P(c | n, q): Boost's (``binom.pmf``), but (1 - q)^n at c = 0 by
+    ``_complement_power``, where Boost's lost up to 7e-13 relative (n = 1,945, q = 1/200)."""
     out = binom.pmf(c, n, q)
-    out[c == 0] = np.exp(n * np.log1p(-q))
+    out[c == 0] = _complement_power(q, n)
     return out
 
 
 def length_probability(p: float, n):
-    """P(length = n) = p (1 - p)^(n - 1) for n >= 1, by log1p (relative error a few units in the last place
-    at every n; (1 - p)^(n - 1) in float loses (n - 1) times the rounding of 1 - p).  p = 1: every string
-    has length 1."""
+    """P(length = n) = p (1 - p)^(n - 1) for n >= 1 (``_complement_power``).  p = 1: every string has
+    length 1."""
     if p >= 1:
         return np.where(np.asarray(n) == 1, 1.0, 0.0)
-    return p * np.exp((np.asarray(n) - 1) * np.log1p(-p))
+    return p * _complement_power(p, np.asarray(n) - 1)
 
 CUT_CHUNK = 1 << 16
 """The mass cut's running total is taken over this many classes at a time (memory of the cut: 16 bytes per
@@ -142,7 +149,7 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     # bound over the marked symbols where each has its own quantile)
     ns, hs = np.arange(1, n_max + 1), np.array(his)
     count_tails = float(np.sum(binom.sf(hs, ns, q) * length_probability(p, ns))) * (1 if (k == 1 or merged) else 2)
-    length_tail = float(np.exp(n_max * np.log1p(-p))) if p < 1 else 0.0
+    length_tail = float(_complement_power(p, n_max)) if p < 1 else 0.0
     # the mass cut: the lightest classes go while their running total (in increasing order) stays <= mass_tol;
     # the running total is taken a chunk at a time, carried from chunk to chunk in the same order of additions
     order = np.argsort(w)
@@ -204,10 +211,16 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
     return Batch(X, counts, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
 
 
+def _readout_max(B: np.ndarray) -> float:
+    """f_max: the largest |f| any string can reach, sum over heads of max_k |B_hk| (B of shape (..., H, D, K)),
+    the largest over runs."""
+    return float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
+
+
 def loss_bound(dropped: float, B: np.ndarray) -> float:
     """Bound on the error of a population risk from the left-out mass: every left-out string has squared
     loss at most (1 + max |f|)^2 / 2 with |f| <= sum over heads of max_k |B_hk| (B of shape (..., H, D, K))."""
-    fmax = float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
+    fmax = _readout_max(B)
     return dropped * (1.0 + fmax) ** 2 / 2
 
 
@@ -222,9 +235,8 @@ def rounding_bound(risk: float, alpha: np.ndarray, B: np.ndarray) -> float:
     most 1).  tests/test_tasks.py holds the reported risks of occurrence, OR and AND to it against arb sums
     over the same classes, up to |alpha| = 20 and |B| = 12, and occurrence's to it plus the truncation bound
     against the integral representation's arb balls."""
-    from .engine import SUM_BLOCK
     u = np.finfo(float).eps / 2
-    fmax = float(np.abs(B).max(axis=(-2, -1)).sum(axis=-1).max())
+    fmax = _readout_max(B)
     amax = float(np.abs(alpha).max())
     risk = abs(float(risk))
     return ((WEIGHT_RELATIVE_ERROR + (SUM_BLOCK + 3) * u) * risk
