@@ -21,7 +21,9 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   what numba gains on the default path, checked bit for bit against the step and batch with the loops first;
 * for the rows the engine's compiled kernel takes (one-hot token rows: ICL, two-head AND), the same step
   with ``kernel = "compiled"`` (``table1 --kernel compiled``; other rounding, so not the default), checked
-  against the numpy kernel before it is timed.
+  against the numpy kernel before it is timed;
+* for the same rows, the runner's seeds advanced by one array program (``engine.grouped_risk_and_grad``) beside
+  one call per seed, which is what the runner does (``seeds_in_one_program``), checked bit for bit first.
 
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
@@ -115,6 +117,56 @@ def engine_step(alpha: np.ndarray, B: np.ndarray, tb: E.Tokens, loss: str) -> No
     _, ga, gB, _ = E.risk_and_grad(alpha, B, tb, loss)
     alpha -= LR * ga
     B -= LR * gB
+
+
+SEED_RUNS = (1, 4, 16)
+"""Runs per seed of "Seeds in one program": one (a sweep's seed unit), four (Table 1's reported seeds: one run
+per plan), sixteen (a step-size search round)."""
+SEED_ROWS = (("ICL", "ICL", 1), ("AND (H=2)", "AND", 2))
+"""The rows whose batches ``engine.stack`` takes (one-hot token rows)."""
+
+
+def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
+                         min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """The runner's seeds (``Config().seeds`` of them, ``runs`` runs each, each seed its own batch of step 1)
+    advanced by one ``risk_and_grad`` call per seed (what the runner does: one bank per seed) and by one array
+    program (``engine.grouped_risk_and_grad`` on the stacked batches), after checking that both give the same
+    bits.  Each call starts from batches without their operators, which a step builds for its fresh batches
+    either way.  The two arms are timed alternately, repeat by repeat; medians (wall s, CPU s) per run-step of
+    risks and gradients: ``{"per_seed", "stacked"}``; None where the batches cannot be stacked."""
+    import dataclasses
+
+    cfg = Config()
+    S, tid, loss = cfg.seeds, TK.TASKS.index(task), task_loss(task, cfg)
+    raw = [E.from_batch(TK.sample(task, d, cfg.batch, np.random.default_rng([s, tid, 0, 1]), seed=s),
+                        operators=False) for s in range(S)]
+    if not E.stackable(raw):  # (two-head AND below d = 17: a bag of few token types)
+        return None
+    groups = np.repeat(np.arange(S), runs)
+    H, D, K = TK.model_shape(task, d, heads)
+    rng = np.random.default_rng([runs, d, tid, heads])
+    alpha = PARAM_SCALE * rng.standard_normal((S * runs, H, D))
+    B = PARAM_SCALE * rng.standard_normal((S * runs, H, D, K))
+
+    def per_seed():
+        out = []
+        for s in range(S):
+            idx = np.flatnonzero(groups == s)
+            out.append(E.risk_and_grad(alpha[idx], B[idx], dataclasses.replace(raw[s]), loss, with_f=False)[:3])
+        return [np.concatenate(x) for x in zip(*out)]
+
+    def stacked():
+        return E.grouped_risk_and_grad(alpha, B, [dataclasses.replace(p) for p in raw], groups, loss)
+
+    if not all(_same_bits(a, b) for a, b in zip(per_seed(), stacked())):
+        raise AssertionError(f"{task} d={d}: the stacked seeds' risks or gradients differ from one call per seed")
+    calls = _calls_for(per_seed, min_seconds)
+    times = {"per_seed": [], "stacked": []}
+    for t in range(repeats):
+        for arm in (("per_seed", "stacked") if t % 2 == 0 else ("stacked", "per_seed")):
+            w, c = _clocked(per_seed if arm == "per_seed" else stacked, calls)
+            times[arm].append((w / (S * runs), c / (S * runs)))
+    return {k: _medians(v) for k, v in times.items()} | {"seeds": S, "runs": runs}
 
 
 # ------------------------------------------------------------------------------------------------ FLOPs
@@ -669,6 +721,16 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
             res[d] = rec
             if progress:
                 progress(f"{row} d={d}: engine {e1[0] * 1e3:.3f} ms")
+    # seeds in one array program against one call per seed (what the runner does)
+    out["seeds"] = {}
+    for row, task, heads in rows:
+        if (row, task, heads) in SEED_ROWS:
+            for d in ds:
+                if d >= TK.MIN_D[task]:
+                    with threadpool_limits(limits=1):
+                        got = [seeds_in_one_program(task, heads, d, n, repeats, min_seconds) for n in SEED_RUNS]
+                        if None not in got:
+                            out["seeds"].setdefault(row, {})[d] = got
     # memory across d (for its growth), data + one step, every row
     if memory:
         for row, task, heads in rows:
@@ -908,6 +970,26 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
             L.append(f"| {row} | {d} | {_ms(e1)} | {_ms(c1)} | {c1 / e1:.2f} | {_ms(e8)} | {_ms(c8)} | {_ms(fb)} | "
                      f"{_x(c1 / fb)} | {_x(c8 / fb)} | {_ms(rp)} | {_x(rp / fb)} | "
                      f"{x['compiled_agreement']:.0e} |")
+    if res.get("seeds"):
+        some = next(iter(next(iter(res["seeds"].values())).values()))[0]
+        L += ["", "## Seeds in one program", "",
+              f"The runner trains each seed in its own bank: one `risk_and_grad` call per seed and step, the seed's "
+              f"runs (step sizes, plans) in it. `one program` advances the {some['seeds']} seeds' runs together "
+              "(`engine.grouped_risk_and_grad`: their batches stacked, every product of the rows layout over all "
+              "of them, groups padded to the same number of runs), checked to give the same bits as one call per "
+              "seed before it is timed. Risks and gradients only (no update), from batches without their "
+              "operators (each step builds them for its fresh batches, either way); the arms timed alternately, "
+              "repeat by repeat; CPU medians in ms per run-step. `runs per seed`: 1 as in a sweep's seed unit, 4 "
+              "as in Table 1's reported seeds (one run per plan), 16 as in a step-size search round. "
+              "`gain`: one call per seed / one program (above 1: the program is faster).", "",
+              "| row | d | runs per seed | one call per seed CPU / wall | one program CPU / wall | gain (CPU) |",
+              "|---|---|---|---|---|---|"]
+        for row, by_d in res["seeds"].items():
+            for d, xs in by_d.items():
+                for x in xs:
+                    ps, st = x["per_seed"], x["stacked"]
+                    L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
+                             f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
     L += ["", "## Growth in d and memory", "",
           f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
           "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",

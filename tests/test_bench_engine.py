@@ -25,6 +25,12 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
     if BE.KN.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
         section = text.split("## The compiled kernel")[1].split("## Growth")[0]
         assert "| ICL | 5 |" in section and "| ICL | 8 |" in section
+    # seeds in one program: ICL at both sizes, each runs-per-seed count (two-head AND cannot be stacked here)
+    section = text.split("## Seeds in one program")[1].split("## ")[0]
+    for d in (5, 8):
+        for n in BE.SEED_RUNS:
+            assert f"| ICL | {d} | {n} |" in section
+    assert "| AND (H=2) |" not in section
     # what numba gains on the default kernel: every row at both sizes, the sampled ones with their sampler
     section = text.split("## What numba gains on the default kernel")[1].split("## ")[0]
     for row, task, heads in BE.ROWS:
@@ -255,3 +261,22 @@ def test_repeats_are_sized_on_a_call_after_the_first():
 
     wall, cpu = BE.timed(fn, repeats=3, min_seconds=0.01)
     assert len(calls) > 2 + 3 * 10 and wall < 0.01
+
+
+def test_seeds_in_one_program_checks_its_bits_first(monkeypatch):
+    """The stacked program is timed only after it gave one call per seed's bits; a program that moves one
+    gradient by one unit in the last place is refused; batches that cannot be stacked give None."""
+    got = BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
+    assert got["seeds"] == Config().seeds and got["runs"] == 2
+    assert all(t[1] > 0 for t in (got["per_seed"], got["stacked"]))
+    real = BE.E.grouped_risk_and_grad
+
+    def off_by_one_ulp(*a, **k):
+        r, ga, gB = real(*a, **k)
+        ga.flat[0] = np.nextafter(ga.flat[0], np.inf)
+        return r, ga, gB
+
+    monkeypatch.setattr(BE.E, "grouped_risk_and_grad", off_by_one_ulp)
+    with pytest.raises(AssertionError):
+        BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
+    assert BE.seeds_in_one_program("AND", 2, 8, 2, repeats=1, min_seconds=0.0) is None

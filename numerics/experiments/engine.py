@@ -58,6 +58,8 @@ class Tokens:
     the cost is linear in the number of token rows however many types the table has.
     ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
     ``kernel`` (``KERNELS``): "compiled" runs one-hot token rows through ``kernels`` (other rounding).
+    ``groups`` S > 1: the S batches of ``stack``, each of size / S strings, run r of the R = S C given to the
+    layout's passes stepping on batch r // C (``grouped_risk_and_grad``).
     """
 
     table: object
@@ -71,6 +73,7 @@ class Tokens:
     nonempty: np.ndarray | None = None
     rows: object = None
     kernel: str = "numpy"
+    groups: int = 1
 
     @property
     def size(self) -> int:
@@ -149,10 +152,11 @@ def check_kernel(kernel: str) -> str:
     return kernel
 
 
-def from_batch(batch: Batch, kernel: str = "numpy") -> Tokens:
+def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> Tokens:
     """The engine layout of a task batch (``tasks.Batch``): shared tables with few types stay a dense bag;
     shared tables with many types become token rows over a sparse table; per-string embeddings (N, L, D)
-    become one table row per present token.  ``kernel``: see ``KERNELS``."""
+    become one table row per present token.  ``kernel``: see ``KERNELS``.  ``operators=False`` leaves the
+    rows layout's operators to be built on first use (a batch that is only to be stacked: ``stack``)."""
     check_kernel(kernel)
     y = np.asarray(batch.y, float)
     N = y.shape[0]
@@ -187,7 +191,7 @@ def from_batch(batch: Batch, kernel: str = "numpy") -> Tokens:
                 seg=seg, nonempty=nonempty, rows=rows, kernel=kernel)
     # the operators of the kernel that will run, built here once per batch (the numpy ones on demand, by
     # _row_operators, for compiled batches whose rows the compiled kernel cannot take)
-    if _onehot(tb) is None:
+    if operators and _onehot(tb) is None:
         _row_operators(tb)
     return tb
 
@@ -217,17 +221,28 @@ def _row_operators(tb: Tokens):
     in string order), 5x faster than the fancy index; ``heavy`` the rows whose multiplicity is not 1 (the
     only ones the softmax must multiply, x * 1.0 being x: a few hundred of ICL's 36000 rows at d = 200);
     ``prods`` the sparse products of the rows, scatter, gather and rows_t (``_CsrProduct``, None for dense
-    rows), checked once."""
+    rows), checked once.  A stack of S groups (``stack``) takes its scores and rows_t on the rows moved to
+    their group's block of S D coordinates (row i of group s: column s D + j), so that one product gives
+    every run the scores of its own group's rows from the alphas of all groups stacked (S D, C H), each
+    entry the sum, over the same entries in the same order, of the group's own product."""
     ops = tb.__dict__.get("_ops")
     if ops is None:
-        if sp.issparse(tb.rows):
+        score = tb.rows if sp.issparse(tb.rows) else None
+        if score is not None:
             X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
             D = X.shape[1]
             shape = (X.shape[0], len(tb.starts) * D)
             # row i's coordinates moved to its string's block, computed in the index type scipy's constructor keeps
             dt = csr_index_dtype(X.nnz, *shape)
-            block = np.repeat((tb.seg * D).astype(dt), np.diff(X.indptr))
+            per_entry = np.diff(X.indptr)
+            block = np.repeat((tb.seg * D).astype(dt), per_entry)
             gather = sp.csr_matrix((X.data, np.add(X.indices, block, dtype=dt), X.indptr), shape=shape)
+            if tb.groups > 1:  # the score rows: each group's rows in its own block of coordinates
+                S_ = tb.groups
+                wide = (X.shape[0], S_ * D)
+                dt = csr_index_dtype(X.nnz, *wide)
+                shift = np.repeat((tb.seg // (len(tb.starts) // S_) * D).astype(dt), per_entry)
+                X = score = sp.csr_matrix((X.data, np.add(X.indices, shift, dtype=dt), X.indptr), shape=wide)
             rows_t = _transpose(X)
             scatter = _transpose(gather)
         else:  # dense rows: their backward pass needs no gather (and no rows_t)
@@ -236,7 +251,7 @@ def _row_operators(tb: Tokens):
         reps = np.diff(np.append(tb.starts, tb.rows.shape[0]))
         heavy = np.flatnonzero(tb.mult != 1.0)
         prods = tuple(_CsrProduct(A) if A is not None else None
-                      for A in (tb.rows if sp.issparse(tb.rows) else None, scatter, gather, rows_t))
+                      for A in (score, scatter, gather, rows_t))
         ops = tb.__dict__["_ops"] = (scatter, gather, rows_t, reps, heavy, prods)
     return ops
 
@@ -359,19 +374,27 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         Wt, xbar, _, f = _onehot_forward(alpha, B, tb, oh)
         return Forward(f=f, fh=None, w=Wt, V=xbar)
     _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
-    A = alpha.reshape(R * H, D).T                                                     # (D, RH)
-    S = rows_p(A) if rows_p is not None else np.asarray(tb.rows @ A)                 # (M, RH)
-    # the softmax in place (S becomes the weights): no new (M, RH) array per operation
+    G = tb.groups
+    CH = R * H // G                                                                   # columns: runs of a group
+    if G == 1:
+        A = alpha.reshape(R * H, D).T                                                 # (D, RH)
+    else:  # group s's alphas in rows s D .. s D + D - 1 (``_row_operators``' score rows)
+        A = alpha.reshape(G, CH, D).transpose(0, 2, 1).reshape(G * D, CH)            # (G D, CH)
+    S = rows_p(A) if rows_p is not None else np.asarray(tb.rows @ A)                 # (M, CH)
+    # the softmax in place (S becomes the weights): no new (M, CH) array per operation
     S -= np.repeat(np.maximum.reduceat(S, tb.starts, axis=0), reps, axis=0)
     np.exp(S, out=S)
-    if R * H == 1 and 20 * len(heavy) < len(S):  # few repeated tokens (ICL at d >= 50): only their rows
+    if CH == 1 and 20 * len(heavy) < len(S):  # few repeated tokens (ICL at d >= 50): only their rows
         S.reshape(-1)[heavy] *= tb.mult[heavy]
     elif len(heavy):
         S *= tb.mult[:, None]
     S /= np.repeat(np.add.reduceat(S, tb.starts, axis=0), reps, axis=0)
-    Wt = S                                                                            # (M, RH)
-    xbar = scatter_p(Wt).reshape(N_ne, D, R * H)
-    if R * H > 1:
+    Wt = S                                                                            # (M, CH)
+    xbar = scatter_p(Wt).reshape(N_ne, D, CH)
+    if G > 1:  # (G N, D, CH) -> (G CH, N, D): run (s, c) on its group's strings
+        xbar = np.ascontiguousarray(xbar.reshape(G, N_ne // G, D, CH).transpose(0, 3, 1, 2))
+        xbar = xbar.reshape(R * H, N_ne // G, D)
+    elif R * H > 1:
         xbar = np.ascontiguousarray(xbar.transpose(2, 0, 1))                         # (RH, N_ne, D)
     else:
         xbar = xbar.reshape(1, N_ne, D)
@@ -416,8 +439,8 @@ def _onehot_risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: st
 def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt) -> Forward:
     """The numpy kernel's f = xbar B from the mean embeddings xbar (RH, N_ne, D) of the non-empty strings."""
     R, H, D, K = B.shape
-    N = tb.size
-    N_ne = len(tb.starts)
+    N = tb.size // tb.groups
+    N_ne = len(tb.starts) // tb.groups
     fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
     if N_ne == N:  # every string non-empty (the sampled tasks): nonempty is 0..N-1
         fh = fhe.transpose(1, 0, 2).reshape(N, R, H, K)
@@ -433,8 +456,9 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     """Gradients of the rows layout from dL/df = g (N, R, K), all runs and heads at once: dB_h = xbar^T g,
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
-    N_ne = len(tb.starts)
-    every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings
+    G = tb.groups
+    N_ne = len(tb.starts) // G
+    every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings (always so for G > 1)
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
     # for one head a strided view, not a contiguous copy: the products below round by their operands'
     # layout (a contiguous copy changed dB's last bits at R = 3 with empty strings)
@@ -451,6 +475,13 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         fg = np.empty((N_ne, R * H))
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
+    if sp.issparse(tb.rows) and G > 1:  # group s's strings and runs: rows s N D .., columns its C H runs
+        CH = R * H // G
+        vg = gather_p(np.ascontiguousarray(U.reshape(G, CH, N_ne * D).transpose(0, 2, 1)).reshape(-1, CH))
+        vg -= np.repeat(fg.reshape(N_ne, G, CH).transpose(1, 0, 2).reshape(-1, CH), reps, axis=0)
+        ds = np.multiply(vg, fw.w, out=vg)
+        ga = rows_t_p(ds).reshape(G, D, CH).transpose(0, 2, 1)                       # (G, CH, D)
+        return ga.reshape(R, H, D), gB.reshape(R, H, D, K)
     if sp.issparse(tb.rows):
         vg = gather_p(U.reshape(R * H, N_ne * D).T)                                   # (M, RH)
         vg -= np.repeat(fg, reps, axis=0)
@@ -657,12 +688,15 @@ stays linear in the batch whatever the number of runs."""
 
 
 def _chunk(tb: Tokens, H: int, K: int) -> int:
+    return max(1, CHUNK_ELEMENTS // max(_per_run(tb, H, K), 1))
+
+
+def _per_run(tb: Tokens, H: int, K: int) -> int:
+    """The elements of a run's largest temporary on ``tb`` (``CHUNK_ELEMENTS``)."""
     if tb.layout == "rows":
         D = tb.rows.shape[1]
-        per_run = H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
-    else:
-        per_run = tb.counts.size * H * K
-    return max(1, CHUNK_ELEMENTS // max(per_run, 1))
+        return H * max(tb.rows.shape[0], len(tb.starts) * D, tb.size * K, D * K)
+    return tb.counts.size * H * K
 
 
 def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared", with_f: bool = True):
@@ -688,12 +722,121 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
 def _risk_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """The R weighted risks and d risk / d f (N, R, K): each string's loss gradient times its weight, scaled in
     the gradient's own array (every loss returns a new one)."""
+    lv, dl = _terms_and_dl(f, tb, loss)
+    return tb.weights @ lv, dl
+
+
+def _terms_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """The losses (N, R) and their weighted gradients d risk / d f (N, R, K) of ``_risk_and_dl``."""
     if loss == "squared" and f.shape[2] == 1 and tb.y.shape[1] == 1 and KN.usable():
         # one output: numpy's elementwise passes as one compiled pass, the same bits (``kernels.squared_terms``)
         lv, dl = KN.squared_terms(f[:, :, 0], tb.y[:, 0], tb.weights)
-        return tb.weights @ lv, dl[:, :, None]
+        return lv, dl[:, :, None]
     lv, dl = losses(f, tb, loss)
-    return tb.weights @ lv, np.multiply(dl, tb.weights[:, None, None], out=dl)
+    return lv, np.multiply(dl, tb.weights[:, None, None], out=dl)
+
+
+# ------------------------------------------------------------------------------------------------
+# runs on several batches at once (seeds in one array program): measured, not taken by the runner
+
+
+def stackable(parts: list[Tokens]) -> bool:
+    """Whether ``stack`` takes these batches: token rows over one-hot (sparse) embeddings on the numpy kernel,
+    the same number of strings and width D, none empty (the sampled ICL and two-head AND batches)."""
+    if len(parts) < 2:
+        return False
+    first = parts[0]
+    return all(p.layout == "rows" and p.kernel == "numpy" and p.groups == 1 and sp.issparse(p.rows)
+               and p.size == first.size and len(p.starts) == p.size and p.rows.shape[1] == first.rows.shape[1]
+               for p in parts)
+
+
+def stack(parts: list[Tokens]) -> Tokens:
+    """S batches of ``stackable`` token rows as one batch of S N strings (``Tokens.groups`` = S): the rows,
+    strings and targets of batch s after those of batches 0 .. s - 1, every row in its own string's block of
+    the operators (``_row_operators``).  A run of group s then sees in each product of the rows layout the
+    same entries, in the same order, as on batch s alone: the same bits (tests/test_experiments.py)."""
+    if not stackable(parts):
+        raise SettingError("stack takes two or more batches of one-hot token rows of the same size, "
+                           "none with an empty string, on the numpy kernel")
+    Xs = [p.rows if sp.isspmatrix_csr(p.rows) else sp.csr_matrix(p.rows) for p in parts]
+    N, D = parts[0].size, Xs[0].shape[1]
+    M = np.cumsum([0] + [X.shape[0] for X in Xs])
+    nnz = np.cumsum([0] + [X.nnz for X in Xs])
+    dt = csr_index_dtype(int(nnz[-1]), int(M[-1]), len(parts) * N * D)
+    indptr = np.concatenate([np.zeros(1, dt)] + [X.indptr[1:].astype(dt) + nnz[i] for i, X in enumerate(Xs)])
+    rows = sp.csr_matrix((np.concatenate([X.data for X in Xs]), np.concatenate([X.indices for X in Xs]).astype(dt),
+                          indptr), shape=(int(M[-1]), D))
+    labels = None if parts[0].labels is None else np.concatenate([np.asarray(p.labels) for p in parts])
+    return Tokens(table=parts[0].table, y=np.concatenate([p.y for p in parts]),
+                  weights=np.concatenate([p.weights for p in parts]), labels=labels,
+                  mult=np.concatenate([p.mult for p in parts]),
+                  starts=np.concatenate([p.starts + M[i] for i, p in enumerate(parts)]),
+                  seg=np.concatenate([p.seg + i * N for i, p in enumerate(parts)]),
+                  nonempty=np.arange(len(parts) * N), rows=rows, kernel="numpy", groups=len(parts))
+
+
+def _members(groups: np.ndarray, S: int) -> list[tuple[int, np.ndarray]]:
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or (groups.size and (groups.min() < 0 or groups.max() >= S)):
+        raise SettingError(f"groups must be one index in 0..{S - 1} per run")
+    return [(s, np.flatnonzero(groups == s)) for s in range(S) if np.any(groups == s)]
+
+
+def grouped_risk_and_grad(alpha: np.ndarray, B: np.ndarray, batches: list, groups: np.ndarray,
+                          loss: str = "squared"):
+    """``risk_and_grad`` of R runs, run r on ``batches[groups[r]]`` (no outputs returned): bit for bit what
+    ``risk_and_grad`` gives each group's runs (in their order) on the group's batch alone.
+
+    Seeds vectorised: every seed's runs advanced by one array program.  The runner does not take it (one
+    bank per seed): on the batches it is built for (ICL, two-head AND) it is not faster than one
+    ``risk_and_grad`` call per seed (docs/benchmarks_engine.md, "Seeds in one program", measures both): a
+    step costs its runs' work (rows x runs), which stacking does not reduce, while the stacked operands
+    outgrow the caches that one seed's fit in.
+
+    Stackable batches (``stackable``) are stacked (``stack``) and every run advanced by one array program;
+    groups with fewer runs than the largest are padded with runs at zero, which only cost time.  The risks are
+    then summed per group, over the chunks of runs ``risk_and_grad`` takes on that group's batch alone, so
+    that they too are the same bits.  Other batches (dense rows, bags, the compiled kernel) take one call
+    per group."""
+    R, H, D = alpha.shape
+    K = B.shape[-1]
+    members = _members(groups, len(batches))
+    r, ga, gB = np.empty(R), np.empty_like(alpha, dtype=float), np.empty_like(B, dtype=float)
+    parts = [batches[s] for s, _ in members]
+    if not stackable(parts):
+        for (_, idx), part in zip(members, parts):
+            r[idx], ga[idx], gB[idx], _ = risk_and_grad(alpha[idx], B[idx], part, loss, with_f=False)
+        return r, ga, gB
+    tb = stack(parts)
+    G = len(parts)
+    C = max(len(idx) for _, idx in members)
+    a = np.zeros((G, C, H, D))
+    b = np.zeros((G, C, H, D, K))
+    for i, (_, idx) in enumerate(members):
+        a[i, :len(idx)], b[i, :len(idx)] = alpha[idx], B[idx]
+    lv = np.empty((tb.size // G, G, C))
+    step = max(1, CHUNK_ELEMENTS // max(G * max(_per_run(p, H, K) for p in parts), 1))  # slots per chunk
+    for lo in range(0, C, step):
+        hi = min(C, lo + step)
+        fw = forward(a[:, lo:hi].reshape(-1, H, D), b[:, lo:hi].reshape(-1, H, D, K), tb)
+        f = fw.f.reshape(-1, G, hi - lo, K)
+        g = np.zeros_like(f)
+        for i, ((_, idx), part) in enumerate(zip(members, parts)):
+            n = min(hi, len(idx)) - lo  # the group's real runs in this chunk
+            if n > 0:
+                lv[:, i, lo:lo + n], g[:, i, :n] = _terms_and_dl(np.ascontiguousarray(f[:, i, :n]), part, loss)
+        ga_c, gB_c = _backward_rows(fw, b[:, lo:hi].reshape(-1, H, D, K), g.reshape(-1, G * (hi - lo), K), tb)
+        ga_c, gB_c = ga_c.reshape(G, hi - lo, H, D), gB_c.reshape(G, hi - lo, H, D, K)
+        for i, (_, idx) in enumerate(members):
+            n = min(hi, len(idx)) - lo
+            if n > 0:
+                ga[idx[lo:lo + n]], gB[idx[lo:lo + n]] = ga_c[i, :n], gB_c[i, :n]
+    for i, ((_, idx), part) in enumerate(zip(members, parts)):
+        c = _chunk(part, H, K)  # the chunks of risk_and_grad on this batch alone: its sums, term for term
+        for lo in range(0, len(idx), c):
+            r[idx[lo:lo + c]] = part.weights @ np.ascontiguousarray(lv[:, i, lo:min(lo + c, len(idx))])
+    return r, ga, gB
 
 
 def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
