@@ -39,25 +39,38 @@ def _per_group(alpha, B, parts, groups, loss):
 
 @pytest.mark.parametrize("task, d, heads, loss", [("ICL", 12, 1, "squared"), ("ICL", 12, 1, "cross_entropy"),
                                                   ("AND", 20, 2, "squared"), ("ICL", 30, 1, "squared")])
-@pytest.mark.parametrize("sizes", [(1, 1), (3, 1, 5), (4, 0, 2), (6, 6, 6, 6)])
-@pytest.mark.parametrize("chunk", [None, 2_000])
+@pytest.mark.parametrize("sizes", [(1, 1), (3, 1, 5), (4, 0, 2), (6, 6, 6, 6), (5, 7)])
+@pytest.mark.parametrize("chunk", [None, 2_000, 3_000])
 def test_stacked_seeds_are_the_bits_of_one_call_per_seed(task, d, heads, loss, sizes, chunk, monkeypatch):
     """Groups of unequal sizes (padded), an empty group, the runs of the groups interleaved, and (chunk) runs
-    split into several chunks, in the stacked program and in the per-seed calls alike."""
+    split into chunks of one run or of several (at 3,000 elements two-group stacks of ICL at d = 12 take two
+    runs a chunk, and one call per seed four), in the stacked program and in the per-seed calls alike; a spy
+    sees that the stack was what ran."""
     if chunk is not None:
         monkeypatch.setattr(E, "CHUNK_ELEMENTS", chunk)
+    stacks = []
+    real_stack = E.stack
+    monkeypatch.setattr(E, "stack", lambda parts: stacks.append(len(parts)) or real_stack(parts))
     parts = _batches(task, d, len(sizes))
     assert E.stackable(parts)
     groups = np.concatenate([np.full(n, s) for s, n in enumerate(sizes)])
     np.random.default_rng(5).shuffle(groups)
     alpha, B = _params(task, d, heads, len(groups))
     got = E.grouped_risk_and_grad(alpha, B, parts, groups, loss)
+    assert stacks == [sum(n > 0 for n in sizes)]
     want = _per_group(alpha, B, parts, groups, loss)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
-    # and the stacked program was the one taken: the per-seed reference differs from a mis-stacked step
-    shifted = E.grouped_risk_and_grad(alpha, B, parts[1:] + parts[:1], groups, loss)
-    assert not np.array_equal(shifted[1], want[1])
+
+
+def test_a_chunk_of_several_runs_is_exercised(monkeypatch):
+    """The chunk sizes the test above relies on: at 3,000 elements, ICL at d = 12 stacks two batches two runs
+    a chunk, and one call per seed takes four runs a chunk (so the risks' sums cross the stack's chunks)."""
+    monkeypatch.setattr(E, "CHUNK_ELEMENTS", 3_000)
+    parts = _batches("ICL", 12, 2)
+    H, D, K = TK.model_shape("ICL", 12)
+    per_run = max(E._per_run(p, H, K) for p in parts)
+    assert E.CHUNK_ELEMENTS // (2 * per_run) == 2 and E._chunk(parts[0], H, K) == 4
 
 
 @examples(20)
@@ -77,9 +90,9 @@ def test_stacked_seeds_are_the_bits_of_one_call_per_seed_on_random_draws(sizes, 
 
 
 def test_stacked_scores_use_each_groups_own_alphas():
-    """One run per group, the groups' alphas differing only on one coordinate: each run's gradient equals its
-    own group's alone (a stack whose score rows were not shifted to their group's block would give every run
-    group 0's scores)."""
+    """One run per group, groups 0 and 1 with the same alphas but for one coordinate: each run's risk and
+    gradients equal its own group's alone (a stack that read another group's block of score coefficients
+    would give run 1 run 0's scores; one with no shifted block at all fails on the product's shapes)."""
     parts = _batches("ICL", 10, 3)
     alpha, B = _params("ICL", 10, 1, 3)
     alpha[1] = alpha[0]
@@ -119,6 +132,20 @@ def test_what_cannot_be_stacked_takes_one_call_per_seed(why):
 def test_groups_are_checked():
     parts = _batches("ICL", 10, 2)
     alpha, B = _params("ICL", 10, 1, 3)
-    for bad in (np.array([0, 2, 1]), np.array([0, -1, 1]), np.zeros((3, 1), int)):
+    for bad in (np.array([0, 2, 1]), np.array([0, -1, 1]), np.zeros((3, 1), int), np.array([0, 1]),
+                np.array([0, 1, 1, 0]), np.array([0.0, 0.5, 1.0])):
         with pytest.raises(SettingError):
             E.grouped_risk_and_grad(alpha, B, parts, bad)
+
+
+def test_a_stack_is_stepped_only_by_the_grouped_program():
+    """A stack's risks and chunks are per group: risk, risk_and_accuracy and risk_and_grad refuse it, and its
+    forward pass needs the same number of runs on every batch (R = 1 run with two heads on two batches would
+    otherwise read the heads as the groups)."""
+    tb = E.stack(_batches("AND", 20, 2))
+    alpha, B = _params("AND", 20, 2, 1)
+    for call in (E.risk, E.risk_and_accuracy, E.risk_and_grad):
+        with pytest.raises(SettingError):
+            call(alpha, B, tb)
+    with pytest.raises(SettingError):
+        E.forward(alpha, B, tb)

@@ -375,6 +375,8 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
         return Forward(f=f, fh=None, w=Wt, V=xbar)
     _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
     G = tb.groups
+    if G > 1 and R % G:
+        raise SettingError(f"a stack of {G} batches takes the same number of runs on each, got {R} runs")
     CH = R * H // G                                                                   # columns: runs of a group
     if G == 1:
         A = alpha.reshape(R * H, D).T                                                 # (D, RH)
@@ -653,6 +655,7 @@ def _summed(w: np.ndarray, parts: list) -> np.ndarray:
 
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient), summed by ``weighted_sum``."""
+    _unstacked(tb)
     lvs, _ = _chunked_losses(alpha, B, tb, loss, False)
     if tb.layout == "rows":  # up to SUM_BLOCK strings one product over all runs (the unchunked path's rounding)
         return _summed(tb.weights, lvs)
@@ -663,6 +666,7 @@ def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = 
     """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
     forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), summed by
     ``_summed`` (up to SUM_BLOCK strings one product over all R runs, above chunk by chunk)."""
+    _unstacked(tb)
     lvs, hits = _chunked_losses(alpha, B, tb, loss, True)
     acc = None if tb.labels is None else _summed(tb.weights, hits)
     return _summed(tb.weights, lvs), acc
@@ -703,6 +707,7 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
     """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs;
     ``with_f=False`` returns None for f (a trainer needs no outputs, and on a population of a million
     classes f of 30 runs is 240 MB)."""
+    _unstacked(tb)
     R, H, _ = alpha.shape
     c = _chunk(tb, H, B.shape[-1])
     if R <= c:  # one chunk (the common case): no slices, no list of parts
@@ -755,7 +760,8 @@ def stack(parts: list[Tokens]) -> Tokens:
     """S batches of ``stackable`` token rows as one batch of S N strings (``Tokens.groups`` = S): the rows,
     strings and targets of batch s after those of batches 0 .. s - 1, every row in its own string's block of
     the operators (``_row_operators``).  A run of group s then sees in each product of the rows layout the
-    same entries, in the same order, as on batch s alone: the same bits (tests/test_experiments.py)."""
+    same entries, in the same order, as on batch s alone: the same bits (tests/test_grouped.py).  Only
+    ``grouped_risk_and_grad`` steps a stack (``risk`` and ``risk_and_grad`` refuse one)."""
     if not stackable(parts):
         raise SettingError("stack takes two or more batches of one-hot token rows of the same size, "
                            "none with an empty string, on the numpy kernel")
@@ -776,10 +782,19 @@ def stack(parts: list[Tokens]) -> Tokens:
                   nonempty=np.arange(len(parts) * N), rows=rows, kernel="numpy", groups=len(parts))
 
 
-def _members(groups: np.ndarray, S: int) -> list[tuple[int, np.ndarray]]:
+def _unstacked(tb: Tokens) -> None:
+    """A stack (``stack``) is stepped by ``grouped_risk_and_grad`` alone: its risks and chunks are per group."""
+    if tb.groups > 1:
+        raise SettingError("a stack of batches is stepped by grouped_risk_and_grad, not by risk or risk_and_grad")
+
+
+def _members(groups: np.ndarray, S: int, R: int) -> list[tuple[int, np.ndarray]]:
+    """(group, its runs in order) of every group with runs; ``groups`` must give each of the R runs an
+    integer index in 0..S - 1."""
     groups = np.asarray(groups)
-    if groups.ndim != 1 or (groups.size and (groups.min() < 0 or groups.max() >= S)):
-        raise SettingError(f"groups must be one index in 0..{S - 1} per run")
+    if (groups.shape != (R,) or groups.dtype.kind not in "iu"
+            or (groups.size and (groups.min() < 0 or groups.max() >= S))):
+        raise SettingError(f"groups must be one integer index in 0..{S - 1} per run ({R} runs)")
     return [(s, np.flatnonzero(groups == s)) for s in range(S) if np.any(groups == s)]
 
 
@@ -789,10 +804,11 @@ def grouped_risk_and_grad(alpha: np.ndarray, B: np.ndarray, batches: list, group
     ``risk_and_grad`` gives each group's runs (in their order) on the group's batch alone.
 
     Seeds vectorised: every seed's runs advanced by one array program.  The runner does not take it (one
-    bank per seed): on the batches it is built for (ICL, two-head AND) it is not faster than one
-    ``risk_and_grad`` call per seed (docs/benchmarks_engine.md, "Seeds in one program", measures both): a
-    step costs its runs' work (rows x runs), which stacking does not reduce, while the stacked operands
-    outgrow the caches that one seed's fit in.
+    bank per seed): on the batches it is built for (ICL, two-head AND) it was slower than one
+    ``risk_and_grad`` call per seed in most of the configurations measured, and faster only for two-head AND
+    with few runs per seed (docs/benchmarks_engine.md, "Seeds in one program", measures both).  A step costs
+    its runs' work (token rows x runs), which stacking does not reduce; why the stack is often slower was not
+    measured (the stacked operands are larger than one seed's, a guess is the caches).
 
     Stackable batches (``stackable``) are stacked (``stack``) and every run advanced by one array program;
     groups with fewer runs than the largest are padded with runs at zero, which only cost time.  The risks are
@@ -801,7 +817,7 @@ def grouped_risk_and_grad(alpha: np.ndarray, B: np.ndarray, batches: list, group
     per group."""
     R, H, D = alpha.shape
     K = B.shape[-1]
-    members = _members(groups, len(batches))
+    members = _members(groups, len(batches), R)
     r, ga, gB = np.empty(R), np.empty_like(alpha, dtype=float), np.empty_like(B, dtype=float)
     parts = [batches[s] for s, _ in members]
     if not stackable(parts):

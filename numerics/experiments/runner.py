@@ -228,8 +228,8 @@ def _train(task, heads, seed, cfg, programs, record=False, data=None):
 def search(task: str, heads: int, cfg: Config, plans=PLANS) -> dict:
     """Each plan's step sizes, chosen on the tuning seeds by the extending grid of the reading
     (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed (the seeds
-    advanced by one array program, ``engine.grouped_risk_and_grad``, were no faster: docs/benchmarks_engine.md,
-    "Seeds in one program").
+    advanced by one array program, ``engine.grouped_risk_and_grad``, were mostly slower:
+    docs/benchmarks_engine.md, "Seeds in one program").
 
     A point's score is the mean over the tuning seeds of its final validation risk (None when any seed
     diverged).  Returns per plan: the chosen rates, every tried point with its score, ``edge`` (the sides of
