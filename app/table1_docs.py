@@ -60,8 +60,8 @@ occ-companion sweep --scheduler tcp://HOST:8786        # the same on a running d
 Options: `--tasks`, `--seeds`, `--d`, `--reading NAME`, and the reading's fields `--max-steps`, `--budget
 plateau|fixed`, `--k1`, `--k2 N|plateau`, `--joint-steps shared|separate`, `--optimizer gd|momentum|adam`,
 `--tuning-seeds`; `--icl-loss squared|cross-entropy`, `--kernel numpy|compiled` (the engine's loops on one-hot
-token rows: numpy, the default and the committed results' kernel, or numba-compiled, ICL steps about 2x faster at
-d = 50 to 100 (1.5x at d = 200) and two-head AND steps about 3x, with other rounding; docs/benchmarks_engine.md), `--jobs`, `--out`, `--quiet`. A run saves each
+token rows: numpy, the default and the committed results' kernel, or numba-compiled, faster on ICL and two-head
+AND steps, with other rounding; docs/benchmarks_engine.md has the figures), `--jobs`, `--out`, `--quiet`. A run saves each
 finished row at once (`.occ-table1.partial.json`); the same command after a kill trains only the missing rows.
 Exit status 0 when every verdict is decided, 3 when some verdict is undecided or refused, 2 on bad usage.
 
