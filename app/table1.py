@@ -108,8 +108,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "(the first protocol's pair tokens, which it cannot)")
     p.add_argument("--kernel", choices=KERNELS, default=None,
                    help="engine loops on one-hot token rows (ICL, two-head AND): 'numpy' (default; the rounding of "
-                        "the committed results) or 'compiled' (numba; about 2x faster ICL steps, 3x two-head AND "
-                        "steps, other rounding)")
+                        "the committed results) or 'compiled' (numba; faster ICL and two-head AND steps, other "
+                        "rounding; docs/benchmarks_engine.md)")
     p.add_argument("--jobs", type=workers_option(), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

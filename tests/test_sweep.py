@@ -458,12 +458,13 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     assert summary["run_config"]["mass_tol"] <= 1e-15 and summary["run_config"]["len_tol"] <= 1e-15
     tidy = pd.read_parquet(docs / "tidy.parquet")
     exact = tidy[tidy.task.isin(["occurrence", "OR"]) & ~tidy.diverged.astype(bool)]
+    assert len(exact) == len(tidy[tidy.task.isin(["occurrence", "OR"])]) == 336  # none diverged
     assert len(exact) and exact.truncation_bound.notna().all() and exact.rounding_bound.notna().all()
     bound = exact.truncation_bound + exact.rounding_bound
     over = exact[bound > 1e-12]
     assert [tuple(x) for x in over[["reading", "d", "row", "plan"]].itertuples(index=False)] == [
         ("k2=plateau/shared/gd/plateau", 200, "occurrence", "output_only")]
-    assert float(bound.max()) < 2e-12
+    assert float(bound.max()) < 2e-12 and float(over.truncation_bound.iloc[0]) > 1e-12  # the left-out mass's part
     sampled = tidy[~tidy.task.isin(["occurrence", "OR"])]
     assert len(sampled) and sampled.truncation_bound.isna().all() and sampled.rounding_bound.isna().all()
 
