@@ -459,7 +459,7 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     tidy = pd.read_parquet(docs / "tidy.parquet")
     exact = tidy[tidy.task.isin(["occurrence", "OR"]) & ~tidy.diverged.astype(bool)]
     assert len(exact) == len(tidy[tidy.task.isin(["occurrence", "OR"])]) == 336  # none diverged
-    assert len(exact) and exact.truncation_bound.notna().all() and exact.rounding_bound.notna().all()
+    assert exact.truncation_bound.notna().all() and exact.rounding_bound.notna().all()
     bound = exact.truncation_bound + exact.rounding_bound
     over = exact[bound > 1e-12]
     assert [tuple(x) for x in over[["reading", "d", "row", "plan"]].itertuples(index=False)] == [
