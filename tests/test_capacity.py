@@ -343,3 +343,17 @@ def test_and_certificate_dual_is_below_a_primal_point():
         assert np.all(A @ res.x >= 2 - 1e-9)
         primal = 0.5 * (gr * res.x ** 2).sum() * g[r].max() * weight[r]
         assert terms[r] <= primal * (1 + 1e-9)
+
+
+def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
+    """One rule for +-1 predictions (``engine.sign_predictions``): f = 0 is a -1 prediction, right on a
+    -1 string and wrong on a +1 string, in the ceilings' accuracy as in the trained runs' (the ceilings
+    counted f = 0 wrong for either label)."""
+    from numerics.experiments import engine as E
+    from numerics.experiments.capacity import _accuracy
+
+    f, labels, w = np.array([0.0, 0.0, 2.0, -3.0]), np.array([-1, 1, 1, 1]), np.array([0.4, 0.3, 0.2, 0.1])
+    assert _accuracy(f, labels, w) == pytest.approx(0.6, abs=1e-15)
+    tb = E.from_batch(TK.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
+                               labels=labels))
+    assert E.accuracy(f[:, None, None], tb).tolist() == pytest.approx([0.6], abs=1e-15)

@@ -656,3 +656,13 @@ def test_weighted_sum_is_one_product_up_to_a_block_and_exactly_added_blocks_abov
     for j in (0, 13, 39):
         exact = sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(w, v[:, j]))
         assert abs(Fraction(float(got[j])) - exact) <= (E.SUM_BLOCK + 1) * u * exact
+
+
+def test_gains_within_rounding_are_zero_and_others_are_kept():
+    """``lag._gain``: a risk one unit in the last place from the start (the same model in another column of a
+    stacked evaluation) is no gain; 1e-12 on a risk of 0.6 (about 4,500 units) is kept, with its sign."""
+    r0 = 0.6021946
+    risks = np.array([r0, np.nextafter(r0, 1), np.nextafter(r0, 0), r0 - 1e-12, r0 + 1e-12])
+    g = L._gain(risks)
+    assert g[:3].tolist() == [0.0, 0.0, 0.0]
+    assert g[3] == pytest.approx(1e-12, rel=1e-3) and g[4] == pytest.approx(-1e-12, rel=1e-3)

@@ -56,6 +56,7 @@ from scipy.special import gammaln
 from numerics.model import Model, Params
 from theory.validation import SettingError, check_int
 
+from . import engine as E
 from . import tasks as TK
 from .population import marked_symbols, population
 
@@ -191,8 +192,9 @@ def best_pattern(m: np.ndarray, y: np.ndarray, w: np.ndarray, heads: int):
 
 
 def _accuracy(f: np.ndarray, labels: np.ndarray, w: np.ndarray) -> float:
-    """Probability-weighted accuracy of sign f (f = 0 counts as wrong), normalised by the total weight."""
-    return float((w * (np.sign(f) == labels)).sum() / w.sum())
+    """Probability-weighted accuracy by the engine's rule (``engine.sign_predictions``: f = 0 counts as -1, as
+    for the trained runs; it counted as wrong for either label here), normalised by the total weight."""
+    return float((w * (E.sign_predictions(f) == labels)).sum() / w.sum())
 
 
 # ------------------------------------------------------------------------------------------------

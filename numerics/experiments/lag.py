@@ -67,8 +67,20 @@ def functional_curves(snapshots: dict, steps: list[int], test: E.Tokens, loss: s
     risks = np.concatenate(risks)
     full, att_t, out_t = risks[:n], risks[n:2 * n], risks[2 * n:]
     return {"steps": list(steps), "risk": full.tolist(), "risk_attention_at_t": att_t.tolist(),
-            "risk_output_at_t": out_t.tolist(), "gain_att": (att_t[0] - att_t).tolist(),
-            "gain_out": (out_t[0] - out_t).tolist()}
+            "risk_output_at_t": out_t.tolist(), "gain_att": _gain(att_t).tolist(), "gain_out": _gain(out_t).tolist()}
+
+
+GAIN_ULPS = 4
+"""A gain within this many units in the last place of the risks it subtracts is 0: the same model evaluated in
+another column of a stacked evaluation can come out one unit apart (numpy's vectorised loops), and a block that
+never moved must show no gain and no t_half."""
+
+
+def _gain(risks: np.ndarray) -> np.ndarray:
+    """risks[0] - risks, with differences within ``GAIN_ULPS`` of rounding set to 0."""
+    g = risks[0] - risks
+    noise = GAIN_ULPS * np.finfo(float).eps * np.maximum(np.abs(risks[0]), np.abs(risks))
+    return np.where(np.abs(g) <= noise, 0.0, g)
 
 
 def alignment(task: str, d: int, alpha: np.ndarray, B: np.ndarray, extra: dict | None = None) -> tuple | None:
