@@ -1,5 +1,7 @@
 """The benchmark's baselines compute what they claim: the numpy double sum is the exact risk to its
 tolerance at a cost linear in d, and the (n, c) Monte Carlo is unbiased within its standard error."""
+import re
+
 from numerics.benchmark import POINT, monte_carlo, numpy_double_sum
 from numerics.series import SeriesEvaluator
 from theory.setting import Setting
@@ -174,6 +176,9 @@ def test_benchmark_tiny_page_is_complete(tmp_path):
     text = page.read_text()
     assert text.startswith("# Benchmarks\n") and "| 5 | float series (estimate) |" in text
     assert "## Experiment runs (recorded, not re-run)" in text and "## Main job" not in text
+    # the host's speed, measured in the run (a rate, not a placeholder)
+    rate = re.search(r"one BLAS thread ran at ([0-9.]+) GFLOP/s", text)
+    assert rate and float(rate.group(1)) > 0
     # every value of the first table carries only the digits its printed error supports, and every timed row
     # gives median wall and CPU seconds over its stated repeats
     assert "| evaluation wall s | evaluation CPU s | repeats |" in text

@@ -158,7 +158,7 @@ def test_committed_exact_rows_bound_every_risk_to_1e_12():
                  table1_docs.EXAMPLE / "theory-52" / "table1.json"):
         results = json.loads(path.read_text())
         exact = [row for row in results["rows"].values() if row["exact"]]
-        assert exact and results["config"]["mass_tol"] <= 1e-15 and results["config"]["len_tol"] <= 1e-15
+        assert exact and results["config"]["mass_tol"] <= 1e-16 and results["config"]["len_tol"] <= 1e-16
         for row in exact:
             for plan in row["plans"].values():
                 for rec in plan["seeds"]:
