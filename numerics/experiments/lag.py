@@ -71,13 +71,13 @@ def functional_curves(snapshots: dict, steps: list[int], test: E.Tokens, loss: s
 
 
 GAIN_ULPS = 4
-"""A gain within this many units in the last place of the risks it subtracts is 0: the same model evaluated in
-another column of a stacked evaluation can come out one unit apart (numpy's vectorised loops), and a block that
-never moved must show no gain and no t_half."""
+"""A gain of at most GAIN_ULPS machine epsilons times the larger of the two risks it subtracts (4 to 8 units in
+the last place) is 0: the same model evaluated in another column of a stacked evaluation can come out one unit
+apart (numpy's vectorised loops), and a block that never moved must show no gain and no t_half."""
 
 
 def _gain(risks: np.ndarray) -> np.ndarray:
-    """risks[0] - risks, with differences within ``GAIN_ULPS`` of rounding set to 0."""
+    """risks[0] - risks, with differences of at most ``GAIN_ULPS`` eps times the larger risk set to 0."""
     g = risks[0] - risks
     noise = GAIN_ULPS * np.finfo(float).eps * np.maximum(np.abs(risks[0]), np.abs(risks))
     return np.where(np.abs(g) <= noise, 0.0, g)
