@@ -149,7 +149,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
              "", "### The paper's claims", "", *TR.verdict_table(verdicts), "",
              "### Plans", "", "Held-out risk: exact population risk on the exact rows (run once: deterministic), "
              "test-set risk otherwise (mean ± standard deviation over the reported seeds); steps: where the "
-             "stopping rule ended the run.", "", *TR.plan_table(results), "",
+             "stopping rule ended the run. " + TR.accuracy_note(), "", *TR.plan_table(results), "",
              "### Capacity ceilings", "", *TR.ceiling_table(results), "",
              "### Attention lag under joint GD", "", *TR.lag_table(results), "", "### Figures", "",
              "Left: held-out risk by plan (median over seeds; the dashed line is the row's capacity ceiling). "

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from numerics.experiments import verdicts as V
+from numerics.experiments.engine import TIE_RTOL
 from numerics.experiments.lag import relative_progress
 from numerics.experiments.runner import PLANS
 VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecided": "undecided",
@@ -55,6 +56,23 @@ def _status(pr: dict) -> str:
     return "; ".join(bits) if bits else "converged"
 
 
+ACCURACY_NOTE = ("Accuracy: a +1 prediction where the output f exceeds the tie margin ({:g} of the largest |f| the "
+                 "readout allows, `engine.TIE_RTOL`), -1 elsewhere (ICL: the first class within the margin of the "
+                 "largest output); (tied m): the mass (exact rows) or test fraction of strings within the margin, "
+                 "whose side the trained parameters' rounding would decide (the largest over the seeds).")
+
+
+def accuracy_note() -> str:
+    return ACCURACY_NOTE.format(TIE_RTOL)
+
+
+def _accuracy(acc, tied) -> str:
+    """An accuracy (a number or ``stats``), with its tied mass (the largest of its seeds) when there is one:
+    strings whose outputs tie within ``engine.TIE_RTOL`` count by the stated rule (f = 0 is -1)."""
+    text = fmt(acc) if isinstance(acc, dict) else f"{acc:.3g}"
+    return text if not tied else f"{text} (tied {tied:.2g})"
+
+
 def plan_table(results: dict) -> list[str]:
     out = ["| row | plan | held-out risk | accuracy | steps | status | step sizes |",
            "|---|---|---|---|---|---|---|"]
@@ -62,7 +80,8 @@ def plan_table(results: dict) -> list[str]:
         label = name if row["loss"] == "squared" else f"{name} ({row['loss'].replace('_', '-')})"
         for plan in PLANS:
             pr = row["plans"][plan]
-            out.append(f"| {label} | {plan} | {fmt(pr['risk'])} | {fmt(pr['acc'])} | {fmt(pr['steps'], 4)} | "
+            out.append(f"| {label} | {plan} | {fmt(pr['risk'])} | {_accuracy(pr['acc'], pr.get('acc_tied'))} | "
+                       f"{fmt(pr['steps'], 4)} | "
                        f"{_status(pr)} | {_rates(pr['chosen'])} |")
     return out
 
@@ -78,7 +97,7 @@ def ceiling_table(results: dict) -> list[str]:
         if not c or "error" in c:
             out.append(f"| {name} | {start_s} | n/a | n/a | n/a | {why} | unknown |")
             continue
-        acc = "n/a" if c.get("accuracy") is None else f"{c['accuracy']:.3g}"
+        acc = "n/a" if c.get("accuracy") is None else _accuracy(c["accuracy"], (c.get("details") or {}).get("accuracy_tied"))
         label = {True: "yes", False: "no", None: "undecided"}[ok]
         out.append(f"| {name} | {start_s} | [{c['lower']:.3g}, {c['upper']:.3g}] | {acc} | {c['best_risk']:.3g} | "
                    f"{c.get('kind', '')} | {label} |")
@@ -137,7 +156,7 @@ def markdown(results: dict) -> str:
              f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
              f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}.", "", reading_line(results["reading"]) + ".", "",
              "Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head), test-set "
-             "risk otherwise; exact rows are deterministic and run once.", "",
+             "risk otherwise; exact rows are deterministic and run once. " + accuracy_note(), "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
              "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
              *verdict_table(verdicts), ""]

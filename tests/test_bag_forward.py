@@ -33,9 +33,9 @@ def _tokens(task: str, d: int) -> E.Tokens:
 def _outputs(alpha, B, tb):
     fw = E.forward(alpha, B, tb)
     r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
-    risk, acc = E.risk_and_accuracy(alpha, B, tb)
+    risk, acc, tied = E.risk_and_accuracy(alpha, B, tb)
     return {"w": fw.w, "fh": fw.fh, "f": fw.f, "risk": r, "d alpha": ga, "d B": gB, "f of the step": f,
-            "risk alone": E.risk(alpha, B, tb), "risk with accuracy": risk, "accuracy": acc}
+            "risk alone": E.risk(alpha, B, tb), "risk with accuracy": risk, "accuracy": acc, "tied": tied}
 
 
 def _both(alpha, B, tb):

@@ -346,14 +346,21 @@ def test_and_certificate_dual_is_below_a_primal_point():
 
 
 def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
-    """One rule for +-1 predictions (``engine.sign_predictions``): f = 0 is a -1 prediction, right on a
-    -1 string and wrong on a +1 string, in the ceilings' accuracy as in the trained runs' (the ceilings
-    counted f = 0 wrong for either label)."""
+    """One rule for +-1 predictions (``engine.predictions``): f = 0, and any f within the tie margin, is a
+    -1 prediction, right on a -1 string and wrong on a +1 string, in the ceilings' accuracy as in the trained
+    runs' (the ceilings counted f = 0 wrong for either label), and the tied mass is reported beside it."""
     from numerics.experiments import engine as E
     from numerics.experiments.capacity import _accuracy
 
     f, labels, w = np.array([0.0, 0.0, 2.0, -3.0]), np.array([-1, 1, 1, 1]), np.array([0.4, 0.3, 0.2, 0.1])
-    assert _accuracy(f, labels, w) == pytest.approx(0.6, abs=1e-15)
+    assert _accuracy(f, labels, w, np.array([[3.0, -1.0]])) == pytest.approx((0.6, 0.7), abs=1e-15)
+    # within the tie margin (TIE_RTOL times the largest |f| the readout allows: the heads' largest |values|
+    # summed, 1.5 + 1.5, so 3e-9) an output counts as -1 and as tied, whatever its sign; beyond it the sign
+    # decides (a margin from one head, 1.5e-9, would give (0.7, 0.7); no margin 0.3)
+    assert E.TIE_RTOL == 1e-9
+    f2 = np.array([1e-12, -1e-12, 2e-9, 4e-9])
+    acc, tied = _accuracy(f2, labels, w, np.array([[1.5, 0.0], [0.0, -1.5]]))
+    assert (acc, tied) == pytest.approx((0.5, 0.9), abs=1e-15)
     tb = E.from_batch(TK.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
                                labels=labels))
     assert E.accuracy(f[:, None, None], tb).tolist() == pytest.approx([0.6], abs=1e-15)

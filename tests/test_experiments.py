@@ -698,3 +698,54 @@ def test_bag_layout_with_several_outputs_agrees_with_the_dense_model():
         assert abs(r[i] - rr) <= 1e-12 * abs(rr)
         assert np.abs(ga[i] - g.alpha).max() <= 1e-12 * np.abs(g.alpha).max()
         assert np.abs(gB[i] - g.B).max() <= 1e-12 * np.abs(g.B).max()
+
+
+def test_predictions_decide_ties_by_the_stated_rule():
+    """``engine.predictions``: a +-1 output within the margin counts as -1 and is tied, whatever its sign;
+    outside it the sign decides.  Class outputs: the first class within the margin of the largest wins, tied
+    where two are; at margin 0 the rule is the plain sign (f = 0 is -1) and the plain argmax."""
+    f = np.array([1e-13, -1e-13, 0.0, 2e-9, -2e-9, 0.5])[:, None]
+    pred, tied = E.predictions(f, 1e-9)
+    assert pred.tolist() == [-1, -1, -1, 1, -1, 1]
+    assert tied.tolist() == [True, True, True, False, False, False]
+    assert E.predictions(f, 0.0)[0].tolist() == [1, -1, -1, 1, -1, 1]
+    assert E.predictions(f, 0.0)[1].tolist() == [False, False, True, False, False, False]
+    g = np.array([[1.0, 1.0 + 1e-12, 0.0], [0.0, 1.0, 1.0 - 1e-3], [2.0, -1.0, 2.0]])
+    pred, tied = E.predictions(g, 1e-9)
+    assert pred.tolist() == [0, 1, 0] and tied.tolist() == [True, False, True]
+    assert E.predictions(g, 0.0)[0].tolist() == [1, 1, 0]
+    # the margin per run broadcasts against (strings, runs): run 0 at 1e-9, run 1 at 0
+    pr, ti = E.predictions(np.array([[[1e-13], [1e-13]]]), np.array([1e-9, 0.0]))
+    assert pr.tolist() == [[-1, 1]] and ti.tolist() == [[True, False]]
+    # the margin is TIE_RTOL times the largest |f| the readout allows: the sum over heads of max |B_h|
+    B = np.zeros((2, 2, 3, 1))
+    B[0, 0, 1, 0], B[0, 1, 2, 0], B[1, 0, 0, 0] = -4.0, 3.0, 0.5
+    assert E.tie_margin(B).tolist() == pytest.approx([7.0 * E.TIE_RTOL, 0.5 * E.TIE_RTOL], rel=1e-15)
+
+
+def test_a_trained_accuracy_does_not_depend_on_the_rounding_of_its_ties():
+    """OR's output-only run (d = 10, step 10, exact population) converges to a readout with
+    beta_a / beta_u = -(d/2 - 1) to its last digits, so every class with r = (d/2 - 1) c sits at f = 0 up to
+    rounding (|f| <= 1e-15 here; the next class is at |f| >= 1e-4).  Perturbing the marked readout by up to
+    1.4e-13 relative (the rounding a training run accumulates) moves the plain-sign accuracy by the tied
+    mass (0.0395; the control), and leaves the reported accuracy (``risk_and_accuracy``, ties at the stated
+    rule) and its tied mass unchanged."""
+    cfg = RN.Config(tasks=("OR",), d=10)
+    recs, data = RN._train("OR", 1, 0, cfg, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
+    A, B, tb = recs[0].final_alpha[None], recs[0].final_B[None], data.test
+    f = E.forward(A, B, tb).f[:, 0, 0]
+    near = np.abs(f) <= 1e-9 * np.abs(B).max()
+    assert near.any() and np.abs(f[near]).max() <= 1e-15 and np.abs(f[~near]).min() >= 1e-4
+    eps = np.finfo(float).eps
+    plain, reported = set(), set()
+    for k in range(-6, 7):
+        Bk = B.copy()
+        Bk[..., :2, :] *= 1 + 256 * k * eps  # the two marked symbols' values
+        plain.add(float(E.accuracy(E.forward(A, Bk, tb).f, tb)[0]))
+        _, acc, tied = E.risk_and_accuracy(A, Bk, tb)
+        reported.add((float(acc[0]), float(tied[0])))
+    assert len(reported) == 1
+    (acc, tied), = reported
+    assert tied == pytest.approx(float(tb.weights @ near), rel=1e-12) and tied > 0.03
+    assert max(plain) - min(plain) == pytest.approx(tied, rel=1e-9)  # the control: rounding decided them
+    assert acc == pytest.approx(min(plain), abs=1e-15)  # every tie counted as -1 (their labels are +1 here)

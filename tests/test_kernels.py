@@ -101,9 +101,10 @@ def test_compiled_kernel_with_empty_strings(R, H):
     alpha, B = rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
     _agree(batch, alpha, B)
     for loss in ("squared", "cross_entropy"):
-        (r, acc), (rn, accn) = E.risk_and_accuracy(alpha, B, tb, loss), E.risk_and_accuracy(alpha, B, tn, loss)
+        (r, acc, tied), (rn, accn, tiedn) = (E.risk_and_accuracy(alpha, B, tb, loss),
+                                             E.risk_and_accuracy(alpha, B, tn, loss))
         _close(r, rn, "risk only")
-        assert np.array_equal(acc, accn)
+        assert np.array_equal(acc, accn) and np.array_equal(tied, tiedn)
     assert E.risk_and_grad(alpha, B, tb, with_f=False)[3] is None
 
 

@@ -191,10 +191,14 @@ def best_pattern(m: np.ndarray, y: np.ndarray, w: np.ndarray, heads: int):
     return risk, [orders[i] for i in combo], theta.reshape(heads, T)
 
 
-def _accuracy(f: np.ndarray, labels: np.ndarray, w: np.ndarray) -> float:
-    """Probability-weighted accuracy by the engine's rule (``engine.sign_predictions``: f = 0 counts as -1, as
-    for the trained runs; it counted as wrong for either label here), normalised by the total weight."""
-    return float((w * (E.sign_predictions(f) == labels)).sum() / w.sum())
+def _accuracy(f: np.ndarray, labels: np.ndarray, w: np.ndarray, readout) -> tuple[float, float]:
+    """(probability-weighted accuracy, tied mass) by the engine's rule for the trained runs
+    (``engine.predictions`` at ``engine.tie_margin`` of the readout: per head, the values the outputs f are
+    convex combinations of, any shape (heads, ...)), normalised by the total weight."""
+    B = np.asarray(readout, dtype=float)
+    margin = E.tie_margin(B.reshape(B.shape[0], -1, 1))
+    pred, tied = E.predictions(np.asarray(f)[:, None], margin)
+    return float((w * (pred == labels)).sum() / w.sum()), float((w * tied).sum() / w.sum())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -328,9 +332,9 @@ def _symbol_ceiling(task: str, d: int, heads: int, mass_tol: float, len_tol: flo
     dropped = pop.extra["dropped"]
     risk, patterns, theta = best_pattern(m, y, w, heads)
     f = sum(limit_features(m, r) @ theta[h] for h, r in enumerate(patterns))
-    acc = _accuracy(f, pop.labels, w)
+    acc, tied = _accuracy(f, pop.labels, w, theta)
     details = {"patterns": [list(r) for r in patterns], "readout": theta.tolist(), "classes": int(len(w)),
-               "dropped_mass": dropped, "mass_tol": mass_tol, "len_tol": len_tol,
+               "dropped_mass": dropped, "mass_tol": mass_tol, "len_tol": len_tol, "accuracy_tied": tied,
                "token_classes": ["a", "u"] if marked_symbols(task) == 1 else ["a", "b", "u"]}
     names = details["token_classes"]
     how = ("least squares over the limits of attention (every ranking of the class tokens "
@@ -349,9 +353,9 @@ def _symbol_ceiling(task: str, d: int, heads: int, mass_tol: float, len_tol: flo
     if fin_risk < risk:
         e = m * np.exp(alpha - alpha.max())[None, :]
         f = (e / e.sum(axis=1, keepdims=True)) @ beta
-        acc = _accuracy(f, pop.labels, w)
+        acc, tied = _accuracy(f, pop.labels, w, beta[None])
         risk, bmax = fin_risk, float(np.abs(beta).max())
-        details.update(alpha=alpha.tolist(), beta=beta.tolist(), reached_by="finite scores")
+        details.update(alpha=alpha.tolist(), beta=beta.tolist(), reached_by="finite scores", accuracy_tied=tied)
     else:
         bmax = float(np.abs(theta).max())
         details["reached_by"] = "limit pattern"
@@ -653,14 +657,14 @@ def _even_pairs_adjacent_ceiling(d: int, heads: int) -> Ceiling:
     model = Model(1, 9, 1)
     params = Params(x[:9].reshape(1, 9), x[9:].reshape(1, 9, 1))
     f = model.forward(params, pop.X, pop.m)[0][:, 0]
-    acc = _accuracy(f, pop.labels, pop.weights)
+    acc, tied = _accuracy(f, pop.labels, pop.weights, x[9:][None])
     bmax = float(np.abs(x[9:]).max())
     upper = risk + pop.extra["dropped"] * (bmax + 1.0) ** 2 / 2.0
     keys, probs, fams = adjacent_certificates()
     lower = certificate_lower_bound(probs, fams) if heads == 1 else 0.0
     details = {"embedding": "adjacent", "alpha": x[:9].tolist(), "beta": x[9:].tolist(),
                "classes": pop.extra["classes"], "dropped_mass": pop.extra["dropped"], "lower_bound": lower,
-               "certificate_families": len(fams)}
+               "certificate_families": len(fams), "accuracy_tied": tied}
     how_lower = ("lower: dual bound over the certificate families F(i, j), i, j <= 6 (a^i, b^j, a^i b^j, "
                  "b^j a^i, a^i b^j a^i, b^j a^i b^j; sign-linearity, any parameters)" if heads == 1 else
                  "lower: 0 (no bound proved for H >= 2)")

@@ -656,32 +656,37 @@ def _summed(w: np.ndarray, parts: list) -> np.ndarray:
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient), summed by ``weighted_sum``."""
     _unstacked(tb)
-    lvs, _ = _chunked_losses(alpha, B, tb, loss, False)
+    lvs = _chunked_losses(alpha, B, tb, loss, False)[0]
     if tb.layout == "rows":  # up to SUM_BLOCK strings one product over all runs (the unchunked path's rounding)
         return _summed(tb.weights, lvs)
     return np.concatenate([weighted_sum(tb.weights, lv) for lv in lvs])
 
 
 def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared"):
-    """(the R weighted risks, the R weighted accuracies or None for regression: ``accuracy``), from one
-    forward pass per chunk of runs (memory bounded whatever R: no (strings, R, K) array is kept), summed by
-    ``_summed`` (up to SUM_BLOCK strings one product over all R runs, above chunk by chunk)."""
+    """(the R weighted risks, the R weighted accuracies, the R weighted tied masses), the last two None for
+    regression (``accuracy``, ``tie_margin``), from one forward pass per chunk of runs (memory bounded
+    whatever R: no (strings, R, K) array is kept), summed by ``_summed`` (up to SUM_BLOCK strings one
+    product over all R runs, above chunk by chunk)."""
     _unstacked(tb)
-    lvs, hits = _chunked_losses(alpha, B, tb, loss, True)
-    acc = None if tb.labels is None else _summed(tb.weights, hits)
-    return _summed(tb.weights, lvs), acc
+    lvs, hits, ties = _chunked_losses(alpha, B, tb, loss, True)
+    if tb.labels is None:
+        return _summed(tb.weights, lvs), None, None
+    return _summed(tb.weights, lvs), _summed(tb.weights, hits), _summed(tb.weights, ties)
 
 
 def _chunked_losses(alpha, B, tb: Tokens, loss: str, hits: bool):
-    """Per chunk of runs: the losses (N, c) and, with ``hits``, the correct predictions (N, c) as floats."""
+    """Per chunk of runs: the losses (N, c) and, with ``hits``, the correct and the tied predictions (N, c)
+    as floats (``prediction_hits``, at each run's ``tie_margin``)."""
     c = _chunk(tb, alpha.shape[1], B.shape[-1])
-    lvs, hs = [], []
+    lvs, hs, ts = [], [], []
     for i in range(0, alpha.shape[0], c):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
         lvs.append(losses(fw.f, tb, loss)[0])
         if hits and tb.labels is not None:
-            hs.append(_hits(fw.f, tb))
-    return lvs, hs
+            h, t = prediction_hits(fw.f, tb.labels, tie_margin(B[i:i + c]))
+            hs.append(h)
+            ts.append(t)
+    return lvs, hs, ts
 
 
 CHUNK_ELEMENTS = 250_000
@@ -892,21 +897,49 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     return r, ga, gB, fw.f
 
 
-def sign_predictions(f: np.ndarray) -> np.ndarray:
-    """The +-1 prediction of an output f: +1 where f > 0, -1 elsewhere (f = 0 counts as -1)."""
-    return np.where(f > 0, 1, -1)
+TIE_RTOL = 1e-9
+"""Outputs closer than TIE_RTOL times the run's output scale (``tie_margin``) are tied: a +-1 output with
+|f| within it, or two class outputs within it of each other.  Their order is the trained parameters'
+rounding, not the model's: in OR's output-only run at d = 50, 34 count classes (mass 0.0076) sit at
+|f| <= 8e-16 (the trained readout has beta_a / beta_u = -24 to its last digits, the next class is at
+|f| = 3.5e-4), and the sign of each moved from one evaluation to the next.  A tie is decided by the stated
+rule (``predictions``: f = 0 counts as -1, the first of tied classes wins), so an accuracy does not
+depend on rounding, and its tied mass is reported beside it.  1e-9 is far above the rounding of a
+training run (the ties above sit at 1e-16 relative; 5000 steps of accumulated rounding stay near
+1e-12) and far below the margins a trained model separates its strings by."""
 
 
-def accuracy(f: np.ndarray, tb: Tokens) -> np.ndarray | None:
-    """Weighted accuracy per run: ``sign_predictions`` for +-1 labels, argmax for class labels; None for
-    regression."""
-    return None if tb.labels is None else tb.weights @ _hits(f, tb)
+def tie_margin(B: np.ndarray) -> np.ndarray:
+    """TIE_RTOL times the largest |f| the readout B (..., H, D, K) allows: f is a sum over heads of convex
+    combinations of the value rows, so |f| <= sum_h max |B_h|; shape (...)."""
+    return TIE_RTOL * np.abs(B).max(axis=(-2, -1)).sum(axis=-1)
 
 
-def _hits(f: np.ndarray, tb: Tokens) -> np.ndarray:
-    """Correct predictions (N, R) as floats (see ``accuracy``)."""
-    if f.shape[-1] > 1:
-        pred = np.argmax(f, axis=-1)
-    else:
-        pred = sign_predictions(f[..., 0])
-    return (pred == np.asarray(tb.labels)[:, None]).astype(float)
+def predictions(f: np.ndarray, margin=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(the predictions, whether each is tied) of outputs f (..., K) at a tie margin broadcast against
+    f[..., 0]: for K = 1, +1 where f > margin and -1 elsewhere (f = 0 and every |f| <= margin count as
+    -1), tied where |f| <= margin; for K > 1, the first class whose output is within the margin of the
+    largest (the argmax when the margin is 0), tied where two are."""
+    margin = np.asarray(margin, dtype=float)
+    if f.shape[-1] == 1:
+        f0 = f[..., 0]
+        return np.where(f0 > margin, 1, -1), np.abs(f0) <= margin
+    near = f >= f.max(axis=-1, keepdims=True) - margin[..., None]
+    return np.argmax(near, axis=-1), near.sum(axis=-1) > 1
+
+
+def sign_predictions(f: np.ndarray, margin=0.0) -> np.ndarray:
+    """The +-1 prediction of outputs f (no output axis): ``predictions`` for K = 1."""
+    return predictions(np.asarray(f)[..., None], margin)[0]
+
+
+def accuracy(f: np.ndarray, tb: Tokens, margin=0.0) -> np.ndarray | None:
+    """Weighted accuracy per run of outputs f (N, R, K): ``predictions`` at ``margin`` (a scalar or one per
+    run), +-1 labels for K = 1 and class labels for K > 1; None for regression."""
+    return None if tb.labels is None else tb.weights @ prediction_hits(f, tb.labels, margin)[0]
+
+
+def prediction_hits(f: np.ndarray, labels, margin=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(correct, tied) predictions (N, R) as floats for outputs f (N, R, K) and labels (N,)."""
+    pred, tied = predictions(f, margin)
+    return (pred == np.asarray(labels)[:, None]).astype(float), tied.astype(float)

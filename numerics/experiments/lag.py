@@ -70,16 +70,16 @@ def functional_curves(snapshots: dict, steps: list[int], test: E.Tokens, loss: s
             "risk_output_at_t": out_t.tolist(), "gain_att": _gain(att_t).tolist(), "gain_out": _gain(out_t).tolist()}
 
 
-GAIN_ULPS = 4
-"""A gain of at most GAIN_ULPS machine epsilons times the larger of the two risks it subtracts (4 to 8 units in
+GAIN_EPS = 4
+"""A gain of at most GAIN_EPS machine epsilons times the larger of the two risks it subtracts (4 to 8 units in
 the last place) is 0: the same model evaluated in another column of a stacked evaluation can come out one unit
 apart (numpy's vectorised loops), and a block that never moved must show no gain and no t_half."""
 
 
 def _gain(risks: np.ndarray) -> np.ndarray:
-    """risks[0] - risks, with differences of at most ``GAIN_ULPS`` eps times the larger risk set to 0."""
+    """risks[0] - risks, with differences of at most ``GAIN_EPS`` eps times the larger risk set to 0."""
     g = risks[0] - risks
-    noise = GAIN_ULPS * np.finfo(float).eps * np.maximum(np.abs(risks[0]), np.abs(risks))
+    noise = GAIN_EPS * np.finfo(float).eps * np.maximum(np.abs(risks[0]), np.abs(risks))
     return np.where(np.abs(g) <= noise, 0.0, g)
 
 

@@ -303,16 +303,18 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
         steps = curve_subset(sorted(rec.snapshots), cfg.curve_points)
         A = np.stack([rec.snapshots[s][0] for s in steps])
         B = np.stack([rec.snapshots[s][1] for s in steps])
-        risks, accs = [], []
+        risks, accs, ties = [], [], []
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for i in range(0, len(steps), 16):
-                r16, a16 = E.risk_and_accuracy(A[i:i + 16], B[i:i + 16], data.test, loss)
+                r16, a16, t16 = E.risk_and_accuracy(A[i:i + 16], B[i:i + 16], data.test, loss)
                 risks += r16.tolist()
                 accs += [None] * len(r16) if a16 is None else a16.tolist()
+                ties += [None] * len(r16) if t16 is None else t16.tolist()
         risks = [x if math.isfinite(x) else None for x in risks]
         res = {"plan": plan, "seed": seed, "steps": rec.steps, "converged": rec.converged, "capped": rec.capped,
                "diverged": rec.diverged, "unstable": rec.unstable, "phase_ends": rec.phase_ends,
                "test_risk": None if rec.diverged else risks[-1], "test_acc": None if rec.diverged else accs[-1],
+               "test_acc_tied": None if rec.diverged else ties[-1],
                "val_risk": rec.val_risk[-1], "curve": {"steps": steps, "risk": risks, "acc": accs},
                "val_curve": {"steps": rec.val_steps, "risk": [x if math.isfinite(x) else None for x in rec.val_risk]},
                "alpha_dist": [rec.alpha_dist[s] for s in steps], "B_dist": [rec.B_dist[s] for s in steps]}
@@ -380,9 +382,9 @@ def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
                     "steps": stats([r["steps"] for r in recs])}
-        for key in ("truncation_bound", "rounding_bound"):
+        for key, out_key in (("truncation_bound",) * 2, ("rounding_bound",) * 2, ("test_acc_tied", "acc_tied")):
             bounds = [r.get(key) for r in recs if r.get(key) is not None]
-            plans[p][key] = max(bounds) if bounds else None
+            plans[p][out_key] = max(bounds) if bounds else None  # acc_tied: the largest tied mass of a seed
     lag = {}
     joint = [r for r in plans["joint"]["seeds"] if "lag" in r]
     for m in ("displacement", "function", "alignment"):

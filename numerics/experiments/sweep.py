@@ -606,7 +606,7 @@ def claims_of(task: str) -> list[str]:
 
 
 TIDY_COLUMNS = ("reading", "d", "row", "task", "heads", "plan", "seed", "test_risk", "test_acc", "val_risk",
-                "steps", "converged", "capped", "diverged", "unstable", "lr_out", "lr_att", "edge",
+                "test_acc_tied", "steps", "converged", "capped", "diverged", "unstable", "lr_out", "lr_att", "edge",
                 "k1", "k2", "budget", "max_steps", "joint_steps", "optimizer",
                 "lag_displacement", "lag_function", "lag_alignment",
                 "t_half_att_displacement", "t_half_out_displacement", "t_half_att_function", "t_half_out_function",
@@ -625,7 +625,8 @@ def tidy_rows(results: dict, reading: str, d: int) -> list[dict]:
                 lag = rec.get("lag", {})
                 rec_out = {"reading": reading, "d": d, "row": name, "task": row["task"], "heads": row["heads"],
                            "plan": plan_name, "seed": rec["seed"], "test_risk": rec["test_risk"],
-                           "test_acc": rec["test_acc"], "val_risk": rec["val_risk"], "steps": rec["steps"],
+                           "test_acc": rec["test_acc"], "test_acc_tied": rec.get("test_acc_tied"),
+                           "val_risk": rec["val_risk"], "steps": rec["steps"],
                            "converged": rec["converged"], "capped": rec["capped"], "diverged": rec["diverged"],
                            "unstable": rec["unstable"], "lr_out": chosen.get("out"), "lr_att": chosen.get("att"),
                            "edge": ";".join(pr["search"]["edge"]) or None,
