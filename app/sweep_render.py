@@ -289,7 +289,8 @@ def reading_page(summary: dict, reading: str) -> str:
         cell = next(c for c in summary["cells"] if c["reading"] == r and c["d"] == d)
         lines += [f"## d = {d}", ""]
         if res["rows"]:
-            lines += ["### Plans", "", *TR.plan_table(res), "", "### Attention lag under joint GD", "",
+            lines += ["### Plans", "", TR.accuracy_note(res), "", *TR.plan_table(res), "",
+                      "### Attention lag under joint GD", "",
                       *TR.lag_table(res), ""]
         if cell["missing_rows"]:
             lines += ["Rows not assembled: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in cell["missing_rows"].items()), ""]

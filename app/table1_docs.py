@@ -149,7 +149,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
              "", "### The paper's claims", "", *TR.verdict_table(verdicts), "",
              "### Plans", "", "Held-out risk: exact population risk on the exact rows (run once: deterministic), "
              "test-set risk otherwise (mean ± standard deviation over the reported seeds); steps: where the "
-             "stopping rule ended the run. " + TR.accuracy_note(), "", *TR.plan_table(results), "",
+             "stopping rule ended the run. " + TR.accuracy_note(results), "", *TR.plan_table(results), "",
              "### Capacity ceilings", "", *TR.ceiling_table(results), "",
              "### Attention lag under joint GD", "", *TR.lag_table(results), "", "### Figures", "",
              "Left: held-out risk by plan (median over seeds; the dashed line is the row's capacity ceiling). "
@@ -187,7 +187,8 @@ def _other_run(path: Path, heading: str, what: str) -> list[str]:
     return ["", f"## {heading}", "",
             f"Command: `{shlex.join(res['command'])}` at commit {(res.get('commit') or 'unknown')[:10]} "
             f"({duration(res['elapsed_s'])} wall, {duration(res['cpu_s'])} of CPU on the shared 2-core "
-            f"machine): {what}.", "", *TR.verdict_table(V.assess(res)), "", *TR.plan_table(res)]
+            f"machine): {what}.", "", *TR.verdict_table(V.assess(res)), "", TR.accuracy_note(res), "",
+            *TR.plan_table(res)]
 
 
 def main(argv: list[str] | None = None) -> int:

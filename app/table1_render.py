@@ -56,19 +56,26 @@ def _status(pr: dict) -> str:
     return "; ".join(bits) if bits else "converged"
 
 
-ACCURACY_NOTE = ("Accuracy: a +1 prediction where the output f exceeds the tie margin ({:g} of the largest |f| the "
-                 "readout allows, `engine.TIE_RTOL`), -1 elsewhere (ICL: the first class within the margin of the "
-                 "largest output); (tied m): the mass (exact rows) or test fraction of strings within the margin, "
-                 "whose side the trained parameters' rounding would decide (the largest over the seeds).")
+ACCURACY_NOTE = ("Accuracy: a +1 prediction where the output f exceeds the tie margin ({margin} times the largest "
+                 "|f| the readout allows on the row's tokens, `engine.TIE_RTOL`), -1 elsewhere (ICL: the first "
+                 "class within the margin of the largest output); (tied m): the mass (exact rows) or test fraction "
+                 "of strings within the margin, counted by that rule, not by the sign of their output (for a plan, "
+                 "the largest over its seeds; a readout still at 0 ties every string).")
+OLD_ACCURACY_NOTE = ("Accuracy: a +1 prediction where the output f > 0, -1 elsewhere. This run predates the tie "
+                     "rule: strings at f = 0 up to rounding count by the sign rounding gave them, and no tied mass "
+                     "is recorded.")
 
 
-def accuracy_note() -> str:
-    return ACCURACY_NOTE.format(TIE_RTOL)
+def accuracy_note(results: dict) -> str:
+    """How the accuracies of ``results`` were counted: the tie rule when every plan records its tied mass
+    (``acc_tied``, None for regression rows), else the plain sign of runs that predate it."""
+    recorded = all("acc_tied" in pr for row in results["rows"].values() for pr in row["plans"].values())
+    return ACCURACY_NOTE.format(margin=f"{TIE_RTOL:.0e}".replace("e-0", "e-")) if recorded else OLD_ACCURACY_NOTE
 
 
 def _accuracy(acc, tied) -> str:
-    """An accuracy (a number or ``stats``), with its tied mass (the largest of its seeds) when there is one:
-    strings whose outputs tie within ``engine.TIE_RTOL`` count by the stated rule (f = 0 is -1)."""
+    """An accuracy (a number or ``stats``), with its tied mass (the largest of its seeds) when it is above 0
+    (``accuracy_note``)."""
     text = fmt(acc) if isinstance(acc, dict) else f"{acc:.3g}"
     return text if not tied else f"{text} (tied {tied:.2g})"
 
@@ -156,7 +163,7 @@ def markdown(results: dict) -> str:
              f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
              f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}.", "", reading_line(results["reading"]) + ".", "",
              "Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head), test-set "
-             "risk otherwise; exact rows are deterministic and run once. " + accuracy_note(), "",
+             "risk otherwise; exact rows are deterministic and run once. " + accuracy_note(results), "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
              "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
              *verdict_table(verdicts), ""]

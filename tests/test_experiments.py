@@ -750,3 +750,41 @@ def test_a_trained_accuracy_does_not_depend_on_the_rounding_of_its_ties():
     assert tied == pytest.approx(float(tb.weights @ near), rel=1e-12) and tied > 0.03
     assert max(plain) - min(plain) == pytest.approx(tied, rel=1e-9)  # the control: rounding decided them
     assert acc == pytest.approx(min(plain), abs=1e-15)  # every tie counted as -1 (their labels are +1 here)
+
+
+def test_tie_margins_are_per_run_and_scale_with_the_tokens_l1_norm():
+    """``risk_and_accuracy``'s tied masses: each run at its own margin (a readout scaled by 1e6 beside it does
+    not widen the first run's ties), and on ICL's pair tokens (two ones, |x|_1 = 2 after the first position)
+    the margin doubles, so class outputs 0.9e-9 x S apart (S = sum_t w_t |x_t|_1, between 1.5 and 2 here)
+    tie on every string, where a margin for one-hot tokens would tie none."""
+    cfg = RN.Config(tasks=("OR",), d=10)
+    recs, data = RN._train("OR", 1, 0, cfg, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
+    B0, A0, tb = recs[0].final_B, recs[0].final_alpha, data.test
+    one = E.risk_and_accuracy(A0[None], B0[None], tb)[2][0]
+    both = E.risk_and_accuracy(np.stack([A0, A0]), np.stack([B0, 1e6 * B0]), tb)[2]
+    assert one > 0.03 and both[0] == one and both[1] == one  # scaled outputs, scaled margin: the same ties
+    assert E.tie_margin(np.stack([B0, 1e6 * B0])).tolist() == pytest.approx(
+        [E.TIE_RTOL * np.abs(B0).max(), 1e6 * E.TIE_RTOL * np.abs(B0).max()], rel=1e-15)
+    d = 6
+    batch = TK.sample("ICL", d, 40, np.random.default_rng(3), seed=1)
+    tb = E.from_batch(batch.dense() if hasattr(batch, "dense") else batch)
+    assert E._largest_l1(tb.table) == 2.0
+    _, D, K = TK.model_shape("ICL", d, 1)
+    B = np.zeros((1, 1, D, K))
+    B[..., 1], B[..., 2] = 1.0, 1.0 - 0.9e-9
+    _, acc, tied = E.risk_and_accuracy(np.zeros((1, 1, D)), B, tb)
+    assert tied.tolist() == pytest.approx([1.0], abs=1e-15)
+    assert acc.tolist() == pytest.approx([float(tb.weights @ (np.asarray(tb.labels) == 1))], abs=1e-15)
+    f = E.forward(np.zeros((1, 1, D)), B, tb).f
+    assert float(tb.weights @ E.prediction_hits(f, tb.labels, E.tie_margin(B))[1][:, 0]) == 0.0  # one-hot margin
+
+
+def test_a_plans_tied_mass_is_the_largest_of_its_seeds():
+    """``assemble_row``: a plan's acc_tied is the largest tied mass of its seeds (None where none records one)."""
+    found = {p: {"chosen": {"out": 1.0}} for p in RN.PLANS}
+    rec = {"test_risk": 0.1, "test_acc": 0.9, "diverged": False, "unstable": False, "capped": False,
+           "converged": True, "steps": 10}
+    per_plan = {"output_only": [rec | {"seed": 0, "test_acc_tied": 0.1}, rec | {"seed": 1, "test_acc_tied": 0.3},
+                                rec | {"seed": 2, "test_acc_tied": 0.2}]}
+    row = RN.assemble_row("ICL", "ICL", 1, RN.Config(tasks=("ICL",), d=5), found, per_plan, {}, {})
+    assert row["plans"]["output_only"]["acc_tied"] == 0.3 and row["plans"]["joint"]["acc_tied"] is None

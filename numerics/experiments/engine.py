@@ -679,11 +679,12 @@ def _chunked_losses(alpha, B, tb: Tokens, loss: str, hits: bool):
     as floats (``prediction_hits``, at each run's ``tie_margin``)."""
     c = _chunk(tb, alpha.shape[1], B.shape[-1])
     lvs, hs, ts = [], [], []
+    l1 = _largest_l1(tb.table) if hits and tb.labels is not None else None
     for i in range(0, alpha.shape[0], c):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
         lvs.append(losses(fw.f, tb, loss)[0])
-        if hits and tb.labels is not None:
-            h, t = prediction_hits(fw.f, tb.labels, tie_margin(B[i:i + c]))
+        if l1 is not None:
+            h, t = prediction_hits(fw.f, tb.labels, tie_margin(B[i:i + c]) * l1)
             hs.append(h)
             ts.append(t)
     return lvs, hs, ts
@@ -909,17 +910,27 @@ the ties seen (|f| <= 8e-16 here, 1e-13 in an Adam run of the same row at d = 25
 next class's 3.5e-4."""
 
 
-def tie_margin(B: np.ndarray) -> np.ndarray:
-    """TIE_RTOL times the largest |f| the readout B (..., H, D, K) allows: f is a sum over heads of convex
-    combinations of the value rows, so |f| <= sum_h max |B_h|; shape (...)."""
-    return TIE_RTOL * np.abs(B).max(axis=(-2, -1)).sum(axis=-1)
+def tie_margin(B: np.ndarray, table=None) -> np.ndarray:
+    """TIE_RTOL times the largest |f| the readout B (..., H, D, K) allows on the tokens of ``table`` (T, D;
+    dense or scipy.sparse): each head's output is a convex combination of its token values x B_h, and
+    |x B_h| <= |x|_1 max |B_h|, so |f| <= max_x |x|_1 sum_h max |B_h|.  Without a table |x|_1 = 1 (one-hot
+    and class-average tokens); ICL's pair tokens have two ones, |x|_1 = 2.  Shape (...)."""
+    return TIE_RTOL * np.abs(B).max(axis=(-2, -1)).sum(axis=-1) * (1.0 if table is None else _largest_l1(table))
+
+
+def _largest_l1(table) -> float:
+    """The largest L1 norm of a table's rows (0 for an empty table)."""
+    if table.shape[0] == 0:
+        return 0.0
+    return float(abs(table).sum(axis=1).max())
 
 
 def predictions(f: np.ndarray, margin=0.0) -> tuple[np.ndarray, np.ndarray]:
     """(the predictions, whether each is tied) of outputs f (..., K) at a tie margin broadcast against
     f[..., 0]: for K = 1, +1 where f > margin and -1 elsewhere (f = 0 and every |f| <= margin count as
     -1), tied where |f| <= margin; for K > 1, the first class whose output is within the margin of the
-    largest (the argmax when the margin is 0), tied where two are."""
+    largest (the argmax when the margin is 0), tied where two are (on ICL a tie goes to class 0, the
+    trigger, which is never an answer: a tied string counts wrong)."""
     margin = np.asarray(margin, dtype=float)
     if f.shape[-1] == 1:
         f0 = f[..., 0]
