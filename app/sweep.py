@@ -197,6 +197,10 @@ def main_args(args: argparse.Namespace) -> int:
         progress = Progress(args.quiet)
         cpu0, started = time.process_time(), time.time()
         outcome = None
+        run = {"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
+               "pid": os.getpid(), "command": command, "readings_sha256": grid.sha256, "version": p.version,
+               "code": p.code, "d": list(grid.d), "scheduler": args.scheduler or "LocalCluster"}
+        store.log_run(run | {"event": "start"})  # a run killed by a signal leaves this line alone (SR.invocations)
         try:
             outcome = SW.execute(p, store, None if args.no_train else cluster.connect, progress)
         except KeyboardInterrupt:
@@ -204,13 +208,9 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
             cluster.close()
-            store.log_run({"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(
-                               timespec="seconds"), "wall_s": time.time() - started, "command": command,
-                           "readings_sha256": grid.sha256, "version": p.version, "code": p.code, "d": list(grid.d),
-                           "completed": outcome is not None,
-                           "trained": None if outcome is None else len(outcome.trained),
-                           "trained_cpu_s": None if outcome is None else outcome.cpu_s,
-                           "scheduler": args.scheduler or "LocalCluster"})
+            store.log_run(run | {"event": "end", "wall_s": time.time() - started, "completed": outcome is not None,
+                                 "trained": None if outcome is None else len(outcome.trained),
+                                 "trained_cpu_s": None if outcome is None else outcome.cpu_s})
         summary = SR.summarise(p, outcome, store)
         summary.update({"command": command, "commit": commit, "dirty": dirty, "store": str(args.store),
                         "scheduler": cluster.describe(), "workers": cluster.workers,

@@ -49,8 +49,8 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
         if spec is not None:
             key = f"d={spec['config']['d']} {spec['task']}" + (f" (H={spec['heads']})" if spec["task"] == "AND" else "")
             cpu_by[key] = cpu_by.get(key, 0.0) + c
-    runs = [r for r in store.runs() if r.get("readings_sha256") == p.grid.sha256 and r.get("version") == p.version
-            and r.get("code") == p.code]
+    runs = invocations([r for r in store.runs() if r.get("readings_sha256") == p.grid.sha256
+                        and r.get("version") == p.version and r.get("code") == p.code])
     failures = [{"key": k, "kind": f["spec"]["kind"], "task": f["spec"]["task"], "heads": f["spec"]["heads"],
                  "plan": f["spec"].get("plan"), "d": f["spec"]["config"]["d"], "error": f["error"],
                  "traceback": f["traceback"]} for k, f in outcome.failed.items()]
@@ -62,9 +62,23 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
                        "skipped": len(outcome.skipped), "corrupt_retrained": len(outcome.corrupt)},
             "wall_s": outcome.wall_s, "trained_cpu_s": outcome.cpu_s, "units_cpu_s": unit_cpu,
             "units_cpu_s_by": dict(sorted(cpu_by.items())), "runs": runs,
-            "runs_wall_s": sum(r["wall_s"] for r in runs),
+            "runs_wall_s": sum(r["wall_s"] for r in runs if r.get("wall_s") is not None),
             "failures": failures, "cells": cells, "incomplete_cells": incomplete, "_cells": cell_results,
             "_tidy": tidy}
+
+
+def invocations(lines: list[dict]) -> list[dict]:
+    """The sweep invocations of a store's run log, in order: each run's end record (lines without an event
+    are end records of older logs), and, for a start record with no end record of the same start and
+    process, the run without its end (``wall_s`` None): one killed by a signal, or one still running."""
+    ended = {(r.get("started"), r.get("pid")) for r in lines if r.get("event", "end") == "end"}
+    out = []
+    for r in lines:
+        if r.get("event", "end") == "end":
+            out.append(r)
+        elif (r.get("started"), r.get("pid")) not in ended:
+            out.append(r | {"wall_s": None, "completed": False, "trained": None, "no_end": True})
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -258,20 +272,25 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
 
 def cost_markdown(summary: dict) -> list[str]:
     """What the sweep cost: the wall time of every invocation on its store (same readings file and version; a
-    killed or interrupted run counts too), and the units' CPU time by d and task, largest first."""
+    run stopped by Ctrl-C counts too, one killed by a signal is listed without its wall time), and the units'
+    CPU time by d and task, largest first."""
     runs = summary["runs"]
+    open_runs = sum(r.get("wall_s") is None for r in runs)
     by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
     total = summary["units_cpu_s"]
+    unknown = (f"; {open_runs} more left no end record (killed by a signal, or still running) and their wall time "
+               "is not in it" if open_runs else "")
     return ["## Cost", "",
-            f"{len(runs)} invocations of the sweep on this store took {summary['runs_wall_s'] / 3600:.2f} h wall in "
-            f"all (killed and resumed runs included); the units took {total / 3600:.2f} h of CPU (one BLAS thread "
-            "each). CPU time by d and task (searches, seeds and ceilings together):", "",
+            f"{len(runs) - open_runs} invocations of the sweep on this store took {summary['runs_wall_s'] / 3600:.2f} h "
+            f"wall in all (runs stopped by Ctrl-C included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
+            "BLAS thread each). CPU time by d and task (searches, seeds and ceilings together):", "",
             "| d, task | CPU h | share |", "|---|---|---|",
             *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], "",
             "The invocations (a run that trains nothing only renders from the store):", "",
             "| started (UTC) | command | tasks trained | wall |", "|---|---|---|---|",
-            *[f"| {r.get('started', '?')} | `{shlex.join(r.get('command', []))}` | {r.get('trained')} | "
-              f"{r['wall_s'] / 60:.1f} min |" for r in runs], ""]
+            *[f"| {r.get('started', '?')} | `{shlex.join(r.get('command', []))}` | "
+              + ("no end record | unknown |" if r.get("wall_s") is None else
+                 f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in runs], ""]
 
 
 def markdown(summary: dict) -> str:

@@ -212,7 +212,7 @@ def _interrupt_then_kill(where: Path):
     proc.wait()
     # the second run got as far as its summary, or as its record in the store's log (which comes first),
     # before the SIGKILL: it was not killed in flight
-    if (where / "out" / "sweep.json").exists() or len(store.runs()) > 1:
+    if (where / "out" / "sweep.json").exists() or sum(r.get("event") == "end" for r in store.runs()) > 1:
         return None
     return first, set(store.keys())
 
@@ -239,7 +239,9 @@ def test_sweep_interrupted_then_killed_resumes_training_only_what_was_missing(re
     ref_counts = json.loads((reference / "out" / "sweep.json").read_text())["counts"]
     assert summary["counts"]["reused"] == len(kept) < ref_counts["trained"]
     assert summary["counts"]["trained"] + summary["counts"]["reused"] == ref_counts["trained"]
-    assert [r["completed"] for r in summary["runs"]] == [False, True]  # the SIGKILLed run left no record
+    # the Ctrl-C'd run recorded its end; the SIGKILLed run only its start (listed, without a wall time)
+    assert [(r["completed"], r["wall_s"] is None) for r in summary["runs"]] == [(False, False), (False, True),
+                                                                                 (True, False)]
     assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
 
 
@@ -568,3 +570,23 @@ def test_code_digest_follows_every_source_file_of_the_computing_packages(tmp_pat
         assert digest() != base, rel
         f.write_bytes(old)
     assert digest() == base
+
+
+def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
+    """The run log: a start record whose run ended has its end record (with the wall time); a start record
+    without one (a run killed by a signal, or still running) is listed, marked, and kept out of the total;
+    end records of older logs (no event) count as ended runs."""
+    from app import sweep_render as SR
+
+    lines = [{"started": "t0", "wall_s": 60.0, "trained": 5, "command": ["occ-companion", "sweep"]},  # an older log
+             {"event": "start", "started": "t1", "pid": 7, "command": ["occ-companion", "sweep"]},
+             {"event": "start", "started": "t2", "pid": 8, "command": ["occ-companion", "sweep"]},
+             {"event": "end", "started": "t2", "pid": 8, "wall_s": 1800.0, "trained": 9,
+              "command": ["occ-companion", "sweep"]}]
+    runs = SR.invocations(lines)
+    assert [(r["started"], r["wall_s"]) for r in runs] == [("t0", 60.0), ("t1", None), ("t2", 1800.0)]
+    summary = {"runs": runs, "runs_wall_s": 1860.0, "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
+    lines = SR.cost_markdown(summary)
+    assert "2 invocations" in lines[2] and "0.52 h" in lines[2] and "1 more left no end record" in lines[2]
+    assert any(ln.startswith("| t1 |") and "no end record | unknown |" in ln for ln in lines)
+    assert any(ln.startswith("| t2 |") and "| 9 | 30.0 min |" in ln for ln in lines)
