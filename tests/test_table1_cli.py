@@ -172,3 +172,28 @@ def test_run_durations_print_seconds_under_ninety_and_minutes_above():
 
     assert [duration(s) for s in (0.4, 24.5, 89.4, 89.6, 90.0, 150.0, 450.2)] == \
         ["0 s", "25 s", "89 s", "1 min", "2 min", "3 min", "8 min"]
+
+
+def test_committed_runs_count_ties_by_the_stated_rule():
+    """The committed runs (d = 50, theory-52, d = 200) come from the tie rule: every classification seed records
+    its tied mass, every plan the largest of its seeds, the plan table prints it beside the accuracy, and the
+    page states the rule.  OR's output-only run has tied classes (its readout's beta_a / beta_u = -(d/2 - 1))."""
+    from app import table1_docs
+    from app import table1_render as TR
+
+    page = (table1_docs.DOCS / "table1.md").read_text()
+    for path in (table1_docs.EXAMPLE / "table1.json", table1_docs.EXAMPLE / "d200" / "table1.json",
+                 table1_docs.EXAMPLE / "theory-52" / "table1.json"):
+        results = json.loads(path.read_text())
+        assert TR.accuracy_note(results) != TR.OLD_ACCURACY_NOTE and TR.accuracy_note(results) in page
+        table = TR.plan_table(results)
+        for name, row in results["rows"].items():
+            for plan, pr in row["plans"].items():
+                tied = [r["test_acc_tied"] for r in pr["seeds"] if not r["diverged"]]
+                if pr["acc"]["mean"] is None:
+                    assert pr["acc_tied"] is None
+                    continue
+                assert all(0.0 <= t <= 1.0 + 1e-12 for t in tied) and pr["acc_tied"] == max(tied)
+                line = next(ln for ln in table if ln.startswith(f"| {name} | {plan} |"))
+                assert (f"(tied {pr['acc_tied']:.2g})" in line) == (pr["acc_tied"] > 0), line
+        assert results["rows"]["OR"]["plans"]["output_only"]["acc_tied"] > 0.005, path
