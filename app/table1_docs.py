@@ -130,8 +130,8 @@ def page(results: dict, sweep: dict | None = None) -> str:
     if sweep is not None:
         from . import sweep_render as SR
 
-        sweep_time = (f"{sweep['runs_wall_s'] / 3600:.1f} h wall and {sweep['units_cpu_s'] / 3600:.1f} h of CPU on "
-                      "2 cores; cost by task in sweep/sweep.md")
+        sweep_time = (f"{sweep['runs_wall_s'] / 3600:.1f} h wall in the invocations its store recorded and "
+                      f"{sweep['units_cpu_s'] / 3600:.1f} h of CPU on 2 cores; cost by task in sweep/sweep.md")
         lead = ["## Robustness: every claim under every reading (sweep)", "",
                 f"Rendered by `{shlex.join(sweep['command'])}` at commit {sweep.get('commit') or 'unknown'}, from "
                 f"the store that the runs listed under *Cost* in [sweep/sweep.md](sweep/sweep.md) trained. The "
