@@ -24,6 +24,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from theory.validation import SettingError
@@ -198,9 +199,9 @@ def main_args(args: argparse.Namespace) -> int:
         cpu0, started = time.process_time(), time.time()
         outcome = None
         run = {"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
-               "pid": os.getpid(), "command": command, "readings_sha256": grid.sha256, "version": p.version,
+               "run": uuid.uuid4().hex, "pid": os.getpid(), "command": command, "readings_sha256": grid.sha256, "version": p.version,
                "code": p.code, "d": list(grid.d), "scheduler": args.scheduler or "LocalCluster"}
-        store.log_run(run | {"event": "start"})  # a run killed by a signal leaves this line alone (SR.invocations)
+        store.log_run(run | {"event": "start"})  # SIGKILL or a crash leaves this line alone (SR.invocations)
         try:
             outcome = SW.execute(p, store, None if args.no_train else cluster.connect, progress)
         except KeyboardInterrupt:

@@ -68,16 +68,23 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
 
 
 def invocations(lines: list[dict]) -> list[dict]:
-    """The sweep invocations of a store's run log, in order: each run's end record (lines without an event
-    are end records of older logs), and, for a start record with no end record of the same start and
-    process, the run without its end (``wall_s`` None): one killed by a signal, or one still running."""
-    ended = {(r.get("started"), r.get("pid")) for r in lines if r.get("event", "end") == "end"}
+    """The sweep invocations of a store's run log, in the order they started: each run's end record (lines
+    without an event are end records of older logs), and, for a start record with no end record of the
+    same run (its ``run`` id; older start records: the same start time and process), the run without its
+    end (``wall_s`` None): one killed by SIGKILL or a crash (Ctrl-C and SIGTERM record their end), or one
+    still running."""
+    def ident(r):
+        return r["run"] if "run" in r else (r.get("started"), r.get("pid"))
+
+    ends = {ident(r): r for r in lines if r.get("event", "end") == "end" and "event" in r}
     out = []
     for r in lines:
-        if r.get("event", "end") == "end":
+        if "event" not in r:
             out.append(r)
-        elif (r.get("started"), r.get("pid")) not in ended:
-            out.append(r | {"wall_s": None, "completed": False, "trained": None, "no_end": True})
+        elif r["event"] == "start":
+            end = ends.get(ident(r))
+            out.append(end if end is not None else
+                       r | {"wall_s": None, "completed": False, "trained": None, "no_end": True})
     return out
 
 
@@ -272,17 +279,17 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
 
 def cost_markdown(summary: dict) -> list[str]:
     """What the sweep cost: the wall time of every invocation on its store (same readings file and version; a
-    run stopped by Ctrl-C counts too, one killed by a signal is listed without its wall time), and the units'
-    CPU time by d and task, largest first."""
+    run stopped by Ctrl-C or SIGTERM counts too, one killed by SIGKILL or a crash is listed without its wall
+    time), and the units' CPU time by d and task, largest first."""
     runs = summary["runs"]
     open_runs = sum(r.get("wall_s") is None for r in runs)
     by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
     total = summary["units_cpu_s"]
-    unknown = (f"; {open_runs} more left no end record (killed by a signal, or still running) and their wall time "
-               "is not in it" if open_runs else "")
+    unknown = (f"; {open_runs} more left no end record (killed by SIGKILL or a crash, or still running) and their "
+               "wall time is not in it" if open_runs else "")
     return ["## Cost", "",
             f"{len(runs) - open_runs} invocations of the sweep on this store took {summary['runs_wall_s'] / 3600:.2f} h "
-            f"wall in all (runs stopped by Ctrl-C included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
+            f"wall in all (runs stopped by Ctrl-C or SIGTERM included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
             "BLAS thread each). CPU time by d and task (searches, seeds and ceilings together):", "",
             "| d, task | CPU h | share |", "|---|---|---|",
             *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], "",

@@ -132,9 +132,14 @@ def page(results: dict, sweep: dict | None = None) -> str:
 
         sweep_time = (f"{sweep['runs_wall_s'] / 3600:.1f} h wall in the invocations its store recorded and "
                       f"{sweep['units_cpu_s'] / 3600:.1f} h of CPU on 2 cores; cost by task in sweep/sweep.md")
+        units = sweep["counts"]["trained"] + sweep["counts"]["reused"]
+        logged = sum(r.get("trained") or 0 for r in sweep["runs"])
+        trained_by = ("the runs listed under *Cost* in [sweep/sweep.md](sweep/sweep.md) trained" if logged >= units else
+                      f"the runs listed under *Cost* in [sweep/sweep.md](sweep/sweep.md) trained {logged} of its "
+                      f"{units} units (the others were trained by runs that left no record in its log: killed by a signal)")
         lead = ["## Robustness: every claim under every reading (sweep)", "",
                 f"Rendered by `{shlex.join(sweep['command'])}` at commit {sweep.get('commit') or 'unknown'}, from "
-                f"the store that the runs listed under *Cost* in [sweep/sweep.md](sweep/sweep.md) trained. The "
+                f"the store that {trained_by}. The "
                 "protocol's readings below are its axes; the sweep's full results (tidy tables as CSV and Parquet, "
                 "every verdict, heat maps, one page per reading) are in [sweep/](sweep/).", "",
                 SR.robustness_markdown(sweep, link_prefix="sweep/"), ""]

@@ -446,7 +446,10 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
     if sw.exists():
         s = json.loads(sw.read_text())
         for run in s["runs"]:
-            if run.get("trained"):
+            if run.get("wall_s") is None:  # a start without an end (sweep_render.invocations)
+                out.append(f"| readings sweep (no end record: killed, or still running) | `{' '.join(run['command'])}` | "
+                           f"{run.get('started', '?')} | unknown | unknown |")
+            elif run.get("trained"):
                 out.append(f"| readings sweep ({s['counts']['cells']} cells, {run['trained']} tasks) | "
                            f"`{' '.join(run['command'])}` | {run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | "
                            f"{run['trained_cpu_s'] / 60:.1f} min (units) |")

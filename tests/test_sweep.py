@@ -573,20 +573,26 @@ def test_code_digest_follows_every_source_file_of_the_computing_packages(tmp_pat
 
 
 def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
-    """The run log: a start record whose run ended has its end record (with the wall time); a start record
-    without one (a run killed by a signal, or still running) is listed, marked, and kept out of the total;
-    end records of older logs (no event) count as ended runs."""
+    """The run log: a start record whose run ended is listed as its end record (with the wall time), in the
+    order the runs started; a start record without one (a run killed by SIGKILL, or still running) is
+    listed, marked, and kept out of the total; end records of older logs (no event) count as ended runs.
+    Runs pair by their id: two starts in the same second by the same process id (other hosts) stay apart,
+    and older start records without an id pair by start time and process id together."""
     from app import sweep_render as SR
 
-    lines = [{"started": "t0", "wall_s": 60.0, "trained": 5, "command": ["occ-companion", "sweep"]},  # an older log
-             {"event": "start", "started": "t1", "pid": 7, "command": ["occ-companion", "sweep"]},
-             {"event": "start", "started": "t2", "pid": 8, "command": ["occ-companion", "sweep"]},
-             {"event": "end", "started": "t2", "pid": 8, "wall_s": 1800.0, "trained": 9,
-              "command": ["occ-companion", "sweep"]}]
+    cmd = ["occ-companion", "sweep"]
+    lines = [{"started": "t0", "wall_s": 60.0, "trained": 5, "command": cmd},  # an older log's end record
+             {"event": "start", "run": "a", "started": "t1", "pid": 7, "command": cmd},
+             {"event": "start", "run": "b", "started": "t1", "pid": 7, "command": cmd},  # same second, same pid
+             {"event": "start", "started": "t2", "pid": 8, "command": cmd},  # no id: pairs by (started, pid)
+             {"event": "start", "started": "t3", "pid": 8, "command": cmd},
+             {"event": "end", "run": "b", "started": "t1", "pid": 7, "wall_s": 1800.0, "trained": 9, "command": cmd},
+             {"event": "end", "started": "t3", "pid": 8, "wall_s": 600.0, "trained": 2, "command": cmd}]
     runs = SR.invocations(lines)
-    assert [(r["started"], r["wall_s"]) for r in runs] == [("t0", 60.0), ("t1", None), ("t2", 1800.0)]
-    summary = {"runs": runs, "runs_wall_s": 1860.0, "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
-    lines = SR.cost_markdown(summary)
-    assert "2 invocations" in lines[2] and "0.52 h" in lines[2] and "1 more left no end record" in lines[2]
-    assert any(ln.startswith("| t1 |") and "no end record | unknown |" in ln for ln in lines)
-    assert any(ln.startswith("| t2 |") and "| 9 | 30.0 min |" in ln for ln in lines)
+    assert [(r["started"], r.get("run"), r["wall_s"]) for r in runs] == [
+        ("t0", None, 60.0), ("t1", "a", None), ("t1", "b", 1800.0), ("t2", None, None), ("t3", None, 600.0)]
+    summary = {"runs": runs, "runs_wall_s": 2460.0, "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
+    out = SR.cost_markdown(summary)
+    assert "3 invocations" in out[2] and "0.68 h" in out[2] and "2 more left no end record" in out[2]
+    assert sum("no end record | unknown |" in ln for ln in out) == 2
+    assert any(ln.startswith("| t1 |") and "| 9 | 30.0 min |" in ln for ln in out)

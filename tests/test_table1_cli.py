@@ -185,7 +185,8 @@ def test_committed_runs_count_ties_by_the_stated_rule():
     for path in (table1_docs.EXAMPLE / "table1.json", table1_docs.EXAMPLE / "d200" / "table1.json",
                  table1_docs.EXAMPLE / "theory-52" / "table1.json"):
         results = json.loads(path.read_text())
-        assert TR.accuracy_note(results) != TR.OLD_ACCURACY_NOTE and TR.accuracy_note(results) in page
+        assert TR.accuracy_note(results) != TR.OLD_ACCURACY_NOTE
+        assert page.count(TR.accuracy_note(results)) == 3  # the d = 50 run's section, and each other run's
         table = TR.plan_table(results)
         for name, row in results["rows"].items():
             for plan, pr in row["plans"].items():
@@ -196,4 +197,4 @@ def test_committed_runs_count_ties_by_the_stated_rule():
                 assert all(0.0 <= t <= 1.0 + 1e-12 for t in tied) and pr["acc_tied"] == max(tied)
                 line = next(ln for ln in table if ln.startswith(f"| {name} | {plan} |"))
                 assert (f"(tied {pr['acc_tied']:.2g})" in line) == (pr["acc_tied"] > 0), line
-        assert results["rows"]["OR"]["plans"]["output_only"]["acc_tied"] > 0.005, path
+        assert results["rows"]["OR"]["plans"]["output_only"]["acc_tied"] > 0.001, path

@@ -235,7 +235,8 @@ class Store:
         atomic_write_text(self.path(key), canonical(entry))
 
     def log_run(self, record: dict) -> None:
-        """Append one sweep invocation's record to ``<store>/runs.jsonl`` (one short line, one append)."""
+        """Append one record of a sweep invocation (its start, or its end) to ``<store>/runs.jsonl`` (one short
+        line, one append)."""
         self.root.mkdir(parents=True, exist_ok=True)
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
         fd = os.open(self.root / "runs.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -245,7 +246,8 @@ class Store:
             os.close(fd)
 
     def runs(self) -> list[dict]:
-        """The records of every sweep invocation on this store (lines that do not parse are skipped)."""
+        """Every record of the sweep invocations on this store, starts and ends (lines that do not parse are
+        skipped; ``app.sweep_render.invocations`` pairs them)."""
         try:
             lines = (self.root / "runs.jsonl").read_text().splitlines()
         except FileNotFoundError:
