@@ -199,8 +199,8 @@ def main_args(args: argparse.Namespace) -> int:
         cpu0, started = time.process_time(), time.time()
         outcome = None
         run = {"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
-               "run": uuid.uuid4().hex, "pid": os.getpid(), "command": command, "readings_sha256": grid.sha256, "version": p.version,
-               "code": p.code, "d": list(grid.d), "scheduler": args.scheduler or "LocalCluster"}
+               "run_id": uuid.uuid4().hex, "pid": os.getpid(), "command": command, "readings_sha256": grid.sha256,
+               "version": p.version, "code": p.code, "d": list(grid.d), "scheduler": args.scheduler or "LocalCluster"}
         store.log_run(run | {"event": "start"})  # SIGKILL or a crash leaves this line alone (SR.invocations)
         try:
             outcome = SW.execute(p, store, None if args.no_train else cluster.connect, progress)

@@ -70,11 +70,11 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
 def invocations(lines: list[dict]) -> list[dict]:
     """The sweep invocations of a store's run log, in the order they started: each run's end record (lines
     without an event are end records of older logs), and, for a start record with no end record of the
-    same run (its ``run`` id; older start records: the same start time and process), the run without its
+    same run (its ``run_id``; older start records: the same start time and process), the run without its
     end (``wall_s`` None): one killed by SIGKILL or a crash (Ctrl-C and SIGTERM record their end), or one
     still running."""
     def ident(r):
-        return r["run"] if "run" in r else (r.get("started"), r.get("pid"))
+        return r["run_id"] if "run_id" in r else (r.get("started"), r.get("pid"))
 
     ends = {ident(r): r for r in lines if r.get("event", "end") == "end" and "event" in r}
     out = []

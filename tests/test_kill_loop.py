@@ -47,7 +47,7 @@ PARALLEL = 3
 
 VOLATILE = {"timestamp", "wall_seconds", "command", "git_commit", "git_dirty", "seconds", "out",
             "elapsed_s", "cpu_s", "wall_s", "commit", "dirty",  # these five: table1's records
-            "started", "pid", "store", "driver_cpu_s", "runs_wall_s"}  # sweep's and scope's records
+            "started", "pid", "run_id", "store", "driver_cpu_s", "runs_wall_s"}  # sweep's and scope's records
 NUMBER = re.compile(rb"[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?")
 
 

@@ -582,14 +582,14 @@ def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
 
     cmd = ["occ-companion", "sweep"]
     lines = [{"started": "t0", "wall_s": 60.0, "trained": 5, "command": cmd},  # an older log's end record
-             {"event": "start", "run": "a", "started": "t1", "pid": 7, "command": cmd},
-             {"event": "start", "run": "b", "started": "t1", "pid": 7, "command": cmd},  # same second, same pid
+             {"event": "start", "run_id": "a", "started": "t1", "pid": 7, "command": cmd},
+             {"event": "start", "run_id": "b", "started": "t1", "pid": 7, "command": cmd},  # same second, same pid
              {"event": "start", "started": "t2", "pid": 8, "command": cmd},  # no id: pairs by (started, pid)
              {"event": "start", "started": "t3", "pid": 8, "command": cmd},
-             {"event": "end", "run": "b", "started": "t1", "pid": 7, "wall_s": 1800.0, "trained": 9, "command": cmd},
+             {"event": "end", "run_id": "b", "started": "t1", "pid": 7, "wall_s": 1800.0, "trained": 9, "command": cmd},
              {"event": "end", "started": "t3", "pid": 8, "wall_s": 600.0, "trained": 2, "command": cmd}]
     runs = SR.invocations(lines)
-    assert [(r["started"], r.get("run"), r["wall_s"]) for r in runs] == [
+    assert [(r["started"], r.get("run_id"), r["wall_s"]) for r in runs] == [
         ("t0", None, 60.0), ("t1", "a", None), ("t1", "b", 1800.0), ("t2", None, None), ("t3", None, 600.0)]
     summary = {"runs": runs, "runs_wall_s": 2460.0, "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
     out = SR.cost_markdown(summary)
