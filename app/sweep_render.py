@@ -76,7 +76,7 @@ def invocations(lines: list[dict]) -> list[dict]:
     def ident(r):
         return r["run_id"] if "run_id" in r else (r.get("started"), r.get("pid"))
 
-    ends = {ident(r): r for r in lines if r.get("event", "end") == "end" and "event" in r}
+    ends = {ident(r): r for r in lines if r.get("event") == "end"}
     out = []
     for r in lines:
         if "event" not in r:

@@ -196,9 +196,8 @@ def _accuracy(f: np.ndarray, labels: np.ndarray, w: np.ndarray, readout) -> tupl
     (``engine.predictions`` at ``engine.tie_margin`` of the readout: per head, the values the outputs f are
     convex combinations of, any shape (heads, ...)), normalised by the total weight."""
     B = np.asarray(readout, dtype=float)
-    margin = E.tie_margin(B.reshape(B.shape[0], -1, 1))
-    pred, tied = E.predictions(np.asarray(f)[:, None], margin)
-    return float((w * (pred == labels)).sum() / w.sum()), float((w * tied).sum() / w.sum())
+    hits, tied = E.prediction_hits(np.asarray(f)[:, None, None], labels, E.tie_margin(B.reshape(1, B.shape[0], -1, 1)))
+    return float((w * hits[:, 0]).sum() / w.sum()), float((w * tied[:, 0]).sum() / w.sum())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -684,7 +684,7 @@ def _chunked_losses(alpha, B, tb: Tokens, loss: str, hits: bool):
         fw = forward(alpha[i:i + c], B[i:i + c], tb)
         lvs.append(losses(fw.f, tb, loss)[0])
         if l1 is not None:
-            h, t = prediction_hits(fw.f, tb.labels, tie_margin(B[i:i + c]) * l1)
+            h, t = prediction_hits(fw.f, tb.labels, tie_margin(B[i:i + c], l1))
             hs.append(h)
             ts.append(t)
     return lvs, hs, ts
@@ -910,12 +910,12 @@ the ties seen (|f| <= 8e-16 here, 1e-13 in an Adam run of the same row at d = 25
 next class's 3.5e-4."""
 
 
-def tie_margin(B: np.ndarray, table=None) -> np.ndarray:
-    """TIE_RTOL times the largest |f| the readout B (..., H, D, K) allows on the tokens of ``table`` (T, D;
-    dense or scipy.sparse): each head's output is a convex combination of its token values x B_h, and
-    |x B_h| <= |x|_1 max |B_h|, so |f| <= max_x |x|_1 sum_h max |B_h|.  Without a table |x|_1 = 1 (one-hot
-    and class-average tokens); ICL's pair tokens have two ones, |x|_1 = 2.  Shape (...)."""
-    return TIE_RTOL * np.abs(B).max(axis=(-2, -1)).sum(axis=-1) * (1.0 if table is None else _largest_l1(table))
+def tie_margin(B: np.ndarray, l1: float = 1.0) -> np.ndarray:
+    """TIE_RTOL times the largest |f| the readout B (..., H, D, K) allows on tokens of L1 norm at most ``l1``
+    (``_largest_l1`` of the token table): each head's output is a convex combination of its token values
+    x B_h, and |x B_h| <= |x|_1 max |B_h|, so |f| <= l1 sum_h max |B_h|.  One-hot and class-average tokens
+    have l1 = 1; ICL's pair tokens have two ones, l1 = 2.  Shape (...)."""
+    return TIE_RTOL * l1 * np.abs(B).max(axis=(-2, -1)).sum(axis=-1)
 
 
 def _largest_l1(table) -> float:
