@@ -179,6 +179,30 @@ def test_tail_bound_exceeds_the_tail_it_drops(d, gap, j, k):
             assert bound >= dropped, (V, bound, dropped)
 
 
+@pytest.mark.parametrize("j", [1, 2, 3])
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_integrand_is_the_stated_formula(j, k):
+    """The integrand's written-out rational functions are (v^k / k!) Li_{-j}(z) / (1 - x e^-v) through
+    ``li_neg``, at real and complex points (acb.integral evaluates it on complex balls): overlapping tight
+    balls, so a wrong coefficient, power or factorial in either is caught."""
+    from flint import acb
+
+    from numerics.contexts import ArbContext
+    from numerics.integral import integrand
+
+    with ArbContext(128) as ctx:
+        _, qpi, x, _, _ = IntegralEvaluator(Setting(7))._constants(ctx)
+        u = arb("1.7")
+        f = integrand(j, k, u, qpi, x)
+        for v in (acb("0.3"), acb(2, "0.5"), acb("0.01", "-1.3"), acb(5)):
+            den = 1 - x * (-v).exp()
+            want = v ** k * li_neg(j, qpi * (-u * v).exp() / den) / den / math.factorial(k)
+            got = f(v, False)
+            assert abs(got - want).mid() < 1e-30 * abs(want).mid() and got.overlaps(want), (j, k, v, got, want)
+    with pytest.raises(ValueError):
+        integrand(4, 0, u, qpi, x)
+
+
 # ------------------------------------------------------------------------------------------------
 # the identities behind the representation, in SymPy
 
