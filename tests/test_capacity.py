@@ -364,3 +364,30 @@ def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
     tb = E.from_batch(TK.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
                                labels=labels))
     assert E.accuracy(f[:, None, None], tb).tolist() == pytest.approx([0.6], abs=1e-15)
+
+
+@pytest.mark.parametrize("task, d, heads, options, shape", [
+    ("AND", 3, 2, {}, (2, 3)),   # limit pattern: theta, one row per head over the token classes a, b, u
+    ("OR", 4, 1, {}, (1, 3)),
+    ("AND", 3, 1, {}, (1, 3)),   # finite scores beat every pattern: beta, one head
+    ("even_pairs", 4, 1, {"even_pairs_embedding": "adjacent"}, (1, 9)),
+])
+def test_ceiling_tie_margins_come_from_a_readout_per_head(monkeypatch, task, d, heads, options, shape):
+    """The ceilings' accuracy takes its tie margin from the readout laid out per head (heads, values), as
+    ``engine.tie_margin`` needs (the heads' largest |values| summed): a readout flattened into one head, or a
+    head's values split into heads, would give another margin.  Every call's readout has the expected shape,
+    and the reported tied mass is the one that readout gives."""
+    calls = []
+    real = C._accuracy
+
+    def spy(f, labels, w, readout):
+        out = real(f, labels, w, readout)
+        calls.append((np.asarray(readout).shape, out))
+        return out
+
+    monkeypatch.setattr(C, "_accuracy", spy)
+    if task == "even_pairs":  # any parameters do for the shape: skip the 16-start search (~15 s)
+        monkeypatch.setattr(C, "_adjacent_search", lambda: np.linspace(-1.0, 1.0, 18))
+    c = C.ceiling(task, d, heads, **options)
+    assert calls and all(s == shape for s, _ in calls), calls
+    assert c.details["accuracy_tied"] == calls[-1][1][1] and c.accuracy == calls[-1][1][0]
