@@ -62,9 +62,15 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
                        "skipped": len(outcome.skipped), "corrupt_retrained": len(outcome.corrupt)},
             "wall_s": outcome.wall_s, "trained_cpu_s": outcome.cpu_s, "units_cpu_s": unit_cpu,
             "units_cpu_s_by": dict(sorted(cpu_by.items())), "runs": runs,
-            "runs_wall_s": sum(r["wall_s"] for r in runs if r.get("wall_s") is not None),
+            "runs_wall_s": recorded_wall_s(runs),
             "failures": failures, "cells": cells, "incomplete_cells": incomplete, "_cells": cell_results,
             "_tidy": tidy}
+
+
+def recorded_wall_s(runs: list[dict]) -> float:
+    """The summed wall time of the invocations (``invocations``) that recorded their end; a run without
+    one (``wall_s`` None) is left out, not counted as 0 or as an error."""
+    return sum(r["wall_s"] for r in runs if r.get("wall_s") is not None)
 
 
 def invocations(lines: list[dict]) -> list[dict]:

@@ -591,7 +591,8 @@ def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
     runs = SR.invocations(lines)
     assert [(r["started"], r.get("run_id"), r["wall_s"]) for r in runs] == [
         ("t0", None, 60.0), ("t1", "a", None), ("t1", "b", 1800.0), ("t2", None, None), ("t3", None, 600.0)]
-    summary = {"runs": runs, "runs_wall_s": 2460.0, "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
+    assert SR.recorded_wall_s(runs) == 2460.0  # the three ended runs; the two without an end are left out
+    summary = {"runs": runs, "runs_wall_s": SR.recorded_wall_s(runs), "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
     out = SR.cost_markdown(summary)
     assert "3 invocations" in out[2] and "0.68 h" in out[2] and "2 more left no end record" in out[2]
     assert sum("no end record | unknown |" in ln for ln in out) == 2
