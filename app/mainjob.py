@@ -204,6 +204,9 @@ def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFacto
     for name, why in diverged.items():
         summary["plans"][name] = {"diverged": True, "reason": why, "steps": args.steps}
     summary["evaluator"] = method
+    if method == "integral":  # what rebuilds the run's numbers: the integral's digits and Taylor models
+        summary["evaluator_settings"] = {"dps": evaluator.dps, "taylor_order": evaluator.taylor_order,
+                                         "integrals_computed": evaluator.integrals_computed}
     verdict = "PASS"
     if reg is not None:
         fin = plans[THREE_PHASE].final

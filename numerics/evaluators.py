@@ -23,6 +23,10 @@ INTEGRAL_FROM_D = 1000
 per evaluation plus a build of several seconds, the integral ~5-15 ms and no build."""
 INTEGRAL_DPS = 16
 """Digits of the integral when it stands in for the float series (its balls are then ~1e-20 wide)."""
+TAYLOR_ORDER = 5
+"""Order of the integral's Taylor models in u (``numerics.integral.TaylorModel``) when it stands in for the
+series: runs of small attention steps (the joint plan at large d) are answered from one model instead of
+three integrals a step; the values are enclosures either way."""
 
 
 def integral_applies(setting: Setting) -> bool:
@@ -43,11 +47,11 @@ def choose_method(setting: Setting, method: str = "auto") -> str:
 def population_evaluator(setting: Setting, method: str = "auto", *, tol: float = 1e-12,
                          max_terms: int = 3_000_000, dps: int = INTEGRAL_DPS):
     """The evaluator ``choose_method`` picks: a float ``SeriesEvaluator(setting, tol, max_terms)`` or an
-    ``IntegralEvaluator(setting, dps)``."""
+    ``IntegralEvaluator(setting, dps, taylor_order=TAYLOR_ORDER)``."""
     if choose_method(setting, method) == "integral":
         from .integral import IntegralEvaluator
 
-        return IntegralEvaluator(setting, dps=dps)
+        return IntegralEvaluator(setting, dps=dps, taylor_order=TAYLOR_ORDER)
     from .series import SeriesEvaluator
 
     return SeriesEvaluator(setting, tol=tol, max_terms=max_terms)

@@ -28,7 +28,9 @@ meromorphic, so a ball that meets a pole comes back non-finite and is subdivided
 the tail beyond V bounded in closed form (Li_{-j}(z) <= Li_{-j}(X) e^(-u v) and 1/(1 - x e^-v) <=
 1/(1 - x)) and added to the radius: every value is an enclosure, **certified** like the arb series.
 The cost does not depend on d (about 10 ms at 30 digits for d = 50 or d = 10^6); the series of
-``numerics.series`` stays the reference, and the two are compared in tests/test_integral.py.
+``numerics.series`` stays the reference, and the two are compared in tests/test_integral.py.  With
+``taylor_order``, calls near an earlier one are answered from a certified Taylor model in u
+(``TaylorModel``; docs/integral.md).
 
 Scope: squared loss, p < 1, parameters symmetric in the unmarked symbols (two classes).  Other
 settings go through ``numerics.series``.
@@ -59,8 +61,22 @@ J_INDICES = ((1, 0), (2, 1), (3, 2))
 """The (j, k) of the three integrals J_{j,k}; the quadratic moments need the first two."""
 
 
+def eulerian(n: int) -> list[int]:
+    """The Eulerian numbers A(n, 0..n-1) (n >= 1): sum_{c>=1} c^n z^c = z sum_m A(n, m) z^m / (1 - z)^(n+1).
+
+    >>> eulerian(3), eulerian(4)
+    ([1, 4, 1], [1, 11, 11, 1])
+    """
+    row = [1]
+    for m in range(2, n + 1):  # A(m, i) = (i + 1) A(m-1, i) + (m - i) A(m-1, i-1)
+        row = [(i + 1) * (row[i] if i < len(row) else 0) + (m - i) * (row[i - 1] if i >= 1 else 0)
+               for i in range(m)]
+    return row
+
+
 def li_neg(j: int, z):
-    """Li_{-j}(z) = sum_{c>=1} c^j z^c for j = 0..3 (|z| < 1), as a rational function of z."""
+    """Li_{-j}(z) = sum_{c>=1} c^j z^c for j >= 0 (|z| < 1), as a rational function of z (j = 0..3 written
+    out; from j = 4 on, z times the Eulerian polynomial of order j over (1 - z)^(j+1))."""
     if j == 0:
         return z / (1 - z)
     if j == 1:
@@ -69,7 +85,12 @@ def li_neg(j: int, z):
         return z * (1 + z) / (1 - z) ** 3
     if j == 3:
         return z * (1 + 4 * z + z * z) / (1 - z) ** 4
-    raise ValueError(f"li_neg is written for j = 0..3, got {j}")
+    if j > 3:
+        poly = 0
+        for a in reversed(eulerian(j)):  # Horner
+            poly = poly * z + a
+        return z * poly / (1 - z) ** (j + 1)
+    raise ValueError(f"li_neg is written for j >= 0, got {j}")
 
 
 def integrand(j: int, k: int, u, qpi, x):
@@ -79,9 +100,17 @@ def integrand(j: int, k: int, u, qpi, x):
     ``li_neg``'s rational functions are written out here with 1 - z taken once, and the factor v^k / k!
     as products (k! = 1 or 2, an exact halving): acb.integral calls this some 900 times per integral,
     and the calls are most of an evaluation's time (15 % less than through ``li_neg``, the same values)."""
-    if not (1 <= j <= 3 and 0 <= k <= 2):
-        raise ValueError(f"integrand is written for j = 1..3 and k = 0..2, got j = {j}, k = {k}")
+    if j < 1 or k < 0:
+        raise ValueError(f"integrand is written for j >= 1 and k >= 0, got j = {j}, k = {k}")
     minus_u = -u
+    if j > 3 or k > 2:  # the Taylor models' higher integrals (``TaylorModel``): through li_neg
+        kfact = math.factorial(k)
+
+        def general(v, _analytic):
+            den = 1 - x * (-v).exp()
+            return v ** k * li_neg(j, qpi * (minus_u * v).exp() / den) / den / kfact
+
+        return general
 
     def f(v, _analytic):
         den = 1 - x * (-v).exp()
@@ -125,6 +154,67 @@ def cut_off(j: int, k: int, u, x, X, target):
     return V
 
 
+class TaylorModel:
+    """J_{1,0}, J_{2,1}, J_{3,2} near a centre u0 as certified Taylor polynomials in u.
+
+    Differentiating under the integral (z' = -v z and z Li_{-j}'(z) = Li_{-j-1}(z)) gives
+    d/du J_{j,k} = -(k+1) J_{j+1,k+1}, so with J_m = J_{m+1,m}
+
+        J_m(u) = sum_{n=0..N} (u0 - u)^n C(m+n, n) J_{m+n}(u0) + R,
+        |R| <= |u - u0|^(N+1) C(m+N+1, N+1) J_{m+N+1}(u0 - r)    for |u - u0| <= r:
+
+    the Lagrange remainder, bounded with J_{m+N+1} at the low end of the interval because every J_{j,k}
+    decreases in u (its integrand does: z falls as u grows, and Li_{-j} rises with z on (0, 1)).  Each
+    J_i(u0) and J_i(u0 - r) is an enclosing ball (``IntegralEvaluator._integral``), so every value is an
+    enclosure.  The radius r = u0 2^-ceil((prec + 10) / (N + 1)) keeps the remainder near the working
+    precision.  Building a model costs N + 3 integrals besides the three at the centre."""
+
+    def __init__(self, u0, r, prec: int, order: int, centre: list, low_end: list):
+        self.u0, self.r, self.prec, self.order = u0, r, prec, order
+        self.centre = centre    # J_i(u0), i = 0..N+2
+        self.low_end = low_end  # upper bounds of J_i(u0 - r), i = N+1..N+3
+
+    @staticmethod
+    def radius(u, order: int, prec: int):
+        """The model radius around u (an exact ball)."""
+        from flint import arb
+
+        return arb(u.mid()) * arb(2) ** -math.ceil((prec + 10) / (order + 1))
+
+    @classmethod
+    def build(cls, ev: IntegralEvaluator, u, qpi, x, X, prec: int, order: int, known: list, r=None) -> TaylorModel:
+        """The model around u's midpoint; ``known`` holds balls that enclose J_0, J_1, ... at u (and so at
+        its midpoint); ``r`` (an exact ball below u) replaces ``radius`` (the tests widen it)."""
+        from flint import arb
+
+        u0 = arb(u.mid())
+        r = cls.radius(u, order, prec) if r is None else r
+        centre = list(known) + [ev._integral(i + 1, i, u0, qpi, x, X, prec) for i in range(len(known), order + 3)]
+        low = u0 - r
+        low_end = [arb(ev._integral(i + 1, i, low, qpi, x, X, prec).upper()) for i in range(order + 1, order + 4)]
+        return cls(u0, r, prec, order, centre, low_end)
+
+    def covers(self, u) -> bool:
+        return bool((u - self.u0).abs_upper() <= self.r)
+
+    def values(self, u, count: int) -> list:
+        """[J_0(u), ..., J_{count-1}(u)] as balls (u inside the model)."""
+        from flint import arb
+
+        N = self.order
+        t = self.u0 - u
+        size = arb(t.abs_upper())
+        out = []
+        for m in range(count):
+            value, power = arb(0), arb(1)
+            for n in range(N + 1):
+                value += power * math.comb(m + n, n) * self.centre[m + n]
+                power *= t
+            rest = size ** (N + 1) * math.comb(m + N + 1, N + 1) * self.low_end[m]
+            out.append(value + arb(0, rest.upper()))
+        return out
+
+
 class IntegralEvaluator:
     """Risk and gradient at symmetric parameters from three integrals (arb; cost independent of d).
 
@@ -140,12 +230,17 @@ class IntegralEvaluator:
     tail_bits : the integrals stop at the V where the bounded tail drops below 2^-tail_bits (scaled
         by u^-(k+1) when u > 1); default the working precision.  A smaller value only widens the
         balls (the tail is part of the radius); the tests use it to check the tail bound.
+    taylor_order : None (default) computes the three integrals at every call.  An order N >= 1 lets
+        the evaluator answer calls whose u = e^(alpha_a - alpha_b) lies near an earlier one from a
+        certified Taylor model in u (``TaylorModel``), built once two calls in a row are close: what a
+        run of small attention steps asks for (the joint plan at large d moves the gap by 1e-8 in 300
+        steps).  The values are enclosures either way; only their radii differ.
     """
 
     context = "arb"
 
     def __init__(self, setting: Setting, *, dps: int = 30, prec_bits: int | None = None,
-                 tail_bits: int | None = None):
+                 tail_bits: int | None = None, taylor_order: int | None = None):
         if setting.loss != "squared":
             raise SettingError(f"the integral representation is derived for the squared loss, the setting "
                                f"has loss={setting.loss!r}; use numerics.series.SeriesEvaluator")
@@ -161,7 +256,11 @@ class IntegralEvaluator:
         self.prec_bits = (math.ceil(self.dps * math.log2(10)) + GUARD_BITS if prec_bits is None
                           else check_int("prec_bits", prec_bits, 53))
         self.tail_bits = None if tail_bits is None else check_int("tail_bits", tail_bits, 1)
+        self.taylor_order = None if taylor_order is None else check_int("taylor_order", taylor_order, 1)
         self._p = Fraction(p)  # a float p is a dyadic rational: entered exactly
+        self._model: TaylorModel | None = None  # the latest Taylor model (taylor_order set)
+        self._last_u = None                     # u of the latest call computed directly
+        self.integrals_computed = 0             # integrals evaluated by acb.integral (models' included)
 
     # ------------------------------------------------------------------------------------------
     def _constants(self, ctx):
@@ -178,24 +277,38 @@ class IntegralEvaluator:
         empty = ctx.number(p if lo == 0 else 0)
         return pref, qpi, x, X, (marked, unmarked, empty)
 
-    def _integrals(self, u, qpi, x, X, prec: int, count: int) -> list:
-        """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls (integral over [0, V] plus the bounded tail).
+    def _integral(self, j: int, k: int, u, qpi, x, X, prec: int):
+        """J_{j,k}(u) as a ball: the integral over [0, V] plus the bounded tail.
 
         J_{j,k} is of order u^-(k+1) for u > 1 and is multiplied by u^(k+1) afterwards, so both the
         tail and the integration's absolute tolerance are 2^-bits u^-(k+1): relative accuracy is what
         arb's floating balls give at any magnitude, so no extra working precision is needed."""
         from flint import acb, arb
 
-        out = []
-        for j, k in J_INDICES[:count]:
-            scale = (u.max(arb(1))) ** -(k + 1)
-            target = (arb(2) ** -(self.tail_bits or prec)) * scale
-            V = cut_off(j, k, u, x, X, target)
-            # the integration tolerance follows the working precision even when tail_bits cuts the range
-            # short, so that the radius of a short-range ball is the tail bound, not integration slack
-            value = acb.integral(integrand(j, k, u, qpi, x), 0, V, abs_tol=((arb(2) ** -prec) * scale).mid()).real
-            out.append(value + arb(0, tail_bound(j, k, u, x, X, V).upper()))
-        return out
+        self.integrals_computed += 1
+        scale = (u.max(arb(1))) ** -(k + 1)
+        target = (arb(2) ** -(self.tail_bits or prec)) * scale
+        V = cut_off(j, k, u, x, X, target)
+        # the integration tolerance follows the working precision even when tail_bits cuts the range
+        # short, so that the radius of a short-range ball is the tail bound, not integration slack
+        value = acb.integral(integrand(j, k, u, qpi, x), 0, V, abs_tol=((arb(2) ** -prec) * scale).mid()).real
+        return value + arb(0, tail_bound(j, k, u, x, X, V).upper())
+
+    def _integrals(self, u, qpi, x, X, prec: int, count: int) -> list:
+        """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls: computed, or from the Taylor model when u is inside
+        it (``taylor_order``); a call close to the previous computed one builds a model around it."""
+        N = self.taylor_order
+        if N is not None and self._model is not None and self._model.prec == prec and self._model.covers(u):
+            return self._model.values(u, count)
+        direct = [self._integral(j, k, u, qpi, x, X, prec) for j, k in J_INDICES[:count]]
+        if N is None:
+            return direct
+        last, self._last_u = self._last_u, u
+        if last is not None and (u - last).abs_upper() <= TaylorModel.radius(last, N, prec) / 4:
+            # small steps: a model around u serves the next several calls (it costs N + 3 more integrals,
+            # N + 3 - count fewer when direct already has the low orders)
+            self._model = TaylorModel.build(self, u, qpi, x, X, prec, N, direct)
+        return direct
 
     def _sums(self, ctx: ArbContext, alpha_a, alpha_b, count: int):
         """(pref, the three masses, u, [J_{1,0}, J_{2,1}, J_{3,2}][:count]) inside the context ``ctx``."""

@@ -286,3 +286,97 @@ def test_tail_bound_is_K_times_the_upper_incomplete_gamma(k, u, V):
     with mpmath.workdps(40):
         want = mpmath.gammainc(k + 1, u * V) / mpmath.mpf(u) ** (k + 1)
         assert abs(mpmath.mpf(got.mid().str(40, radius=False)) - want) <= 1e-12 * want, (got, want)
+
+
+# ------------------------------------------------------------------------------------------------
+# the Taylor models in u (taylor_order)
+
+def _law_constants(d, prec):
+    from numerics.contexts import ArbContext
+
+    ctx = ArbContext(prec)
+    ctx.__enter__()
+    _, qpi, x, X, _ = IntegralEvaluator(Setting(d), prec_bits=prec)._constants(ctx)
+    return ctx, qpi, x, X
+
+
+@pytest.mark.parametrize("j", [1, 2, 3, 5])
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_the_u_derivative_of_an_integrand_is_the_next_integrand(j, k):
+    """d/du of J_{j,k}'s integrand is -(k+1) times J_{j+1,k+1}'s (SymPy, on li_neg's rational functions):
+    the identity the Taylor models' coefficients rest on."""
+    v, u, qpi, x = sp.symbols("v u q x", positive=True)
+    expr = lambda jj, kk: v ** kk / sp.factorial(kk) * li_neg(jj, qpi * sp.exp(-u * v) / (1 - x * sp.exp(-v))) \
+        / (1 - x * sp.exp(-v))  # noqa: E731
+    assert sp.simplify(sp.diff(expr(j, k), u) + (k + 1) * expr(j + 1, k + 1)) == 0
+
+
+@pytest.mark.parametrize("d", [5, 1000])
+def test_the_integrals_decrease_in_u(d):
+    """J_{m+1,m} decreases in u (the premise of the models' remainder bound), for the orders a model of
+    order 5 uses, at u below, at and above 1."""
+    ctx, qpi, x, X = _law_constants(d, 96)
+    try:
+        ev = IntegralEvaluator(Setting(d), prec_bits=96)
+        for u in (arb("0.3"), arb(1), arb("2.5")):
+            for m in range(9):
+                lo, hi = (ev._integral(m + 1, m, w, qpi, x, X, 96) for w in (u, u * arb("1.001")))
+                assert lo > hi, (u, m, lo, hi)
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("order", [1, 2, 4])
+@pytest.mark.parametrize("side", [1, -1])
+def test_a_taylor_model_encloses_the_integrals_and_needs_its_remainder(order, side):
+    """A model with a wide radius (r = u0 / 20, so that its remainder is far above the working precision):
+    at u = u0 +- 0.8 r its balls overlap the integrals computed directly there, while the Taylor polynomial
+    alone misses them.  Kills a dropped remainder, a wrong sign of u - u0, a wrong binomial, and a
+    remainder taken at the interval's high end for u > u0 (it is then below the true error)."""
+    from numerics.integral import TaylorModel
+
+    prec = 96
+    ctx, qpi, x, X = _law_constants(50, prec)
+    try:
+        ev = IntegralEvaluator(Setting(50), prec_bits=prec)
+        u0 = arb("1.25")
+        model = TaylorModel.build(ev, u0, qpi, x, X, prec, order, [], r=u0 / 20)
+        u = u0 + side * arb("0.8") * u0 / 20
+        assert model.covers(u) and not model.covers(u0 + u0 / 19)
+        got = model.values(u, 3)
+        want = [ev._integral(m + 1, m, u, qpi, x, X, prec) for m in range(3)]
+        for m in range(3):
+            assert got[m].overlaps(want[m]), (m, got[m], want[m])
+            poly = got[m].mid()  # the polynomial's value: the remainder is most of the model's radius
+            assert abs(arb(poly) - want[m]).lower() > 0 and got[m].rad() > 10 * want[m].rad(), m
+            # and the remainder is not vacuous: within a small factor of the polynomial's true error
+            assert got[m].rad() < 4 * abs(arb(poly) - want[m]).upper(), (m, got[m].rad() / abs(arb(poly) - want[m]))
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def test_an_evaluator_answers_small_steps_from_one_model():
+    """With taylor_order, two close calls build a model, and the calls that follow inside it compute no
+    integral; every value overlaps the evaluator without models and rounds to the same double; a call far
+    away is computed again, and the model's order is refused when it is not a positive integer."""
+    plain, modelled = IntegralEvaluator(Setting(1000), dps=16), IntegralEvaluator(Setting(1000), dps=16,
+                                                                                    taylor_order=5)
+    counts = []
+    for g in (0.5, 0.5 + 1e-9, 0.5 + 3e-9, 0.5 + 1e-8, 0.5 + 4e-6, 0.5 - 4e-6, 2.0):
+        a, b = plain.evaluate_symmetric(g, 0.0, 1.2, -0.7), modelled.evaluate_symmetric(g, 0.0, 1.2, -0.7)
+        for x, y in [(a.risk, b.risk)] + list(zip(a.grad_alpha + a.grad_beta, b.grad_alpha + b.grad_beta)):
+            assert x.overlaps(y) and float(x.mid()) == float(y.mid()) and y.rad() < 1e-18
+        counts.append(modelled.integrals_computed)
+    assert counts == [3, 3 + 3 + 8, 14, 14, 14, 14, 17], counts
+    m = modelled.quadratic_moments(0.5 + 2e-9, 0.0)
+    assert modelled.integrals_computed == 17 and m.certified
+    with pytest.raises(SettingError):
+        IntegralEvaluator(Setting(10), taylor_order=0)
+
+
+@pytest.mark.parametrize("j", [4, 5, 8])
+def test_polylogarithms_of_higher_negative_order(j):
+    z = sp.symbols("z")
+    series = sp.series(li_neg(j, z), z, 0, 12).removeO()
+    assert sp.expand(series - sum(c ** j * z ** c for c in range(1, 12))) == 0
+    assert li_neg(j, arb(1) / 3).overlaps(sum(arb(c) ** j / arb(3) ** c for c in range(1, 300)))

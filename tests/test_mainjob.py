@@ -117,6 +117,11 @@ def test_the_integral_evaluator_gives_the_series_run(tmp_path, small_run):
                "--evaluator", "integral", "--out", str(tmp_path)])
     integral = json.loads((tmp_path / "summary.json").read_text())
     assert rc == 0 and integral["evaluator"] == "integral" and series["evaluator"] == "series"
+    from numerics.evaluators import INTEGRAL_DPS, TAYLOR_ORDER
+
+    settings = integral["evaluator_settings"]  # recorded: what rebuilds the run's balls
+    assert (settings["dps"], settings["taylor_order"]) == (INTEGRAL_DPS, TAYLOR_ORDER) and settings["integrals_computed"] > 0
+    assert "evaluator_settings" not in series
     assert integral["regime"]["T_min"] == series["regime"]["T_min"]
     for name, rec in series["plans"].items():
         other = integral["plans"][name]
