@@ -444,6 +444,42 @@ def test_docs_sweep_tables_agree_with_its_exports():
     assert table1.index("## Robustness") < table1.index("## Tasks")
 
 
+def _git_reads(commit: str) -> bool:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def test_code_digest_at_a_commit_is_the_digest_of_its_checkout():
+    """``code_digest_at`` reads a commit's tracked files in ``code_digest``'s order: at HEAD it gives the working
+    tree's digest when numerics/ and theory/ are clean (a file left out, another order, or another path form
+    would not), and a commit whose code differs gives another digest."""
+    if not _git_reads("HEAD"):
+        pytest.skip("not a git checkout")
+    clean = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *SW.CODE_PACKAGES],
+                           capture_output=True, text=True, check=True).stdout == ""
+    if not clean:
+        pytest.skip("numerics/ or theory/ has uncommitted changes")
+    assert SW.code_digest_at("HEAD", ROOT) == SW.code_digest()
+    changed = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "HEAD~1", "--", "numerics/"],
+                             capture_output=True, text=True).stdout.strip()
+    if changed and _git_reads(changed + "~1"):
+        assert SW.code_digest_at(changed, ROOT) != SW.code_digest_at(changed + "~1", ROOT)
+
+
+def test_committed_sweep_was_rendered_from_the_code_of_its_recorded_commit():
+    """docs/sweep/sweep.json records the commit that rendered it (clean) and the code digest of its units (part
+    of every unit's key): the two agree, so checking out that commit and rendering with --no-train from a store
+    of the same units rebuilds the pages."""
+    summary = json.loads((ROOT / "docs" / "sweep" / "sweep.json").read_text())
+    assert summary["dirty"] is False
+    if not _git_reads(summary["commit"]):
+        pytest.skip(f"the clone does not hold commit {summary['commit'][:12]}")
+    assert SW.code_digest_at(summary["commit"], ROOT) == summary["code"]
+
+
 def test_committed_sweep_bounds_its_exact_population_risks():
     """The committed sweep ran on the populations of the engine issue's bound (tolerances 1e-16): every reported
     seed of an exact-population row (occurrence, OR) in tidy.parquet records both bounds on its population

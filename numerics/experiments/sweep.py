@@ -93,13 +93,41 @@ def code_digest() -> str:
     errs on the side of recomputing."""
     import importlib
 
-    h = hashlib.sha256()
+    files = []
     for pkg in CODE_PACKAGES:
         root = Path(importlib.import_module(pkg).__file__).resolve().parent
-        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()
-                           and "__pycache__" not in p.parts):
-            h.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        files += [(path.relative_to(root.parent).as_posix(), path.read_bytes())
+                  for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()
+                                     and "__pycache__" not in p.parts)]
+    return _digest(files)
+
+
+def _digest(files) -> str:
+    """``code_digest`` of (path, bytes) pairs in their order."""
+    h = hashlib.sha256()
+    for rel, data in files:
+        h.update(rel.encode() + b"\0" + data + b"\0")
     return h.hexdigest()[:16]
+
+
+def code_digest_at(commit: str, repo) -> str:
+    """``code_digest`` of the tracked files of ``CODE_PACKAGES`` at a git commit of the repository ``repo``
+    (what a checkout of that commit computes, untracked files aside): the check that a result's recorded code
+    digest is the one its recorded commit gives.  Raises ``subprocess.CalledProcessError`` where git cannot
+    read the commit."""
+    import subprocess
+    from pathlib import PurePosixPath
+
+    def git(*args, data=None) -> bytes:
+        return subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True, check=True).stdout
+
+    files = []
+    for pkg in CODE_PACKAGES:
+        names = [n for n in git("ls-tree", "-r", "--name-only", commit, "--", f"{pkg}/").decode().splitlines()
+                 if PurePosixPath(n).suffix in (".py", ".toml")]
+        for name in sorted(names, key=PurePosixPath):  # code_digest's order: Path's, part by part
+            files.append((name, git("show", f"{commit}:{name}")))
+    return _digest(files)
 
 
 def config_spec(cfg: RN.Config) -> dict:
