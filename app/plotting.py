@@ -28,6 +28,17 @@ def _power_of_ten(x: float, _pos=None) -> str:
     return "1" if k == 0 else f"1e{k}"
 
 
+def plain_log_ticks(axis) -> None:
+    """Ticks of a log axis (``ax.xaxis`` or ``ax.yaxis``) drawn cheaply: plain-text labels at powers of ten
+    (``_power_of_ten``) and unlabelled minor ticks at 2 and 5 only (each tick is a set of artists)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(_power_of_ten))
+    axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _step_label(x: float, _pos=None) -> str:
     """Tick label of the step axis (symlog): the integer, 10^k as 1e{k} from 1e4 on.
 
@@ -72,7 +83,7 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
     fig = Figure(figsize=(12, 5.2))
     FigureCanvasAgg(fig)
@@ -98,10 +109,7 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
                          label="three-phase plan: end of phase " + ", ".join(str(k + 1) for k in range(len(phase_ends)))
                          + f" (steps {', '.join(map(str, phase_ends))})" if i == 0 else None)
     left.set_yscale("log")
-    left.yaxis.set_major_locator(LogLocator(base=10))
-    left.yaxis.set_major_formatter(FuncFormatter(_power_of_ten))
-    left.yaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))  # few minor ticks: each is costly
-    left.yaxis.set_minor_formatter(NullFormatter())
+    plain_log_ticks(left.yaxis)
     left.set_xscale("symlog", linthresh=2)
     left.xaxis.set_major_formatter(FuncFormatter(_step_label))
     left.xaxis.set_minor_locator(NullLocator())
