@@ -68,7 +68,8 @@ integral rows compute the risk and its gradient (``evaluate_symmetric`` has no r
 double sum and Monte Carlo the risk only: a time ratio of a numpy row to a series row is conservative for
 the suite (the series does more work)."""
 
-REPEATS = {"float series": 5, "certified": 3, "numpy double sum": 3, "Monte Carlo": 3, "float single": 200}
+REPEATS = {"float series": 5, "certified": 3, "numpy double sum": 3, "Monte Carlo": 3, "float single": 200,
+           "taylor": 3}
 """Repeats behind the medians of the evaluation tables (few for the slow certified rows)."""
 
 
@@ -411,6 +412,7 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
         _process_row("run --d 10000", ["run", "--d", "10000"], "< 60 s", 3 if not quick else 1),
         _process_row("run --d 1000000", ["run", "--d", "1000000"], "< 10 CPU s, < 200 MB", 3 if not quick else 1),
     ]
+    lines += ["", *taylor_model_rows(steps=30 if quick else 300)]
     if not quick:
         # the default --max-terms (3e6) protects memory; the series at d = 10^4 needs about 1.1e7 terms
         lines.append(_process_row("run --d 10000 --evaluator series --max-terms 30000000",
@@ -423,6 +425,43 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
                       f"| the same, empty derivation cache (a clean CI machine) | {suite_seconds(cold=True)} | < 40 s |"]
     lines += ["", *recorded_experiment_runs(), ""]
     return lines
+
+
+def taylor_model_rows(d: int = 10**6, steps: int = 300) -> list[str]:
+    """The main job's joint plan at d (its default step, ``steps`` steps) on the integral evaluator as ``run``
+    builds it (``numerics.evaluators``: 16 digits, Taylor models of order TAYLOR_ORDER) beside the same
+    evaluator computing three integrals at every call, the arms alternating, in this process: CPU and wall
+    seconds, integrals computed, and whether every recorded risk, parameter and bound agrees."""
+    from numerics import training
+    from numerics.evaluators import INTEGRAL_DPS, TAYLOR_ORDER
+
+    def arm(order):
+        ev = IntegralEvaluator(Setting(d), dps=INTEGRAL_DPS, taylor_order=order)
+        traj = training.Trainer(ev, record_every=1).run(training.joint(1.0, steps))
+        return traj, ev.integrals_computed
+
+    runs = {None: [], TAYLOR_ORDER: []}
+    out = {}
+    for _ in range(REPEATS["taylor"]):
+        for order in (TAYLOR_ORDER, None):
+            out[order], wall, cpu = _measure(partial(arm, order))
+            runs[order].append((wall, cpu))
+    (tm, nm), (tp, npl) = out[TAYLOR_ORDER], out[None]
+    same = all((a.alpha_a, a.alpha_b, a.beta_a, a.beta_b, a.risk) == (b.alpha_a, b.alpha_b, b.beta_a, b.beta_b, b.risk)
+               for a, b in zip(tm.points, tp.points)) and len(tm.points) == len(tp.points)
+    bound = max(abs(a.risk_bound - b.risk_bound) / b.risk_bound for a, b in zip(tm.points, tp.points))
+    med = {o: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for o, r in runs.items()}
+    return ["## Taylor models in u (the integral evaluator)", "",
+            f"The joint plan of `run --d {d}` ({steps} steps of size 1, every step recorded) on the integral evaluator "
+            f"at {INTEGRAL_DPS} digits: with Taylor models of order {TAYLOR_ORDER} (as `run` builds it) and computing "
+            f"the three integrals at every call, alternating, medians of {REPEATS['taylor']} repeats in this process.",
+            "", "| evaluator | CPU s | wall s | integrals computed |", "|---|---|---|---|",
+            f"| three integrals per call | {med[None][1]:.2f} | {med[None][0]:.2f} | {npl} |",
+            f"| Taylor models, order {TAYLOR_ORDER} | {med[TAYLOR_ORDER][1]:.2f} | {med[TAYLOR_ORDER][0]:.2f} | {nm} |",
+            "", f"CPU ratio {med[None][1] / med[TAYLOR_ORDER][1]:.1f}x. Every recorded parameter and risk "
+            + ("is the same double in both" if same else "DIFFERS between the two")
+            + ("; so is every recorded bound (an enclosure radius)." if bound == 0 else
+               f"; the recorded bounds (enclosure radii) differ by at most {bound:.1e} of themselves.")]
 
 
 def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:

@@ -214,3 +214,16 @@ def test_printed_values_carry_only_supported_digits():
             text = _rounded(x, bound)[0]
             if len(text.lstrip("-0.")) < 17:  # not capped at 17 significant digits
                 _assert_supported(text, bound)
+
+def test_taylor_model_rows_put_the_two_evaluators_side_by_side(monkeypatch):
+    """The Taylor-model table runs both arms on the same plan: the same doubles, fewer integrals with models."""
+    from numerics import benchmark as B
+
+    monkeypatch.setitem(B.REPEATS, "taylor", 1)
+    lines = B.taylor_model_rows(steps=6)
+    text = "\n".join(lines)
+    assert "is the same double in both" in text and "DIFFERS" not in text
+    per_call = next(ln for ln in lines if ln.startswith("| three integrals per call"))
+    model = next(ln for ln in lines if ln.startswith("| Taylor models"))
+    assert int(per_call.split("|")[-2]) == 3 * 7  # every call of the 6-step plan (start and 6 recorded steps)
+    assert int(model.split("|")[-2]) == 3 + 3 + 8  # two calls, then one model of order 5 answers the rest
