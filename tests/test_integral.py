@@ -200,7 +200,7 @@ def test_integrand_is_the_stated_formula(j, k):
             got = f(v, False)
             assert abs(got - want).mid() < 1e-30 * abs(want).mid() and got.overlaps(want), (j, k, v, got, want)
     with pytest.raises(ValueError):
-        integrand(4, 0, u, qpi, x)
+        integrand(0, 0, u, qpi, x)  # j = 0 has no integrand here (J_{0,k} is not one of the sums)
 
 
 # ------------------------------------------------------------------------------------------------
