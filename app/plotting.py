@@ -30,13 +30,32 @@ def _power_of_ten(x: float, _pos=None) -> str:
 
 def plain_log_ticks(axis) -> None:
     """Ticks of a log axis (``ax.xaxis`` or ``ax.yaxis``) drawn cheaply: plain-text labels at powers of ten
-    (``_power_of_ten``) and unlabelled minor ticks at 2 and 5 only (each tick is a set of artists)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    (``_power_of_ten``) and unlabelled minor ticks at 2 and 5 only (each tick is a set of artists).  An axis
+    that spans at most a decade (where matplotlib's log locator falls back to linear ticks, and may hold no
+    power of ten) labels every tick in plain text instead (``_narrow_label``)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    def label(minor):
+        def fmt(x, _pos=None):
+            lo, hi = sorted(axis.get_view_interval())
+            if lo > 0 and hi <= 10 * lo:
+                return _narrow_label(x)
+            return "" if minor else _power_of_ten(x)
+        return FuncFormatter(fmt)
 
     axis.set_major_locator(LogLocator(base=10))
-    axis.set_major_formatter(FuncFormatter(_power_of_ten))
+    axis.set_major_formatter(label(False))
     axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
-    axis.set_minor_formatter(NullFormatter())
+    axis.set_minor_formatter(label(True))
+
+
+def _narrow_label(x: float) -> str:
+    """Tick label on a log axis spanning at most a decade: three significant digits, plain text.
+
+    >>> _narrow_label(0.45), _narrow_label(0.3), _narrow_label(2e-5)
+    ('0.45', '0.3', '2e-05')
+    """
+    return f"{x:.3g}"
 
 
 def _step_label(x: float, _pos=None) -> str:

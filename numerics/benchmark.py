@@ -449,7 +449,8 @@ def taylor_model_rows(d: int = 10**6, steps: int = 300) -> list[str]:
     (tm, nm), (tp, npl) = out[TAYLOR_ORDER], out[None]
     same = all((a.alpha_a, a.alpha_b, a.beta_a, a.beta_b, a.risk) == (b.alpha_a, b.alpha_b, b.beta_a, b.beta_b, b.risk)
                for a, b in zip(tm.points, tp.points)) and len(tm.points) == len(tp.points)
-    bound = max(abs(a.risk_bound - b.risk_bound) / b.risk_bound for a, b in zip(tm.points, tp.points))
+    bound = max((abs(a.risk_bound - b.risk_bound) / b.risk_bound if b.risk_bound > 0 else
+                 (0.0 if a.risk_bound == 0 else math.inf)) for a, b in zip(tm.points, tp.points))
     med = {o: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for o, r in runs.items()}
     return ["## Taylor models in u (the integral evaluator)", "",
             f"The joint plan of `run --d {d}` ({steps} steps of size 1, every step recorded) on the integral evaluator "

@@ -99,7 +99,8 @@ def integrand(j: int, k: int, u, qpi, x):
 
     ``li_neg``'s rational functions are written out here with 1 - z taken once, and the factor v^k / k!
     as products (k! = 1 or 2, an exact halving): acb.integral calls this some 900 times per integral,
-    and the calls are most of an evaluation's time (15 % less than through ``li_neg``, the same values)."""
+    and the calls are most of an evaluation's time (15 % less than through ``li_neg``; the same enclosures up to
+    rounding in the last bits of the balls)."""
     if j < 1 or k < 0:
         raise ValueError(f"integrand is written for j >= 1 and k >= 0, got j = {j}, k = {k}")
     minus_u = -u
@@ -164,10 +165,11 @@ class TaylorModel:
         |R| <= |u - u0|^(N+1) C(m+N+1, N+1) J_{m+N+1}(u0 - r)    for |u - u0| <= r:
 
     the Lagrange remainder, bounded with J_{m+N+1} at the low end of the interval because every J_{j,k}
-    decreases in u (its integrand does: z falls as u grows, and Li_{-j} rises with z on (0, 1)).  Each
+    decreases in u: it is a sum of positive terms (q pi)^c x^r C(c + r, c) c^j / (r + c u)^(k+1), c >= 1.  Each
     J_i(u0) and J_i(u0 - r) is an enclosing ball (``IntegralEvaluator._integral``), so every value is an
     enclosure.  The radius r = u0 2^-ceil((prec + 10) / (N + 1)) keeps the remainder near the working
-    precision.  Building a model costs N + 3 integrals besides the three at the centre."""
+    precision.  Building a model costs N + 6 - count integrals besides the ``count`` (2 or 3) just computed at
+    its centre."""
 
     def __init__(self, u0, r, prec: int, order: int, centre: list, low_end: list):
         self.u0, self.r, self.prec, self.order = u0, r, prec, order
@@ -201,6 +203,8 @@ class TaylorModel:
         """[J_0(u), ..., J_{count-1}(u)] as balls (u inside the model)."""
         from flint import arb
 
+        if not self.covers(u):
+            raise ValueError("a Taylor model answers only for u within its radius of its centre")
         N = self.order
         t = self.u0 - u
         size = arb(t.abs_upper())
@@ -232,9 +236,9 @@ class IntegralEvaluator:
         balls (the tail is part of the radius); the tests use it to check the tail bound.
     taylor_order : None (default) computes the three integrals at every call.  An order N >= 1 lets
         the evaluator answer calls whose u = e^(alpha_a - alpha_b) lies near an earlier one from a
-        certified Taylor model in u (``TaylorModel``), built once two calls in a row are close: what a
-        run of small attention steps asks for (the joint plan at large d moves the gap by 1e-8 in 300
-        steps).  The values are enclosures either way; only their radii differ.
+        certified Taylor model in u (``TaylorModel``), built once two calls computed in a row (calls the
+        model answers do not count) are close: what a run of small attention steps asks for (the joint
+        plan at d = 10^6 moves the gap by 4e-8 in 300 steps).  The values are enclosures either way; only their radii differ.
     """
 
     context = "arb"
@@ -305,8 +309,8 @@ class IntegralEvaluator:
             return direct
         last, self._last_u = self._last_u, u
         if last is not None and (u - last).abs_upper() <= TaylorModel.radius(last, N, prec) / 4:
-            # small steps: a model around u serves the next several calls (it costs N + 3 more integrals,
-            # N + 3 - count fewer when direct already has the low orders)
+            # small steps: a model around u serves the next several calls (it costs N + 6 - count more
+            # integrals: the centre's orders past the ``count`` just computed, and three at the low end)
             self._model = TaylorModel.build(self, u, qpi, x, X, prec, N, direct)
         return direct
 

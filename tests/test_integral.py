@@ -161,7 +161,7 @@ def test_large_attention_gaps_keep_their_digits(gap):
 
 
 @pytest.mark.parametrize("d, gap", [(3, -2.0), (3, 0.0), (5, 1.5), (50, -1.0), (50, 3.0), (1000, 0.5)])
-@pytest.mark.parametrize("j, k", [(1, 0), (2, 1), (3, 2)])
+@pytest.mark.parametrize("j, k", [(1, 0), (2, 1), (3, 2), (5, 4), (8, 7)])  # the last two: Taylor models'
 def test_tail_bound_exceeds_the_tail_it_drops(d, gap, j, k):
     """tail_bound(V) >= the integral of the integrand over [V, 200 V] (the rest beyond 200 V is positive
     too, so this direction is the one that matters), at V where the tail is still substantial."""
@@ -368,10 +368,54 @@ def test_an_evaluator_answers_small_steps_from_one_model():
             assert x.overlaps(y) and float(x.mid()) == float(y.mid()) and y.rad() < 1e-18
         counts.append(modelled.integrals_computed)
     assert counts == [3, 3 + 3 + 8, 14, 14, 14, 14, 17], counts
-    m = modelled.quadratic_moments(0.5 + 2e-9, 0.0)
-    assert modelled.integrals_computed == 17 and m.certified
+    for g in (0.5 + 2e-9, 2.0):  # the moments (two integrals) from the model, and computed
+        a, b = plain.quadratic_moments(g, 0.0), modelled.quadratic_moments(g, 0.0)
+        for x, y in [(a.M[0][0], b.M[0][0]), (a.M[0][1], b.M[0][1]), (a.M[1][1], b.M[1][1]), (a.m[0], b.m[0]),
+                     (a.m[1], b.m[1])]:
+            assert x.overlaps(y) and float(x.mid()) == float(y.mid()), (g, x, y)
+    # the first from the model; the second computed (2), and as close to the last computed call (the same u)
+    # it builds a model there (N + 4 = 9 more)
+    assert modelled.integrals_computed == 17 + 2 + 9
+    # a model built after a call that needed two integrals (N + 4 more) serves calls that need three
+    ev = IntegralEvaluator(Setting(1000), dps=16, taylor_order=5)
+    ev.quadratic_moments(1.0, 0.0)
+    ev.quadratic_moments(1.0 + 1e-9, 0.0)
+    assert ev.integrals_computed == 2 + 2 + 9
+    a, b = plain.evaluate_symmetric(1.0 + 2e-9, 0.0, 0.4, 0.1), ev.evaluate_symmetric(1.0 + 2e-9, 0.0, 0.4, 0.1)
+    assert ev.integrals_computed == 13 and a.grad_alpha[0].overlaps(b.grad_alpha[0]) and a.risk.overlaps(b.risk)
     with pytest.raises(SettingError):
         IntegralEvaluator(Setting(10), taylor_order=0)
+
+
+def test_a_model_is_built_only_for_steps_well_inside_its_radius_and_is_tight_at_its_edge():
+    """Two computed calls r/2 apart build no model (the rule asks r/4); at 0.9 r from its centre a model's
+    balls stay within a small factor of the integrals computed there (its remainder near the working
+    precision, as its radius is chosen for); a ball u reaching past the radius is not covered, even with its
+    midpoint at the centre, and the model refuses it."""
+    from numerics.contexts import ArbContext
+    from numerics.integral import TaylorModel
+
+    ev = IntegralEvaluator(Setting(1000), dps=16, taylor_order=5)
+    prec = ev.prec_bits
+    u0 = arb(1)
+    r = TaylorModel.radius(u0, 5, prec)
+    gap = float((u0 + r / 2).log().mid())
+    ev.evaluate_symmetric(0.0, 0.0, 0.4, 0.1)
+    ev.evaluate_symmetric(gap, 0.0, 0.4, 0.1)
+    assert ev.integrals_computed == 6 and ev._model is None
+    with ArbContext(prec) as ctx:
+        _, qpi, x, X, _ = ev._constants(ctx)
+        model = TaylorModel.build(ev, u0, qpi, x, X, prec, 5, [])
+        for side in (1, -1):
+            u = u0 + side * arb("0.9") * r
+            got = model.values(u, 3)
+            want = [ev._integral(m + 1, m, u, qpi, x, X, prec) for m in range(3)]
+            for g, w in zip(got, want):
+                assert g.overlaps(w) and g.rad() < 4 * w.rad(), (side, g, w)
+        wide = arb(u0.mid(), 2 * r)
+        assert not model.covers(wide)
+        with pytest.raises(ValueError):
+            model.values(wide, 3)
 
 
 @pytest.mark.parametrize("j", [4, 5, 8])

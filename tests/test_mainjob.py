@@ -136,3 +136,26 @@ def test_auto_takes_the_integral_from_its_threshold():
     assert choose_method(Setting(INTEGRAL_FROM_D)) == "integral"
     assert choose_method(Setting(INTEGRAL_FROM_D, loss="logistic")) == "series"
     assert choose_method(Setting(50), "integral") == "integral"
+
+
+@pytest.mark.parametrize("lo, hi, want", [(0.22, 0.52, {"0.25", "0.3", "0.4", "0.5"}), (1e-8, 1.0, {"1e-8", "1e-4", "1"})])
+def test_plain_log_ticks_label_an_axis_between_two_powers_of_ten(lo, hi, want):
+    """A log axis inside one decade (Table 1's one-head AND risks, 0.22 to 0.52) holds no power of ten: its
+    ticks are labelled in plain text all the same; a wide axis labels its powers of ten only."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from app.plotting import plain_log_ticks
+
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    ax.plot([1, 2], [lo, hi])
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    plain_log_ticks(ax.yaxis)
+    fig.canvas.draw()
+    labels = {t.get_text() for t in ax.yaxis.get_ticklabels(which="both") if t.get_visible() and t.get_text()}
+    assert want <= labels and all(not t.startswith("$") for t in labels), labels
+    if hi > 10 * lo:
+        assert all(t.startswith("1") for t in labels), labels

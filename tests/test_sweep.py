@@ -463,10 +463,19 @@ def test_code_digest_at_a_commit_is_the_digest_of_its_checkout():
     if not clean:
         pytest.skip("numerics/ or theory/ has uncommitted changes")
     assert SW.code_digest_at("HEAD", ROOT) == SW.code_digest()
-    changed = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "HEAD~1", "--", "numerics/"],
-                             capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "HEAD~1", "--", "numerics/*.py",
+                              "numerics/*.toml"], capture_output=True, text=True).stdout.strip()
     if changed and _git_reads(changed + "~1"):
         assert SW.code_digest_at(changed, ROOT) != SW.code_digest_at(changed + "~1", ROOT)
+
+
+def test_the_digest_orders_paths_part_by_part():
+    """Both digests take their files in pathlib's order, part by part, which differs from the strings' order
+    where a name holds a character below "/" ("-", "."): sorted as strings, this tree's files would come in the
+    same order, so only names like these tell the two apart."""
+    names = ["pkg/a.py", "pkg/a/b.py", "pkg/a-b.py", "pkg/b.toml"]
+    assert SW._in_digest_order(names) == ["pkg/a/b.py", "pkg/a-b.py", "pkg/a.py", "pkg/b.toml"]
+    assert sorted(names) != SW._in_digest_order(names)
 
 
 def test_committed_sweep_was_rendered_from_the_code_of_its_recorded_commit():

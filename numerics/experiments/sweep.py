@@ -96,10 +96,18 @@ def code_digest() -> str:
     files = []
     for pkg in CODE_PACKAGES:
         root = Path(importlib.import_module(pkg).__file__).resolve().parent
-        files += [(path.relative_to(root.parent).as_posix(), path.read_bytes())
-                  for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()
-                                     and "__pycache__" not in p.parts)]
+        names = [p.relative_to(root.parent).as_posix() for p in root.rglob("*")
+                 if p.suffix in (".py", ".toml") and p.is_file() and "__pycache__" not in p.parts]
+        files += [(name, (root.parent / name).read_bytes()) for name in _in_digest_order(names)]
     return _digest(files)
+
+
+def _in_digest_order(names: list[str]) -> list[str]:
+    """Relative paths in the digest's order: part by part (as pathlib sorts paths), not as strings
+    ("a/b.py" before "a-b.py" before "a.py")."""
+    from pathlib import PurePosixPath
+
+    return sorted(names, key=PurePosixPath)
 
 
 def _digest(files) -> str:
@@ -118,15 +126,14 @@ def code_digest_at(commit: str, repo) -> str:
     import subprocess
     from pathlib import PurePosixPath
 
-    def git(*args, data=None) -> bytes:
-        return subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True, check=True).stdout
+    def git(*args) -> bytes:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
 
     files = []
     for pkg in CODE_PACKAGES:
-        names = [n for n in git("ls-tree", "-r", "--name-only", commit, "--", f"{pkg}/").decode().splitlines()
-                 if PurePosixPath(n).suffix in (".py", ".toml")]
-        for name in sorted(names, key=PurePosixPath):  # code_digest's order: Path's, part by part
-            files.append((name, git("show", f"{commit}:{name}")))
+        listed = git("ls-tree", "-r", "-z", "--name-only", commit, "--", f"{pkg}/").decode().split("\0")
+        names = [n for n in listed if n and PurePosixPath(n).suffix in (".py", ".toml")]
+        files += [(name, git("show", f"{commit}:{name}")) for name in _in_digest_order(names)]
     return _digest(files)
 
 
