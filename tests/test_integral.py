@@ -373,9 +373,9 @@ def test_an_evaluator_answers_small_steps_from_one_model():
         for x, y in [(a.M[0][0], b.M[0][0]), (a.M[0][1], b.M[0][1]), (a.M[1][1], b.M[1][1]), (a.m[0], b.m[0]),
                      (a.m[1], b.m[1])]:
             assert x.overlaps(y) and float(x.mid()) == float(y.mid()), (g, x, y)
-    # the first from the model; the second computed (2), and as close to the last computed call (the same u)
-    # it builds a model there (N + 4 = 9 more)
-    assert modelled.integrals_computed == 17 + 2 + 9
+    # the first from the model; the second computed (2) at the u of the last computed call: a repeat (the
+    # moments and the risk at one attention state), not a step, so no model is built
+    assert modelled.integrals_computed == 17 + 2 and modelled._model.covers(arb("0.5").exp())
     # a model built after a call that needed two integrals (N + 4 more) serves calls that need three
     ev = IntegralEvaluator(Setting(1000), dps=16, taylor_order=5)
     ev.quadratic_moments(1.0, 0.0)

@@ -128,6 +128,27 @@ def test_the_integral_evaluator_gives_the_series_run(tmp_path, small_run):
         assert other["bound"] < 1e-15 and abs(other["final_risk"] - rec["final_risk"]) <= rec["bound"]
 
 
+@pytest.mark.parametrize("d", [5, 10_000])
+def test_the_run_s_taylor_models_save_integrals_and_change_no_double(tmp_path, monkeypatch, d):
+    """The same integral run with the Taylor models off (``evaluators.TAYLOR_ORDER`` None) records that it used
+    none and gives the same doubles (every plan's final risk and parameters); with them on it computes no more
+    integrals (d = 5: its attention steps are too large for a model, and repeated calls at one attention state
+    build none) and, where the joint plan's steps are small (d = 10^4), fewer."""
+    from numerics import evaluators
+
+    args = ["run", "--d", str(d), "--epsilon", "0.01", "--steps", "20", "--quiet", "--no-plot", "--evaluator", "integral"]
+    assert main(args + ["--out", str(tmp_path / "on")]) == 0
+    monkeypatch.setattr(evaluators, "TAYLOR_ORDER", None)
+    assert main(args + ["--out", str(tmp_path / "off")]) == 0
+    on, off = (json.loads((tmp_path / w / "summary.json").read_text()) for w in ("on", "off"))
+    assert off["evaluator_settings"]["taylor_order"] is None
+    used, without = on["evaluator_settings"]["integrals_computed"], off["evaluator_settings"]["integrals_computed"]
+    assert used <= without and (d < 1000 or used <= 0.6 * without), (used, without)  # d = 10^4: 50 of 96
+    for name, rec in off["plans"].items():
+        assert (on["plans"][name]["final_risk"], on["plans"][name]["final_params"]) == (rec["final_risk"],
+                                                                                       rec["final_params"]), name
+
+
 def test_auto_takes_the_integral_from_its_threshold():
     from numerics.evaluators import INTEGRAL_FROM_D, choose_method
     from theory.setting import Setting
