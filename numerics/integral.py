@@ -171,8 +171,8 @@ class TaylorModel:
     precision.  Building a model costs N + 6 - count integrals besides the ``count`` (2 or 3) just computed at
     its centre."""
 
-    def __init__(self, u0, r, prec: int, order: int, centre: list, low_end: list):
-        self.u0, self.r, self.prec, self.order = u0, r, prec, order
+    def __init__(self, u0, r, order: int, centre: list, low_end: list):
+        self.u0, self.r, self.order = u0, r, order
         self.centre = centre    # J_i(u0), i = 0..N+2
         self.low_end = low_end  # upper bounds of J_i(u0 - r), i = N+1..N+3
 
@@ -194,7 +194,7 @@ class TaylorModel:
         centre = list(known) + [ev._integral(i + 1, i, u0, qpi, x, X, prec) for i in range(len(known), order + 3)]
         low = u0 - r
         low_end = [arb(ev._integral(i + 1, i, low, qpi, x, X, prec).upper()) for i in range(order + 1, order + 4)]
-        return cls(u0, r, prec, order, centre, low_end)
+        return cls(u0, r, order, centre, low_end)
 
     def covers(self, u) -> bool:
         return bool((u - self.u0).abs_upper() <= self.r)
@@ -237,8 +237,9 @@ class IntegralEvaluator:
     taylor_order : None (default) computes the three integrals at every call.  An order N >= 1 lets
         the evaluator answer calls whose u = e^(alpha_a - alpha_b) lies near an earlier one from a
         certified Taylor model in u (``TaylorModel``), built once two calls computed in a row (calls the
-        model answers do not count) are close but at different u: what a run of small attention steps asks for (the joint
-        plan at d = 10^6 moves the gap by 4e-8 in 300 steps).  The values are enclosures either way; only their radii differ.
+        model answers do not count) are close but at different u: what a run of small attention steps
+        asks for (the joint plan at d = 10^6 moves the gap by 4e-8 in 300 steps).  The values are
+        enclosures either way; only their radii differ.
     """
 
     context = "arb"
@@ -302,7 +303,7 @@ class IntegralEvaluator:
         """[J_{1,0}, J_{2,1}, J_{3,2}][:count] as balls: computed, or from the Taylor model when u is inside
         it (``taylor_order``); a call close to the previous computed one builds a model around it."""
         N = self.taylor_order
-        if N is not None and self._model is not None and self._model.prec == prec and self._model.covers(u):
+        if N is not None and self._model is not None and self._model.covers(u):  # prec is the evaluator's own
             return self._model.values(u, count)
         direct = [self._integral(j, k, u, qpi, x, X, prec) for j, k in J_INDICES[:count]]
         if N is None:
@@ -310,7 +311,8 @@ class IntegralEvaluator:
         last, self._last_u = self._last_u, u
         # a step, not a repeat: calls at the same u (the moments and the risk at one attention state) say
         # nothing about the next call's distance
-        if last is not None and u.mid() != last.mid() and (u - last).abs_upper() <= TaylorModel.radius(last, N, prec) / 4:
+        step = last is not None and u.mid() != last.mid()
+        if step and (u - last).abs_upper() <= TaylorModel.radius(last, N, prec) / 4:
             # small steps: a model around u serves the next several calls (it costs N + 6 - count more
             # integrals: the centre's orders past the ``count`` just computed, and three at the low end)
             self._model = TaylorModel.build(self, u, qpi, x, X, prec, N, direct)

@@ -215,6 +215,7 @@ def test_printed_values_carry_only_supported_digits():
             if len(text.lstrip("-0.")) < 17:  # not capped at 17 significant digits
                 _assert_supported(text, bound)
 
+
 def test_taylor_model_rows_put_the_two_evaluators_side_by_side(monkeypatch):
     """The Taylor-model table runs both arms on the same plan: the same doubles, fewer integrals with models."""
     from numerics import benchmark as B

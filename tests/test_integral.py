@@ -5,6 +5,7 @@ and the balls must overlap, so any wrong coefficient, sign or constant in the in
 the series) is caught at the 1e-24 level.
 """
 import math
+from contextlib import contextmanager
 from fractions import Fraction
 
 import pytest
@@ -225,12 +226,12 @@ def test_partial_fractions_in_the_attention_weight():
     assert sp.simplify(sp.diff(f_gap, gap) - (Delta * w * (1 - w)).subs(u, sp.exp(gap))) == 0
 
 
-@pytest.mark.parametrize("j", [0, 1, 2, 3])
+@pytest.mark.parametrize("j", [0, 1, 2, 3, 4, 5, 8])  # written out to 3; Eulerian polynomials from 4 (Taylor models)
 def test_polylogarithms_of_negative_order(j):
     z = sp.symbols("z")
     series = sp.series(li_neg(j, z), z, 0, 12).removeO()
     assert sp.expand(series - sum(c ** j * z ** c for c in range(1, 12))) == 0
-    assert li_neg(j, arb(1) / 3).overlaps(sum(arb(c) ** j / arb(3) ** c for c in range(1, 200)))
+    assert li_neg(j, arb(1) / 3).overlaps(sum(arb(c) ** j / arb(3) ** c for c in range(1, 300)))
 
 
 @pytest.mark.parametrize("k", [0, 1, 2])
@@ -291,13 +292,15 @@ def test_tail_bound_is_K_times_the_upper_incomplete_gamma(k, u, V):
 # ------------------------------------------------------------------------------------------------
 # the Taylor models in u (taylor_order)
 
+@contextmanager
 def _law_constants(d, prec):
+    """(an evaluator at ``prec`` bits, q pi, x, X) for Setting(d), inside an arb context of ``prec`` bits."""
     from numerics.contexts import ArbContext
 
-    ctx = ArbContext(prec)
-    ctx.__enter__()
-    _, qpi, x, X, _ = IntegralEvaluator(Setting(d), prec_bits=prec)._constants(ctx)
-    return ctx, qpi, x, X
+    with ArbContext(prec) as ctx:
+        ev = IntegralEvaluator(Setting(d), prec_bits=prec)
+        _, qpi, x, X, _ = ev._constants(ctx)
+        yield ev, qpi, x, X
 
 
 @pytest.mark.parametrize("j", [1, 2, 3, 5])
@@ -315,15 +318,11 @@ def test_the_u_derivative_of_an_integrand_is_the_next_integrand(j, k):
 def test_the_integrals_decrease_in_u(d):
     """J_{m+1,m} decreases in u (the premise of the models' remainder bound), for the orders a model of
     order 5 uses, at u below, at and above 1."""
-    ctx, qpi, x, X = _law_constants(d, 96)
-    try:
-        ev = IntegralEvaluator(Setting(d), prec_bits=96)
+    with _law_constants(d, 96) as (ev, qpi, x, X):
         for u in (arb("0.3"), arb(1), arb("2.5")):
             for m in range(9):
                 lo, hi = (ev._integral(m + 1, m, w, qpi, x, X, 96) for w in (u, u * arb("1.001")))
                 assert lo > hi, (u, m, lo, hi)
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 @pytest.mark.parametrize("order", [1, 2, 4])
@@ -336,9 +335,7 @@ def test_a_taylor_model_encloses_the_integrals_and_needs_its_remainder(order, si
     from numerics.integral import TaylorModel
 
     prec = 96
-    ctx, qpi, x, X = _law_constants(50, prec)
-    try:
-        ev = IntegralEvaluator(Setting(50), prec_bits=prec)
+    with _law_constants(50, prec) as (ev, qpi, x, X):
         u0 = arb("1.25")
         model = TaylorModel.build(ev, u0, qpi, x, X, prec, order, [], r=u0 / 20)
         u = u0 + side * arb("0.8") * u0 / 20
@@ -351,8 +348,6 @@ def test_a_taylor_model_encloses_the_integrals_and_needs_its_remainder(order, si
             assert abs(arb(poly) - want[m]).lower() > 0 and got[m].rad() > 10 * want[m].rad(), m
             # and the remainder is not vacuous: within a small factor of the polynomial's true error
             assert got[m].rad() < 4 * abs(arb(poly) - want[m]).upper(), (m, got[m].rad() / abs(arb(poly) - want[m]))
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 def test_an_evaluator_answers_small_steps_from_one_model():
@@ -416,11 +411,3 @@ def test_a_model_is_built_only_for_steps_well_inside_its_radius_and_is_tight_at_
         assert not model.covers(wide)
         with pytest.raises(ValueError):
             model.values(wide, 3)
-
-
-@pytest.mark.parametrize("j", [4, 5, 8])
-def test_polylogarithms_of_higher_negative_order(j):
-    z = sp.symbols("z")
-    series = sp.series(li_neg(j, z), z, 0, 12).removeO()
-    assert sp.expand(series - sum(c ** j * z ** c for c in range(1, 12))) == 0
-    assert li_neg(j, arb(1) / 3).overlaps(sum(arb(c) ** j / arb(3) ** c for c in range(1, 300)))
