@@ -921,9 +921,12 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
     plain = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "numba" in r[d]]
     if plain:
         L += ["", "## What numba gains on the default kernel", "",
-              "The default numpy kernel takes four numba loops where numba runs (`kernels.usable`): the bag "
-              "layout's forward pass for two token types and one output (the exact rows), the squared loss's terms "
-              "for one output (every row but ICL), and the ICL sampler's rounds and count matrix. Each does numpy's "
+              "The default numpy kernel takes numba loops where numba runs (`kernels.usable`): the bag "
+              "layout's forward pass for two token types and one output (the exact rows); the rows layout's "
+              "passes over one-hot token rows (ICL, two-head AND: the scores less each string's maximum, then, "
+              "after numpy's own exponential, the normalisation and the mean tokens; the attention gradient); the "
+              "squared loss's terms (one output: every row but ICL; several: ICL); and the ICL sampler's rounds "
+              "and count matrix. Each does numpy's "
               "operations in numpy's order, so the results are the same bits. `numpy only` is the same step of one "
               "run on the same batch (and the sampler on the same draws) with those loops switched off "
               "(`kernels.numpy_paths`: the default kernel as it runs without numba); the two are timed "

@@ -191,16 +191,23 @@ def test_pairs_whose_first_coordinates_recur_out_of_order():
     _agree(batch, rng.standard_normal((2, 2, 12)), rng.standard_normal((2, 2, 12, 2)))
 
 
-def test_a_compiled_batch_builds_only_the_compiled_operators():
-    """The numpy kernel's CSR operators (0.4 ms a batch at d = 50, 1.1 ms at d = 200, more than a compiled
-    step) are not built for a batch the compiled kernel takes, neither with the layout nor by a step."""
+def test_each_kernel_builds_only_its_own_view_of_the_rows():
+    """The numpy path's CSR operators (0.4 ms a batch at d = 50, 1.1 ms at d = 200, more than a step) are built
+    for neither kernel's one-hot batch where numba runs, neither with the layout nor by a step: the compiled
+    kernel takes its one-hot view, the numpy kernel the same-bits loops' view.  Inside ``numpy_paths`` a step
+    of the numpy kernel builds them on demand."""
     batch = TK.sample("ICL", 12, 20, np.random.default_rng(0))
     _, D, K = TK.model_shape("ICL", 12, 1)
     tc, tn = E.from_batch(batch, "compiled"), E.from_batch(batch)
-    assert "_onehot" in tc.__dict__ and "_ops" in tn.__dict__
-    E.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tc)
-    E.risk(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tc)
-    assert "_ops" not in tc.__dict__
+    assert "_onehot" in tc.__dict__ and "_rows_loops" in tn.__dict__
+    for tb in (tc, tn):
+        E.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tb)
+        E.risk(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tb)
+        assert "_ops" not in tb.__dict__
+    assert "_rows_loops" not in tc.__dict__ and "_onehot" not in tn.__dict__
+    with KN.numpy_paths():
+        E.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tn)
+    assert "_ops" in tn.__dict__
 
 
 def test_rows_the_kernel_cannot_take_stay_on_the_numpy_path():
@@ -374,20 +381,23 @@ def _floats(obj) -> list:
     return [float(obj)] if isinstance(obj, float) else []
 
 
-SAME_BITS_LOOPS = ("bag_forward", "squared_terms", "icl_round", "count_csr")
+SAME_BITS_LOOPS = ("bag_forward", "squared_terms", "squared_outputs", "rows_shifted_scores",
+                   "rows_normalise_scatter", "rows_score_grad", "icl_round", "count_csr")
 
 
 def _default_kernel_work():
     """What the default numpy kernel computes at every call site of the same-bits loops: an exact population's
     step (``bag_forward``, ``squared_terms``), a sampled SLR step (rows, ``squared_terms``), an ICL batch drawn
-    (``icl_round``, ``count_csr``) and its step; as flat arrays (the sparse counts by their CSR arrays)."""
+    (``icl_round``, ``count_csr``) and its step under both losses (the rows loops; ``squared_outputs``); as flat
+    arrays (the sparse counts by their CSR arrays)."""
     from numerics.experiments.population import population
 
     out = []
     rng = np.random.default_rng(11)
     for task, loss, batch in (("OR", "squared", population("OR", 6, 1e-6, 1e-6, merged=True)),
                               ("SLR", "squared", TK.sample("SLR", 6, 32, np.random.default_rng(1), seed=0)),
-                              ("ICL", "cross_entropy", TK.sample("ICL", 6, 32, np.random.default_rng(2)))):
+                              ("ICL", "cross_entropy", TK.sample("ICL", 6, 32, np.random.default_rng(2))),
+                              ("ICL", "squared", TK.sample("ICL", 6, 32, np.random.default_rng(3)))):
         if sp.issparse(batch.m):
             m = sp.csr_matrix(batch.m)
             out += [m.indptr, m.indices, m.data]
@@ -398,8 +408,8 @@ def _default_kernel_work():
 
 
 def test_numpy_paths_switch_off_every_same_bits_loop_with_the_same_bits(monkeypatch):
-    """Inside ``numpy_paths`` no call site of the default kernel (the bag's forward pass, the squared loss's
-    terms, the ICL sampler's rounds and counts) reaches numba, and every result has the same bits as with the
+    """Inside ``numpy_paths`` no call site of the default kernel (the bag's forward pass, the rows' passes, the
+    squared loss's terms, the ICL sampler's rounds and counts) reaches numba, and every result has the same bits as with the
     loops; on exit the loops are taken again."""
     loops = KN._compiled()
     calls = dict.fromkeys(SAME_BITS_LOOPS, 0)

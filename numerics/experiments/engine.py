@@ -190,8 +190,9 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
                 seg=seg, nonempty=nonempty, rows=rows, kernel=kernel)
     # the operators of the kernel that will run, built here once per batch (the numpy ones on demand, by
-    # _row_operators, for compiled batches whose rows the compiled kernel cannot take)
-    if operators and _onehot(tb) is None:
+    # _row_operators, for compiled batches whose rows the compiled kernel cannot take, and for batches of the
+    # rows loops run inside ``kernels.numpy_paths``)
+    if operators and _onehot(tb) is None and _rows_loops(tb) is None:
         _row_operators(tb)
     return tb
 
@@ -254,6 +255,23 @@ def _row_operators(tb: Tokens):
                       for A in (score, scatter, gather, rows_t))
         ops = tb.__dict__["_ops"] = (scatter, gather, rows_t, reps, heavy, prods)
     return ops
+
+
+def _rows_loops(tb: Tokens):
+    """The rows loops' view of a batch (``kernels.OneHotRows``, built once per batch), where the numpy kernel
+    takes them: one group of one-hot sparse rows whose entries are in the order of its score product (sorted,
+    or at most two a row, whose sum does not depend on their order), and numba usable (``kernels.usable``,
+    asked at every call, so that ``kernels.numpy_paths`` reaches it).  The loops do the numpy path's
+    operations in its order, so they give its bits (``tests/test_kernels.py``); None elsewhere."""
+    if tb.kernel != "numpy" or tb.groups != 1 or not sp.issparse(tb.rows) or not KN.usable():
+        return None
+    view = tb.__dict__.get("_rows_loops")
+    if view is None:  # the score rows of one group are the rows themselves (``_row_operators``)
+        score = tb.rows
+        oh = KN.OneHotRows.of(score, tb.starts, tb.mult) if score.format == "csr" else None
+        ordered = oh is not None and (oh.idx.shape[0] <= 2 or score.has_sorted_indices)
+        view = tb.__dict__["_rows_loops"] = oh if ordered else False
+    return view or None
 
 
 def _fast_csr(A) -> bool:
@@ -373,6 +391,10 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     if oh is not None:
         Wt, xbar, _, f = _onehot_forward(alpha, B, tb, oh)
         return Forward(f=f, fh=None, w=Wt, V=xbar)
+    loops = _rows_loops(tb)
+    if loops is not None:  # the same operations in the same order in two loops around numpy's exponential
+        Wt, xbar = KN.rows_forward(alpha.reshape(R * H, D), loops)                    # (M, RH), (RH, N_ne, D)
+        return _readout(xbar, B, tb, Wt)
     _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
     G = tb.groups
     if G > 1 and R % G:
@@ -468,7 +490,6 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
     fh = (fw.fh if every else fw.fh[tb.nonempty]).reshape(N_ne, R * H, K)
-    _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     if K == 1:  # f_hn . g_n is one product
         fg = fh[..., 0] * g_ne[..., 0].T                                              # (N_ne, RH)
     elif R * H == 1:
@@ -477,6 +498,11 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         fg = np.empty((N_ne, R * H))
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
+    loops = _rows_loops(tb)
+    if loops is not None:  # the sparse branch's operations in its order, in one loop over the rows
+        return KN.rows_score_grad(U, fg, fw.w, loops).reshape(R, H, D), gB.reshape(R, H, D, K)
+    if sp.issparse(tb.rows):
+        _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
     if sp.issparse(tb.rows) and G > 1:  # group s's strings and runs: rows s N D .., columns its C H runs
         CH = R * H // G
         vg = gather_p(np.ascontiguousarray(U.reshape(G, CH, N_ne * D).transpose(0, 2, 1)).reshape(-1, CH))
@@ -743,6 +769,9 @@ def _terms_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.
         # one output: numpy's elementwise passes as one compiled pass, the same bits (``kernels.squared_terms``)
         lv, dl = KN.squared_terms(f[:, :, 0], tb.y[:, 0], tb.weights)
         return lv, dl[:, :, None]
+    if loss == "squared" and tb.y.shape[1] == f.shape[2] and KN.usable():
+        # several outputs (ICL): the same in one pass, numpy's pairwise sum over the outputs replayed
+        return KN.squared_outputs(f, tb.y, tb.weights)
     lv, dl = losses(f, tb, loss)
     return lv, np.multiply(dl, tb.weights[:, None, None], out=dl)
 

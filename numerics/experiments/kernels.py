@@ -1,6 +1,7 @@
 """Compiled loops (numba) for the engine's rows layout on one-hot token rows: the engine's ``kernel = "compiled"``;
 and loops that give numpy's own bits, taken under either kernel where numba runs (``usable``; see the end):
-the bag layout's forward pass, the squared loss's terms for one output, the ICL sampler's rounds and counts.
+the bag layout's forward pass, the rows layout's passes over one-hot rows, the squared loss's terms, the ICL
+sampler's rounds and counts.
 
 The numpy path of ``engine`` makes about a dozen passes over the (token rows, runs x heads) array per step
 (a CSR product for the scores, a segment maximum, an exponential per row, a segment sum, the CSR scatter
@@ -42,6 +43,18 @@ LLVM may take from the other operand); ``engine._bag_compiled`` says where it ru
 (the squared loss's elementwise terms for one output, ``engine._risk_and_dl``: every row but ICL) and, on
 integers, ``icl_round`` and ``count_csr`` (``tasks.sample_icl``).  numba compiles without fast-math, so
 LLVM neither contracts a product and a sum into one rounding nor reorders them.
+
+The default kernel's passes over one-hot token rows (ICL, two-head AND; ``engine._rows_loops`` says where)
+are the same kind of loop: ``rows_forward`` (the scores less each string's maximum, then numpy's own
+exponential, then the multiplicities, the normalisation and the scatter into the mean tokens) and
+``rows_score_grad`` (the backward pass's gather, difference, product and transposed scatter) do the numpy
+path's operations in its order: scipy's CSR products sum a row's entries, or a coordinate's rows, in order
+from +0, and multiply by the entry 1.0 (exact, so left out); ``np.add.reduceat`` adds a string's first weight
+to numpy's pairwise sum of the others (``_pairwise_column`` replays it: eight interleaved partial sums up to
+128 terms, halves above).  ``squared_outputs`` takes the squared loss of several outputs (ICL), whose
+``np.add.reduce`` over a contiguous row is the pairwise sum of the whole row.  The exponential stays numpy's
+(its loop can differ from the C library's that numba calls, as numpy's AVX-512 one does); so do the three
+readout products (BLAS) and f_n . g_n (einsum's own order).
 """
 from __future__ import annotations
 
@@ -72,7 +85,8 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def usable() -> bool:
     """Whether the loops that give numpy's own results run here (``bag_forward``, ``squared_terms``,
-    ``icl_round``, ``count_csr``, which the default numpy kernel takes too): numba is found, imports, and
+    ``squared_outputs``, ``rows_forward``, ``rows_score_grad``, ``icl_round``, ``count_csr``, which the
+    default numpy kernel takes too): numba is found, imports, and
     compiles (or loads) them, tried once per process on a tiny input.  Only then are they taken, so that a
     numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working as
     before, with the same results.  False, without a trial, inside ``numpy_paths``."""
@@ -83,6 +97,10 @@ def usable() -> bool:
         squared_terms(np.ones((2, 1)), np.ones(2), np.ones(2))
         icl_round(np.zeros((1, 2), np.int64), np.array([2]), np.array([1]), 2)
         count_csr(np.array([0, 0]), np.array([1, 1]), 1, 2)
+        rows = OneHotRows(idx=np.array([[0, 1, 0]]), bounds=np.array([0, 2, 3]), mult=np.ones(3), D=2)
+        W, _ = rows_forward(np.zeros((1, 2)), rows)
+        rows_score_grad(np.ones((1, 2, 2)), np.ones((2, 1)), W, rows)
+        squared_outputs(np.ones((2, 1, 2)), np.ones((2, 2)), np.ones(2))
     except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy paths instead
         return False
     return True
@@ -95,8 +113,8 @@ _numpy_paths_only = False
 @contextmanager
 def numpy_paths():
     """For its duration ``usable()`` is False, so that the engine and the ICL sampler take their numpy paths
-    instead of the loops that give their bits (``bag_forward``, ``squared_terms``, ``icl_round``,
-    ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
+    instead of the loops that give their bits (``bag_forward``, ``squared_terms``, ``squared_outputs``,
+    ``rows_forward``, ``rows_score_grad``, ``icl_round``, ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
     benchmark compares).  Every call site asks ``kernels.usable()`` at each call, so clearing its cache on entry
     reaches them all; it is cleared again on exit, and the next call repeats the trial (microseconds once the
     loops are loaded).  Process-wide (not per thread), and may be nested; this process only: a worker forked
@@ -531,6 +549,239 @@ def _pad(indptr, indices, idx):  # pragma: no cover - compiled
             idx[k, i] = indices[indptr[i] + k]
 
 
+def _pairwise_column(S, c, lo, n):  # pragma: no cover - compiled
+    """numpy's pairwise sum of S[lo:lo + n, c] (``pairwise_sum`` of numpy's float64 add loop, which
+    ``np.add.reduceat`` runs on each segment after its first entry): below 8 terms in order from -0.0; up to
+    128 in eight interleaved partial sums added as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the
+    rest in order; above, the two halves (the first a multiple of 8 long) each so, then added.  The recursion
+    is unrolled onto a stack (numba's cache does not keep recursive functions: a cached one crashed when
+    loaded): a node is pushed, its left half summed, then its right half, and the two added."""
+    lo_s = np.empty(64, np.int64)
+    n_s = np.empty(64, np.int64)
+    left = np.empty(64)
+    state = np.zeros(64, np.int64)     # 0: not started, 1: its left half being summed, 2: its right half
+    top = 0
+    lo_s[0] = lo
+    n_s[0] = n
+    v = 0.0
+    have = False                       # v is the sum of the node just popped
+    while True:
+        if have:
+            if top < 0:
+                return v
+            if state[top] == 1:        # the left half's sum: keep it, sum the right half
+                left[top] = v
+                state[top] = 2
+                half = n_s[top] // 2
+                half -= half % 8
+                top += 1
+                lo_s[top] = lo_s[top - 1] + half
+                n_s[top] = n_s[top - 1] - half
+                state[top] = 0
+                have = False
+            else:                      # the right half's: this node's sum, passed up
+                v = left[top] + v
+                top -= 1
+            continue
+        a = lo_s[top]
+        m = n_s[top]
+        if m > 128:
+            half = m // 2
+            half -= half % 8
+            state[top] = 1
+            top += 1
+            lo_s[top] = a
+            n_s[top] = half
+            state[top] = 0
+            continue
+        if m < 8:
+            v = -0.0
+            for i in range(m):
+                v += S[a + i, c]
+        else:
+            r0 = S[a, c]
+            r1 = S[a + 1, c]
+            r2 = S[a + 2, c]
+            r3 = S[a + 3, c]
+            r4 = S[a + 4, c]
+            r5 = S[a + 5, c]
+            r6 = S[a + 6, c]
+            r7 = S[a + 7, c]
+            i = 8
+            stop = m - m % 8
+            while i < stop:
+                r0 += S[a + i, c]
+                r1 += S[a + i + 1, c]
+                r2 += S[a + i + 2, c]
+                r3 += S[a + i + 3, c]
+                r4 += S[a + i + 4, c]
+                r5 += S[a + i + 5, c]
+                r6 += S[a + i + 6, c]
+                r7 += S[a + i + 7, c]
+                i += 8
+            v = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            while i < m:
+                v += S[a + i, c]
+                i += 1
+        top -= 1
+        have = True
+
+
+_pairwise_loop = _pairwise_column
+"""What the loops call for a pairwise sum: ``_pairwise_column`` itself in Python, its compiled form once
+``_compiled`` has run (numba resolves a global when it compiles a caller, so the compiled callers call the
+compiled sum)."""
+
+
+def _rows_shifted_scores(A, idx, bounds, S):  # pragma: no cover - compiled
+    """The numpy path's scores less their string's maximum (``engine._forward_rows``) on one-hot rows, its
+    operations in its order: S[i, c] = 0 + A[j_i1, c] + A[j_i2, c] + ... (scipy's ``csr_matvec(s)`` into
+    zeros: 1.0 * a is a, and the padding slot adds +0.0, which leaves a sum begun at +0 as it is), then
+    S[i, c] - max over the string's rows (``np.maximum.reduceat``, which is NaN if any score is: here a NaN
+    is skipped unless it comes first, but a NaN score makes the string's sum of exponentials NaN, so its
+    weights are all NaN either way, as the test of non-finite parameters checks).  A (C, D) the
+    coefficients, idx (P, M) and bounds (N_ne + 1,) the rows (``OneHotRows``).  Column by column, each sum
+    in a register."""
+    C, D = A.shape
+    P = idx.shape[0]
+    N = bounds.size - 1
+    a = np.empty(D + 1)
+    for c in range(C):
+        for j in range(D):
+            a[j] = A[c, j]
+        a[D] = 0.0
+        for n in range(N):
+            lo, hi = bounds[n], bounds[n + 1]
+            m = 0.0
+            for i in range(lo, hi):
+                v = 0.0 + a[idx[0, i]]
+                for k in range(1, P):
+                    v = v + a[idx[k, i]]
+                S[i, c] = v
+                if i == lo or v > m:
+                    m = v
+            for i in range(lo, hi):
+                S[i, c] = S[i, c] - m
+
+
+def _rows_normalise_scatter(S, mult, idx, bounds, xbar):  # pragma: no cover - compiled
+    """After numpy's exponential of ``_rows_shifted_scores``: the numpy path's rest of the forward pass over
+    the rows, its operations in its order.  S[i, c] *= mult[i] where mult[i] != 1 (x * 1.0 is x); Z = S[lo, c] +
+    the pairwise sum of the string's other rows (``np.add.reduceat``); S[i, c] /= Z (S becomes the weights);
+    xbar[c, n, j] = 0 + sum over the string's rows on coordinate j, in row order, of S[i, c] (scipy's product
+    with the scatter operator, whose row (n, j) lists those rows in order).  xbar (C, N_ne, D) is the layout
+    the readout products take."""
+    M, C = S.shape
+    D = xbar.shape[2]
+    P = idx.shape[0]
+    N = bounds.size - 1
+    acc = np.empty(D + 1)
+    for i in range(M):
+        mi = mult[i]
+        if mi != 1.0:
+            for c in range(C):
+                S[i, c] *= mi
+    for c in range(C):
+        for n in range(N):
+            lo, hi = bounds[n], bounds[n + 1]
+            Z = S[lo, c]
+            if hi - lo > 1:
+                Z = Z + _pairwise_loop(S, c, np.int64(lo) + 1, np.int64(hi - lo) - 1)  # (signed arguments)
+            acc[:] = 0.0
+            for i in range(lo, hi):
+                w = S[i, c] / Z
+                S[i, c] = w
+                for k in range(P):
+                    acc[idx[k, i]] += w
+            row = xbar[c, n]
+            for j in range(D):
+                row[j] = acc[j]
+
+
+def _rows_score_grad(U, fg, W, idx, bounds, ga):  # pragma: no cover - compiled
+    """The numpy path's attention gradient over one-hot rows (``engine._backward_rows``), its operations in
+    its order: v = 0 + U[c, n, j_i1] + U[c, n, j_i2] + ... (the gather product), ds = (v - fg[n, c]) W[i, c],
+    ga[c, j] = 0 + sum over the rows on coordinate j, in row order, of ds (the product with the rows'
+    transpose).  U (C, N_ne, D), fg (N_ne, C), W (M, C) the weights, ga (C, D)."""
+    C, D = ga.shape
+    P = idx.shape[0]
+    N = bounds.size - 1
+    u = np.empty(D + 1)
+    acc = np.empty(D + 1)
+    for c in range(C):
+        acc[:] = 0.0
+        u[D] = 0.0
+        for n in range(N):
+            lo, hi = bounds[n], bounds[n + 1]
+            for j in range(D):
+                u[j] = U[c, n, j]
+            f = fg[n, c]
+            for i in range(lo, hi):
+                v = 0.0 + u[idx[0, i]]
+                for k in range(1, P):
+                    v = v + u[idx[k, i]]
+                ds = (v - f) * W[i, c]
+                for k in range(P):
+                    acc[idx[k, i]] += ds
+        for j in range(D):
+            ga[c, j] = acc[j]
+
+
+def _squared_outputs(f, y, w, lv, dl, buf):  # pragma: no cover - compiled
+    """The squared loss's terms for K outputs, numpy's operations in numpy's order (``model._squared`` and
+    ``engine._terms_and_dl``): e = f[n, r] - y[n], lv[n, r] = 0.5 (pairwise sum over k of e_k e_k: numpy's
+    ``add.reduce`` along a contiguous row, from its first entry, unlike ``reduceat``), dl[n, r] = e w[n].
+    buf (K, 1) holds a row's squares."""
+    N, R, K = f.shape
+    for n in range(N):
+        wn = w[n]
+        for r in range(R):
+            for k in range(K):
+                e = f[n, r, k] - y[n, k]
+                buf[k, 0] = e * e
+                dl[n, r, k] = e * wn
+            lv[n, r] = 0.5 * _pairwise_loop(buf, 0, 0, K)
+
+
+def squared_outputs(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(loss lv (N, R), weighted gradient dl (N, R, K)) of ``_squared_outputs`` from outputs f (N, R, K)
+    (any strides), targets y (N, K) and weights w (N,)."""
+    N, R, K = f.shape
+    _check("the targets", y, (N, K))
+    _check("the weights", w, (N,))
+    lv, dl = np.empty((N, R)), np.empty((N, R, K))
+    _compiled().squared_outputs(_float(f), _float(y), _float(w), lv, dl, np.empty((K, 1)))
+    return lv, dl
+
+
+def rows_forward(A: np.ndarray, rows: OneHotRows) -> tuple[np.ndarray, np.ndarray]:
+    """(weights W (M, C), mean embeddings xbar (C, N_ne, D)) of the numpy path's forward pass over one-hot
+    rows at score coefficients A (C, D), the same bits: two loops around numpy's own exponential."""
+    if A.ndim != 2:
+        raise ValueError(f"score coefficients must be (runs x heads, D), got shape {A.shape}")
+    _check("the score coefficients", A, (A.shape[0], rows.D))
+    loops = _compiled()
+    S = np.empty((rows.idx.shape[1], A.shape[0]))
+    loops.rows_shifted_scores(_float(A), rows.uidx, rows.ubounds, S)
+    np.exp(S, out=S)
+    xbar = np.empty((A.shape[0], rows.bounds.size - 1, rows.D))
+    loops.rows_normalise_scatter(S, rows.mult, rows.uidx, rows.ubounds, xbar)
+    return S, xbar
+
+
+def rows_score_grad(U: np.ndarray, fg: np.ndarray, W: np.ndarray, rows: OneHotRows) -> np.ndarray:
+    """d risk / d A (C, D) of the numpy path's backward pass over one-hot rows, the same bits, from U = B g_n
+    (C, N_ne, D), fg = f_n . g_n (N_ne, C) and the weights W (M, C)."""
+    C = W.shape[1]
+    N = rows.bounds.size - 1
+    _check("U", U, (C, N, rows.D))
+    _check("fg", fg, (N, C))
+    _check("the weights", W, (rows.idx.shape[1], C))
+    ga = np.empty((C, rows.D))
+    _compiled().rows_score_grad(_float(U), _float(fg), _float(W), rows.uidx, rows.ubounds, ga)
+    return ga
+
+
 def _check(name: str, x: np.ndarray, shape: tuple) -> None:
     """The compiled loops run without bounds checks: a mis-shaped array must be refused before them."""
     if x.shape != shape:
@@ -572,7 +823,9 @@ def _compiled():
     without the leading underscore (``_compiled().bag_forward``)."""
     import numba
 
+    global _pairwise_loop
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
+    _pairwise_loop = jit(_pairwise_column)  # before the loops that call it compile (on their first call)
     loops = (_softmax_scatter, _score_grad, _pad, _bag_forward, _squared_loss, _icl_round, _count_csr,
-             _squared_terms)
+             _squared_terms, _squared_outputs, _rows_shifted_scores, _rows_normalise_scatter, _rows_score_grad)
     return SimpleNamespace(**{f.__name__.lstrip("_"): jit(f) for f in loops})
