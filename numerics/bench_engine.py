@@ -925,6 +925,7 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "layout's forward pass for two token types and one output (the exact rows); the rows layout's "
               "passes over one-hot token rows (ICL, two-head AND: the scores less each string's maximum, then, "
               "after numpy's own exponential, the normalisation and the mean tokens; the attention gradient); the "
+              "bag layout's score gradient from its pairs of types, summed in one einsum (even pairs); the "
               "squared loss's terms (one output: every row but ICL; several: ICL); and the ICL sampler's rounds "
               "and count matrix. Each does numpy's "
               "operations in numpy's order, so the results are the same bits. `numpy only` is the same step of one "

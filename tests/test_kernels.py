@@ -382,14 +382,14 @@ def _floats(obj) -> list:
 
 
 SAME_BITS_LOOPS = ("bag_forward", "squared_terms", "squared_outputs", "rows_shifted_scores",
-                   "rows_normalise_scatter", "rows_score_grad", "icl_round", "count_csr")
+                   "rows_normalise_scatter", "rows_score_grad", "type_pairs", "icl_round", "count_csr")
 
 
 def _default_kernel_work():
     """What the default numpy kernel computes at every call site of the same-bits loops: an exact population's
     step (``bag_forward``, ``squared_terms``), a sampled SLR step (rows, ``squared_terms``), an ICL batch drawn
-    (``icl_round``, ``count_csr``) and its step under both losses (the rows loops; ``squared_outputs``); as flat
-    arrays (the sparse counts by their CSR arrays)."""
+    (``icl_round``, ``count_csr``) and its step under both losses (the rows loops; ``squared_outputs``), an even
+    pairs step (``type_pairs``); as flat arrays (the sparse counts by their CSR arrays)."""
     from numerics.experiments.population import population
 
     out = []
@@ -397,7 +397,8 @@ def _default_kernel_work():
     for task, loss, batch in (("OR", "squared", population("OR", 6, 1e-6, 1e-6, merged=True)),
                               ("SLR", "squared", TK.sample("SLR", 6, 32, np.random.default_rng(1), seed=0)),
                               ("ICL", "cross_entropy", TK.sample("ICL", 6, 32, np.random.default_rng(2))),
-                              ("ICL", "squared", TK.sample("ICL", 6, 32, np.random.default_rng(3)))):
+                              ("ICL", "squared", TK.sample("ICL", 6, 32, np.random.default_rng(3))),
+                              ("even_pairs", "squared", TK.sample("even_pairs", 2, 32, np.random.default_rng(4)))):
         if sp.issparse(batch.m):
             m = sp.csr_matrix(batch.m)
             out += [m.indptr, m.indices, m.data]

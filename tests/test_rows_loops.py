@@ -5,7 +5,9 @@ mean tokens, risks, accuracies, gradients) on ICL and two-head AND batches and o
 several runs and heads, rows of one to three coordinates, repeated tokens, empty strings, strings longer than
 128 rows, saturated attention, both ICL losses and non-finite parameters (a NaN's sign aside); numpy's
 pairwise sums that the loops replay, for every length up to 600; the batches they do not take stay on the
-numpy path; their inputs are checked before the loops."""
+numpy path; their inputs are checked before the loops.  Also the bag layout's score gradient from all pairs of
+types at once (one einsum, ``kernels.type_pairs``): the per-pair loop's bits on even pairs' batches and random
+bags of up to ``engine.PAIRS_AT_ONCE_MAX`` strings."""
 from __future__ import annotations
 
 import numpy as np
@@ -206,3 +208,54 @@ def test_the_loops_refuse_mis_shaped_inputs():
         KN.squared_outputs(np.zeros((3, 1, 2)), np.zeros((3, 3)), np.ones(3))
     with pytest.raises(ValueError):
         KN.squared_outputs(np.zeros((3, 1, 2)), np.zeros((3, 2)), np.ones(2))
+
+
+def _bag_outputs(alpha, B, tb):
+    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    return {"risk": r, "d alpha": ga, "d B": gB, "f": f}
+
+
+@pytest.mark.parametrize("R,H", [(1, 1), (3, 1), (2, 2)])
+@pytest.mark.parametrize("embedding", ["query", "adjacent"])
+def test_type_pairs_at_once_give_the_loops_bits_on_even_pairs(R, H, embedding):
+    """Even pairs' sampled batches (8 or 9 types, 64 strings): the pairs at once (``kernels.type_pairs`` ran)
+    against one pair at a time, the same bits in the risk, both gradients and the outputs."""
+    batch = TK.sample("even_pairs", 2, 64, np.random.default_rng([R, H]), even_pairs_embedding=embedding)
+    tb = E.from_batch(batch)
+    assert tb.layout == "bag" and tb.counts.shape[1] in (8, 9)
+    _, D, K = TK.model_shape("even_pairs", 2, H, even_pairs_embedding=embedding)
+    rng = np.random.default_rng([R, H, D])
+    alpha, B = 2.0 * rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
+    calls = []
+    assert KN.usable()  # its trial (which calls the loop) done before counting
+    with pytest.MonkeyPatch.context() as m:
+        real = KN.type_pairs
+        m.setattr(KN, "type_pairs", lambda *a: calls.append(1) or real(*a))
+        got = _bag_outputs(alpha, B, tb)
+        assert calls
+        with KN.numpy_paths():
+            want = _bag_outputs(alpha, B, tb)
+        assert len(calls) == 1
+    _same_bits(got, want)
+
+
+@given(seed=st.integers(0, 2 ** 31 - 1), T=st.integers(3, 9), N=st.sampled_from([1, 7, 64, 1000, 4096]),
+       R=st.integers(1, 12))
+@examples(12)
+def test_type_pairs_at_once_give_the_loops_bits_on_random_bags(seed, T, N, R):
+    """Random bags of T types (counts with zeros, so some strings lack types and some are empty) up to the
+    size limit, up to 12 runs: the same bits with the pairs at once as one pair at a time."""
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, 4, (N, T)).astype(float) * (rng.random((N, T)) < 0.6)
+    tb = E.from_batch(TK.Batch(np.eye(T), m, rng.standard_normal((N, 1))))
+    assert tb.layout == "bag" and N <= E.PAIRS_AT_ONCE_MAX
+    alpha, B = 3.0 * rng.standard_normal((R, 1, T)), rng.standard_normal((R, 1, T, 1))
+    got = _bag_outputs(alpha, B, tb)
+    with KN.numpy_paths():
+        want = _bag_outputs(alpha, B, tb)
+    _same_bits(got, want)
+
+
+def test_type_pairs_refuses_mis_shaped_sums():
+    with pytest.raises(ValueError):
+        KN.type_pairs(np.ones((4, 2)), np.ones((5, 2)))

@@ -911,7 +911,32 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     # population at |alpha| = 20, |B| = 12: tests/test_tasks.py.)
     T = fw.w.shape[0]
     dV = np.einsum("tnc,nc->tc", fw.w, gh[..., 0])[..., None] if K == 1 else np.einsum("tnc,nck->tck", fw.w, gh)
-    ds = np.zeros((T, R * H))
+    if K == 1 and T > 2 and g.shape[0] <= PAIRS_AT_ONCE_MAX and KN.usable():
+        # every pair's sum in one einsum (the same sums as one call a pair, bit for bit, on so few strings),
+        # then the loop's differences, products and sums in its order (``kernels.type_pairs``)
+        t_of, s_of = np.tril_indices(T, -1)                                         # the loop's order of pairs
+        E = np.einsum("pnc,nc->pc", fw.w[t_of] * fw.w[s_of], gh[..., 0])           # (T (T - 1) / 2, RH)
+        ds = KN.type_pairs(fw.V[:, :, 0], E)
+    else:
+        ds = _type_pairs_loop(fw, gh, T, K)
+    G_V, G_s = dV.reshape(dV.shape[0], -1), ds
+    gB = np.asarray(tb.table.T @ G_V).reshape(D, R, H, K).transpose(1, 2, 0, 3)
+    ga = np.asarray(tb.table.T @ G_s).reshape(D, R, H).transpose(1, 2, 0)
+    return r, ga, gB, fw.f
+
+
+PAIRS_AT_ONCE_MAX = 4096
+"""The bag layout's score gradient takes every pair of types in one einsum on batches of at most this many
+strings (even pairs' sampled batches; not the exact populations).  One einsum over the stacked pairs gives each
+pair's sum the bits of its own call where the reduction over the strings fits numpy's iterator buffer (8192
+elements) in one piece (``tests/test_rows_loops.py`` holds the two to the same bits up to this size); on longer
+ones the buffering can split them differently (measured on numpy 2.4: at 9000 strings and one run the last bits
+moved)."""
+
+
+def _type_pairs_loop(fw: Forward, gh: np.ndarray, T: int, K: int) -> np.ndarray:
+    """The bag layout's ds (T, RH), one pair of types at a time (``_risk_and_grad``)."""
+    ds = np.zeros((T, gh.shape[1]))
     for t in range(T):
         for s in range(t):
             wts = fw.w[t] * fw.w[s]                                                # (N, RH)
@@ -921,10 +946,7 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
                 part = np.einsum("ck,ck->c", fw.V[t] - fw.V[s], np.einsum("nc,nck->ck", wts, gh))
             ds[t] += part
             ds[s] -= part
-    G_V, G_s = dV.reshape(dV.shape[0], -1), ds
-    gB = np.asarray(tb.table.T @ G_V).reshape(D, R, H, K).transpose(1, 2, 0, 3)
-    ga = np.asarray(tb.table.T @ G_s).reshape(D, R, H).transpose(1, 2, 0)
-    return r, ga, gB, fw.f
+    return ds
 
 
 TIE_RTOL = 1e-9

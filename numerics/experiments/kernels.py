@@ -55,6 +55,11 @@ to numpy's pairwise sum of the others (``_pairwise_column`` replays it: eight in
 ``np.add.reduce`` over a contiguous row is the pairwise sum of the whole row.  The exponential stays numpy's
 (its loop can differ from the C library's that numba calls, as numpy's AVX-512 one does); so do the three
 readout products (BLAS) and f_n . g_n (einsum's own order).
+
+``type_pairs`` takes the bag layout's score gradient for one output from its pair sums, which
+``engine._risk_and_grad`` computes for all pairs of types in one einsum on batches of at most
+``engine.PAIRS_AT_ONCE_MAX`` strings (even pairs: 28 pairs of its 8 types, one numpy call instead of 28):
+the per-pair loop's subtractions, products and sums in its order.
 """
 from __future__ import annotations
 
@@ -85,8 +90,8 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def usable() -> bool:
     """Whether the loops that give numpy's own results run here (``bag_forward``, ``squared_terms``,
-    ``squared_outputs``, ``rows_forward``, ``rows_score_grad``, ``icl_round``, ``count_csr``, which the
-    default numpy kernel takes too): numba is found, imports, and
+    ``squared_outputs``, ``rows_forward``, ``rows_score_grad``, ``type_pairs``, ``icl_round``,
+    ``count_csr``, which the default numpy kernel takes too): numba is found, imports, and
     compiles (or loads) them, tried once per process on a tiny input.  Only then are they taken, so that a
     numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working as
     before, with the same results.  False, without a trial, inside ``numpy_paths``."""
@@ -101,6 +106,7 @@ def usable() -> bool:
         W, _ = rows_forward(np.zeros((1, 2)), rows)
         rows_score_grad(np.ones((1, 2, 2)), np.ones((2, 1)), W, rows)
         squared_outputs(np.ones((2, 1, 2)), np.ones((2, 2)), np.ones(2))
+        type_pairs(np.ones((3, 1)), np.ones((3, 1)))
     except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy paths instead
         return False
     return True
@@ -114,7 +120,7 @@ _numpy_paths_only = False
 def numpy_paths():
     """For its duration ``usable()`` is False, so that the engine and the ICL sampler take their numpy paths
     instead of the loops that give their bits (``bag_forward``, ``squared_terms``, ``squared_outputs``,
-    ``rows_forward``, ``rows_score_grad``, ``icl_round``, ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
+    ``rows_forward``, ``rows_score_grad``, ``type_pairs``, ``icl_round``, ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
     benchmark compares).  Every call site asks ``kernels.usable()`` at each call, so clearing its cache on entry
     reaches them all; it is cleared again on exit, and the next call repeats the trial (microseconds once the
     loops are loaded).  Process-wide (not per thread), and may be nested; this process only: a worker forked
@@ -754,6 +760,30 @@ def squared_outputs(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.nda
     return lv, dl
 
 
+def _type_pairs(V, E, ds):  # pragma: no cover - compiled
+    """The bag layout's score gradient from its pair sums (``engine._risk_and_grad``, one output), the numpy
+    loop's operations in its order: for t = 0..T - 1, s = 0..t - 1 (pair p in that order), part = (V[t, c] -
+    V[s, c]) E[p, c], ds[t, c] += part, ds[s, c] -= part, from ds = 0.  V (T, C), E (P, C), ds (T, C)."""
+    T, C = V.shape
+    p = 0
+    for t in range(T):
+        for s in range(t):
+            for c in range(C):
+                part = (V[t, c] - V[s, c]) * E[p, c]
+                ds[t, c] += part
+                ds[s, c] -= part
+            p += 1
+
+
+def type_pairs(V: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """ds (T, C) of ``_type_pairs`` from the type values V (T, C) and the pair sums E (T (T - 1) / 2, C)."""
+    T, C = V.shape
+    _check("the pair sums", E, (T * (T - 1) // 2, C))
+    ds = np.zeros((T, C))
+    _compiled().type_pairs(_float(V), _float(E), ds)
+    return ds
+
+
 def rows_forward(A: np.ndarray, rows: OneHotRows) -> tuple[np.ndarray, np.ndarray]:
     """(weights W (M, C), mean embeddings xbar (C, N_ne, D)) of the numpy path's forward pass over one-hot
     rows at score coefficients A (C, D), the same bits: two loops around numpy's own exponential."""
@@ -827,5 +857,5 @@ def _compiled():
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
     _pairwise_loop = jit(_pairwise_column)  # before the loops that call it compile (on their first call)
     loops = (_softmax_scatter, _score_grad, _pad, _bag_forward, _squared_loss, _icl_round, _count_csr,
-             _squared_terms, _squared_outputs, _rows_shifted_scores, _rows_normalise_scatter, _rows_score_grad)
+             _squared_terms, _squared_outputs, _type_pairs, _rows_shifted_scores, _rows_normalise_scatter, _rows_score_grad)
     return SimpleNamespace(**{f.__name__.lstrip("_"): jit(f) for f in loops})
