@@ -139,8 +139,9 @@ KERNELS = ("numpy", "compiled")
 rounding of the committed results) or "compiled" (``kernels``: two compiled passes over the rows, products
 of per-coordinate exponentials, and the squared loss in one more; the same risks and gradients to
 rounding).  Dense rows always take the numpy path; bags too, but for the forward pass of two types and one
-output (``_bag_compiled``).  That pass, the squared loss's terms for one output (``_risk_and_dl``) and the
-ICL sampler's rounds (``tasks.sample_icl``) are compiled under both options where numba runs
+output (``_bag_compiled``).  That pass, the squared loss's terms (``_terms_and_dl``), the bag's score gradient
+from its pairs of types on small batches (``PAIRS_AT_ONCE_MAX``), the ICL sampler's rounds (``tasks.sample_icl``)
+and, under "numpy", the passes over one-hot token rows (``_rows_loops``) are compiled loops where numba runs
 (``kernels.usable``), and give numpy's bits (NaN signs aside)."""
 
 
@@ -262,7 +263,7 @@ def _rows_loops(tb: Tokens):
     takes them: one group of one-hot sparse rows whose entries are in the order of its score product (sorted,
     or at most two a row, whose sum does not depend on their order), and numba usable (``kernels.usable``,
     asked at every call, so that ``kernels.numpy_paths`` reaches it).  The loops do the numpy path's
-    operations in its order, so they give its bits (``tests/test_kernels.py``); None elsewhere."""
+    operations in its order, so they give its bits (``tests/test_rows_loops.py``); None elsewhere."""
     if tb.kernel != "numpy" or tb.groups != 1 or not sp.issparse(tb.rows) or not KN.usable():
         return None
     view = tb.__dict__.get("_rows_loops")
@@ -927,7 +928,8 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
 
 PAIRS_AT_ONCE_MAX = 4096
 """The bag layout's score gradient takes every pair of types in one einsum on batches of at most this many
-strings (even pairs' sampled batches; not the exact populations).  One einsum over the stacked pairs gives each
+strings (even pairs' sampled batches, and the unmerged class populations of three types up to that size).  One
+einsum over the stacked pairs gives each
 pair's sum the bits of its own call where the reduction over the strings fits numpy's iterator buffer (8192
 elements) in one piece (``tests/test_rows_loops.py`` holds the two to the same bits up to this size); on longer
 ones the buffering can split them differently (measured on numpy 2.4: at 9000 strings and one run the last bits

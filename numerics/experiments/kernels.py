@@ -80,7 +80,8 @@ TINY = 1e-280
 def available() -> bool:
     """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
     first use only: by the compiled kernel, or by ``usable``'s trial at the first training step with the
-    squared loss or on an exact population, or the first ICL batch drawn; with the loops loaded from the
+    squared loss or on an exact population, the first ICL batch drawn, or the first layout of sparse token
+    rows built (``engine.from_batch`` asks whether the rows loops will run); with the loops loaded from the
     cache that takes about 0.8 CPU s and 115 MB of resident memory once per process, which commands that
     train nothing do not pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a
     compiled run asks)."""
@@ -555,17 +556,19 @@ def _pad(indptr, indices, idx):  # pragma: no cover - compiled
             idx[k, i] = indices[indptr[i] + k]
 
 
-def _pairwise_column(S, c, lo, n):  # pragma: no cover - compiled
+def _pairwise_column(S, c, lo, n, stack, left):  # pragma: no cover - compiled
     """numpy's pairwise sum of S[lo:lo + n, c] (``pairwise_sum`` of numpy's float64 add loop, which
     ``np.add.reduceat`` runs on each segment after its first entry): below 8 terms in order from -0.0; up to
     128 in eight interleaved partial sums added as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the
     rest in order; above, the two halves (the first a multiple of 8 long) each so, then added.  The recursion
     is unrolled onto a stack (numba's cache does not keep recursive functions: a cached one crashed when
-    loaded): a node is pushed, its left half summed, then its right half, and the two added."""
-    lo_s = np.empty(64, np.int64)
-    n_s = np.empty(64, np.int64)
-    left = np.empty(64)
-    state = np.zeros(64, np.int64)     # 0: not started, 1: its left half being summed, 2: its right half
+    loaded): a node is pushed, its left half summed, then its right half, and the two added.  ``stack`` (3, 64)
+    int64 and ``left`` (64,) are the caller's scratch, allocated once per loop (allocating them here cost more
+    than the sums of ICL's loss)."""
+    lo_s = stack[0]
+    n_s = stack[1]
+    state = stack[2]                   # 0: not started, 1: its left half being summed, 2: its right half
+    state[0] = 0
     top = 0
     lo_s[0] = lo
     n_s[0] = n
@@ -682,6 +685,8 @@ def _rows_normalise_scatter(S, mult, idx, bounds, xbar):  # pragma: no cover - c
     P = idx.shape[0]
     N = bounds.size - 1
     acc = np.empty(D + 1)
+    stack = np.empty((3, 64), np.int64)
+    left = np.empty(64)
     for i in range(M):
         mi = mult[i]
         if mi != 1.0:
@@ -692,7 +697,7 @@ def _rows_normalise_scatter(S, mult, idx, bounds, xbar):  # pragma: no cover - c
             lo, hi = bounds[n], bounds[n + 1]
             Z = S[lo, c]
             if hi - lo > 1:
-                Z = Z + _pairwise_loop(S, c, np.int64(lo) + 1, np.int64(hi - lo) - 1)  # (signed arguments)
+                Z = Z + _pairwise_loop(S, c, np.int64(lo) + 1, np.int64(hi - lo) - 1, stack, left)  # (signed)
             acc[:] = 0.0
             for i in range(lo, hi):
                 w = S[i, c] / Z
@@ -735,10 +740,12 @@ def _rows_score_grad(U, fg, W, idx, bounds, ga):  # pragma: no cover - compiled
 
 def _squared_outputs(f, y, w, lv, dl, buf):  # pragma: no cover - compiled
     """The squared loss's terms for K outputs, numpy's operations in numpy's order (``model._squared`` and
-    ``engine._terms_and_dl``): e = f[n, r] - y[n], lv[n, r] = 0.5 (pairwise sum over k of e_k e_k: numpy's
-    ``add.reduce`` along a contiguous row, from its first entry, unlike ``reduceat``), dl[n, r] = e w[n].
-    buf (K, 1) holds a row's squares."""
+    ``engine._terms_and_dl``): e = f[n, r] - y[n], lv[n, r] = 0.5 (+0 + the pairwise sum over all k of e_k e_k:
+    numpy's ``add.reduce`` along a contiguous row gives that sum, +0 for no terms), dl[n, r] = e w[n].  buf (K, 1)
+    holds a row's squares."""
     N, R, K = f.shape
+    stack = np.empty((3, 64), np.int64)
+    left = np.empty(64)
     for n in range(N):
         wn = w[n]
         for r in range(R):
@@ -746,7 +753,7 @@ def _squared_outputs(f, y, w, lv, dl, buf):  # pragma: no cover - compiled
                 e = f[n, r, k] - y[n, k]
                 buf[k, 0] = e * e
                 dl[n, r, k] = e * wn
-            lv[n, r] = 0.5 * _pairwise_loop(buf, 0, 0, K)
+            lv[n, r] = 0.5 * (0.0 + _pairwise_loop(buf, 0, 0, K, stack, left))
 
 
 def squared_outputs(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -782,6 +789,14 @@ def type_pairs(V: np.ndarray, E: np.ndarray) -> np.ndarray:
     ds = np.zeros((T, C))
     _compiled().type_pairs(_float(V), _float(E), ds)
     return ds
+
+
+def pairwise_column(S: np.ndarray, c: int, lo: int, n: int) -> float:
+    """numpy's pairwise sum of S[lo:lo + n, c] by the loops' ``_pairwise_column`` (S float64, C-contiguous)."""
+    if S.ndim != 2 or not 0 <= c < S.shape[1] or lo < 0 or n < 0 or lo + n > S.shape[0]:
+        raise ValueError(f"rows {lo}..{lo + n - 1} of column {c} are not in an array of shape {S.shape}")
+    _compiled()
+    return float(_pairwise_loop(_float(S), int(c), int(lo), int(n), np.empty((3, 64), np.int64), np.empty(64)))
 
 
 def rows_forward(A: np.ndarray, rows: OneHotRows) -> tuple[np.ndarray, np.ndarray]:
