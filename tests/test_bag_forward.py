@@ -20,6 +20,7 @@ from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import population
+from tests._spies import counted
 
 pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
 
@@ -40,19 +41,7 @@ def _outputs(alpha, B, tb):
 
 def _both(alpha, B, tb):
     """(compiled, numpy) outputs; asserts that both compiled loops ran, and then that neither did."""
-    calls = {"bag_forward": 0, "squared_terms": 0}
-
-    def spy(name):
-        real = getattr(KN, name)
-
-        def call(*args):
-            calls[name] += 1
-            return real(*args)
-        return call
-
-    with pytest.MonkeyPatch.context() as m:
-        for name in calls:
-            m.setattr(KN, name, spy(name))
+    with counted(KN, ["bag_forward", "squared_terms"]) as calls, pytest.MonkeyPatch.context() as m:
         got = _outputs(alpha, B, tb)
         assert all(calls.values()), f"a compiled loop did not run: {calls}"
         m.setattr(KN, "usable", lambda: False)

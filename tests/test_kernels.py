@@ -20,6 +20,7 @@ from numerics.experiments import runner as RN
 from numerics.experiments import tasks as TK
 from numerics.model import Model, Params
 from theory.validation import SettingError
+from tests._spies import counted
 
 pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
 
@@ -408,38 +409,27 @@ def _default_kernel_work():
     return out
 
 
-def test_numpy_paths_switch_off_every_same_bits_loop_with_the_same_bits(monkeypatch):
-    """Inside ``numpy_paths`` no call site of the default kernel (the bag's forward pass, the rows' passes, the
-    squared loss's terms, the ICL sampler's rounds and counts) reaches numba, and every result has the same bits as with the
-    loops; on exit the loops are taken again."""
-    loops = KN._compiled()
-    calls = dict.fromkeys(SAME_BITS_LOOPS, 0)
-
-    def counting(name):
-        fn = getattr(loops, name)
-
-        def wrapper(*a):
-            calls[name] += 1
-            return fn(*a)
-        return wrapper
-    for name in SAME_BITS_LOOPS:
-        monkeypatch.setattr(loops, name, counting(name))
-    assert KN.usable()
-    with_loops = _default_kernel_work()
-    assert all(calls.values()), calls        # the workload reaches every loop
-    calls.update(dict.fromkeys(calls, 0))
-    with KN.numpy_paths():
-        assert not KN.usable()
-        with KN.numpy_paths():               # nested: still off after the inner one ends
-            pass
-        without = _default_kernel_work()
-    assert calls == dict.fromkeys(SAME_BITS_LOOPS, 0)
-    assert len(without) == len(with_loops)
-    for a, b in zip(with_loops, without):
-        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    assert KN.usable()
-    _default_kernel_work()
-    assert all(calls.values()), calls
+def test_numpy_paths_switch_off_every_same_bits_loop_with_the_same_bits():
+    """Inside ``numpy_paths`` no call site of the default kernel (the bag's forward pass and pairs of types, the
+    rows' passes, the squared loss's terms, the ICL sampler's rounds and counts) reaches numba, and every result
+    has the same bits as with the loops; on exit the loops are taken again."""
+    with counted(KN._compiled(), SAME_BITS_LOOPS) as calls:
+        assert KN.usable()
+        with_loops = _default_kernel_work()
+        assert all(calls.values()), calls        # the workload reaches every loop
+        calls.update(dict.fromkeys(calls, 0))
+        with KN.numpy_paths():
+            assert not KN.usable()
+            with KN.numpy_paths():               # nested: still off after the inner one ends
+                pass
+            without = _default_kernel_work()
+        assert calls == dict.fromkeys(SAME_BITS_LOOPS, 0)
+        assert len(without) == len(with_loops)
+        for a, b in zip(with_loops, without):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        assert KN.usable()
+        _default_kernel_work()
+        assert all(calls.values()), calls
 
 
 def test_numpy_paths_restores_the_switch_after_an_error():

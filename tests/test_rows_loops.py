@@ -20,6 +20,7 @@ from checks.strategies import examples
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
 from numerics.experiments import tasks as TK
+from tests._spies import counted
 
 pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
 
@@ -38,19 +39,7 @@ def _outputs(alpha, B, tb, loss):
 def _both(alpha, B, batch, loss="squared", need=LOOPS):
     """(loops, numpy) outputs on one batch (each on its own layout of it); asserts that the loops in ``need``
     ran, and then that none did."""
-    calls = dict.fromkeys(LOOPS, 0)
-
-    def spy(name):
-        real = getattr(KN, name)
-
-        def call(*args):
-            calls[name] += 1
-            return real(*args)
-        return call
-
-    with pytest.MonkeyPatch.context() as m:
-        for name in LOOPS:
-            m.setattr(KN, name, spy(name))
+    with counted(KN, LOOPS) as calls:
         tb = E.from_batch(batch)
         assert E._rows_loops(tb) is not None
         got = _outputs(alpha, B, tb, loss)
@@ -243,16 +232,13 @@ def test_type_pairs_at_once_give_the_loops_bits_on_even_pairs(R, H, embedding):
     _, D, K = TK.model_shape("even_pairs", 2, H, even_pairs_embedding=embedding)
     rng = np.random.default_rng([R, H, D])
     alpha, B = 2.0 * rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
-    calls = []
     assert KN.usable()  # its trial (which calls the loop) done before counting
-    with pytest.MonkeyPatch.context() as m:
-        real = KN.type_pairs
-        m.setattr(KN, "type_pairs", lambda *a: calls.append(1) or real(*a))
+    with counted(KN, ["type_pairs"]) as calls:
         got = _bag_outputs(alpha, B, tb)
-        assert calls
+        assert calls["type_pairs"] == 1
         with KN.numpy_paths():
             want = _bag_outputs(alpha, B, tb)
-        assert len(calls) == 1
+        assert calls["type_pairs"] == 1
     _same_bits(got, want)
 
 
@@ -286,10 +272,7 @@ def test_type_pairs_at_once_only_up_to_the_limit(N, at_once):
     m = rng.integers(0, 3, (N, 3)).astype(float)
     tb = E.from_batch(TK.Batch(np.eye(3), m, rng.standard_normal((N, 1))))
     assert tb.layout == "bag"
-    calls = []
     assert KN.usable()
-    with pytest.MonkeyPatch.context() as mp:
-        real = KN.type_pairs
-        mp.setattr(KN, "type_pairs", lambda *a: calls.append(1) or real(*a))
+    with counted(KN, ["type_pairs"]) as calls:
         E.risk_and_grad(rng.standard_normal((1, 1, 3)), rng.standard_normal((1, 1, 3, 1)), tb)
-    assert bool(calls) == at_once
+    assert calls["type_pairs"] == int(at_once)
