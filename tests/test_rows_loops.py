@@ -4,7 +4,8 @@ the numpy path's bits, not only its values to rounding, in every output of the e
 mean tokens, risks, accuracies, gradients) on ICL and two-head AND batches and on random one-hot batches with
 several runs and heads, rows of one to three coordinates, repeated tokens, empty strings, strings longer than
 128 rows, saturated attention, both ICL losses and non-finite parameters (a NaN's sign aside); numpy's
-pairwise sums that the loops replay, for every length up to 600; the batches they do not take stay on the
+pairwise sums that the loops replay (``reduceat``'s for every segment length up to 600, ``reduce``'s for every
+row length up to 300); the batches they do not take stay on the
 numpy path; their inputs are checked before the loops.  Also the bag layout's score gradient from all pairs of
 types at once (one einsum, ``kernels.type_pairs``): the per-pair loop's bits on even pairs' batches and random
 bags of up to ``engine.PAIRS_AT_ONCE_MAX`` strings."""
@@ -135,9 +136,9 @@ def test_non_finite_parameters_give_the_numpy_paths_results(bad, present):
 
 def test_the_pairwise_sums_replay_numpys():
     """``_pairwise_column`` against ``np.add.reduceat`` (a segment's first entry plus the pairwise sum of the
-    rest) and ``np.add.reduce`` along a contiguous row (the pairwise sum of all), for every length 1..600 and
-    columns of a several-column array, on terms of magnitudes 1e-13..1e13 (where any other order rounds
-    differently: a sequential sum differs on most of them)."""
+    rest; every segment length 1..600, columns of a several-column array) and ``np.add.reduce`` along a
+    contiguous row (the pairwise sum of all; every row length 1..300), on terms exp(6 N(0, 1)), which span many
+    orders of magnitude (where another order rounds differently: a sequential sum differs on most of them)."""
     rng = np.random.default_rng(0)
     lengths = np.arange(1, 601)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
@@ -161,7 +162,8 @@ def test_the_pairwise_sums_replay_numpys():
 @examples(30)
 def test_the_squared_loss_of_several_outputs_is_numpys(seed, N, R, K, strided):
     """``squared_outputs`` against the numpy path's squared loss (``engine.losses`` and the weights' product) on
-    outputs of magnitudes 1e-9..1e9 (where a sequential sum over the outputs rounds differently), any layout."""
+    outputs exp(4 N(0, 1)) of either sign (in practice about 1e-7..1e7, where a sequential sum over the outputs
+    rounds differently), contiguous or strided."""
     rng = np.random.default_rng(seed)
     f = np.exp(4.0 * rng.standard_normal((N, R, 2 * K if strided else K))) * rng.choice([-1.0, 1.0], (N, R, 1))
     f = f[:, :, ::2] if strided else f
