@@ -929,11 +929,10 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
 PAIRS_AT_ONCE_MAX = 4096
 """The bag layout's score gradient takes every pair of types in one einsum on batches of at most this many
 strings (even pairs' sampled batches, and the unmerged class populations of three types up to that size).  One
-einsum over the stacked pairs gives each
-pair's sum the bits of its own call where the reduction over the strings fits numpy's iterator buffer (8192
-elements) in one piece (``tests/test_rows_loops.py`` holds the two to the same bits up to this size); on longer
-ones the buffering can split them differently (measured on numpy 2.4: at 9000 strings and one run the last bits
-moved)."""
+einsum over the stacked pairs gives each pair's sum the bits of its own call where the reduction over the strings
+fits numpy's iterator buffer (8192 elements) in one piece (``tests/test_rows_loops.py`` holds the two to the same
+bits up to this size); on longer ones the buffering can split them differently (measured on numpy 2.4: at 9000
+strings and one run the last bits moved)."""
 
 
 def _type_pairs_loop(fw: Forward, gh: np.ndarray, T: int, K: int) -> np.ndarray:

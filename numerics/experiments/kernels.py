@@ -119,14 +119,15 @@ _numpy_paths_only = False
 
 @contextmanager
 def numpy_paths():
-    """For its duration ``usable()`` is False, so that the engine and the ICL sampler take their numpy paths
-    instead of the loops that give their bits (``bag_forward``, ``squared_terms``, ``squared_outputs``,
-    ``rows_forward``, ``rows_score_grad``, ``type_pairs``, ``icl_round``, ``count_csr``): the default kernel as it runs without numba, with the same results (what the engine
-    benchmark compares).  Every call site asks ``kernels.usable()`` at each call, so clearing its cache on entry
-    reaches them all; it is cleared again on exit, and the next call repeats the trial (microseconds once the
-    loops are loaded).  Process-wide (not per thread), and may be nested; this process only: a worker forked
-    inside it keeps the numpy paths for its life, a spawned one never takes them, so create no pool inside.  The compiled kernel
-    (``kernel = "compiled"``) is left as it is: it needs numba and does not ask ``usable``."""
+    """For its duration ``usable()`` is False, so that the engine and the ICL sampler take their numpy paths instead of
+    the loops that give their bits (``bag_forward``, ``squared_terms``, ``squared_outputs``, ``rows_forward``,
+    ``rows_score_grad``, ``type_pairs``, ``icl_round``, ``count_csr``): the default kernel as it runs without numba,
+    with the same results (what the engine benchmark compares). Every call site asks ``kernels.usable()`` at each
+    call, so clearing its cache on entry reaches them all; it is cleared again on exit, and the next call repeats
+    the trial (microseconds once the loops are loaded). Process-wide (not per thread), and may be nested; this
+    process only: a worker forked inside it keeps the numpy paths for its life, a spawned one never takes them, so
+    create no pool inside. The compiled kernel (``kernel = "compiled"``) is left as it is: it needs numba and does
+    not ask ``usable``."""
     global _numpy_paths_only
     was = _numpy_paths_only
     _numpy_paths_only = True
@@ -872,5 +873,6 @@ def _compiled():
     jit = numba.njit(cache=True, nogil=True, boundscheck=False)
     _pairwise_loop = jit(_pairwise_column)  # before the loops that call it compile (on their first call)
     loops = (_softmax_scatter, _score_grad, _pad, _bag_forward, _squared_loss, _icl_round, _count_csr,
-             _squared_terms, _squared_outputs, _type_pairs, _rows_shifted_scores, _rows_normalise_scatter, _rows_score_grad)
+             _squared_terms, _squared_outputs, _type_pairs, _rows_shifted_scores, _rows_normalise_scatter,
+             _rows_score_grad)
     return SimpleNamespace(**{f.__name__.lstrip("_"): jit(f) for f in loops})
