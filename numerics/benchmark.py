@@ -254,6 +254,15 @@ def _arb_str(ball, digits: int = 20) -> str:
     return ball.str(digits, radius=True)
 
 
+def _blas_threads() -> str:
+    """numpy's BLAS libraries in this process and their threads (threadpoolctl), e.g. ``openblas 1``."""
+    from threadpoolctl import threadpool_info
+
+    found = [f"{i['internal_api']} {i['num_threads']}" for i in threadpool_info()
+             if i.get("user_api") == "blas" and "numpy" in i.get("filepath", "")]
+    return ", ".join(found) or "none found"
+
+
 def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_suite: bool = False) -> list[str]:
     """Run the benchmark; returns the Markdown lines of docs/benchmarks.md.  ``tiny`` (a smoke size for tests,
     a few seconds: its times mean nothing) keeps only the first table, with a Monte Carlo pilot of
@@ -279,6 +288,10 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
         "(process CPU time, median of 5, at the start of the run).  Every time below depends on the host, and "
         "the machines these pages are made on are shared and vary: compare two dates' pages by this rate, and "
         "read a target as met or missed on this host.",
+        f"numpy's BLAS in this process: {_blas_threads()} thread(s) (OPENBLAS_NUM_THREADS "
+        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')} here; `occ-companion` and `python3 -m app` load "
+        "numpy on one BLAS thread unless the variable is set, and start the commands timed below without it, as "
+        "a user's shell would).",
         f"Point: alpha = ({POINT[0]}, {POINT[1]}, ...), beta = ({POINT[2]}, {POINT[3]}, ...), squared loss, "
         "balancing p, lengths on {1, 2, ...}.",
         "",

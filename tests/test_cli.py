@@ -91,6 +91,43 @@ def test_version_and_python_dash_m():
     assert proc.returncode == 0 and proc.stdout.strip() == f"occ-companion {__version__}"
 
 
+_BLAS_PROBE = """
+import json, os, subprocess, sys
+if sys.argv[1] == "program":
+    sys.argv = ["-m"]  # what runpy shows while `python3 -m app...` imports the package
+import app
+import numpy
+from threadpoolctl import threadpool_info
+child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"],
+                       capture_output=True, text=True).stdout.strip()
+print(json.dumps({"defaulted": app.BLAS_THREADS_DEFAULTED, "env": os.environ.get("OPENBLAS_NUM_THREADS"),
+                  "child": child, "threads": [i["num_threads"] for i in threadpool_info()
+                                              if i["internal_api"] == "openblas" and "numpy" in i["filepath"]]}))
+"""
+
+
+@pytest.mark.skipif(not any(i.get("internal_api") == "openblas" for i in __import__("threadpoolctl").threadpool_info())
+                    or (__import__("os").cpu_count() or 1) < 2, reason="numpy without OpenBLAS, or one core")
+def test_a_program_loads_numpy_with_one_blas_thread_and_passes_nothing_on():
+    """``python3 -m app...`` loads numpy's OpenBLAS on one thread when OPENBLAS_NUM_THREADS is unset (its
+    start-up pool only spins), unsets the variable again so that nothing it starts inherits it, and keeps a
+    value the user set; importing ``app`` as a library changes nothing."""
+    import os
+
+    def probe(mode, **extra):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | extra
+        out = subprocess.run([sys.executable, "-c", _BLAS_PROBE, mode], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    assert probe("program") == {"defaulted": True, "env": None, "child": "None", "threads": [1]}
+    assert probe("program", OPENBLAS_NUM_THREADS="2") == {"defaulted": False, "env": "2", "child": "2",
+                                                          "threads": [2]}
+    library = probe("library")
+    assert library["defaulted"] is False and library["env"] is None and library["threads"][0] > 1
+
+
 def test_every_option_has_help_with_its_default():
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "cmd").choices
