@@ -17,10 +17,12 @@ from . import exitcodes  # no imports of its own: loaded before anything that ca
 
 
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+BLAS_THREADS_VARIABLES = (BLAS_THREADS_ENV, "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+"""The variables OpenBLAS reads for its thread count when it loads (the first one set wins, in this order)."""
 BLAS_THREADS_DEFAULTED = False
 """True when this program loaded numpy with ``OPENBLAS_NUM_THREADS=1`` (a command started by ``python3 -m
-app...`` or ``occ-companion`` with the variable unset; see below): numpy's BLAS then runs on one thread in this
-process.  A value the user set is kept and used."""
+app...`` or ``occ-companion`` with none of ``BLAS_THREADS_VARIABLES`` set; see below): numpy's OpenBLAS then
+runs on one thread in this process.  A count the user set in any of them is kept and used."""
 
 
 def _uncaught_as_one_line(kind, value, tb) -> None:
@@ -46,12 +48,13 @@ if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") =
     # a program is starting: `python3 -m app...` (runpy loads this package while argv[0] is "-m") or the
     # console script
     sys.excepthook = _uncaught_as_one_line
-    if BLAS_THREADS_ENV not in os.environ:
+    if not any(v in os.environ for v in BLAS_THREADS_VARIABLES):
         # numpy's OpenBLAS starts its thread pool when it loads, and on this 2-core host the pool spins for
         # about 0.1 CPU s that no command uses (the main job at d = 50: 0.59-0.64 CPU s with it, 0.48-0.50
         # without, the same wall time; its products are 2 x 2 and a few d-vectors).  The variable is set only
-        # while numpy loads: nothing this program starts sees it (the experiments' worker processes run BLAS
-        # on one thread anyway, by threadpoolctl), and scipy's own OpenBLAS, loaded later, is not affected.
+        # while numpy loads: no process this program starts sees it (a worker forked from it, as table1's pool
+        # on Linux, inherits the one-thread pool itself, and the experiments' workers run BLAS on one thread
+        # anyway, by threadpoolctl), and scipy's own OpenBLAS, loaded later, is not affected.
         os.environ[BLAS_THREADS_ENV] = "1"
         try:
             import numpy  # noqa: F401

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
@@ -666,9 +666,12 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
         out["torch"] = torch.__version__
     with threadpool_limits(limits=1):
         out["dgemm_gflops_1thread_wall"], out["dgemm_gflops_1thread"] = dgemm_rate(gemm_n)
-    out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
+    # BLAS's default: one thread a core, set explicitly (``occ-companion`` loads numpy on one thread)
+    default_threads = os.cpu_count() or 1
+    with threadpool_limits(limits=default_threads, user_api="blas"):
+        out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
     out["gemm_n"] = gemm_n
-    out["blas_default_threads"] = max((i.get("num_threads", 1) for i in threadpool_info()), default=1)
+    out["blas_default_threads"] = default_threads
     for row, task, heads in rows:
         res = out["rows"].setdefault(row, {})
         for d in ds:
@@ -742,8 +745,9 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     icl_d = ds[0]
     case = make_case("ICL", "ICL", 1, icl_d, Config())
     a1, B1 = initial(case, 1)
-    out["icl_default_threads"] = {"d": icl_d, "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss),
-                                                             repeats)}
+    with threadpool_limits(limits=default_threads, user_api="blas"):
+        out["icl_default_threads"] = {"d": icl_d, "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss),
+                                                                 repeats)}
     with threadpool_limits(limits=1):
         out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
                                                            repeats)
@@ -892,7 +896,7 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
          f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
          f"by CPU time at the start of the run ({res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
          f"{res['dgemm_gflops_default']:.1f} GFLOP/s by wall time with BLAS's default {res['blas_default_threads']} "
-         "threads. "
+         "threads (one a core, set for the measurement). "
          f"One ICL engine step at d = {res['icl_default_threads']['d']}: "
          f"{_ms(res['icl_default_threads']['time'][1])} ms CPU / {_ms(res['icl_default_threads']['time'][0])} ms "
          f"wall with the default threads, {_ms(res['icl_default_threads']['time_1thread'][1])} / "

@@ -2,7 +2,7 @@
 tolerance at a cost linear in d, and the (n, c) Monte Carlo is unbiased within its standard error."""
 import re
 
-from numerics.benchmark import POINT, monte_carlo, numpy_double_sum
+from numerics.benchmark import POINT, double_sum_terms, monte_carlo, numpy_double_sum
 from numerics.series import SeriesEvaluator
 from theory.setting import Setting
 
@@ -15,6 +15,16 @@ def test_numpy_double_sum_is_the_risk_and_its_cost_is_linear_in_d():
         assert abs(risks[d] - series.risk) <= series.risk_bound + 1e-15
     # the count cut C(n) grows like n / d: terms double with d (without it they would quadruple)
     assert 1.6 < terms[80] / terms[40] < 2.6
+
+
+def test_the_double_sums_terms_built_once_serve_every_point_with_the_same_bits():
+    """The benchmark times the double sum's evaluation on terms built once per d (as the series' enumeration):
+    built once or inside each call, the same risk to the bit, at points whose risks differ."""
+    terms = double_sum_terms(30, tol=1e-15)
+    other = (0.4, -0.2, 0.9, -0.7)
+    for point in (POINT, other):
+        assert numpy_double_sum(30, point, tol=1e-15, terms=terms) == numpy_double_sum(30, point, tol=1e-15)
+    assert numpy_double_sum(30, POINT, terms=terms)[0] != numpy_double_sum(30, other, terms=terms)[0]
 
 
 def test_monte_carlo_on_counts_is_within_its_standard_error():
@@ -50,8 +60,12 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
          "commit": "f00", "elapsed_s": 24.0, "cpu_s": 48.0}))
-    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 1 min CPU) | "
+    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 1 min CPU, met: yes) | "
             "`occ-companion table1 -r` | f00 | 0.4 min | 0.8 min |") in B.recorded_experiment_runs(tmp_path)
+    (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
+        {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
+         "commit": "f00", "elapsed_s": 24.0, "cpu_s": 61.0}))
+    assert any("under 1 min CPU, met: **no**) |" in line for line in B.recorded_experiment_runs(tmp_path))
     (tmp_path / "example_table1" / "theory-52" / "table1.json").unlink()
     # the d = 200 run, and its memory record
     (tmp_path / "example_table1" / "d200").mkdir()
@@ -64,7 +78,20 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     lines = B.recorded_experiment_runs(tmp_path)
     assert "| Table 1, default reading, d = 200, ICL, OR | `occ-companion table1 --d 200` | def | 1.0 min | 1.5 min |" in lines
     assert lines[-1].startswith("Memory of the d = 200 run (target: under 2 GB): largest process 1.16 GB")
-    assert "summed over its processes 2.06 GB" in lines[-1] and "from second 7 on, 1.51 GB. N." in lines[-1]
+    assert "summed over its processes 2.06 GB" in lines[-1] and "from second 7 on, 1.51 GB. Target met: yes, " \
+        "read on the peak of the summed PSS" in lines[-1] and "can be missed). N." in lines[-1]
+    # the verdict follows the summed PSS; the high-water marks, where recorded, are said to be under or over
+    for pss, hwm, verdict, side in ((1.512, 2.1, "yes", "over"), (2.01, 2.1, "**no**", "over"),
+                                    (1.5, 1.9, "yes", "under")):
+        (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(
+            {"peak_rss_largest_process_GB": 1.163, "peak_rss_summed_GB": 2.062, "pss_sampled_from_s": 7,
+             "peak_pss_summed_GB": pss, "hwm_summed_GB": hwm, "note": "N."}))
+        last = B.recorded_experiment_runs(tmp_path)[-1]
+        assert f"Target met: {verdict}, read on" in last and f"summed, {hwm:.2f} GB, bound the resident peak " \
+            f"from above and are {side} the target" in last
+    (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(
+        {"peak_rss_largest_process_GB": 1.163, "peak_rss_summed_GB": 2.062, "pss_sampled_from_s": 7,
+         "peak_pss_summed_GB": 1.512, "note": "N."}))
     # later whole reruns, PSS sampled from the start
     record = json.loads((tmp_path / "example_table1" / "d200" / "memory.json").read_text())
     record["reruns"] = [{"command": ["occ-companion", "table1"], "commit": "0123456789ab", "wall_s": 1800.0, "cpu_s": 2400.0,
@@ -76,7 +103,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
                          "note": "V."}]
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
     last = B.recorded_experiment_runs(tmp_path)[-1]
-    assert "from second 7 on, 1.51 GB. N. Measured since, over a whole rerun (`occ-companion table1` at 0123456789, " \
+    assert "can be missed). N. Measured since, over a whole rerun (`occ-companion table1` at 0123456789, " \
            "30 min wall, 40 min CPU), PSS summed" in last
     assert "peak 1.23 GB at second 12 (RSS summed 1.50 GB; the processes' resident high-water marks summed 2.25 GB, " \
            "the largest 0.90 GB). W. Measured since, over the first 1 min of a rerun (`x` at fedcba9876, 1 min wall), " \
@@ -92,13 +119,26 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     record["reruns"] = []
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
     lines = B.recorded_experiment_runs(tmp_path)
-    assert lines[-3].endswith("from second 7 on, 1.51 GB. N.") and lines[-2] == ""
+    assert lines[-3].endswith("can be missed). N.") and lines[-2] == ""
     assert lines[-1] == ("Earlier runs of the same command, on the code before abc1234: E. The first committed run "
                          "(at 8a5685eb04): largest process 1.16 GB resident; resident sets summed 2.06 GB; PSS, "
                          "sampled from second 1475 on, 1.51 GB. F. Then, over a whole rerun (`occ-companion table1` "
                          "at 0123456789, 30 min wall, 40 min CPU), PSS summed over its processes sampled every second "
                          "from the start: peak 1.23 GB at second 12 (RSS summed 1.50 GB; the processes' resident "
                          "high-water marks summed 2.25 GB, the largest 0.90 GB). W.")
+
+
+def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypatch):
+    from numerics import benchmark as B
+
+    def row(cpu, peak, status=0, **target):
+        monkeypatch.setattr(B, "run_process", lambda args, repeat, warm=False: {
+            "cpu": cpu, "wall": 1.0, "peak_mb": peak, "status": status, "repeat": repeat})
+        return B._process_row("run", ["run"], "t", 3, **target).rsplit("|", 2)[1].strip()
+
+    assert row(0.5, 50, cpu_s=0.6) == "yes" and row(0.61, 50, cpu_s=0.6) == "**no**"
+    assert row(2.0, 150, cpu_s=10, peak_mb=200) == "yes" and row(2.0, 250, cpu_s=10, peak_mb=200) == "**no**"
+    assert row(0.5, 50, status=1, cpu_s=0.6) == "**no**" and row(0.5, 50) == "-"
 
 
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
