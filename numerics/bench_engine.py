@@ -862,6 +862,11 @@ def _code(line: str) -> str:
     return line.split("  #")[0].strip()[:90].replace("|", "\\|")
 
 
+def _cw(t) -> str:
+    """A (wall, CPU) pair of medians in seconds as "CPU / wall" in ms."""
+    return f"{_ms(t[1])} / {_ms(t[0])}"
+
+
 def _ms(x) -> str:
     return "-" if x is None else f"{x * 1e3:.3g}"
 
@@ -936,24 +941,24 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "run on the same batch (and the sampler on the same draws) with those loops switched off "
               "(`kernels.numpy_paths`: the default kernel as it runs without numba); the two are timed "
               "alternately, repeat by repeat, by the same clock (`with_and_without_loops`; the sampler draws a "
-              "fresh step each way, just after an untimed draw, the arms' order swapped every repeat), CPU "
-              "medians over the table above's number of repeats in ms per run-step (so `with the loops` need not "
+              "fresh step each way, just after an untimed draw, the arms' order swapped every repeat), CPU and "
+              "wall medians over the table above's number of repeats in ms per run-step, gains by CPU (so `with the loops` need not "
               "equal that table's `engine x1`, timed beside a dgemm); before timing, the risk, gradients and "
               "outputs of one step (and the batch of one draw) are checked to be the same bits with and without. "
               "`gain`: numpy only / with the loops; "
               "`step + sampler`: the gain on what a sampled row pays per step. Only ICL's sampler takes a loop: "
               "the other samplers' gains (SLR, even pairs, two-head AND) compare the same code twice and show how "
               "far this shared machine's medians move between two measurements.", "",
-              "| row | d | engine x1 with the loops | numpy only | gain | sampler with the loops | numpy only | gain "
-              "| step + sampler gain |",
+              "| row | d | engine x1 with the loops CPU / wall | numpy only CPU / wall | gain | sampler with the loops "
+              "CPU / wall | numpy only CPU / wall | gain | step + sampler gain |",
               "|---|---|---|---|---|---|---|---|---|"]
         for row, d, x in plain:
             nb = x["numba"]
             e, n = nb["with_1"][1], nb["without_1"][1]
             s, sn = (nb["with_sampler"] or (None, None))[1], (nb["without_sampler"] or (None, None))[1]
-            L.append(f"| {row} | {d} | {_ms(e)} | {_ms(n)} | {_x(n / e)} | "
-                     + (f"{_ms(s)} | {_ms(sn)} | {_x(sn / s)} | {_x((n + sn) / (e + s))} |" if s is not None
-                        else "- | - | - | - |"))
+            L.append(f"| {row} | {d} | {_cw(nb['with_1'])} | {_cw(nb['without_1'])} | {_x(n / e)} | "
+                     + (f"{_cw(nb['with_sampler'])} | {_cw(nb['without_sampler'])} | {_x(sn / s)} | "
+                        f"{_x((n + sn) / (e + s))} |" if s is not None else "- | - | - | - |"))
     comp = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "compiled_1" in r[d]]
     if comp:
         L += ["", "## The compiled kernel (`table1 --kernel compiled`)", "",
@@ -963,20 +968,22 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "products left to BLAS. It rounds differently from "
               f"the default numpy kernel (relative differences `agree`, checked to {AGREE_TOL:g} before timing), "
               "so the default stays numpy, the kernel of the committed Table 1, sweep and scope results (bit for "
-              "bit). CPU medians in ms per run-step, measured just after the numpy kernel's. `FLOP bound`: the "
+              "bit). CPU and wall medians in ms per run-step, measured just after the numpy kernel's; ratios by CPU. `FLOP bound`: the "
               "row's `flop_count` at the dgemm rate timed beside the compiled x1 repeats (the numpy kernel's ratios "
               "are in the table above, at the rate beside its own). `readout products`: "
               "the step's three dense products (xbar B, xbar^T g, g B^T for one run and each head, "
               "`readout_products`) timed alone, the part of the step both kernels leave to BLAS.", "",
-              "| row | d | numpy x1 | compiled x1 | compiled / numpy | numpy x8 | compiled x8 | FLOP bound | "
-              "compiled x1 / bound | compiled x8 / bound | readout products | readout products / bound | agree |",
+              "| row | d | numpy x1 CPU / wall | compiled x1 CPU / wall | compiled / numpy | numpy x8 CPU / wall | "
+              "compiled x8 CPU / wall | FLOP bound | compiled x1 / bound | compiled x8 / bound | readout products "
+              "CPU / wall | readout products / bound | agree |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row, d, x in comp:
             e1, e8, c1, c8, fb = (x["engine_1"][1], x["engine_8"][1], x["compiled_1"][1], x["compiled_8"][1],
                                   x["compiled_flop_seconds"])
             rp = x["readout_products"][1]
-            L.append(f"| {row} | {d} | {_ms(e1)} | {_ms(c1)} | {c1 / e1:.2f} | {_ms(e8)} | {_ms(c8)} | {_ms(fb)} | "
-                     f"{_x(c1 / fb)} | {_x(c8 / fb)} | {_ms(rp)} | {_x(rp / fb)} | "
+            L.append(f"| {row} | {d} | {_cw(x['engine_1'])} | {_cw(x['compiled_1'])} | {c1 / e1:.2f} | "
+                     f"{_cw(x['engine_8'])} | {_cw(x['compiled_8'])} | {_ms(fb)} | "
+                     f"{_x(c1 / fb)} | {_x(c8 / fb)} | {_cw(x['readout_products'])} | {_x(rp / fb)} | "
                      f"{x['compiled_agreement']:.0e} |")
     if res.get("seeds"):
         some = next(iter(next(iter(res["seeds"].values())).values()))[0]
