@@ -319,7 +319,9 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
     with pytest.raises(ValueError, match="normalisers has shape"):
         KN.score_grad(np.zeros((1, N_ne, D)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, other)
     for bounds, mult, idx in ((oh.bounds + 1, oh.mult, oh.idx), (oh.bounds, oh.mult[1:], oh.idx),
-                              (oh.bounds, oh.mult, oh.idx + D), (np.insert(oh.bounds, 1, 0), oh.mult, oh.idx)):
+                              (oh.bounds, oh.mult, oh.idx + D), (np.insert(oh.bounds, 1, 0), oh.mult, oh.idx),
+                              (oh.bounds, oh.mult, oh.idx - D - 1),  # negative: unsigned, it would lie past D
+                              (oh.bounds, oh.mult, oh.idx.astype(np.uint64) + np.uint64(2 ** 63))):
         with pytest.raises(ValueError, match="inconsistent one-hot rows"):   # the last: an empty string
             KN.OneHotRows(idx, bounds, mult, D)
     # what was checked cannot change under the loops: the view is frozen and its arrays read-only copies
@@ -329,6 +331,8 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
     assert (mine.idx == oh.idx).all() and (mine.uidx == oh.idx).all()
     with pytest.raises(ValueError, match="read-only"):
         mine.ubounds[-1] = 0
+    with pytest.raises(ValueError, match="read-only"):
+        mine.uidx[0, 0] = 0
     with pytest.raises(AttributeError):
         mine.bounds = np.array([0, mine.idx.shape[1]])
 

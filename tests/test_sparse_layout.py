@@ -85,3 +85,50 @@ def test_an_icl_batchs_operators_are_scipys(d):
     _same(gather, want_gather)
     _same(rows_t, X.T.tocsr())
     _same(scatter, want_gather.T.tocsr())
+
+
+def _reference_layout(batch):
+    """The rows layout's arrays as ``from_batch`` built them before its shortcuts: the counts re-wrapped and
+    sorted, one string index per stored count, the non-positive counts dropped, segments by ``_segments``,
+    the rows by scipy's fancy indexing (on a copy: sorting in place would sort the caller's matrix)."""
+    mc = sp.csr_matrix(batch.m, copy=True)
+    mc.sort_indices()
+    n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
+    tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
+    keep = mult > 0
+    n_idx, tok, mult = n_idx[keep], tok[keep], mult[keep]
+    nonempty, starts, seg = E._segments(n_idx)
+    return {"nonempty": nonempty, "starts": starts, "seg": seg, "mult": mult}, batch.X[tok]
+
+
+@given(seed=st.integers(0, 2 ** 32 - 1), N=st.integers(1, 30), T=st.integers(1, 40),
+       empty=st.sampled_from([0, 1, 5]), zeros=st.booleans(), unsorted=st.booleans())
+@examples(40)
+def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty, zeros, unsorted):
+    """``from_batch`` on sparse counts: canonical CSR counts are used as they are and their segments read off
+    the pointers; stored zero counts, unsorted indices and empty strings take the general path.  Either way
+    the same arrays, of the same dtypes, as the reference, and the caller's matrix keeps its values."""
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix((rng.random((T, 9)) < 0.3) * 1.0 + np.eye(T, 9))
+    dense = rng.integers(0, 3, (N, T)).astype(float)
+    dense[N - min(empty, N):] = 0.0
+    m = sp.csr_matrix(dense)
+    if zeros and m.nnz:  # a stored zero: not a token row
+        m.data[rng.integers(0, m.nnz)] = 0.0
+    if unsorted:  # each string's entries in reverse order
+        order = np.concatenate([np.arange(m.indptr[i + 1] - 1, m.indptr[i] - 1, -1) for i in range(N)]
+                               + [np.zeros(0, int)])
+        m = sp.csr_matrix((m.data[order], m.indices[order], m.indptr), shape=m.shape)
+        assert not sp.csr_matrix(m, copy=True).has_sorted_indices or np.diff(m.indptr).max(initial=0) < 2
+    before = m.toarray()
+    batch = TK.Batch(X, m, rng.standard_normal((N, 1)))
+    for numpy_only in (False, True):
+        want, rows = _reference_layout(batch)  # afresh: ``_same`` works out (and so stores) both matrices' flags
+        from numerics.experiments import kernels as KN
+        with KN.numpy_paths() if numpy_only else __import__("contextlib").nullcontext():
+            tb = E.from_batch(batch)
+        for k, v in want.items():
+            got = getattr(tb, k)
+            assert got.dtype == v.dtype and np.array_equal(got, v), k
+        _same(tb.rows, rows)
+        assert np.array_equal(m.toarray(), before)

@@ -163,13 +163,23 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
     N = y.shape[0]
     w = np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights, float)
     X = batch.X if sp.issparse(batch.X) else np.asarray(batch.X, float)
+    segments = None
     if sp.issparse(batch.m):
-        mc = sp.csr_matrix(batch.m)
-        mc.sort_indices()
-        n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
+        if sp.isspmatrix_csr(batch.m) and batch.m.has_sorted_indices:  # the samplers' (canonical) matrices
+            mc = batch.m
+        else:
+            mc = sp.csr_matrix(batch.m)
+            mc.sort_indices()
+        per = np.diff(mc.indptr)
         tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
-        keep = mult > 0
-        n_idx, tok, mult = n_idx[keep], tok[keep], mult[keep]
+        if np.all(mult > 0):  # every stored count is a row: the strings' segments are read off indptr
+            nonempty = np.flatnonzero(per)
+            segments = (nonempty, mc.indptr[nonempty].astype(np.intp),
+                        np.repeat(np.arange(nonempty.size), per[nonempty]))
+        else:
+            n_idx = np.repeat(np.arange(mc.shape[0]), per)
+            keep = mult > 0
+            n_idx, tok, mult = n_idx[keep], tok[keep], mult[keep]
     else:
         m = np.asarray(batch.m, float)
         if X.ndim == 2 and X.shape[0] <= DENSE_BAG_MAX_TYPES:
@@ -187,7 +197,7 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
         mult = m[n_idx, pos]
     else:
         raise SettingError(f"batch embeddings must be (L, D) or (N, L, D), got shape {X.shape}")
-    nonempty, starts, seg = _segments(n_idx)
+    nonempty, starts, seg = _segments(n_idx) if segments is None else segments
     tb = Tokens(table=table, y=y, weights=w, labels=batch.labels, mult=mult, starts=starts,
                 seg=seg, nonempty=nonempty, rows=rows, kernel=kernel)
     # the operators of the kernel that will run, built here once per batch (the numpy ones on demand, by
@@ -270,7 +280,7 @@ def _rows_loops(tb: Tokens):
     if view is None:  # the score rows of one group are the rows themselves (``_row_operators``)
         score = tb.rows
         oh = KN.OneHotRows.of(score, tb.starts, tb.mult) if score.format == "csr" else None
-        ordered = oh is not None and (oh.idx.shape[0] <= 2 or score.has_sorted_indices)
+        ordered = oh is not None and (oh.idx.shape[0] <= 2 or KN.sorted_rows(score))
         view = tb.__dict__["_rows_loops"] = oh if ordered else False
     return view or None
 
@@ -294,13 +304,20 @@ def _take_rows(A, idx: np.ndarray):
     if idx.min() < 0 or idx.max() >= A.shape[0]:
         raise IndexError(f"row index out of range 0..{A.shape[0] - 1}")
     rows = idx.astype(np.int32)
-    ends = np.cumsum(A.indptr[rows + 1] - A.indptr[rows], dtype=np.int64)
-    if csr_index_dtype(ends[-1]) != np.int32:  # scipy's own gather would wrap its int32 pointers: refused
-        raise ValueError(f"{int(ends[-1])} entries in the rows taken: more than int32 index pointers hold")
-    indptr = np.zeros(rows.size + 1, dtype=np.int32)
-    indptr[1:] = ends
-    indices, data = np.empty(indptr[-1], dtype=np.int32), np.empty(indptr[-1])
-    _sparsetools.csr_row_index(rows.size, rows, A.indptr, A.indices, A.data, indices, data)
+    if KN.usable():  # one compiled pass for the pointers and one for the entries: the same arrays
+        total = KN.taken_entries(A.indptr, rows)
+    else:
+        ends = np.cumsum(A.indptr[rows + 1] - A.indptr[rows], dtype=np.int64)
+        total = int(ends[-1])
+    if csr_index_dtype(total) != np.int32:  # scipy's own gather would wrap its int32 pointers: refused
+        raise ValueError(f"{total} entries in the rows taken: more than int32 index pointers hold")
+    if KN.usable():
+        indptr, indices, data = KN.take_rows(A.indptr, A.indices, A.data, rows, total)
+    else:
+        indptr = np.zeros(rows.size + 1, dtype=np.int32)
+        indptr[1:] = ends
+        indices, data = np.empty(total, dtype=np.int32), np.empty(total)
+        _sparsetools.csr_row_index(rows.size, rows, A.indptr, A.indices, A.data, indices, data)
     return sp.csr_matrix((data, indices, indptr), shape=(rows.size, A.shape[1]), copy=False)
 
 

@@ -159,15 +159,18 @@ class OneHotRows:
         keep read-only copies, and unsigned ones of idx and bounds for the loops (numba checks every access
         through a signed index for a negative value to wrap around; through an unsigned one it does not: a
         third of each pass at d = 50)."""
-        idx, b = np.array(self.idx, np.int64), np.array(self.bounds, np.int64)
+        # one copy of idx, unsigned, and its signed view (values that wrapped show negative there: refused)
+        given = np.asarray(self.idx)
+        idx = given.astype(np.uint64).view(np.int64) if given.dtype.kind in "iu" else np.array(given, np.int64)
+        b = np.array(self.bounds, np.int64)
         mult = np.array(self.mult, float)
         P, M = idx.shape
         if (b.ndim != 1 or b.size < 1 or b[0] != 0 or b[-1] != M or np.any(np.diff(b) <= 0)
                 or mult.shape != (M,) or (M and (idx.min() < 0 or idx.max() > self.D))):
             raise ValueError("inconsistent one-hot rows: bounds must rise strictly (no empty string) from 0 to "
                              "the number of rows, mult have one entry a row and idx lie in 0..D")
-        for name, x in (("idx", idx), ("bounds", b), ("mult", mult), ("uidx", idx.astype(np.uint64)),
-                        ("ubounds", b.astype(np.uint64))):
+        for name, x in (("idx", idx), ("bounds", b), ("mult", mult),
+                        ("uidx", idx.view(np.uint64)), ("ubounds", b.astype(np.uint64))):
             x.flags.writeable = False
             object.__setattr__(self, name, x)
 
@@ -177,11 +180,11 @@ class OneHotRows:
         (dense, weighted or empty rows stay on the numpy path)."""
         if not sp.issparse(rows):
             return None
-        X = sp.csr_matrix(rows)
+        X = rows if sp.isspmatrix_csr(rows) else sp.csr_matrix(rows)
         per = np.diff(X.indptr)
         if X.nnz == 0 or per.min() == 0 or not np.all(X.data == 1.0):
             return None
-        if not X.has_sorted_indices:  # a sorted copy (the caller's matrix is left as it is)
+        if not sorted_rows(X):  # a sorted copy (the caller's matrix is left as it is)
             X = X.copy()
             X.sort_indices()
         M, D = X.shape
@@ -190,6 +193,18 @@ class OneHotRows:
         _compiled().pad(X.indptr, X.indices, idx)
         bounds = np.append(np.asarray(starts, np.int64), M)
         return cls(idx=idx, bounds=bounds, mult=mult, D=D)
+
+
+def sorted_rows(X) -> bool:
+    """``X.has_sorted_indices`` of a CSR matrix without storing the answer on X, as scipy's property does (a
+    batch's rows keep the flags scipy's own indexing gives them): scipy's kernel for it, called directly."""
+    if X.__dict__.get("_has_sorted_indices") is not None:
+        return bool(X.has_sorted_indices)
+    try:
+        from scipy.sparse import _sparsetools
+        return bool(_sparsetools.csr_has_sorted_indices(len(X.indptr) - 1, X.indptr, X.indices))
+    except (ImportError, AttributeError, TypeError, ValueError):  # pragma: no cover - scipy without the kernel
+        return sp.csr_matrix(X).has_sorted_indices
 
 
 def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - compiled
@@ -399,37 +414,41 @@ def icl_round(raw: np.ndarray, nk: np.ndarray, ok_: np.ndarray, d: int):
 
 def _count_csr(rows, cols, N, ncols, indptr, indices, counts):  # pragma: no cover - compiled
     """The canonical CSR arrays of the counts of the pairs (rows_i, cols_i) in an (N, ncols) matrix: the pairs
-    sorted by column and then, stably, by row (two counting sorts, linear in the pairs, N and ncols) and their
-    repeats counted; returns the number of distinct pairs (indices and counts filled up to it, indptr (N + 1,)
+    sorted by column and then, stably, by row (two counting sorts, linear in the pairs, N and ncols, each
+    written out for its own key: a loop over the two keys as a tuple ran at half the speed) and their repeats
+    counted; returns the number of distinct pairs (indices and counts filled up to it, indptr (N + 1,)
     throughout)."""
     M = rows.size
-    order = np.arange(M)
-    keys, sizes = (cols, rows), (ncols, N)
-    for p in range(2):  # a stable counting sort of order by cols, then by rows
-        key, n = keys[p], sizes[p]
-        start = np.zeros(n + 1, np.int64)
-        for i in range(M):
-            start[key[i] + 1] += 1
-        for c in range(n):
-            start[c + 1] += start[c]
-        moved = np.empty(M, np.int64)
-        for t in range(M):
-            i = order[t]
-            c = key[i]
-            moved[start[c]] = i
-            start[c] += 1
-        order = moved
-    out = 0
+    start = np.zeros(ncols + 1, np.int64)  # a stable counting sort of the pairs by column
+    for i in range(M):
+        start[cols[i] + 1] += 1
+    for c in range(ncols):
+        start[c + 1] += start[c]
+    bycol = np.empty(M, np.int64)
+    for i in range(M):
+        c = cols[i]
+        bycol[start[c]] = i
+        start[c] += 1
+    ends = np.zeros(N + 1, np.int64)  # then stably by row: each row's columns in order
+    for i in range(M):
+        ends[rows[i] + 1] += 1
+    for r in range(N):
+        ends[r + 1] += ends[r]
+    sorted_cols = np.empty(M, np.int64)
+    for t in range(M):
+        i = bycol[t]
+        r = rows[i]
+        sorted_cols[ends[r]] = cols[i]
+        ends[r] += 1
+    out = 0  # ends[r] is now the end of row r: its runs of equal columns counted
     indptr[0] = 0
     t = 0
     for r in range(N):
-        end = t
-        while end < M and rows[order[end]] == r:
-            end += 1
+        end = ends[r]
         while t < end:
-            c = cols[order[t]]
+            c = sorted_cols[t]
             m = 0
-            while t < end and cols[order[t]] == c:
+            while t < end and sorted_cols[t] == c:
                 m += 1
                 t += 1
             indices[out] = c
@@ -548,6 +567,45 @@ def squared_loss(fhe: np.ndarray, y: np.ndarray, weights: np.ndarray, H: int) ->
 def _float(x: np.ndarray) -> np.ndarray:
     """x as a C-contiguous float64 array (itself when it is one): the loops are compiled for that layout."""
     return np.ascontiguousarray(x, dtype=np.float64)
+
+
+def _taken_entries(indptr, rows):  # pragma: no cover - compiled
+    """The number of entries of the CSR rows ``rows`` (int64: it may exceed int32)."""
+    total = 0
+    for i in range(rows.size):
+        total += indptr[rows[i] + 1] - indptr[rows[i]]
+    return total
+
+
+def _take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data):  # pragma: no cover - compiled
+    """The CSR arrays of the rows ``rows`` of (indptr, indices, data), in that order: what scipy's
+    ``csr_row_index`` writes, with the pointers it is given."""
+    t = 0
+    out_indptr[0] = 0
+    for i in range(rows.size):
+        r = rows[i]
+        for k in range(indptr[r], indptr[r + 1]):
+            out_indices[t] = indices[k]
+            out_data[t] = data[k]
+            t += 1
+        out_indptr[i + 1] = t
+
+
+def taken_entries(indptr: np.ndarray, rows: np.ndarray) -> int:
+    """The number of entries in the rows ``rows`` (each in 0..len(indptr) - 2, checked by the caller) of a CSR
+    matrix with pointers ``indptr``."""
+    return int(_compiled().taken_entries(indptr, rows))
+
+
+def take_rows(indptr, indices, data, rows, total: int):
+    """(indptr, indices, data) of the rows ``rows`` of a CSR matrix with int32 pointers and indices and float64
+    values, ``total`` entries in all (``taken_entries``, at most int32's largest): int32 pointers and indices,
+    float64 values, the arrays of scipy's row gather (``engine._take_rows``)."""
+    if not (indptr.dtype == indices.dtype == rows.dtype == np.int32 and data.dtype == np.float64):
+        raise ValueError("take_rows wants int32 pointers, indices and rows and float64 values")
+    out = np.empty(rows.size + 1, np.int32), np.empty(total, np.int32), np.empty(total)
+    _compiled().take_rows(indptr, indices, data, rows, *out)
+    return out
 
 
 def _pad(indptr, indices, idx):  # pragma: no cover - compiled
@@ -874,5 +932,5 @@ def _compiled():
     _pairwise_loop = jit(_pairwise_column)  # before the loops that call it compile (on their first call)
     loops = (_softmax_scatter, _score_grad, _pad, _bag_forward, _squared_loss, _icl_round, _count_csr,
              _squared_terms, _squared_outputs, _type_pairs, _rows_shifted_scores, _rows_normalise_scatter,
-             _rows_score_grad)
+             _rows_score_grad, _taken_entries, _take_rows)
     return SimpleNamespace(**{f.__name__.lstrip("_"): jit(f) for f in loops})
