@@ -48,7 +48,7 @@ if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") =
     # a program is starting: `python3 -m app...` (runpy loads this package while argv[0] is "-m") or the
     # console script
     sys.excepthook = _uncaught_as_one_line
-    if not any(v in os.environ for v in BLAS_THREADS_VARIABLES):
+    if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREADS_VARIABLES):
         # numpy's OpenBLAS starts its thread pool when it loads, and on this 2-core host the pool spins for
         # about 0.1 CPU s that no command uses (the main job at d = 50: 0.59-0.64 CPU s with it, 0.48-0.50
         # without, the same wall time; its products are 2 x 2 and a few d-vectors).  The variable is set only
@@ -57,7 +57,7 @@ if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") =
         # anyway, by threadpoolctl), and scipy's own OpenBLAS, loaded later, is not affected.
         os.environ[BLAS_THREADS_ENV] = "1"
         try:
-            import numpy  # noqa: F401
+            __import__("numpy")
         finally:
             del os.environ[BLAS_THREADS_ENV]
         BLAS_THREADS_DEFAULTED = True

@@ -17,7 +17,8 @@ mini-batches of the runner's default size) and per d, measured side by side in o
 * the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
 * the peak traced memory (tracemalloc) of building the data and one engine step;
 * the default kernel's step and sampler again with its numba loops switched off (``kernels.numpy_paths``: the
-  bag's forward pass, the squared loss's terms, the ICL sampler's rounds and counts, which give numpy's bits),
+  bag's forward pass, the squared loss's terms, the ICL sampler's rounds and counts, the gather of a sparse
+  table's rows into a sampled batch's layout, which give numpy's and scipy's bits),
   what numba gains on the default path, checked bit for bit against the step and batch with the loops first;
 * for the rows the engine's compiled kernel takes (one-hot token rows: ICL, two-head AND), the same step
   with ``kernel = "compiled"`` (``table1 --kernel compiled``; other rounding, so not the default), checked
@@ -624,18 +625,20 @@ def _same_bits(a, b) -> bool:
 
 def check_numpy_paths(case: Case, alpha: np.ndarray, B: np.ndarray) -> None:
     """Raises AssertionError unless the default kernel's risk, gradients and outputs at (alpha, B) of one run, and
-    (sampled rows) the batch of step 1, have the same bits with the numba loops as with them switched off
-    (``kernels.numpy_paths``), as the engine promises: otherwise the two timings would compare different
-    computations."""
+    (sampled rows) the batch of step 1 and its engine layout, have the same bits with the numba loops as with
+    them switched off (``kernels.numpy_paths``), as the engine promises: otherwise the two timings would compare
+    different computations."""
+    layout = ("counts", "mult", "starts", "seg", "nonempty", "rows")
+
     def work():
         out = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
         if case.sampler is not None:
-            b, _ = case.sampler(1)
-            out += (b.m, b.y, b.labels, b.extra.get("n"))
+            b, tb = case.sampler(1)
+            out += (b.m, b.y, b.labels, b.extra.get("n"), *(getattr(tb, f) for f in layout))
         return out
 
     names = ("risk", "alpha grad", "B grad", "outputs", "batch counts", "batch targets", "batch labels",
-             "batch lengths")
+             "batch lengths", *(f"layout's {f}" for f in layout))
     loops = work()
     with KN.numpy_paths():
         plain = work()
@@ -666,8 +669,9 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
         out["torch"] = torch.__version__
     with threadpool_limits(limits=1):
         out["dgemm_gflops_1thread_wall"], out["dgemm_gflops_1thread"] = dgemm_rate(gemm_n)
-    # BLAS's default: one thread a core, set explicitly (``occ-companion`` loads numpy on one thread)
-    default_threads = os.cpu_count() or 1
+    # BLAS's default: one thread a core this process may run on, set explicitly (``occ-companion`` loads numpy on
+    # one thread)
+    default_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     with threadpool_limits(limits=default_threads, user_api="blas"):
         out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
     out["gemm_n"] = gemm_n
@@ -935,8 +939,9 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "passes over one-hot token rows (ICL, two-head AND: the scores less each string's maximum, then, "
               "after numpy's own exponential, the normalisation and the mean tokens; the attention gradient); the "
               "bag layout's score gradient from its pairs of types, summed in one einsum (even pairs); the "
-              "squared loss's terms (one output: every row but ICL; several: ICL); and the ICL sampler's rounds "
-              "and count matrix. Each does numpy's "
+              "squared loss's terms (one output: every row but ICL; several: ICL); the ICL sampler's rounds "
+              "and count matrix; and the gather of a sparse table's rows into a sampled batch's layout (ICL, "
+              "two-head AND). Each does numpy's (or scipy's) "
               "operations in numpy's order, so the results are the same bits. `numpy only` is the same step of one "
               "run on the same batch (and the sampler on the same draws) with those loops switched off "
               "(`kernels.numpy_paths`: the default kernel as it runs without numba); the two are timed "
@@ -946,9 +951,10 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "equal that table's `engine x1`, timed beside a dgemm); before timing, the risk, gradients and "
               "outputs of one step (and the batch of one draw) are checked to be the same bits with and without. "
               "`gain`: numpy only / with the loops; "
-              "`step + sampler`: the gain on what a sampled row pays per step. Only ICL's sampler takes a loop: "
-              "the other samplers' gains (SLR, even pairs, two-head AND) compare the same code twice and show how "
-              "far this shared machine's medians move between two measurements.", "",
+              "`step + sampler`: the gain on what a sampled row pays per step. ICL's sampler takes loops in its "
+              "draws and its layout, two-head AND's in its layout only; the other samplers' gains (SLR, even "
+              "pairs) compare the same code twice and show how far this shared machine's medians move between "
+              "two measurements.", "",
               "| row | d | engine x1 with the loops CPU / wall | numpy only CPU / wall | gain | sampler with the loops "
               "CPU / wall | numpy only CPU / wall | gain | step + sampler gain |",
               "|---|---|---|---|---|---|---|---|---|"]

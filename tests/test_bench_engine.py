@@ -68,6 +68,10 @@ def test_torch_step_is_a_gradient_step():
     assert np.abs(bt - B2[0]).max() <= 1e-12 * np.abs(B).max()
 
 
+def test_a_timing_pair_prints_cpu_then_wall():
+    assert BE._cw((0.002, 0.001)) == "1 / 2"  # (wall, CPU) medians in seconds -> "CPU / wall" in ms
+
+
 def test_fit_exponent():
     assert BE.fit_exponent([50, 100, 200], [3 * d ** 2 for d in (50, 100, 200)]) == pytest.approx(2, abs=1e-12)
     assert BE.fit_exponent([50], [1.0]) is None

@@ -139,6 +139,7 @@ def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypat
     assert row(0.5, 50, cpu_s=0.6) == "yes" and row(0.61, 50, cpu_s=0.6) == "**no**"
     assert row(2.0, 150, cpu_s=10, peak_mb=200) == "yes" and row(2.0, 250, cpu_s=10, peak_mb=200) == "**no**"
     assert row(0.5, 50, status=1, cpu_s=0.6) == "**no**" and row(0.5, 50) == "-"
+    assert row(2.9, 50, wall_s=3) == "yes" and row(2.9, 50, wall_s=0.9) == "**no**"  # the wall time is 1.0
 
 
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):

@@ -59,8 +59,12 @@ def test_the_fast_path_is_taken_and_bad_rows_are_refused(monkeypatch):
     # more entries taken than int32 pointers hold (here a limit of 12 for a matrix of 12 entries, 6 rows): refused
     monkeypatch.setattr(TK, "INT32_MAX", A.nnz)
     assert E._fast_csr(A)
+    from numerics.experiments import kernels as KN
     with pytest.raises(ValueError, match="more than int32 index pointers hold"):
         E._take_rows(A, np.arange(6).repeat(2))
+    with KN.numpy_paths(), pytest.raises(ValueError, match="more than int32 index pointers hold"):
+        E._take_rows(A, np.arange(6).repeat(2))
+    _same(E._take_rows(A, np.arange(6)), A[np.arange(6)])  # at the limit: taken
     calls, kernel = [], E._sparsetools.csr_tocsc
     monkeypatch.setattr(E._sparsetools, "csr_tocsc", lambda *a: calls.append(a) or kernel(*a))
     _same(E._transpose(A), A.T.tocsr())
@@ -109,7 +113,7 @@ def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty,
     the pointers; stored zero counts, unsorted indices and empty strings take the general path.  Either way
     the same arrays, of the same dtypes, as the reference, and the caller's matrix keeps its values."""
     rng = np.random.default_rng(seed)
-    X = sp.csr_matrix((rng.random((T, 9)) < 0.3) * 1.0 + np.eye(T, 9))
+    X = sp.csr_matrix(((rng.random((T, 9)) < 0.3) | (np.eye(T, 9) > 0)) * 1.0)  # one-hot rows, 1 to 9 each
     dense = rng.integers(0, 3, (N, T)).astype(float)
     dense[N - min(empty, N):] = 0.0
     m = sp.csr_matrix(dense)
@@ -120,7 +124,7 @@ def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty,
                                + [np.zeros(0, int)])
         m = sp.csr_matrix((m.data[order], m.indices[order], m.indptr), shape=m.shape)
         assert not sp.csr_matrix(m, copy=True).has_sorted_indices or np.diff(m.indptr).max(initial=0) < 2
-    before = m.toarray()
+    before, indices, flag = m.toarray(), m.indices.copy(), m.__dict__.get("_has_sorted_indices")
     batch = TK.Batch(X, m, rng.standard_normal((N, 1)))
     for numpy_only in (False, True):
         want, rows = _reference_layout(batch)  # afresh: ``_same`` works out (and so stores) both matrices' flags
@@ -131,4 +135,6 @@ def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty,
             got = getattr(tb, k)
             assert got.dtype == v.dtype and np.array_equal(got, v), k
         _same(tb.rows, rows)
-        assert np.array_equal(m.toarray(), before)
+        # the caller's matrix as it was: values, the order of its entries, and no flag stored on it
+        assert np.array_equal(m.toarray(), before) and np.array_equal(m.indices, indices)
+        assert m.__dict__.get("_has_sorted_indices") == flag

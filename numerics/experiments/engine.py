@@ -38,6 +38,7 @@ from numerics.model import loss_terms
 from theory.validation import SettingError
 
 from . import kernels as KN
+from . import tasks as _tasks
 from .tasks import Batch, csr_index_dtype
 
 DENSE_BAG_MAX_TYPES = 16
@@ -165,10 +166,10 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
     X = batch.X if sp.issparse(batch.X) else np.asarray(batch.X, float)
     segments = None
     if sp.issparse(batch.m):
-        if sp.isspmatrix_csr(batch.m) and batch.m.has_sorted_indices:  # the samplers' (canonical) matrices
+        if sp.isspmatrix_csr(batch.m) and KN.sorted_rows(batch.m):  # the samplers' (canonical) matrices
             mc = batch.m
-        else:
-            mc = sp.csr_matrix(batch.m)
+        else:  # a sorted copy: the caller's matrix is left as it is (flags included)
+            mc = sp.csr_matrix(batch.m, copy=True)
             mc.sort_indices()
         per = np.diff(mc.indptr)
         tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
@@ -296,8 +297,10 @@ def _fast_csr(A) -> bool:
 
 def _take_rows(A, idx: np.ndarray):
     """``A[idx]`` for a CSR matrix A and integer row indices idx (each in 0..rows - 1; negative ones, which
-    scipy reads from the end, are refused): scipy's row gather (``csr_row_index``) called without its indexing
-    machinery, the same arrays (170 of its 200 us a batch at ICL's d = 50 were the machinery)."""
+    scipy reads from the end, are refused): the arrays of scipy's row gather, from two compiled passes where
+    numba runs (``kernels.take_rows``: 0.2 of the 0.5 ms at ICL's d = 200 were numpy's pointer arithmetic),
+    else from scipy's kernel (``csr_row_index``) called without its indexing machinery (170 of its 200 us a
+    batch at ICL's d = 50 were the machinery)."""
     idx = np.asarray(idx)
     if not _fast_csr(A) or idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0:
         return A[idx]
@@ -305,15 +308,12 @@ def _take_rows(A, idx: np.ndarray):
         raise IndexError(f"row index out of range 0..{A.shape[0] - 1}")
     rows = idx.astype(np.int32)
     if KN.usable():  # one compiled pass for the pointers and one for the entries: the same arrays
-        total = KN.taken_entries(A.indptr, rows)
+        indptr, indices, data = KN.take_rows(A.indptr, A.indices, A.data, rows, limit=_tasks.INT32_MAX)
     else:
         ends = np.cumsum(A.indptr[rows + 1] - A.indptr[rows], dtype=np.int64)
         total = int(ends[-1])
-    if csr_index_dtype(total) != np.int32:  # scipy's own gather would wrap its int32 pointers: refused
-        raise ValueError(f"{total} entries in the rows taken: more than int32 index pointers hold")
-    if KN.usable():
-        indptr, indices, data = KN.take_rows(A.indptr, A.indices, A.data, rows, total)
-    else:
+        if csr_index_dtype(total) != np.int32:  # scipy's own gather would wrap its int32 pointers: refused
+            raise ValueError(f"{total} entries in the rows taken: more than int32 index pointers hold")
         indptr = np.zeros(rows.size + 1, dtype=np.int32)
         indptr[1:] = ends
         indices, data = np.empty(total, dtype=np.int32), np.empty(total)

@@ -1,7 +1,7 @@
 """Compiled loops (numba) for the engine's rows layout on one-hot token rows: the engine's ``kernel = "compiled"``;
 and loops that give numpy's own bits, taken under either kernel where numba runs (``usable``; see the end):
 the bag layout's forward pass, the rows layout's passes over one-hot rows, the squared loss's terms, the ICL
-sampler's rounds and counts.
+sampler's rounds and counts, and the gather of a sparse table's rows into a batch's layout.
 
 The numpy path of ``engine`` makes about a dozen passes over the (token rows, runs x heads) array per step
 (a CSR product for the scores, a segment maximum, an exponential per row, a segment sum, the CSR scatter
@@ -92,7 +92,7 @@ def available() -> bool:
 def usable() -> bool:
     """Whether the loops that give numpy's own results run here (``bag_forward``, ``squared_terms``,
     ``squared_outputs``, ``rows_forward``, ``rows_score_grad``, ``type_pairs``, ``icl_round``,
-    ``count_csr``, which the default numpy kernel takes too): numba is found, imports, and
+    ``count_csr``, ``take_rows``, which the default numpy kernel takes too): numba is found, imports, and
     compiles (or loads) them, tried once per process on a tiny input.  Only then are they taken, so that a
     numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working as
     before, with the same results.  False, without a trial, inside ``numpy_paths``."""
@@ -108,6 +108,7 @@ def usable() -> bool:
         rows_score_grad(np.ones((1, 2, 2)), np.ones((2, 1)), W, rows)
         squared_outputs(np.ones((2, 1, 2)), np.ones((2, 2)), np.ones(2))
         type_pairs(np.ones((3, 1)), np.ones((3, 1)))
+        take_rows(np.array([0, 1, 1], np.int32), np.array([1], np.int32), np.ones(1), np.array([1, 0], np.int32))
     except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy paths instead
         return False
     return True
@@ -121,7 +122,8 @@ _numpy_paths_only = False
 def numpy_paths():
     """For its duration ``usable()`` is False, so that the engine and the ICL sampler take their numpy paths instead of
     the loops that give their bits (``bag_forward``, ``squared_terms``, ``squared_outputs``, ``rows_forward``,
-    ``rows_score_grad``, ``type_pairs``, ``icl_round``, ``count_csr``): the default kernel as it runs without numba,
+    ``rows_score_grad``, ``type_pairs``, ``icl_round``, ``count_csr``, ``take_rows``): the default kernel as it
+    runs without numba,
     with the same results (what the engine benchmark compares). Every call site asks ``kernels.usable()`` at each
     call, so clearing its cache on entry reaches them all; it is cleared again on exit, and the next call repeats
     the trial (microseconds once the loops are loaded). Process-wide (not per thread), and may be nested; this
@@ -143,9 +145,9 @@ def numpy_paths():
 class OneHotRows:
     """Token rows that are one-hot on at most P coordinates: ``idx`` (P, M) the coordinates of each row
     (the padding slot D where a row has fewer), ``bounds`` (N_ne + 1,) each non-empty string's first row
-    and the end, ``mult`` (M,) multiplicities, D the embedding width.  Frozen, its arrays read-only copies:
-    the loops read unsigned copies ``uidx``, ``ubounds`` made once, which must not drift from what was
-    checked."""
+    and the end, ``mult`` (M,) multiplicities, D the embedding width.  Frozen, its arrays read-only copies
+    of what it was given: the loops read unsigned ones, ``uidx`` (the same memory as ``idx``) and ``ubounds``,
+    which must not drift from what was checked."""
 
     idx: np.ndarray
     bounds: np.ndarray
@@ -156,7 +158,7 @@ class OneHotRows:
 
     def __post_init__(self):
         """The loops trust these shapes (no bounds checks): refuse inconsistent ones here, once per batch; then
-        keep read-only copies, and unsigned ones of idx and bounds for the loops (numba checks every access
+        keep read-only copies, and unsigned views or copies of idx and bounds for the loops (numba checks every access
         through a signed index for a negative value to wrap around; through an unsigned one it does not: a
         third of each pass at d = 50)."""
         # one copy of idx, unsigned, and its signed view (values that wrapped show negative there: refused)
@@ -591,18 +593,16 @@ def _take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data): 
         out_indptr[i + 1] = t
 
 
-def taken_entries(indptr: np.ndarray, rows: np.ndarray) -> int:
-    """The number of entries in the rows ``rows`` (each in 0..len(indptr) - 2, checked by the caller) of a CSR
-    matrix with pointers ``indptr``."""
-    return int(_compiled().taken_entries(indptr, rows))
-
-
-def take_rows(indptr, indices, data, rows, total: int):
-    """(indptr, indices, data) of the rows ``rows`` of a CSR matrix with int32 pointers and indices and float64
-    values, ``total`` entries in all (``taken_entries``, at most int32's largest): int32 pointers and indices,
-    float64 values, the arrays of scipy's row gather (``engine._take_rows``)."""
+def take_rows(indptr, indices, data, rows, limit: int = np.iinfo(np.int32).max):
+    """(indptr, indices, data) of the rows ``rows`` (each in 0..len(indptr) - 2, checked by the caller) of a CSR
+    matrix with int32 pointers and indices and float64 values: int32 pointers and indices, float64 values, the
+    arrays of scipy's row gather (``engine._take_rows``).  One compiled pass counts the entries (refused above
+    ``limit``, which int32 pointers must hold), a second copies them."""
     if not (indptr.dtype == indices.dtype == rows.dtype == np.int32 and data.dtype == np.float64):
         raise ValueError("take_rows wants int32 pointers, indices and rows and float64 values")
+    total = int(_compiled().taken_entries(indptr, rows))
+    if total > limit:
+        raise ValueError(f"{total} entries in the rows taken: more than int32 index pointers hold")
     out = np.empty(rows.size + 1, np.int32), np.empty(total, np.int32), np.empty(total)
     _compiled().take_rows(indptr, indices, data, rows, *out)
     return out
