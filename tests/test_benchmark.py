@@ -128,6 +128,16 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
                          "high-water marks summed 2.25 GB, the largest 0.90 GB). W.")
 
 
+def test_the_page_names_the_command_that_made_it(monkeypatch):
+    from numerics import benchmark as B
+
+    monkeypatch.setattr("sys.argv", ["/src/numerics/benchmark.py"])
+    assert B._invocation() == "python3 -m numerics.benchmark"
+    for argv0 in ("/src/app/__main__.py", "/usr/bin/occ-companion"):
+        monkeypatch.setattr("sys.argv", [argv0, "benchmark"])
+        assert B._invocation() == "occ-companion benchmark"
+
+
 def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypatch):
     from numerics import benchmark as B
 
