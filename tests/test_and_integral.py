@@ -1,0 +1,83 @@
+"""The integral representation of AND's population risk (``and_integral``) equals an exhaustive sum over the
+count vectors at d = 3 and the engine's class population at d = 6, for one to three heads and parameters far
+from uniform attention; its error estimate covers the difference; bad input is refused before any work."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from numerics.experiments import engine as E
+from numerics.experiments.and_integral import population_risk
+from numerics.experiments.population import expand, population
+from numerics.experiments.tasks import length_parameter
+from theory.validation import SettingError
+
+
+def _exhaustive(alpha, B, p, tail=1e-18):
+    """sum over lengths n (to a tail mass of ``tail``) and count vectors (c_a, c_b, c_rest) of 3 symbols of
+    P(n) P(c | n) (f(c) - y(c))^2 / 2: f depends on the counts only."""
+    e, q = np.exp(alpha), 1.0 - p
+    total, n = 0.0, 1
+    while p * q ** (n - 1) >= tail or n < 5:
+        c0, c1 = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+        keep = c0 + c1 <= n
+        c = np.stack([c0[keep], c1[keep], n - c0[keep] - c1[keep]]).astype(float)
+        weight = p * q ** (n - 1) * np.exp(gammaln(n + 1) - gammaln(c + 1).sum(0) - n * np.log(3.0))
+        f = sum((c * (e[h] * B[h])[:, None]).sum(0) / (c * e[h][:, None]).sum(0) for h in range(len(e)))
+        y = np.where((c[0] > 0) & (c[1] > 0), 1.0, -1.0)
+        total += float(np.sum(weight * (f - y) ** 2)) / 2
+        n += 1
+    return total
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3])
+@pytest.mark.parametrize("scale", [0.5, 3.0])
+def test_the_integral_is_the_exhaustive_sum_at_d_3(heads, scale):
+    rng = np.random.default_rng([heads, int(10 * scale)])
+    p = 0.3
+    for _ in range(2):
+        alpha, B = scale * rng.standard_normal((heads, 3)), rng.standard_normal((heads, 3))
+        got = population_risk(alpha, B, 3, p=p)
+        want = _exhaustive(alpha, B, p)
+        assert abs(got.risk - want) <= 1e-13
+        assert got.error_estimate >= abs(got.risk - want) - 1e-15
+
+
+def test_the_integral_is_the_engines_class_population_at_d_6():
+    """Parameters equal on the unmarked symbols (the class population's assumption), two heads and one."""
+    d = 6
+    tb = E.from_batch(population("AND", d, 1e-16, 1e-16, merged=False))
+    rng = np.random.default_rng(7)
+    for heads, scale in ((2, 1.0), (2, 4.0), (1, 2.0)):
+        a3, b3 = scale * rng.standard_normal((heads, 3, 1)), rng.standard_normal((heads, 3, 1))
+        alpha, B = expand(a3, d, 2)[..., 0], expand(b3, d, 2)
+        want = E.risk(alpha[None], B[None], tb, "squared")[0]
+        got = population_risk(alpha, B, d)
+        assert abs(got.risk - want) <= 1e-13, (heads, scale, got.risk - want)
+
+
+def test_the_risk_moves_with_each_symbol_and_the_default_length_law():
+    """Asymmetric parameters change the risk (every symbol counts, not only a, b and the rest as a class), and
+    the default p is AND's balancing one."""
+    d = 7
+    rng = np.random.default_rng(2)
+    alpha, B = rng.standard_normal((2, d)), rng.standard_normal((2, d))
+    base = population_risk(alpha, B, d).risk
+    assert base == population_risk(alpha, B, d, p=length_parameter("AND", d)).risk
+    for t in (0, 1, d - 1):
+        moved = B.copy()
+        moved[1, t] += 0.5
+        assert abs(population_risk(alpha, moved, d).risk - base) > 1e-6
+
+
+@pytest.mark.parametrize("alpha,B,d,kw", [
+    (np.zeros((2, 5)), np.zeros((2, 4)), 5, {}),
+    (np.zeros((2, 2)), np.zeros((2, 2)), 2, {}),
+    (np.full((1, 4), np.nan), np.zeros((1, 4)), 4, {}),
+    (np.zeros((1, 4)), np.zeros((1, 4)), 4, {"p": 0.0}),
+    (np.zeros((1, 4)), np.zeros((1, 4)), 4, {"step": 0.0}),
+])
+def test_bad_input_is_refused(alpha, B, d, kw):
+    with pytest.raises(SettingError):
+        population_risk(alpha, B, d, **kw)
