@@ -387,14 +387,16 @@ def _floats(obj) -> list:
 
 
 SAME_BITS_LOOPS = ("bag_forward", "squared_terms", "squared_outputs", "rows_shifted_scores",
-                   "rows_normalise_scatter", "rows_score_grad", "type_pairs", "icl_round", "count_csr")
+                   "rows_normalise_scatter", "rows_score_grad", "type_pairs", "icl_round", "count_csr",
+                   "taken_entries", "take_rows")
 
 
 def _default_kernel_work():
     """What the default numpy kernel computes at every call site of the same-bits loops: an exact population's
     step (``bag_forward``, ``squared_terms``), a sampled SLR step (rows, ``squared_terms``), an ICL batch drawn
-    (``icl_round``, ``count_csr``) and its step under both losses (the rows loops; ``squared_outputs``), an even
-    pairs step (``type_pairs``); as flat arrays (the sparse counts by their CSR arrays)."""
+    (``icl_round``, ``count_csr``), laid out (``taken_entries``, ``take_rows``), and its step under both losses
+    (the rows loops; ``squared_outputs``), an even pairs step (``type_pairs``); as flat arrays (the sparse counts
+    and token rows by their CSR arrays)."""
     from numerics.experiments.population import population
 
     out = []
@@ -409,7 +411,10 @@ def _default_kernel_work():
             out += [m.indptr, m.indices, m.data]
         _, D, K = TK.model_shape(task, 6, 1)
         alpha, B = rng.standard_normal((2, 1, D)), rng.standard_normal((2, 1, D, K))
-        out += [np.asarray(x) for x in E.risk_and_grad(alpha, B, E.from_batch(batch), loss)]
+        tb = E.from_batch(batch)
+        if sp.issparse(tb.rows):
+            out += [tb.rows.indptr, tb.rows.indices, tb.rows.data, tb.starts, tb.seg, tb.mult]
+        out += [np.asarray(x) for x in E.risk_and_grad(alpha, B, tb, loss)]
     return out
 
 

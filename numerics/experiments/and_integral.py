@@ -103,8 +103,9 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, x: np.ndarray, step: float
     def g3(v):
         return 6 * p * q * q / (p + q * v) ** 4
 
-    Z = [np.exp(-np.outer(s, e[h])) / d for h in range(H)]  # z_t / d at every node, per head
-    Y = [-np.expm1(-np.outer(s, e[h])) / d for h in range(H)]  # (1 - z_t) / d
+    se = [np.outer(s, e[h]) for h in range(H)]  # s e^alpha_t at every node, per head
+    Z = [np.exp(-x) / d for x in se]  # z_t / d
+    Y = [-np.expm1(-x) / d for x in se]  # (1 - z_t) / d
     risk = dtype(1) / 2
     ga, gB = np.zeros((H, d), dtype), np.zeros((H, d), dtype)
     for h, (Zh, Yh) in enumerate(zip(Z, Y)):

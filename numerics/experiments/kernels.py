@@ -108,7 +108,8 @@ def usable() -> bool:
         rows_score_grad(np.ones((1, 2, 2)), np.ones((2, 1)), W, rows)
         squared_outputs(np.ones((2, 1, 2)), np.ones((2, 2)), np.ones(2))
         type_pairs(np.ones((3, 1)), np.ones((3, 1)))
-        take_rows(np.array([0, 1, 1], np.int32), np.array([1], np.int32), np.ones(1), np.array([1, 0], np.int32))
+        take_rows(np.array([0, 1, 1], np.int32), np.array([1], np.int32), np.ones(1), np.array([1, 0], np.int32),
+                  limit=2)
     except Exception:  # noqa: BLE001 - any failure of numba's import or compilation: the numpy paths instead
         return False
     return True
@@ -593,7 +594,7 @@ def _take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data): 
         out_indptr[i + 1] = t
 
 
-def take_rows(indptr, indices, data, rows, limit: int = np.iinfo(np.int32).max):
+def take_rows(indptr, indices, data, rows, *, limit: int):
     """(indptr, indices, data) of the rows ``rows`` (each in 0..len(indptr) - 2, checked by the caller) of a CSR
     matrix with int32 pointers and indices and float64 values: int32 pointers and indices, float64 values, the
     arrays of scipy's row gather (``engine._take_rows``).  One compiled pass counts the entries (refused above
