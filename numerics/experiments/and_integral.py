@@ -1,8 +1,8 @@
 """The population risk of AND under the squared loss for any parameters of the one-hot attention model, by the
 integral representation: the route towards an exact population for two-head AND (issue 15), whose class
 population (c_a, c_b, the rest) has 9.4 million classes at d = 50 and costs 2.25 s a step.  The risk and its
-gradient (``population_risk_and_grad``: 26 CPU ms for two heads at d = 50, 54 at d = 200); nothing in the runner
-uses them yet.
+gradient (``population_risk_and_grad``: 3.1 CPU ms for two heads at d = 50, 7.3 at d = 200, 31 at d = 1000; the
+risk with its error estimate 1.6 ms at d = 50); nothing in the runner uses them yet.
 
 The model: H heads over one-hot tokens, head h's output F_h = sum_i e^{alpha_h[z_i]} B_h[z_i] / S_h with
 S_h = sum_i e^{alpha_h[z_i]}, f = sum_h F_h; tokens i.i.d. uniform over the d symbols, lengths n ~ Geometric(p)
@@ -25,10 +25,14 @@ and E[f 1{both occur}] = E[f] - E[f 1{no a}] - E[f 1{no b}] + E[f 1{no a, no b}]
 to 0, which keeps exactly the strings without that symbol.  Every integrand is analytic and bounded in a strip
 around the positive axis of x = log s (there |z_t| < 1, so 1 - q w stays away from 0), and decays like s near 0
 and like e^{-s min e^alpha} at infinity: the trapezoid rule in x converges geometrically.  Each head's scores
-are taken less their maximum (F_h does not change), so max e^alpha = 1; nodes from s = 1e-19 p to
-45 / min e^alpha (where every z_t < 3e-20), step ``STEP`` in x; the 2-D term's sums over the symbols are matrix
-products.  The trapezoid error is estimated by the same sum at twice the step (every other node): an estimate,
-not a bound.  Rounding: 1 - q w is formed as p + q (1 - w) from -expm1, so small p costs no accuracy; the
+are taken less their maximum (F_h does not change), so max e^alpha = 1.  The nodes are equally spaced (``STEP``)
+in t, s = exp(t - e^{t0 - t}) with t0 = log p - ``TAIL_MARGIN`` (``_nodes``): x = t above t0, where the
+integrands change (G' near s ~ p, z_t near s ~ e^{-alpha_t}), while below it the tail towards s = 0, where every
+integrand is smooth in s (analytic in a disc around 0), is crossed in a few nodes; from s = ``LOWEST`` p to
+45 / min e^alpha (where every z_t < 3e-20).  That takes 69-184 nodes at d = 50 where equal steps in x took 265-370,
+at the same accuracy (measured: ``TAIL_MARGIN``); the 2-D term's sums over the symbols are matrix products.  The
+trapezoid error is estimated by the same sum at twice the step (every other node, the same integrands): an
+estimate, not a bound.  Rounding: 1 - q w is formed as p + q (1 - w) from -expm1, so small p costs no accuracy; the
 absolute error is a few eps (1 + sum_h max |B_h|)^2, and no relative accuracy is claimed for tiny risks (the
 same holds for the gradient, checked in long double at p = 1e-6 as well).
 Checked against exhaustive sums over count vectors at d = 3 and 4 (every symbol its own parameters; the
@@ -47,8 +51,19 @@ from theory.validation import SettingError
 from .tasks import MIN_D, length_parameter
 
 STEP = 0.2
-"""Trapezoid step in x = log s.  The trapezoid's error falls like exp(-pi^2 / step): at d = 50 the sum at 0.4
-differed from the one at 0.2 by 1e-11 to 1e-10, and the one at 0.1 from 0.2 by about 2e-16."""
+"""Trapezoid step in t (``_nodes``; t = log s above the tail).  The trapezoid's error falls geometrically in
+1 / step: in 10 random two-head cases at d = 50 (score scales 0.3 to 3) the sum at 0.4 differed from the one at
+0.2 by 3e-12 to 1e-9, and the one at 0.1 from 0.2 by at most 1.1e-15."""
+
+TAIL_MARGIN = 2.0
+"""The node map leaves the log scale at s = p e^{-TAIL_MARGIN} (``_nodes``).  Against the sums of the plain log
+scale at step 0.1 (then the reference), risk and gradient agreed to 2.6e-16 (1 + sum_h max |B_h|)^2 at margins
+0 to 3 in 60 random cases (d = 3 to 300, p = 1e-6 to 0.9, one to three heads, score scales 0.01 to 30), and 2 is
+kept as a margin; at d = 50 the map takes 69-184 nodes where the log scale took 265-370."""
+
+LOWEST = 1e-19
+"""The smallest node s, relative to p: below it every integrand is s (1 / p + O(1)) times readouts, so the part
+left out is about LOWEST times them."""
 
 GRAD_MAX_SPREAD = 200.0
 """Largest spread taken by ``population_risk_and_grad``: its integrands carry s^3 (the square's term), which
@@ -71,9 +86,9 @@ class IntegralRisk:
     """Nodes of each one-dimensional integral (each pair of heads takes their square)."""
 
 
-def _sums(alpha: np.ndarray, B: np.ndarray, p: float, x: np.ndarray, step: float, dtype=float, grad: bool = False):
-    """The risk from the trapezoid sums on the nodes x (``dtype``: float, np.longdouble for the tests'
-    reference, or complex for their complex-step derivative), and with ``grad`` its gradient (risk,
+def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndarray, dtype=float, grad: bool = False):
+    """The risk from the trapezoid sums on the nodes s with weights ws (``dtype``: float, np.longdouble for the
+    tests' reference, or complex for their complex-step derivative), and with ``grad`` its gradient (risk,
     d risk / d alpha (H, d), d risk / d B (H, d)), each term differentiated under the integral.  1 - q w is formed
     as p + q (1 - w), with 1 - w from -expm1: near s = 0, w is 1 to rounding and 1 - q w would lose eps / p of its
     accuracy (1e-11 at p = 1e-6).
@@ -84,9 +99,8 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, x: np.ndarray, step: float
     H, d = alpha.shape
     p = dtype(p)
     q = dtype(1) - p
-    x = np.asarray(x, dtype)
-    s = np.exp(x)
-    ws = s * dtype(step)  # ds = s dx
+    s = np.asarray(s, dtype)
+    ws = np.asarray(ws, dtype)  # (S,) or (k, S): k weightings of the same nodes give k risks
     e = np.exp(np.asarray(alpha, dtype))
     u = e * np.asarray(B, dtype)
     one = np.ones(d, dtype)
@@ -137,11 +151,17 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, x: np.ndarray, step: float
             A1 = (Z1 * u1) @ z2.T
             A2 = Z1 @ (z2 * u2).T
             A12 = (Z1 * u1) @ (z2 * u2).T
-            K = np.outer(ws, ws)  # the cross term's weight in the risk: 2 / 2
-            risk += np.sum(K * (g2(V) * A1 * A2 + g1(V) * A12))
+            iW = 1 / (p + q * V)  # G' = p iW^2, G'' = 2 p q iW^3 and G''' = 3 q iW G'', each formed once
+            G1 = p * iW * iW
+            G2 = 2 * q * G1 * iW
+            AA = A1 * A2
+            # the cross term's weight in the risk is 2 / 2: the sum over (s, r) of ws(s) ws(r) (...), per weighting
+            risk += np.sum((ws @ (G2 * AA + G1 * A12)) * ws, axis=-1)
             if grad:  # each factor's derivative is (z1 z2 / d)_t times a function of s (head 1) or r (head 2)
-                P1 = K * (-g3(V) * A1 * A2 - g2(V) * A12)  # with d V
-                P2, P3, P4 = K * g2(V) * A2, K * g2(V) * A1, K * g1(V)  # with d A1, d A2, d A12
+                K = np.outer(ws, ws)
+                KG2 = K * G2
+                P1 = -(3 * q * iW) * KG2 * AA - KG2 * A12  # with d V: K (-G''' A1 A2 - G'' A12)
+                P2, P3, P4 = KG2 * A2, KG2 * A1, K * G1  # with d A1, d A2, d A12
                 Q1, Q2, Q3, Q4 = (P @ z2 * Z1 for P in (P1, P2, P3, P4))  # (S, d): summed over r, times Z1
                 ga[h1] += (e1 * (s @ Q1) + u1 * (Q2.sum(0) - e1 * (s @ Q2)) - e1 * u2 * (s @ Q3)
                            + u1 * u2 * (Q4.sum(0) - e1 * (s @ Q4)))
@@ -173,9 +193,27 @@ def _checked(alpha, B, d: int, p: float | None, step: float, max_spread: float =
         raise SettingError(f"p must be in (0, 1], got {p}")
     if not 0.0 < step <= 0.5:
         raise SettingError(f"step must be in (0, 0.5], got {step}")
-    lo = math.log(1e-19 * p)  # every head's largest score is 0
-    hi = math.log(45.0) - float(alpha.min())
-    return alpha, B, p, lo + step * np.arange(int(math.ceil((hi - lo) / step)) + 1)
+    return alpha, B, p, _nodes(float(alpha.min()), p, step)
+
+
+def _nodes(alpha_min: float, p: float, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """(s, ds / dt) at the nodes t = t_lo + k step of s = exp(t - e^{t0 - t}), t0 = log p - TAIL_MARGIN: s = e^t
+    above t0, so the transitions (G' near s ~ p, each symbol's z_t near s ~ e^{-alpha_t}) are resolved as on a
+    log scale, and below t0 the tail towards s = 0 is crossed in a few nodes.  From s = LOWEST p (t_lo solves
+    t - e^{t0 - t} = log(LOWEST p), whatever p is) to t = log 45 - alpha_min (every z_t < 3e-20 beyond)."""
+    c = -TAIL_MARGIN - math.log(LOWEST)  # u = t0 - t_lo solves u + e^u = c (independent of p): Newton from above
+    u = math.log(c)
+    for _ in range(50):
+        nu = u - (u + math.exp(u) - c) / (1 + math.exp(u))
+        if abs(nu - u) < 1e-15:
+            break
+        u = nu
+    t0 = math.log(p) - TAIL_MARGIN
+    lo, hi = t0 - u, math.log(45.0) - alpha_min
+    t = lo + step * np.arange(int(math.ceil((hi - lo) / step)) + 1)
+    E = np.exp(t0 - t)
+    s = np.exp(t - E)
+    return s, s * (1 + E)
 
 
 def population_risk_and_grad(alpha, B, d: int, p: float | None = None, step: float = STEP):
@@ -185,8 +223,8 @@ def population_risk_and_grad(alpha, B, d: int, p: float | None = None, step: flo
     0.2 the sums agree with those at 0.1 to about 1e-16).  Each head's score gradient sums to 0 (a constant added
     to the scores changes nothing), so it is the gradient at the caller's scores as well as at the shifted ones."""
     shape = np.shape(B)
-    alpha, B, p, x = _checked(alpha, B, d, p, step, GRAD_MAX_SPREAD)
-    risk, ga, gB = _sums(alpha, B, p, x, step, grad=True)
+    alpha, B, p, (s, jac) = _checked(alpha, B, d, p, step, GRAD_MAX_SPREAD)
+    risk, ga, gB = _sums(alpha, B, p, s, step * jac, grad=True)
     if not (np.isfinite(risk) and np.isfinite(ga).all() and np.isfinite(gB).all()):  # pragma: no cover - guarded
         raise ArithmeticError("the integral's gradient came out non-finite")
     return float(risk), ga, gB.reshape(shape)
@@ -196,9 +234,11 @@ def population_risk(alpha, B, d: int, p: float | None = None, step: float = STEP
     """The population risk of AND (squared loss) at parameters ``alpha`` (H, d) and ``B`` (H, d) or (H, d, 1),
     H >= 1, lengths Geometric(p) on {1, 2, ...} (AND's balancing p by default).  Each head's scores are taken
     less their maximum (which changes nothing); their spread must be at most ``MAX_SPREAD``."""
-    alpha, B, p, x = _checked(alpha, B, d, p, step)
-    fine = float(_sums(alpha, B, p, x, step, dtype))
-    coarse = float(_sums(alpha, B, p, x[::2], 2 * step, dtype))
+    alpha, B, p, (s, jac) = _checked(alpha, B, d, p, step)
+    ws = np.zeros((2, s.size))
+    ws[0] = step * jac
+    ws[1, ::2] = 2 * step * jac[::2]  # the coarse sum: every other node, twice the step, the same integrands
+    fine, coarse = (float(v) for v in _sums(alpha, B, p, s, ws, dtype))
     if not (math.isfinite(fine) and math.isfinite(coarse)):  # pragma: no cover - guarded by the checks above
         raise ArithmeticError(f"the integral came out {fine}, {coarse}")
-    return IntegralRisk(risk=fine, error_estimate=abs(fine - coarse), nodes=x.size)
+    return IntegralRisk(risk=fine, error_estimate=abs(fine - coarse), nodes=s.size)
