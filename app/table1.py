@@ -63,7 +63,7 @@ KERNELS = ("numpy", "compiled")
 """``--kernel``'s choices: ``numerics.experiments.engine.KERNELS``, written here so that building the parser does
 not import the engine (a test holds the two equal)."""
 TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
-                  "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel")
+                  "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel", "and_heads_data")
 
 
 def _k2(text: str):
@@ -110,6 +110,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="engine loops on one-hot token rows (ICL, two-head AND): 'numpy' (default; the rounding of "
                         "the committed results) or 'compiled' (numba; faster ICL and two-head AND steps, other "
                         "rounding; docs/benchmarks_engine.md)")
+    p.add_argument("--and-heads-data", choices=["sampled", "integral"], default=None,
+                   help="AND rows with more than one head: 'sampled' mini-batches (default; the committed results) "
+                        "or 'integral', the exact population's risk and gradient by the integral representation "
+                        "(accuracies on the sampled test set)")
     p.add_argument("--jobs", type=workers_option(), default=2, help="worker processes (default 2)")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -154,6 +158,8 @@ def config_from_args(args: argparse.Namespace):
         over["even_pairs_embedding"] = args.even_pairs_embedding
     if args.kernel is not None:
         over["kernel"] = args.kernel
+    if args.and_heads_data is not None:
+        over["and_heads_data"] = args.and_heads_data
     cfg = RN.Config.quick(**over) if args.quick else RN.Config(**over)
     reading = PR.reading(args.reading) if args.reading else cfg.reading
     if args.quick and args.reading:

@@ -103,10 +103,12 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
     ws = np.asarray(ws, dtype)  # (S,) or (k, S): k weightings of the same nodes give k risks
     e = np.exp(np.asarray(alpha, dtype))
     u = e * np.asarray(B, dtype)
-    one = np.ones(d, dtype)
-    masks = (one, np.r_[0, one[1:]], np.r_[1, 0, one[2:]], np.r_[0, 0, one[2:]])
+    # the masks as columns (d, 4): the strings with a and b free, without a, without b, without both
+    M = np.ones((d, 4), dtype)
+    M[0, 1] = M[1, 2] = M[0, 3] = M[1, 3] = 0
     # the risk is f_square / 2 - (2 f_both - f_mean) + 1/2: each mask's term enters with this weight
-    weights = (-2 + 1, 2, 2, -2)  # -2 (inclusion-exclusion sign) + 1 for the unmasked term, f_mean
+    c = np.array([-2 + 1, 2, 2, -2], dtype)  # -2 (inclusion-exclusion sign) + 1 for the unmasked term, f_mean
+    free = (d - M.sum(axis=0)) / dtype(d)  # 1 - w of the masked symbols
 
     def g1(v):
         return p / (p + q * v) ** 2
@@ -122,16 +124,19 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
     Y = [-np.expm1(-x) / d for x in se]  # (1 - z_t) / d
     risk = dtype(1) / 2
     ga, gB = np.zeros((H, d), dtype), np.zeros((H, d), dtype)
+    sc = s[:, None]
     for h, (Zh, Yh) in enumerate(zip(Z, Y)):
         eh, uh = e[h], u[h]
-        for c, m in zip(weights, masks):
-            v = Yh @ m + (d - m.sum()) / dtype(d)  # 1 - w under the mask
-            a = Zh @ (m * uh)
-            risk += c * (ws @ (g1(v) * a))
-            if grad:  # d v / d alpha_t = m_t s e_t Z_t, d a / d alpha_t = m_t Z_t u_t (1 - s e_t)
-                k1, k2 = ws * g1(v), ws * g2(v) * a * s
-                ga[h] += c * m * (uh * (k1 @ Zh) - uh * eh * ((k1 * s) @ Zh) - eh * (k2 @ Zh))
-                gB[h] += c * m * eh * (k1 @ Zh)
+        v = Yh @ M + free  # (S, 4): 1 - w under each mask
+        a = Zh @ (M * uh[:, None])
+        risk += ws @ (g1(v) * a) @ c
+        if grad:  # d v / d alpha_t = m_t s e_t Z_t, d a / d alpha_t = m_t Z_t u_t (1 - s e_t); all masks at once
+            k1 = ws[:, None] * g1(v)
+            k2 = ws[:, None] * g2(v) * a * sc
+            K1, K1s, K2 = np.split(np.concatenate((k1, k1 * sc, k2), axis=1).T @ Zh, 3)  # (4, d) each
+            cm = c[:, None] * M.T
+            ga[h] += (cm * (uh * K1 - uh * eh * K1s - eh * K2)).sum(axis=0)
+            gB[h] += (cm * K1).sum(axis=0) * eh
         v = Yh.sum(axis=1)
         a1, a2 = Zh @ uh, Zh @ (uh * uh)
         cs = ws * s / 2  # the square's weight in the risk: 1/2
@@ -139,9 +144,9 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
         if grad:  # d a1 = Z_t u_t (1 - s e_t), d a2 = Z_t u_t^2 (2 - s e_t), d v = s e_t Z_t
             kv = cs * s * (-g3(v) * a1 * a1 - g2(v) * a2)
             k1, k2 = cs * 2 * g2(v) * a1, cs * g1(v)
-            ga[h] += (eh * (kv @ Zh) + uh * (k1 @ Zh) - uh * eh * ((k1 * s) @ Zh)
-                      + 2 * uh * uh * (k2 @ Zh) - uh * uh * eh * ((k2 * s) @ Zh))
-            gB[h] += eh * (k1 @ Zh) + 2 * uh * eh * (k2 @ Zh)
+            Kv, K1, K1s, K2, K2s = np.stack((kv, k1, k1 * s, k2, k2 * s)) @ Zh
+            ga[h] += eh * Kv + uh * K1 - uh * eh * K1s + 2 * uh * uh * K2 - uh * uh * eh * K2s
+            gB[h] += eh * K1 + 2 * uh * eh * K2
     for h1 in range(H):
         for h2 in range(h1 + 1, H):
             z2, y2 = Z[h2] * d, Y[h2] * d  # z_t and 1 - z_t of the second head (the 1/d taken once, with the first)
@@ -162,11 +167,12 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
                 KG2 = K * G2
                 P1 = -(3 * q * iW) * KG2 * AA - KG2 * A12  # with d V: K (-G''' A1 A2 - G'' A12)
                 P2, P3, P4 = KG2 * A2, KG2 * A1, K * G1  # with d A1, d A2, d A12
-                Q1, Q2, Q3, Q4 = (P @ z2 * Z1 for P in (P1, P2, P3, P4))  # (S, d): summed over r, times Z1
+                P = np.stack((P1, P2, P3, P4))
+                Q1, Q2, Q3, Q4 = P @ z2 * Z1  # (S, d) each: summed over r, times Z1
                 ga[h1] += (e1 * (s @ Q1) + u1 * (Q2.sum(0) - e1 * (s @ Q2)) - e1 * u2 * (s @ Q3)
                            + u1 * u2 * (Q4.sum(0) - e1 * (s @ Q4)))
                 gB[h1] += e1 * Q2.sum(0) + e1 * u2 * Q4.sum(0)
-                R1, R2, R3, R4 = (P.T @ Z1 * z2 for P in (P1, P2, P3, P4))  # (S, d): summed over s, times z2
+                R1, R2, R3, R4 = P.transpose(0, 2, 1) @ Z1 * z2  # (S, d) each: summed over s, times z2
                 ga[h2] += (e2 * (s @ R1) - e2 * u1 * (s @ R2) + u2 * (R3.sum(0) - e2 * (s @ R3))
                            + u1 * u2 * (R4.sum(0) - e2 * (s @ R4)))
                 gB[h2] += e2 * R3.sum(0) + u1 * e2 * R4.sum(0)
@@ -242,3 +248,64 @@ def population_risk(alpha, B, d: int, p: float | None = None, step: float = STEP
     if not (math.isfinite(fine) and math.isfinite(coarse)):  # pragma: no cover - guarded by the checks above
         raise ArithmeticError(f"the integral came out {fine}, {coarse}")
     return IntegralRisk(risk=fine, error_estimate=abs(fine - coarse), nodes=s.size)
+
+
+@dataclass(frozen=True)
+class IntegralPopulation:
+    """AND's population as training data for R runs at once (``runner``'s ``and_heads_data="integral"``): the
+    risk and gradient of each run by the integral, in the engine's shapes (alpha (R, H, d), B (R, H, d, 1)),
+    and accuracies, which the integral does not give, on the sampled strings ``accuracy_set`` (engine
+    ``Tokens``) when given.  A run the integral refuses (non-finite parameters, or a head's scores spread over
+    more than ``GRAD_MAX_SPREAD``) gets a NaN risk and gradient, which the bank stops as diverged."""
+
+    d: int
+    p: float
+    accuracy_set: object = None
+
+    def _each(self, alpha, B, f):
+        out = []
+        for a, b in zip(np.asarray(alpha, float), np.asarray(B, float)):
+            try:
+                out.append(f(a, b))
+            except SettingError:
+                out.append(None)
+        return out
+
+    def risk(self, alpha, B) -> np.ndarray:
+        vals = self._each(alpha, B, lambda a, b: population_risk(a, b, self.d, self.p).risk)
+        return np.array([np.nan if v is None else v for v in vals])
+
+    def risk_and_grad(self, alpha, B):
+        """(risks (R,), d risk / d alpha (R, H, d), d risk / d B (R, H, d, 1))."""
+        alpha, B = np.asarray(alpha, float), np.asarray(B, float)
+        vals = self._each(alpha, B, lambda a, b: population_risk_and_grad(a, b, self.d, self.p))
+        risk = np.full(len(vals), np.nan)
+        ga, gB = np.full(alpha.shape, np.nan), np.full(B.shape, np.nan)
+        for i, v in enumerate(vals):
+            if v is not None:
+                risk[i], ga[i], gB[i] = v
+        return risk, ga, gB
+
+    def risk_and_accuracy(self, alpha, B, accuracy):
+        """(risks, accuracies and tied masses on ``accuracy_set`` by ``accuracy`` (the engine's
+        risk_and_accuracy), or None without one)."""
+        risk = self.risk(alpha, B)
+        if self.accuracy_set is None:
+            return risk, None, None
+        _, acc, ties = accuracy(alpha, B, self.accuracy_set)
+        return risk, acc, ties
+
+    def error_estimate(self, alpha, B) -> float | None:
+        """The trapezoid error estimate at one run's parameters (``IntegralRisk.error_estimate``)."""
+        try:
+            return population_risk(alpha, B, self.d, self.p).error_estimate
+        except SettingError:
+            return None
+
+    def uniform_mean_token_moment(self) -> np.ndarray:
+        """E[xbar xbar^T] of the uniform-attention mean token xbar = c / n (the engine's function of that name,
+        for this population): E[c_t c_u | n] = n [t = u] / d + n (n - 1) / d^2 gives E[1/n] I / d
+        + (1 - E[1/n]) 11^T / d^2, with E[1/n] = -p log p / (1 - p) (1 at p = 1); its largest eigenvalue is
+        1 / d."""
+        m = 1.0 if self.p == 1.0 else -self.p * math.log(self.p) / (1.0 - self.p)
+        return m * np.eye(self.d) / self.d + (1.0 - m) * np.ones((self.d, self.d)) / self.d ** 2

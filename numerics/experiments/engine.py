@@ -38,6 +38,7 @@ from numerics.model import loss_terms
 from theory.validation import SettingError
 
 from . import kernels as KN
+from .and_integral import IntegralPopulation
 from . import tasks as _tasks
 from .tasks import Batch, csr_index_dtype
 
@@ -626,7 +627,10 @@ def uniform_mean_token_moment(tb: Tokens, block: int | None = None) -> np.ndarra
     (``runner.run_row``): with several threads the whole product's bits depend on how BLAS shares its rows
     among them, and on a shared machine its threads spin (10x slower for these thin products).  Another summation order (the moment of the class weights, or of the rows' mean tokens)
     would move it by 1e-15, and trained numbers by up to 5e-12 through the step-size grid
-    (``runner.output_curvature``)."""
+    (``runner.output_curvature``).  AND's population by the integral gives its closed form (the full matrix,
+    not a triangle)."""
+    if isinstance(tb, IntegralPopulation):
+        return tb.uniform_mean_token_moment()
     N, D = tb.size, tb.table.shape[1]
     if block is None:
         fit = MOMENT_ELEMENTS // max(N, 1) // MOMENT_ALIGN * MOMENT_ALIGN
@@ -697,8 +701,20 @@ def _summed(w: np.ndarray, parts: list) -> np.ndarray:
     return np.concatenate([weighted_sum(w, p) for p in parts])
 
 
+def _integral(tb, loss: str) -> bool:
+    """Whether ``tb`` is AND's population by the integral (``and_integral.IntegralPopulation``), which the
+    functions below hand their work to (squared loss only)."""
+    if not isinstance(tb, IntegralPopulation):
+        return False
+    if loss != "squared":
+        raise SettingError(f"the AND integral gives the squared loss only, not {loss!r}")
+    return True
+
+
 def risk(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared") -> np.ndarray:
     """The R weighted risks (no gradient), summed by ``weighted_sum``."""
+    if _integral(tb, loss):
+        return tb.risk(alpha, B)
     _unstacked(tb)
     lvs = _chunked_losses(alpha, B, tb, loss, False)[0]
     if tb.layout == "rows":  # up to SUM_BLOCK strings one product over all runs (the unchunked path's rounding)
@@ -711,6 +727,8 @@ def risk_and_accuracy(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = 
     regression (``accuracy``, ``tie_margin``), from one forward pass per chunk of runs (memory bounded
     whatever R: no (strings, R, K) array is kept), summed by ``_summed`` (up to SUM_BLOCK strings one
     product over all R runs, above chunk by chunk)."""
+    if _integral(tb, loss):
+        return tb.risk_and_accuracy(alpha, B, risk_and_accuracy)
     _unstacked(tb)
     lvs, hits, ties = _chunked_losses(alpha, B, tb, loss, True)
     if tb.labels is None:
@@ -757,6 +775,10 @@ def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squ
     """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs;
     ``with_f=False`` returns None for f (a trainer needs no outputs, and on a population of a million
     classes f of 30 runs is 240 MB)."""
+    if _integral(tb, loss):
+        if with_f:
+            raise SettingError("the AND integral gives no outputs f")
+        return (*tb.risk_and_grad(alpha, B), None)
     _unstacked(tb)
     R, H, _ = alpha.shape
     c = _chunk(tb, H, B.shape[-1])

@@ -26,6 +26,7 @@ import numpy as np
 from numerics.model import Model
 from theory.validation import SettingError
 
+from . import and_integral as AI
 from . import bank as BK
 from . import engine as E
 from . import lag as L
@@ -35,6 +36,7 @@ from .grid import GridSearch
 from .protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
 
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
+AND_HEADS_DATA = ("sampled", "integral")
 ICL_LOSSES = ("squared", "cross_entropy")
 EXACT_MASS_TOL = 1e-16
 """Left-out probability mass of the exact populations, lengths and light classes each (about 2e-16 left out
@@ -65,6 +67,10 @@ class Config:
     icl_loss: str = "squared"
     even_pairs_embedding: str = "query"
     kernel: str = "numpy"
+    and_heads_data: str = "sampled"
+    """AND rows with more than one head and a random start: "sampled" mini-batches (default: the committed
+    results), or "integral", the exact population risk and gradient by the integral representation
+    (``and_integral``; accuracies on the sampled test set)."""
     jobs: int = 2
     reading: Reading = field(default_factory=Reading)
 
@@ -95,6 +101,9 @@ class Config:
                 raise SettingError(f"{name} must be in (0, 1), got {v!r}")
         TK.check_even_pairs_embedding(self.even_pairs_embedding)
         E.check_kernel(self.kernel)
+        if self.and_heads_data not in AND_HEADS_DATA:
+            raise SettingError(f"and_heads_data must be one of {', '.join(AND_HEADS_DATA)}, "
+                               f"got {self.and_heads_data!r}")
         if self.icl_loss not in ICL_LOSSES:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
@@ -139,6 +148,13 @@ def exact(task: str, heads: int, cfg: Config) -> bool:
     return task in ("OR", "AND") and (heads == 1 or cfg.init_scale == 0)
 
 
+def integral(task: str, heads: int, cfg: Config) -> bool:
+    """Rows trained on AND's population by the integral (``and_heads_data="integral"``): the AND rows that are
+    not ``exact`` (more than one head, random start).  Their seeds differ by their starts, so they are tuned and
+    reported on several seeds like the sampled rows."""
+    return task == "AND" and not exact(task, heads, cfg) and cfg.and_heads_data == "integral"
+
+
 def task_loss(task: str, cfg: Config) -> str:
     return cfg.icl_loss if task == "ICL" else "squared"
 
@@ -169,6 +185,7 @@ def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
         tb = E.from_batch(pop, cfg.kernel)
         return Data(lambda t: tb, tb, lambda: tb, True, dict(pop.extra))
     tid = TK.TASKS.index(task)
+    p = TK.length_parameter(task, cfg.d)
 
     def draw(purpose: int, size: int, step: int = 0):
         # each purpose (0 training, 1 validation, 2 test) draws from its own generator: building one set or not
@@ -176,7 +193,13 @@ def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
         return TK.sample(task, cfg.d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
                          even_pairs_embedding=cfg.even_pairs_embedding)
 
-    info = {"p": TK.length_parameter(task, cfg.d)}
+    if integral(task, heads, cfg):
+        pop = AI.IntegralPopulation(cfg.d, p)
+        info = {"p": p, "kind": "integral", "accuracy": f"on the {cfg.test_size} sampled strings of the test set"}
+        return Data(lambda t: pop, pop,
+                    lambda: AI.IntegralPopulation(cfg.d, p, E.from_batch(draw(2, cfg.test_size), cfg.kernel)),
+                    False, info)
+    info = {"p": p}
     if task == "SLR":
         info["k"], info["v"] = TK.slr_directions(cfg.d, seed)   # the test batch's own k*, v* (sample_slr)
     return Data(lambda t: E.from_batch(draw(0, cfg.batch, t), cfg.kernel),
@@ -323,6 +346,9 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
             res["truncation_bound"] = None if rec.diverged else loss_bound(data.info["dropped"], rec.final_B)
             res["rounding_bound"] = (None if rec.diverged else
                                      rounding_bound(risks[-1], rec.final_alpha, rec.final_B))
+        if isinstance(data.test, AI.IntegralPopulation):
+            res["quadrature_estimate"] = None if rec.diverged else data.test.error_estimate(rec.final_alpha,
+                                                                                            rec.final_B)
         if plan == "joint" and not rec.diverged:
             fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
             func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
@@ -356,7 +382,8 @@ def _run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
     tuning_steps = found.pop("_steps")
     chosen = {p: found[p]["chosen"] for p in PLANS}
     per_seed = [report_seed(task, heads, s, cfg, chosen) for s in reported_seeds(task, heads, cfg)]
-    data_info = make_data(task, heads, 0, cfg).info if exact(task, heads, cfg) else {"p": TK.length_parameter(task, cfg.d)}
+    data_info = (make_data(task, heads, 0, cfg).info if exact(task, heads, cfg) or integral(task, heads, cfg)
+                 else {"p": TK.length_parameter(task, cfg.d)})
     row = assemble_row(name, task, heads, cfg, found, {p: [ps[p] for ps in per_seed if p in ps] for p in PLANS},
                        ceiling_of(task, cfg.d, heads, task_loss(task, cfg), cfg), data_info)
     return row | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
@@ -383,9 +410,11 @@ def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
                     "steps": stats([r["steps"] for r in recs])}
-        for key, out_key in (("truncation_bound",) * 2, ("rounding_bound",) * 2, ("test_acc_tied", "acc_tied")):
+        for key, out_key in (("truncation_bound",) * 2, ("rounding_bound",) * 2, ("quadrature_estimate",) * 2,
+                             ("test_acc_tied", "acc_tied")):
             bounds = [r.get(key) for r in recs if r.get(key) is not None]
-            plans[p][out_key] = max(bounds) if bounds else None  # acc_tied: the largest tied mass of a seed
+            if bounds or key != "quadrature_estimate":  # the integral's rows alone carry an estimate
+                plans[p][out_key] = max(bounds) if bounds else None  # acc_tied: the largest tied mass of a seed
     lag = {}
     joint = [r for r in plans["joint"]["seeds"] if "lag" in r]
     for m in ("displacement", "function", "alignment"):

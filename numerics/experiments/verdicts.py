@@ -4,7 +4,8 @@ Every verdict is one of:
 
 * ``holds`` / ``does not hold``: decided by the criterion below, on runs that no artefact decides;
 * ``undecided``: the criterion's interval straddles its threshold (seed spread, the snapshot resolution of
-  t_half, or the error bound of an exact population: truncation and rounding);
+  t_half, or the error bound of an exact population: truncation and rounding; the AND integral's quadrature
+  estimate where it is used);
 * ``refused``: the verdict would rest on an artefact, and each reason is given: a chosen step size at an
   untried edge of its grid, a diverged or unstable run (ending above its start), a run that did not converge within the budget, a row whose
   capacity ceiling is far from the task's best value ("not representable"), or a row with no ceiling.
@@ -90,12 +91,13 @@ def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
 
 def excess(row: dict, plan: str, reference: str) -> tuple[float, float, float]:
     """(excess mean risk of plan over reference, margin, slack: the two plans' population error bounds, truncation
-    and rounding, where recorded)."""
+    and rounding, where recorded, and the AND integral's quadrature estimate where it is used)."""
     plans = row["plans"]
     a, b = plans[plan]["risk"], plans[reference]["risk"]
     se = math.sqrt(_se(a) ** 2 + _se(b) ** 2)
     effect = plans["output_only"]["risk"]["mean"] - plans["joint"]["risk"]["mean"]
-    slack = sum(plans[q].get(key) or 0.0 for q in (plan, reference) for key in ("truncation_bound", "rounding_bound"))
+    slack = sum(plans[q].get(key) or 0.0 for q in (plan, reference)
+                for key in ("truncation_bound", "rounding_bound", "quadrature_estimate"))
     return a["mean"] - b["mean"], max(3 * se, MATCH_SHARE * abs(effect)), slack
 
 

@@ -1,0 +1,157 @@
+"""Two-head AND trained on its population by the integral (the runner's ``and_heads_data="integral"``): the
+engine hands an ``IntegralPopulation`` its work and gives the class population's numbers (risks and gradients
+of several runs at once, the uniform-attention moment and so the output curvature); a run the integral refuses
+comes back NaN and only that run; the squared loss only; a row on it records exact risks (validation and test),
+sampled accuracies, several seeds (their starts differ) and the quadrature's estimate, while a sampled row
+records none of it; the setting is checked before any work and set by its flag."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numerics.experiments import and_integral as AI
+from numerics.experiments import engine as E
+from numerics.experiments import runner as RN
+from numerics.experiments.population import expand, population
+from numerics.experiments.protocol import Reading
+from numerics.experiments.tasks import length_parameter
+from theory.validation import SettingError
+
+D = 6
+
+
+@pytest.fixture(scope="module")
+def classes():
+    return E.from_batch(population("AND", D, 1e-16, 1e-16, merged=False))
+
+
+def _runs(rng, R, heads=2, scale=2.0):
+    """R runs' parameters equal on the unmarked symbols (the class population's assumption)."""
+    a3, b3 = scale * rng.standard_normal((R, heads, 3, 1)), rng.standard_normal((R, heads, 3, 1))
+    return np.stack([expand(a, D, 2)[..., 0] for a in a3]), np.stack([expand(b, D, 2) for b in b3])
+
+
+def test_the_engine_gives_the_class_populations_risks_and_gradients_of_several_runs(classes):
+    alpha, B = _runs(np.random.default_rng(3), 3)
+    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
+    r, ga, gB, f = E.risk_and_grad(alpha, B, pop, "squared", with_f=False)
+    want = E.risk_and_grad(alpha, B, classes, "squared", with_f=False)
+    assert f is None and ga.shape == alpha.shape and gB.shape == B.shape
+    assert np.abs(r - want[0]).max() <= 1e-12
+    assert np.abs(ga - want[1]).max() <= 1e-12 and np.abs(gB - want[2]).max() <= 1e-12
+    assert np.abs(E.risk(alpha, B, pop) - want[0]).max() <= 1e-12
+
+
+def test_accuracies_come_from_the_sampled_set_and_risks_from_the_integral(classes):
+    alpha, B = _runs(np.random.default_rng(4), 2)
+    p = length_parameter("AND", D)
+    risk, acc, ties = E.risk_and_accuracy(alpha, B, AI.IntegralPopulation(D, p))
+    assert acc is None and ties is None
+    wr, wa, wt = E.risk_and_accuracy(alpha, B, classes)
+    risk, acc, ties = E.risk_and_accuracy(alpha, B, AI.IntegralPopulation(D, p, classes))
+    assert np.abs(risk - wr).max() <= 1e-12
+    assert np.array_equal(acc, wa) and np.array_equal(ties, wt)
+
+
+def test_the_moment_and_the_output_curvature_are_the_class_populations(classes):
+    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
+    got, want = E.uniform_mean_token_moment(pop), E.uniform_mean_token_moment(classes)
+    want = np.tril(want) + np.tril(want, -1).T
+    # the class population spreads the unmarked symbols' count evenly over them: its moment is the true one
+    # on vectors equal on those symbols (P averages them), and differs off them
+    P = np.eye(D)
+    P[2:, 2:] = 1 / (D - 2)
+    assert np.abs(P @ got @ P - P @ want @ P).max() <= 1e-14 and np.abs(got - want).max() > 1e-3
+    assert np.linalg.eigvalsh(got)[-1] == pytest.approx(1 / D, rel=1e-14)
+    assert RN.output_curvature(pop, "squared") == pytest.approx(1 / D, rel=1e-14)
+    assert RN.output_curvature(classes, "squared") == pytest.approx(1 / D, rel=1e-12)
+    assert np.allclose(AI.IntegralPopulation(4, 1.0).uniform_mean_token_moment(), np.eye(4) / 4, rtol=0, atol=0)
+
+
+def test_the_moment_is_the_exhaustive_sum_over_count_vectors():
+    """Off the vectors equal on the unmarked symbols too: every count vector of d = 3 symbols, lengths to a
+    tail of 1e-18."""
+    from scipy.special import gammaln
+
+    d, p = 3, 0.4
+    want, n = np.zeros((d, d)), 1
+    while p * (1 - p) ** (n - 1) >= 1e-18:
+        for c0 in range(n + 1):
+            for c1 in range(n + 1 - c0):
+                c = np.array([c0, c1, n - c0 - c1], float)
+                w = p * (1 - p) ** (n - 1) * np.exp(gammaln(n + 1) - gammaln(c + 1).sum() - n * np.log(d))
+                want += w * np.outer(c, c) / n ** 2
+        n += 1
+    # (the reference's weights, exp of log-gamma sums near 200, carry relative errors of about 1e-14)
+    assert np.abs(AI.IntegralPopulation(d, p).uniform_mean_token_moment() - want).max() <= 5e-14
+
+
+def test_a_refused_run_comes_back_nan_and_alone():
+    alpha, B = _runs(np.random.default_rng(5), 3, scale=0.5)
+    alpha[1, 0, 0] += 250.0  # a spread above GRAD_MAX_SPREAD: the gradient refuses it
+    alpha[2, 1, 3] = np.inf
+    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
+    r, ga, gB, _ = E.risk_and_grad(alpha, B, pop, with_f=False)
+    assert np.isfinite(r[0]) and np.isfinite(ga[0]).all() and np.isfinite(gB[0]).all()
+    assert np.isnan(r[1:]).all() and np.isnan(ga[1:]).all() and np.isnan(gB[1:]).all()
+    risk = E.risk(alpha, B, pop)
+    assert np.isfinite(risk[:2]).all() and np.isnan(risk[2])  # the risk takes spreads up to MAX_SPREAD
+    assert pop.error_estimate(alpha[2], B[2]) is None and pop.error_estimate(alpha[0], B[0]) >= 0
+
+
+def test_only_the_squared_loss_and_no_outputs():
+    alpha, B = np.zeros((1, 2, D)), np.zeros((1, 2, D, 1))
+    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
+    with pytest.raises(SettingError, match="squared"):
+        E.risk(alpha, B, pop, "cross_entropy")
+    with pytest.raises(SettingError, match="outputs"):
+        E.risk_and_grad(alpha, B, pop)
+
+
+def test_the_setting_is_checked_and_set_by_its_flag():
+    with pytest.raises(SettingError, match="and_heads_data"):
+        RN.Config(and_heads_data="exact").validate()
+    from app.cli import build_parser
+    from app.table1 import config_from_args
+
+    def parse(*argv):
+        return build_parser().parse_args(["table1", *argv])
+
+    assert config_from_args(parse("--and-heads-data", "integral", "--tasks", "AND")).and_heads_data == "integral"
+    assert config_from_args(parse()).and_heads_data == "sampled"
+    with pytest.raises(SystemExit):
+        parse("--and-heads-data", "exact")
+
+
+def _row(kind):
+    reading = Reading(name="quick", max_steps=30, eval_every=5, patience=4, phase2_cap=10, tuning_seeds=1,
+                      grid_points=3, max_extensions=0)
+    cfg = RN.Config.quick(tasks=("AND",), and_heads=(2,), seeds=2, and_heads_data=kind, reading=reading).validate()
+    return cfg, RN._run_row(cfg.to_dict(), "AND (H=2)", "AND", 2)
+
+
+def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_several_seeds():
+    cfg, row = _row("integral")
+    p = length_parameter("AND", cfg.d)
+    assert row["data"]["kind"] == "integral" and row["data"]["p"] == p and row["seeds_run"] == [0, 1]
+    assert not row["exact"]
+    for plan, pr in row["plans"].items():
+        if pr["chosen"] is None:
+            continue
+        estimates = []
+        for res in pr["seeds"]:
+            a0, b0 = RN.initial_params("AND", 2, res["seed"], cfg)
+            start = AI.population_risk(a0, b0, cfg.d).risk
+            assert res["curve"]["risk"][0] == start and res["val_curve"]["risk"][0] == start, plan
+            test = RN.make_data("AND", 2, res["seed"], cfg).test
+            assert test.accuracy_set.size == cfg.test_size
+            assert res["curve"]["acc"][0] == E.risk_and_accuracy(a0[None], b0[None], test.accuracy_set)[1][0]
+            estimates.append(res["quadrature_estimate"])
+        assert pr["quadrature_estimate"] == max(estimates) and min(estimates) >= 0
+
+
+def test_a_sampled_row_records_no_integral():
+    cfg, row = _row("sampled")
+    assert row["data"] == {"p": length_parameter("AND", cfg.d)}
+    for pr in row["plans"].values():
+        assert "quadrature_estimate" not in pr and all("quadrature_estimate" not in r for r in pr["seeds"])
