@@ -24,7 +24,9 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   with ``kernel = "compiled"`` (``table1 --kernel compiled``; other rounding, so not the default), checked
   against the numpy kernel before it is timed;
 * for the same rows, the runner's seeds advanced by one array program (``engine.grouped_risk_and_grad``) beside
-  one call per seed, which is what the runner does (``seeds_in_one_program``), checked bit for bit first.
+  one call per seed, which is what the runner does (``seeds_in_one_program``), checked bit for bit first;
+* two-head AND's step on its exact population by the integral (``table1 --and-heads-data integral``,
+  ``integral_step``) beside the sampled row's step and sampler.
 
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
@@ -52,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from numerics.experiments import and_integral as AI
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
 from numerics.experiments import tasks as TK
@@ -125,6 +128,24 @@ SEED_RUNS = (1, 4, 16)
 per plan), sixteen (a step-size search round)."""
 SEED_ROWS = (("ICL", "ICL", 1), ("AND (H=2)", "AND", 2))
 """The rows whose batches ``engine.stack`` takes (one-hot token rows)."""
+
+
+def integral_step(d: int, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """One training step of ``runs`` two-head AND runs on the exact population by the integral
+    (``and_integral.IntegralPopulation`` through ``engine.risk_and_grad``, then the update), at the random
+    parameters of ``initial``: medians (wall, CPU) per run-step, and the nodes of each one-dimensional integral
+    at the first run's start (the cross term takes their square)."""
+    pop = AI.IntegralPopulation(d, TK.length_parameter("AND", d))
+    a, B = initial(Case("AND (H=2)", "AND", 2, d, None, None, "squared", True), runs)
+    nodes = AI.population_risk(a[0], B[0], d).nodes
+
+    def step():
+        _, ga, gB, _ = E.risk_and_grad(a, B, pop, "squared", with_f=False)
+        a[...] -= LR * ga
+        B[...] -= LR * gB
+
+    t = timed(step, repeats, min_seconds)
+    return {"runs": runs, "time": (t[0] / runs, t[1] / runs), "nodes": nodes}
 
 
 def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
@@ -738,6 +759,12 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                         got = [seeds_in_one_program(task, heads, d, n, repeats, min_seconds) for n in SEED_RUNS]
                         if None not in got:
                             out["seeds"].setdefault(row, {})[d] = got
+    # two-head AND on its population by the integral, beside its sampled row
+    out["and_integral"] = {}
+    if any(r[1:] == ("AND", 2) for r in rows):
+        for d in ds:
+            with threadpool_limits(limits=1):
+                out["and_integral"][d] = [integral_step(d, n, repeats, min_seconds) for n in (1, RUNS)]
     # memory across d (for its growth), data + one step, every row
     if memory:
         for row, task, heads in rows:
@@ -1013,6 +1040,23 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
                     ps, st = x["per_seed"], x["stacked"]
                     L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
                              f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
+    if res.get("and_integral"):
+        L += ["", "## Two-head AND on its exact population (`table1 --and-heads-data integral`)", "",
+              "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "
+              "`engine.risk_and_grad`, then the update), per run-step, for one run and for "
+              f"{RUNS} runs at once (the integral takes the runs one at a time, so the two differ only by the "
+              "calls around it), beside the sampled row's step (`engine x1`) plus its sampler from the table above. "
+              "`nodes`: of each one-dimensional integral at the first run's parameters (the cross-head term takes "
+              "their square; more nodes as a head's scores spread). The integral's risk and gradient are the "
+              "population's to rounding (tests/test_and_integral.py), the sampled step's a mini-batch's: the "
+              "ratio is what exactness costs a step, not the same work done faster or slower.", "",
+              f"| d | nodes | integral x1 CPU / wall | integral x{RUNS} CPU / wall | sampled step + sampler CPU | "
+              "integral / sampled (CPU) |", "|---|---|---|---|---|---|"]
+        for d, (one, many) in res["and_integral"].items():
+            x = res["rows"].get("AND (H=2)", {}).get(d)
+            sampled = x["engine_1"][1] + x["sampler"][1] if x and x.get("sampler") else None
+            L.append(f"| {d} | {one['nodes']} | {_cw(one['time'])} | {_cw(many['time'])} | {_ms(sampled)} | "
+                     + (f"{_x(one['time'][1] / sampled)} |" if sampled else "- |"))
     L += ["", "## Growth in d and memory", "",
           f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
           "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",

@@ -284,3 +284,27 @@ def test_seeds_in_one_program_checks_its_bits_first(monkeypatch):
     with pytest.raises(AssertionError):
         BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
     assert BE.seeds_in_one_program("AND", 2, 8, 2, repeats=1, min_seconds=0.0) is None
+
+
+def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_population():
+    """bench() times two-head AND's step on the integral when the row is benchmarked, and the step is a
+    gradient step on the integral's risk (the risk falls, by about LR times the squared gradient norm)."""
+    res = BE.bench((5,), 1, rows=(("AND (H=2)", "AND", 2),), use_torch=False, memory=False, min_seconds=0.001,
+                   gemm_n=100)
+    one, many = res["and_integral"][5]
+    assert one["runs"] == 1 and many["runs"] == BE.RUNS and one["nodes"] > 10
+    assert all(t > 0 for t in one["time"] + many["time"])
+    page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
+    assert "## Two-head AND on its exact population" in page
+    assert any(line.startswith("| 5 | ") and line.endswith("x |") for line in page.splitlines())
+    case = BE.Case("AND (H=2)", "AND", 2, 5, None, None, "squared", True)
+    a, B = BE.initial(case, 1)
+    pop = BE.AI.IntegralPopulation(5, BE.TK.length_parameter("AND", 5))
+    r0, ga, gB, _ = BE.E.risk_and_grad(a, B, pop, with_f=False)
+    a1, B1 = a - BE.LR * ga, B - BE.LR * gB
+    drop = r0[0] - BE.E.risk(a1, B1, pop)[0]
+    want = BE.LR * (np.sum(ga ** 2) + np.sum(gB ** 2))
+    assert abs(drop - want) <= 0.01 * want
+    other = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+                     gemm_n=100)
+    assert other["and_integral"] == {} and "Two-head AND on its exact" not in BE.render(other, [], {}, (0, 0))
