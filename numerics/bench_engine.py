@@ -130,13 +130,17 @@ SEED_ROWS = (("ICL", "ICL", 1), ("AND (H=2)", "AND", 2))
 """The rows whose batches ``engine.stack`` takes (one-hot token rows)."""
 
 
-def integral_step(d: int, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+def integral_step(d: int, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS,
+                  table1: bool = False) -> dict:
     """One training step of ``runs`` two-head AND runs on the exact population by the integral
     (``and_integral.IntegralPopulation`` through ``engine.risk_and_grad``, then the update), at the random
-    parameters of ``initial``: medians (wall, CPU) per run-step, and the nodes of each one-dimensional integral
-    at the first run's start (the cross term takes their square)."""
+    parameters of ``initial`` (``table1``: with every unmarked symbol given the first one's, as a Table 1 row's
+    parameters stay, so the integral's sums take three classes): medians (wall, CPU) per run-step, and the nodes
+    of each one-dimensional integral at the first run's start (the cross term takes their square)."""
     pop = AI.IntegralPopulation(d, TK.length_parameter("AND", d))
     a, B = initial(Case("AND (H=2)", "AND", 2, d, None, None, "squared", True), runs)
+    if table1:
+        a[..., 3:], B[..., 3:, :] = a[..., 2:3], B[..., 2:3, :]
     nodes = AI.population_risk(a[0], B[0], d).nodes
 
     def step():
@@ -145,7 +149,7 @@ def integral_step(d: int, runs: int, repeats: int, min_seconds: float = MIN_REPE
         B[...] -= LR * gB
 
     t = timed(step, repeats, min_seconds)
-    return {"runs": runs, "time": (t[0] / runs, t[1] / runs), "nodes": nodes}
+    return {"runs": runs, "time": (t[0] / runs, t[1] / runs), "nodes": nodes, "table1": table1}
 
 
 def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
@@ -764,7 +768,8 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     if any(r[1:] == ("AND", 2) for r in rows):
         for d in ds:
             with threadpool_limits(limits=1):
-                out["and_integral"][d] = [integral_step(d, n, repeats, min_seconds) for n in (1, RUNS)]
+                out["and_integral"][d] = [integral_step(d, n, repeats, min_seconds, t1) for t1 in (False, True)
+                                          for n in (1, RUNS)]
     # memory across d (for its growth), data + one step, every row
     if memory:
         for row, task, heads in rows:
@@ -1045,7 +1050,10 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "
               "`engine.risk_and_grad`, then the update), per run-step, for one run and for "
               f"{RUNS} runs at once (the integral takes the runs one at a time, so the two differ only by the "
-              "calls around it), beside the sampled row's step (`engine x1`) plus its sampler from the table above. "
+              "calls around it), beside the sampled row's step (`engine x1`, `engine x8`) plus its sampler from the "
+              "table above. Two kinds of parameters: `any` (those of `initial`, different on every symbol: the "
+              "sums run over all d symbols) and `Table 1's` (the same with every unmarked symbol given one "
+              "value, as a Table 1 row's parameters stay: the sums run over three classes, whatever d). "
               "`nodes`: of each one-dimensional integral at the first run's parameters (the cross-head term takes "
               "their square; more nodes as a head's scores spread). The integral's risk and gradient are the "
               "population's to rounding (tests/test_and_integral.py), the sampled step's a mini-batch's: the "
@@ -1053,17 +1061,18 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               f"(a step-size search round, a seed's plans) shares the sampled row's batch: with {RUNS} runs, "
               f"each pays `engine x{RUNS}` and an {RUNS}th of the sampler, while the integral is paid in full "
               "by every run.", "",
-              f"| d | nodes | integral x1 CPU / wall | integral x{RUNS} CPU / wall | sampled x1 + sampler (CPU) | "
-              f"integral / sampled, 1 run | sampled x{RUNS} + sampler / {RUNS} (CPU, per run) | "
-              f"integral / sampled, {RUNS} runs |", "|---|---|---|---|---|---|---|---|"]
-        for d, (one, many) in res["and_integral"].items():
+              f"| d | nodes | any x1 CPU / wall | any x{RUNS} CPU / wall | Table 1's x1 CPU / wall | Table 1's "
+              f"x{RUNS} CPU / wall | sampled x1 + sampler (CPU) | sampled x{RUNS} + sampler / {RUNS} (CPU, per "
+              f"run) | Table 1's / sampled, 1 run | Table 1's / sampled, {RUNS} runs |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for d, (one, many, one_t, many_t) in res["and_integral"].items():
             x = res["rows"].get("AND (H=2)", {}).get(d)
             s1 = s8 = None
             if x and x.get("sampler"):
                 s1, s8 = x["engine_1"][1] + x["sampler"][1], x["engine_8"][1] + x["sampler"][1] / RUNS
-            L.append(f"| {d} | {one['nodes']} | {_cw(one['time'])} | {_cw(many['time'])} | {_ms(s1)} | "
-                     + (f"{_x(one['time'][1] / s1)} | {_ms(s8)} | {_x(many['time'][1] / s8)} |" if s1 else
-                        "- | - | - |"))
+            L.append(f"| {d} | {one['nodes']} | {_cw(one['time'])} | {_cw(many['time'])} | {_cw(one_t['time'])} | "
+                     f"{_cw(many_t['time'])} | {_ms(s1)} | {_ms(s8)} | "
+                     + (f"{_x(one_t['time'][1] / s1)} | {_x(many_t['time'][1] / s8)} |" if s1 else "- | - |"))
     L += ["", "## Growth in d and memory", "",
           f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
           "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",

@@ -218,3 +218,43 @@ def test_the_node_map_gives_the_sums_of_equal_steps_in_log_s(d, p):
         for g, w in zip(got, want):
             assert np.max(np.abs(g - w)) <= 1e-15 * scale_B
         assert s.size < x.size / 1.5 and population_risk(alpha, B, d, p=p).nodes == s.size
+
+
+@pytest.mark.parametrize("d", [4, 50, 1000])
+def test_parameters_equal_on_the_unmarked_symbols_take_three_columns_with_the_same_numbers(d, monkeypatch):
+    """Scores and readouts equal on the d - 2 unmarked symbols (every Table 1 row's): the sums run over the
+    classes a, b and the rest, weighted by their sizes, and give the risk, the error estimate and every
+    symbol's gradient of the sums over all d symbols, to rounding; a single unmarked symbol off the others
+    takes the sums over all d."""
+    from numerics.experiments.population import expand
+
+    rng = np.random.default_rng([d, 9])
+    a3, b3 = 2.0 * rng.standard_normal((2, 3, 1)), rng.standard_normal((2, 3, 1))
+    alpha, B = expand(a3, d, 2)[..., 0], expand(b3, d, 2)[..., 0]
+    al, Bf, p, (s, jac) = AI._checked(alpha, B, d, None, AI.STEP)
+    want = AI._sums(al, Bf, p, s, AI.STEP * jac, grad=True)
+    ws = np.zeros((2, s.size))
+    ws[0], ws[1, ::2] = AI.STEP * jac, 2 * AI.STEP * jac[::2]
+    want_fine, want_coarse = AI._sums(al, Bf, p, s, ws)
+    seen = []
+    sums = AI._sums
+
+    def spy(*a, **k):
+        seen.append((a[0].shape, k.get("mult")))
+        return sums(*a, **k)
+
+    monkeypatch.setattr(AI, "_sums", spy)
+    risk, ga, gB = population_risk_and_grad(alpha, B, d)
+    est = population_risk(alpha, B, d)
+    assert [sh for sh, _ in seen] == [(2, 3), (2, 3)] and all(list(m) == [1, 1, d - 2] for _, m in seen)
+    scale = (1 + np.abs(B).max(axis=1).sum()) ** 2
+    assert abs(risk - want[0]) <= 1e-15 * scale and abs(est.risk - want_fine) <= 1e-15 * scale
+    assert abs(est.error_estimate - abs(want_fine - want_coarse)) <= 1e-15 * scale
+    assert np.abs(ga - want[1]).max() <= 1e-15 * scale and np.abs(gB - want[2]).max() <= 1e-15 * scale
+    assert ga.shape == gB.shape == (2, d)
+    seen.clear()
+    off = alpha.copy()
+    off[1, d - 1] += 0.5
+    population_risk_and_grad(off, B, d)
+    population_risk(alpha, np.where(np.arange(d) == 2, B + 0.5, B), d)
+    assert [m for _, m in seen] == [None, None] and [sh for sh, _ in seen] == [(2, d)] * 2

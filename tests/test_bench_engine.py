@@ -286,16 +286,24 @@ def test_seeds_in_one_program_checks_its_bits_first(monkeypatch):
     assert BE.seeds_in_one_program("AND", 2, 8, 2, repeats=1, min_seconds=0.0) is None
 
 
-def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_population():
+def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_population(monkeypatch):
     """bench() times two-head AND's step on the integral when the row is benchmarked, and the step is a
     gradient step on the integral's risk (the risk falls, by about LR times the squared gradient norm)."""
     res = BE.bench((5,), 1, rows=(("AND (H=2)", "AND", 2),), use_torch=False, memory=False, min_seconds=0.001,
                    gemm_n=100)
-    one, many = res["and_integral"][5]
-    assert one["runs"] == 1 and many["runs"] == BE.RUNS and one["nodes"] > 10
-    assert all(t > 0 for t in one["time"] + many["time"])
+    one, many, one_t, many_t = res["and_integral"][5]
+    assert [x["runs"] for x in (one, many, one_t, many_t)] == [1, BE.RUNS] * 2 and one["nodes"] > 10
+    assert [x["table1"] for x in (one, many, one_t, many_t)] == [False, False, True, True]
+    assert all(t > 0 for x in (one, many, one_t, many_t) for t in x["time"])
     page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
     assert "## Two-head AND on its exact population" in page
+    seen, sums = [], BE.AI._sums
+    monkeypatch.setattr(BE.AI, "_sums", lambda *a, **k: seen.append(a[0].shape[1]) or sums(*a, **k))
+    BE.integral_step(6, 1, 1, 0.0001, table1=True)
+    assert seen and set(seen) == {3}  # a Table 1 row's parameters: the sums over three classes
+    seen.clear()
+    BE.integral_step(6, 1, 1, 0.0001)
+    assert seen and set(seen) == {6}
     assert any(line.startswith("| 5 | ") and line.endswith("x |") for line in page.splitlines())
     case = BE.Case("AND (H=2)", "AND", 2, 5, None, None, "squared", True)
     a, B = BE.initial(case, 1)
