@@ -240,12 +240,20 @@ def main_args(args: argparse.Namespace) -> int:
 
 
 def _resume(partial: Path, cfg) -> dict:
-    """Finished rows of an interrupted run with the same configuration (else nothing)."""
+    """Finished rows of an interrupted run with the same configuration (else nothing).  A setting the saved
+    configuration does not name (it predates the setting) is that setting's default."""
     try:
         data = json.loads(partial.read_text())
     except (OSError, ValueError):
         return {}
-    return dict(data.get("rows", {})) if data.get("config") == cfg.to_dict() else {}
+    saved, now = data.get("config"), cfg.to_dict()
+    if not isinstance(saved, dict) or not set(saved) <= set(now):
+        return {}
+    try:
+        same = type(cfg).from_dict(saved).to_dict() == now
+    except (TypeError, ValueError, SettingError):
+        return {}
+    return dict(data.get("rows", {})) if same else {}
 
 
 def status(results: dict) -> int:

@@ -151,19 +151,27 @@ def kernel_note(cfg: dict) -> str:
     return "" if kernel == "numpy" else f", engine kernel {kernel}"
 
 
-def and_data_note(cfg: dict) -> str:
-    """", two-head AND on its exact population by the integral" for a run with ``and_heads_data="integral"``;
-    nothing for the default (sampled), which results from before the option have without naming it."""
-    return ", two-head AND on its exact population by the integral" if cfg.get("and_heads_data") == "integral" else ""
+def integral_rows(results: dict) -> list[str]:
+    """The rows of ``results`` trained on AND's population by the integral (``and_heads_data="integral"``)."""
+    return [name for name, row in results["rows"].items() if row.get("data", {}).get("kind") == "integral"]
 
 
-def held_out_note(cfg: dict) -> str:
+def and_data_note(results: dict) -> str:
+    """", <rows> on its exact population by the integral" for a run with such rows; nothing otherwise (the
+    option's default, sampled, and results from before it)."""
+    rows = integral_rows(results)
+    return f", {' and '.join(rows)} on the exact population by the integral" if rows else ""
+
+
+def held_out_note(results: dict) -> str:
     """What the held-out risk of each row is."""
-    if cfg.get("and_heads_data") == "integral":
+    rows = integral_rows(results)
+    if rows:
         return ("Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head) and, by "
-                "the integral representation, on AND with more heads (to within each plan's recorded quadrature "
-                "estimate; its accuracies on the test set), test-set risk otherwise; exact rows are deterministic "
-                "and run once, the integral's rows once per seed (their random starts differ). ")
+                f"the integral representation, on {' and '.join(rows)} (each plan records the largest quadrature "
+                "estimate of its seeds, the error of the same sum at twice the step: pessimistic, not a bound; its "
+                "accuracies on the test set), test-set risk otherwise; exact rows are deterministic and run once, "
+                "the integral's rows once per seed (their random starts differ). ")
     return ("Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head), test-set "
             "risk otherwise; exact rows are deterministic and run once. ")
 
@@ -178,8 +186,8 @@ def markdown(results: dict) -> str:
              f"{results['cpu_s']:.0f} s CPU.", "",
              f"d = {cfg['d']}, reported seeds = {cfg['seeds']}, batch {cfg['batch']}, validation "
              f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
-             f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}{and_data_note(cfg)}.", "",
-             reading_line(results["reading"]) + ".", "", held_out_note(cfg) + accuracy_note(results), "",
+             f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}{and_data_note(results)}.", "",
+             reading_line(results["reading"]) + ".", "", held_out_note(results) + accuracy_note(results), "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
              "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
              *verdict_table(verdicts), ""]

@@ -175,7 +175,7 @@ def test_compare_decides_outside_the_truncation_slack_and_is_undecided_on_it():
                  "evidence": "three phase 0.656 vs joint 0.125: excess 0.531, margin 0.469"}
     assert _compare(want=False)["verdict"] == "holds"
     v = _compare(**{"plans.three_phase.truncation_bound": 0.0625})
-    assert v["verdict"] == "undecided" and v["reasons"] == ["within the population error bound 0.062"]
+    assert v["verdict"] == "undecided" and v["reasons"] == ["within the population error allowance 0.062"]
     assert _compare(**{"plans.three_phase.truncation_bound": 0.03125,
                        "plans.joint.rounding_bound": 0.03125})["verdict"] == "undecided"
     assert v["evidence"].startswith("three phase 0.656")

@@ -81,6 +81,17 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     (d / ".occ-table1.partial.json").write_text(json.dumps({"config": other, "rows": {"occurrence": row}}))
     assert _cli([*argv[:-1], str(d)]) == status
     assert "marker" not in json.loads((d / "table1.json").read_text())["rows"]["occurrence"]
+    # a partial file from before a setting existed resumes when the setting is at its default; one naming a
+    # setting this version does not know, or another value of a new setting, does not
+    from app.table1 import _resume
+    from numerics.experiments.runner import Config
+
+    cfg = Config.from_dict(res["config"])
+    old = {k: v for k, v in res["config"].items() if k != "and_heads_data"}
+    for saved, kept in ((old, True), (dict(res["config"], future_setting=1), False),
+                        (dict(res["config"], and_heads_data="integral"), False)):
+        (d / ".occ-table1.partial.json").write_text(json.dumps({"config": saved, "rows": {"occurrence": row}}))
+        assert bool(_resume(d / ".occ-table1.partial.json", cfg)) == kept
 
 
 def test_icl_cross_entropy_trains_on_its_loss_and_scales_its_grid():
@@ -165,6 +176,8 @@ def test_committed_exact_rows_bound_every_risk_to_1e_12():
                 for plan in row["plans"].values():
                     est = [r["quadrature_estimate"] for r in plan["seeds"] if not r["diverged"]]
                     assert est and plan["quadrature_estimate"] == max(est) <= 1e-8, (path, row["name"])
+                    if plan["risk"]["std"]:
+                        assert plan["quadrature_estimate"] <= 1e-3 * plan["risk"]["std"], (path, row["name"])
         exact = [row for row in results["rows"].values() if row["exact"]]
         assert exact and results["config"]["mass_tol"] <= 1e-16 and results["config"]["len_tol"] <= 1e-16
         for row in exact:

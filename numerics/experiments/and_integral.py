@@ -1,8 +1,8 @@
 """The population risk of AND under the squared loss for any parameters of the one-hot attention model, by the
 integral representation: the route towards an exact population for two-head AND (issue 15), whose class
 population (c_a, c_b, the rest) has 9.4 million classes at d = 50 and costs 2.25 s a step.  The risk and its
-gradient (``population_risk_and_grad``: 3.1 CPU ms for two heads at d = 50, 7.3 at d = 200, 31 at d = 1000; the
-risk with its error estimate 1.6 ms at d = 50).  When every head's parameters are equal on the unmarked symbols,
+gradient (``population_risk_and_grad``: 2.0-3.1 CPU ms for two heads at d = 50 as the host's load goes, 7.3 at
+d = 200, 31 at d = 1000; the risk with its error estimate 1.6 ms at d = 50).  When every head's parameters are equal on the unmarked symbols,
 as a Table 1 row's stay (``_classes``), the sums run over the three classes a, b and the rest: 1.5 ms for two
 heads whatever d (50 to 10^4).  ``IntegralPopulation`` is the runner's data for two-head AND under
 ``table1 --and-heads-data integral``.
@@ -261,7 +261,7 @@ def population_risk_and_grad(alpha, B, d: int, p: float | None = None, step: flo
     else:  # each unmarked symbol's gradient is its class's shared by the d - 2 of them
         risk, ga, gB = _sums(cls[0], cls[1], p, s, step * jac, grad=True, mult=cls[2])
         ga, gB = (np.concatenate((g[:, :2], np.repeat(g[:, 2:] / (d - 2), d - 2, axis=1)), axis=1) for g in (ga, gB))
-    if not (np.isfinite(risk) and np.isfinite(ga).all() and np.isfinite(gB).all()):  # pragma: no cover - guarded
+    if not (np.isfinite(risk) and np.isfinite(ga).all() and np.isfinite(gB).all()):  # readouts beyond about 1e150
         raise ArithmeticError("the integral's gradient came out non-finite")
     return float(risk), ga, gB.reshape(shape)
 
@@ -277,7 +277,7 @@ def population_risk(alpha, B, d: int, p: float | None = None, step: float = STEP
     cls = _classes(alpha, B)
     fine, coarse = (float(v) for v in (_sums(alpha, B, p, s, ws, dtype) if cls is None else
                                        _sums(cls[0], cls[1], p, s, ws, dtype, mult=cls[2])))
-    if not (math.isfinite(fine) and math.isfinite(coarse)):  # pragma: no cover - guarded by the checks above
+    if not (math.isfinite(fine) and math.isfinite(coarse)):  # readouts beyond about 1e150 overflow the sums
         raise ArithmeticError(f"the integral came out {fine}, {coarse}")
     return IntegralRisk(risk=fine, error_estimate=abs(fine - coarse), nodes=s.size)
 
@@ -287,8 +287,9 @@ class IntegralPopulation:
     """AND's population as training data for R runs at once (``runner``'s ``and_heads_data="integral"``): the
     risk and gradient of each run by the integral, in the engine's shapes (alpha (R, H, d), B (R, H, d, 1)),
     and accuracies, which the integral does not give, on the sampled strings ``accuracy_set`` (engine
-    ``Tokens``) when given.  A run the integral refuses (non-finite parameters, or a head's scores spread over
-    more than ``GRAD_MAX_SPREAD``) gets a NaN risk and gradient, which the bank stops as diverged."""
+    ``Tokens``) when given.  A run the integral refuses (non-finite parameters, a head's scores spread over
+    more than ``GRAD_MAX_SPREAD``, or sums that overflow) gets a NaN risk and gradient: the bank does not take
+    that step and stops the run, which the runner records as refused by the integral (``refusal``)."""
 
     d: int
     p: float
@@ -299,9 +300,17 @@ class IntegralPopulation:
         for a, b in zip(np.asarray(alpha, float), np.asarray(B, float)):
             try:
                 out.append(f(a, b))
-            except SettingError:
+            except (SettingError, ArithmeticError):  # refused, or overflowing (readouts beyond about 1e150)
                 out.append(None)
         return out
+
+    def refusal(self, alpha, B) -> str | None:
+        """Why the integral refuses one run's parameters (its gradient's limits), or None."""
+        try:
+            population_risk_and_grad(alpha, B, self.d, self.p)
+        except (SettingError, ArithmeticError) as exc:
+            return str(exc)
+        return None
 
     def risk(self, alpha, B) -> np.ndarray:
         vals = self._each(alpha, B, lambda a, b: population_risk(a, b, self.d, self.p).risk)
@@ -331,7 +340,7 @@ class IntegralPopulation:
         """The trapezoid error estimate at one run's parameters (``IntegralRisk.error_estimate``)."""
         try:
             return population_risk(alpha, B, self.d, self.p).error_estimate
-        except SettingError:
+        except (SettingError, ArithmeticError):
             return None
 
     def uniform_mean_token_moment(self) -> np.ndarray:

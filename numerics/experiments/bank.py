@@ -192,6 +192,8 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
             risk, ga, gB, _ = E.risk_and_grad(alpha[idx], B[idx], tb, loss, with_f=False)
         rates = np.array([block_rates(i) for i in idx])
         bad = ~np.isfinite(risk) | ~np.isfinite(ga).all(axis=(1, 2)) | ~np.isfinite(gB).all(axis=(1, 2, 3))
+        if bad.any():  # a non-finite step is not taken: the run keeps its last parameters and is stopped below
+            rates[bad], ga[bad], gB[bad] = 0.0, 0.0, 0.0
         with np.errstate(over="ignore", invalid="ignore"):
             alpha[idx] -= opt_a.step(idx, ga, rates[:, 0])
             B[idx] -= opt_b.step(idx, gB, rates[:, 1])

@@ -822,8 +822,9 @@ def _terms_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.
 
 def stackable(parts: list[Tokens]) -> bool:
     """Whether ``stack`` takes these batches: token rows over one-hot (sparse) embeddings on the numpy kernel,
-    the same number of strings and width D, none empty (the sampled ICL and two-head AND batches)."""
-    if len(parts) < 2:
+    the same number of strings and width D, none empty (the sampled ICL and two-head AND batches); not AND's
+    population by the integral, which ``risk_and_grad`` takes one group at a time."""
+    if len(parts) < 2 or any(isinstance(p, IntegralPopulation) for p in parts):
         return False
     first = parts[0]
     return all(p.layout == "rows" and p.kernel == "numpy" and p.groups == 1 and sp.issparse(p.rows)

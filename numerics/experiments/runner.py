@@ -349,6 +349,8 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
         if isinstance(data.test, AI.IntegralPopulation):
             res["quadrature_estimate"] = None if rec.diverged else data.test.error_estimate(rec.final_alpha,
                                                                                             rec.final_B)
+            # a stopped run whose last parameters the integral refuses was stopped by the integral, not by its risk
+            res["integral_refused"] = rec.diverged and data.test.refusal(rec.final_alpha, rec.final_B) is not None
         if plan == "joint" and not rec.diverged:
             fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
             func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
@@ -406,6 +408,8 @@ def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per
         plans[p] = {"search": found[p], "chosen": chosen, "seeds": recs,
                     "risk": stats([r["test_risk"] for r in recs]), "acc": stats([r["test_acc"] for r in recs]),
                     "diverged": [r["seed"] for r in recs if r["diverged"]],
+                    **({"integral_refused": [r["seed"] for r in recs if r["integral_refused"]]}
+                       if any("integral_refused" in r for r in recs) else {}),
                     "unstable": [r["seed"] for r in recs if r["unstable"]],
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],

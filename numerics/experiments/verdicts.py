@@ -79,8 +79,13 @@ def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
             continue
         if s["edge"]:
             out.append(f"{name}: chosen step at an untried grid edge ({', '.join(s['edge'])})")
-        if pr["diverged"]:
-            out.append(f"{name}: diverged on seeds {pr['diverged']}")
+        refused = pr.get("integral_refused") or []
+        diverged = [s for s in pr["diverged"] if s not in refused]
+        if diverged:
+            out.append(f"{name}: diverged on seeds {diverged}")
+        if refused:
+            out.append(f"{name}: the AND integral refused seeds {refused} (a head's scores spread beyond its limit, "
+                       "or its sums overflowed)")
         if pr.get("unstable"):
             out.append(f"{name}: ended above its starting risk (unstable) on seeds {pr['unstable']}")
         nc = [x for x in pr["not_converged"] if x not in pr["diverged"]]
@@ -112,7 +117,8 @@ def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str)
     ev = (f"{plan.replace('_', ' ')} {row['plans'][plan]['risk']['mean']:.3g} vs {reference.replace('_', ' ')} "
           f"{row['plans'][reference]['risk']['mean']:.3g}: excess {e:.3g}, margin {margin:.3g}")
     if abs(e - margin) <= slack:
-        return out | {"verdict": "undecided", "reasons": [f"within the population error bound {slack:.2g}"], "evidence": ev}
+        return out | {"verdict": "undecided", "reasons": [f"within the population error allowance {slack:.2g}"],
+                      "evidence": ev}
     match = e <= margin
     return out | {"verdict": "holds" if match == want_match else "does not hold", "reasons": [], "evidence": ev,
                   "excess": e, "margin": margin}
