@@ -223,3 +223,19 @@ def test_committed_runs_count_ties_by_the_stated_rule():
                 assert (f"(tied {pr['acc_tied']:.2g})" in line) == (pr["acc_tied"] > 0), line
         if "OR" in results["rows"]:
             assert results["rows"]["OR"]["plans"]["output_only"]["acc_tied"] > 0.001, path
+
+
+def test_the_committed_integral_example_page_is_its_rendering_and_says_so():
+    """docs/example_table1/and-integral/table1.md is the rendering of its results (so the text on what the
+    held-out risks are comes from the run's rows), which names the row on the integral and its estimate."""
+    from app import table1_docs
+    from app import table1_render as TR
+
+    folder = table1_docs.EXAMPLE / "and-integral"
+    results = json.loads((folder / "table1.json").read_text())
+    page = (folder / "table1.md").read_text()
+    assert page == TR.markdown(results)
+    assert TR.integral_rows(results) == ["AND (H=2)"]
+    assert "AND (H=2) on the exact population by the integral" in page and "quadrature estimate" in page
+    sampled = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
+    assert TR.integral_rows(sampled) == [] and "by the integral" not in TR.markdown(sampled)
