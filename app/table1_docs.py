@@ -178,6 +178,11 @@ def page(results: dict, sweep: dict | None = None) -> str:
                         "integral representation instead of mini-batches (one-head AND is the example run's exact row "
                         "again, the same numbers); held-out risks are the population's, accuracies the test set's; "
                         "figures and the run's own page in [example_table1/and-integral/](example_table1/and-integral/)")
+    lines += _other_run(EXAMPLE / "and-integral-d200" / "table1.json",
+                        "AND on its exact population at d = 200 (`--and-heads-data integral`)",
+                        "the same at d = 200, where the integral's step costs what it costs at d = 50 (its sums run "
+                        "over a, b and the rest); one-head AND is the d = 200 run's exact row again; figures and the "
+                        "run's own page in [example_table1/and-integral-d200/](example_table1/and-integral-d200/)")
     lines += ["", "## The first protocol (`legacy-52`)", "",
               "The first protocol's page, with its numbers and verdicts unchanged, is "
               "[example_table1/legacy-52/table1_page.md](example_table1/legacy-52/table1_page.md). It reported most "

@@ -162,14 +162,14 @@ def test_docs_table1_is_generated_from_the_example_run():
 
 def test_committed_exact_rows_bound_every_risk_to_1e_12():
     """Every reported seed of every exact row in the committed runs (d = 50, theory-52, d = 200, AND on the
-    integral) records both bounds on its population risk, the left-out mass's and the rounding allowance's, and
-    they sum to at most 1e-12 (the engine issue's bound); every run records the tolerances it used.  The rows
-    on the integral record each seed's quadrature estimate (an estimate, not a bound), far below the seeds'
-    spread."""
+    integral at d = 50 and 200) records both bounds on its population risk, the left-out mass's and the rounding
+    allowance's, and they sum to at most 1e-12 (the engine issue's bound); every run records the tolerances it
+    used.  The rows on the integral record each seed's quadrature estimate (an estimate, not a bound), far below
+    the seeds' spread."""
     from app import table1_docs
     ex = table1_docs.EXAMPLE
     for path in (ex / "table1.json", ex / "d200" / "table1.json", ex / "theory-52" / "table1.json",
-                 ex / "and-integral" / "table1.json"):
+                 ex / "and-integral" / "table1.json", ex / "and-integral-d200" / "table1.json"):
         results = json.loads(path.read_text())
         for row in results["rows"].values():
             if row["data"].get("kind") == "integral":
@@ -196,8 +196,8 @@ def test_run_durations_print_seconds_under_ninety_and_minutes_above():
 
 
 def test_committed_runs_count_ties_by_the_stated_rule():
-    """The committed runs (d = 50, theory-52, d = 200, AND on the integral) come from the tie rule: every
-    classification seed records its tied mass, every plan the largest of its seeds, the plan table prints it
+    """The committed runs (d = 50, theory-52, d = 200, AND on the integral at d = 50 and 200) come from the tie
+    rule: every classification seed records its tied mass, every plan the largest of its seeds, the plan table prints it
     beside the accuracy, and the page states the rule.  OR's output-only run has tied classes (its readout's
     beta_a / beta_u = -(d/2 - 1))."""
     from app import table1_docs
@@ -206,7 +206,7 @@ def test_committed_runs_count_ties_by_the_stated_rule():
     page = (table1_docs.DOCS / "table1.md").read_text()
     ex = table1_docs.EXAMPLE
     runs = (ex / "table1.json", ex / "d200" / "table1.json", ex / "theory-52" / "table1.json",
-            ex / "and-integral" / "table1.json")
+            ex / "and-integral" / "table1.json", ex / "and-integral-d200" / "table1.json")
     for path in runs:
         results = json.loads(path.read_text())
         assert TR.accuracy_note(results) != TR.OLD_ACCURACY_NOTE
@@ -231,11 +231,12 @@ def test_the_committed_integral_example_page_is_its_rendering_and_says_so():
     from app import table1_docs
     from app import table1_render as TR
 
-    folder = table1_docs.EXAMPLE / "and-integral"
-    results = json.loads((folder / "table1.json").read_text())
-    page = (folder / "table1.md").read_text()
-    assert page == TR.markdown(results)
-    assert TR.integral_rows(results) == ["AND (H=2)"]
-    assert "AND (H=2) on the exact population by the integral" in page and "quadrature estimate" in page
+    for name in ("and-integral", "and-integral-d200"):
+        folder = table1_docs.EXAMPLE / name
+        results = json.loads((folder / "table1.json").read_text())
+        page = (folder / "table1.md").read_text()
+        assert page == TR.markdown(results)
+        assert TR.integral_rows(results) == ["AND (H=2)"]
+        assert "AND (H=2) on the exact population by the integral" in page and "quadrature estimate" in page
     sampled = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
     assert TR.integral_rows(sampled) == [] and "by the integral" not in TR.markdown(sampled)
