@@ -142,9 +142,10 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
         eh, uh = e[h], u[h]
         v = Yh @ M + free  # (S, 4): 1 - w under each mask
         a = Zh @ (M * uh[:, None])
-        risk += ws @ (g1(v) * a) @ c
+        g1v = g1(v)
+        risk += ws @ (g1v * a) @ c
         if grad:  # d v / d alpha_t = m_t s e_t Z_t, d a / d alpha_t = m_t Z_t u_t (1 - s e_t); all masks at once
-            k1 = ws[:, None] * g1(v)
+            k1 = ws[:, None] * g1v
             k2 = ws[:, None] * g2(v) * a * sc
             K = np.concatenate((k1, k1 * sc, k2), axis=1).T @ Zh
             K1, K1s, K2 = K[:4], K[4:8], K[8:]  # (4, n) each (np.split takes 25 us)
@@ -154,10 +155,11 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
         v = Yh.sum(axis=1)
         a1, a2 = Zh @ uh, Zh @ (uh * uh)
         cs = ws * s / 2  # the square's weight in the risk: 1/2
-        risk += cs @ (g2(v) * a1 * a1 + g1(v) * a2)
+        g1v, g2v = g1(v), g2(v)
+        risk += cs @ (g2v * a1 * a1 + g1v * a2)
         if grad:  # d a1 = Z_t u_t (1 - s e_t), d a2 = Z_t u_t^2 (2 - s e_t), d v = s e_t Z_t
-            kv = cs * s * (-g3(v) * a1 * a1 - g2(v) * a2)
-            k1, k2 = cs * 2 * g2(v) * a1, cs * g1(v)
+            kv = cs * s * (-g3(v) * a1 * a1 - g2v * a2)
+            k1, k2 = cs * 2 * g2v * a1, cs * g1v
             Kv, K1, K1s, K2, K2s = np.stack((kv, k1, k1 * s, k2, k2 * s)) @ Zh
             ga[h] += eh * Kv + uh * K1 - uh * eh * K1s + 2 * uh * uh * K2 - uh * uh * eh * K2s
             gB[h] += eh * K1 + 2 * uh * eh * K2
@@ -221,19 +223,28 @@ def _nodes(alpha_min: float, p: float, step: float) -> tuple[np.ndarray, np.ndar
     above t0, so the transitions (G' near s ~ p, each symbol's z_t near s ~ e^{-alpha_t}) are resolved as on a
     log scale, and below t0 the tail towards s = 0 is crossed in a few nodes.  From s = LOWEST p (t_lo solves
     t - e^{t0 - t} = log(LOWEST p), whatever p is) to t = log 45 - alpha_min (every z_t < 3e-20 beyond)."""
-    c = -TAIL_MARGIN - math.log(LOWEST)  # u = t0 - t_lo solves u + e^u = c (independent of p): Newton from above
+    t0 = math.log(p) - TAIL_MARGIN
+    lo, hi = t0 - _TAIL_DEPTH, math.log(45.0) - alpha_min
+    t = lo + step * np.arange(int(math.ceil((hi - lo) / step)) + 1)
+    E = np.exp(t0 - t)
+    s = np.exp(t - E)
+    return s, s * (1 + E)
+
+
+def _tail_depth() -> float:
+    """u = t0 - t_lo of ``_nodes``: the root of u + e^u = c, c = -TAIL_MARGIN - log LOWEST, by Newton from
+    above (it depends on the constants alone, not on p: computed once, ``_TAIL_DEPTH``)."""
+    c = -TAIL_MARGIN - math.log(LOWEST)
     u = math.log(c)
     for _ in range(50):
         nu = u - (u + math.exp(u) - c) / (1 + math.exp(u))
         if abs(nu - u) < 1e-15:
             break
         u = nu
-    t0 = math.log(p) - TAIL_MARGIN
-    lo, hi = t0 - u, math.log(45.0) - alpha_min
-    t = lo + step * np.arange(int(math.ceil((hi - lo) / step)) + 1)
-    E = np.exp(t0 - t)
-    s = np.exp(t - E)
-    return s, s * (1 + E)
+    return u
+
+
+_TAIL_DEPTH = _tail_depth()
 
 
 def _classes(alpha: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
