@@ -400,17 +400,17 @@ class _CsrProduct:
         return out
 
 
-def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
+def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loops) -> Forward:
     """Rows layout, all runs and heads at once: scores s = X_rows alpha (a lookup for one-hot rows), the
     segment softmax w, the mean embedding xbar_n = sum_i w_i x_i of each string (one sparse product over
-    every (run, head)) and f = xbar B (a batched dense product of size N x D x K per run and head)."""
+    every (run, head)) and f = xbar B (a batched dense product of size N x D x K per run and head).  ``loops``:
+    ``_rows_loops(tb)``, asked once by the caller for the whole step."""
     R, H, D = alpha.shape
     N_ne = len(tb.starts)
     oh = _onehot(tb)
     if oh is not None:
         Wt, xbar, _, f = _onehot_forward(alpha, B, tb, oh)
         return Forward(f=f, fh=None, w=Wt, V=xbar)
-    loops = _rows_loops(tb)
     if loops is not None:  # the same operations in the same order in two loops around numpy's exponential
         Wt, xbar = KN.rows_forward(alpha.reshape(R * H, D), loops)                    # (M, RH), (RH, N_ne, D)
         return _readout(xbar, B, tb, Wt)
@@ -495,7 +495,7 @@ def _readout(xbar: np.ndarray, B: np.ndarray, tb: Tokens, Wt) -> Forward:
     return Forward(f=f, fh=fh, w=Wt, V=xbar)
 
 
-def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tuple[np.ndarray, np.ndarray]:
+def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens, loops) -> tuple[np.ndarray, np.ndarray]:
     """Gradients of the rows layout from dL/df = g (N, R, K), all runs and heads at once: dB_h = xbar^T g,
     and per row ds_i = w_i (x_i . (B g_n) - f_hn . g_n), dalpha_h = X_rows^T ds."""
     R, H, D, K = B.shape
@@ -505,7 +505,8 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
     # for one head a strided view, not a contiguous copy: the products below round by their operands'
     # layout (a contiguous copy changed dB's last bits at R = 3 with empty strings)
-    g_ne = np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
+    # (one head: g_t itself, the view the broadcast's reshape would give, without its 8 us)
+    g_ne = g_t if H == 1 else np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
     fh = (fw.fh if every else fw.fh[tb.nonempty]).reshape(N_ne, R * H, K)
@@ -517,7 +518,6 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens) -> tup
         fg = np.empty((N_ne, R * H))
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
-    loops = _rows_loops(tb)
     if loops is not None:  # the sparse branch's operations in its order, in one loop over the rows
         return KN.rows_score_grad(U, fg, fw.w, loops).reshape(R, H, D), gB.reshape(R, H, D, K)
     if sp.issparse(tb.rows):
@@ -550,7 +550,7 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     K = B.shape[-1]
     N = tb.size
     if tb.layout == "rows":
-        return _forward_rows(alpha, B, tb)
+        return _forward_rows(alpha, B, tb, _rows_loops(tb))
     S_tab = np.asarray(tb.table @ alpha.reshape(R * H, D).T)                         # (T, RH)
     V_tab = np.asarray(tb.table @ B.transpose(2, 0, 1, 3).reshape(D, R * H * K))     # (T, RHK)
     # bag layout
@@ -918,7 +918,7 @@ def grouped_risk_and_grad(alpha: np.ndarray, B: np.ndarray, batches: list, group
             n = min(hi, len(idx)) - lo  # the group's real runs in this chunk
             if n > 0:
                 lv[:, i, lo:lo + n], g[:, i, :n] = _terms_and_dl(np.ascontiguousarray(f[:, i, :n]), part, loss)
-        ga_c, gB_c = _backward_rows(fw, b[:, lo:hi].reshape(-1, H, D, K), g.reshape(-1, G * (hi - lo), K), tb)
+        ga_c, gB_c = _backward_rows(fw, b[:, lo:hi].reshape(-1, H, D, K), g.reshape(-1, G * (hi - lo), K), tb, None)
         ga_c, gB_c = ga_c.reshape(G, hi - lo, H, D), gB_c.reshape(G, hi - lo, H, D, K)
         for i, (_, idx) in enumerate(members):
             n = min(hi, len(idx)) - lo
@@ -935,13 +935,16 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     oh = _onehot(tb)
     if oh is not None:
         return _onehot_risk_and_grad(alpha, B, tb, loss, oh)
+    if tb.layout == "rows":  # the loops' view asked once for the step (``_rows_loops``: 4 us a call)
+        loops = _rows_loops(tb)
+        fw = _forward_rows(alpha, B, tb, loops)
+        r, g = _risk_and_dl(fw.f, tb, loss)                            # g (N, R, K)
+        ga, gB = _backward_rows(fw, B, g, tb, loops)
+        return r, ga, gB, fw.f
     R, H, D = alpha.shape
     K = B.shape[-1]
     fw = forward(alpha, B, tb)
     r, g = _risk_and_dl(fw.f, tb, loss)                                # g (N, R, K)
-    if tb.layout == "rows":
-        ga, gB = _backward_rows(fw, B, g, tb)
-        return r, ga, gB, fw.f
     gh = np.broadcast_to(g[:, :, None, :], (g.shape[0], R, H, K)).reshape(-1, R * H, K)
     fh = fw.fh.reshape(-1, R * H, K)
     # per type t: dV_t = sum_n w_tn g_n and ds_t = sum_n w_tn (V_t - fh_n) . g_n.  A non-empty string's weights
