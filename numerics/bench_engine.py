@@ -25,6 +25,9 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   against the numpy kernel before it is timed;
 * for the same rows, the runner's seeds advanced by one array program (``engine.grouped_risk_and_grad``) beside
   one call per seed, which is what the runner does (``seeds_in_one_program``), checked bit for bit first;
+* ICL's step beside its parts timed alone (numpy's exponential, the readout products, the rows loops:
+  ``step_parts``), and the rows-loops rows' step beside the same step on a batch of two strings, which bounds
+  what the step pays for its calls, in banks of 1, 4 and 16 runs (``fixed_share``);
 * two-head AND's step on its exact population by the integral (``table1 --and-heads-data integral``,
   ``integral_step``) beside the sampled row's step and sampler.
 
@@ -49,6 +52,7 @@ import time
 import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -186,13 +190,101 @@ def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
 
     if not all(_same_bits(a, b) for a, b in zip(per_seed(), stacked())):
         raise AssertionError(f"{task} d={d}: the stacked seeds' risks or gradients differ from one call per seed")
-    calls = _calls_for(per_seed, min_seconds)
-    times = {"per_seed": [], "stacked": []}
-    for t in range(repeats):
-        for arm in (("per_seed", "stacked") if t % 2 == 0 else ("stacked", "per_seed")):
-            w, c = _clocked(per_seed if arm == "per_seed" else stacked, calls)
-            times[arm].append((w / (S * runs), c / (S * runs)))
-    return {k: _medians(v) for k, v in times.items()} | {"seeds": S, "runs": runs}
+    got = alternated({"per_seed": per_seed, "stacked": stacked}, repeats, _calls_for(per_seed, min_seconds))
+    return {k: (w / (S * runs), c / (S * runs)) for k, (w, c) in got.items()} | {"seeds": S, "runs": runs}
+
+
+SHARE_RUNS = (1, 4, 16)
+"""Runs per step of "The step's fixed cost": one (a sweep's seed unit), four (Table 1's reported seeds: one run per
+plan), sixteen (a step-size search round)."""
+SMALL_STRINGS = 2
+"""Strings in the small batch of ``fixed_share``."""
+
+
+def small_batch(case: Case, strings: int = SMALL_STRINGS) -> E.Tokens:
+    """A batch of ``strings`` strings of the case's task at its d on which the engine takes the path it takes on
+    the case's batch (the same layout, width and rows loops), drawn from fixed seeds until one does (a batch with
+    an empty string leaves the rows loops); AssertionError after 1000 draws."""
+    want = (case.tb.layout, case.tb.table.shape[1], E._rows_loops(case.tb) is None)
+    for s in range(1000):
+        b = TK.sample(case.task, case.d, strings, np.random.default_rng([s, case.d, 41]), seed=0)
+        tb = E.from_batch(b)
+        if (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None) == want:
+            return tb
+    raise AssertionError(f"no batch of {strings} strings of {case.task} at d = {case.d} takes its batch's path")
+
+
+def fixed_share(case: Case, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """One step of ``runs`` runs on the case's batch and the same step (the same parameters) on a batch of
+    ``SMALL_STRINGS`` strings (``small_batch``), timed alternately.  The small batch's step makes the same calls
+    with little arithmetic, so its time bounds from above what the step pays for its calls (the Python
+    interpreter and each call's own cost).  Where the case's batch splits the runs into chunks
+    (``engine._chunk``), the small batch's step takes the runs in slices of that chunk, one ``engine_step`` each:
+    at least the case's calls.  What the small step's time still holds: its own arithmetic, which does not shrink
+    with the batch where it works on the D x K readouts (the update, dB), so the bound is loosest at large d.
+    Medians (wall s, CPU s) per step: ``{"step", "small"}``, with the runs, the small batch's strings and token
+    rows and the case's chunks."""
+    tiny = small_batch(case)
+    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    c = E._chunk(case.tb, H, K)
+    a, B = initial(case, runs)
+    pa, pB = (a.copy(), B.copy()), (a.copy(), B.copy())
+
+    def small():
+        for i in range(0, runs, c):
+            engine_step(pB[0][i:i + c], pB[1][i:i + c], tiny, case.loss)
+
+    step = lambda: engine_step(*pa, case.tb, case.loss)  # noqa: E731
+    got = alternated({"step": step, "small": small}, repeats, _calls_for(step, min_seconds))
+    return got | {"runs": runs, "strings": tiny.size, "rows": tiny.rows.shape[0] if tiny.layout == "rows" else None,
+                  "chunks": -(-runs // c)}
+
+
+def part_arms(case: Case):
+    """(the arms of ``step_parts`` but the step, by name; what they write: ``shifted`` the step's shifted scores
+    (M, H), ``out`` their exponentials, ``xbar`` the mean tokens, ``ga`` a score gradient), or None off the rows
+    loops."""
+    oh = E._rows_loops(case.tb)
+    if oh is None:
+        return None
+    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    a, _ = initial(case, 1)
+    A = np.ascontiguousarray(a.reshape(H, D))
+    loops = KN._compiled()
+    M, N_ne = oh.idx.shape[1], oh.bounds.size - 1
+    S = np.empty((M, H))
+    loops.rows_shifted_scores(A, oh.uidx, oh.ubounds, S)
+    rng = np.random.default_rng(0)
+    st = SimpleNamespace(shifted=S.copy(), out=np.empty((M, H)), xbar=np.empty((H, N_ne, D)), ga=np.empty((H, D)))
+    E0, U, fg = np.exp(S), rng.standard_normal((H, N_ne, D)), rng.standard_normal((N_ne, H))
+
+    def rows_loops():
+        loops.rows_shifted_scores(A, oh.uidx, oh.ubounds, S)
+        S[:] = E0
+        loops.rows_normalise_scatter(S, oh.mult, oh.heavy, oh.uidx, oh.ubounds, st.xbar)
+        loops.rows_score_grad(U, fg, S, oh.uidx, oh.ubounds, st.ga)
+
+    return {"exp": lambda: np.exp(st.shifted, out=st.out), "products": readout_products(case),
+            "loops": rows_loops}, st
+
+
+def step_parts(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict | None:
+    """One run's default-kernel step on a rows-loops batch (ICL) beside its parts (``part_arms``), each timed
+    alone, the four alternately: ``exp``, numpy's exponential of the step's M shifted scores (into another
+    array: the step does it in place); ``products``, the three readout products (``readout_products``);
+    ``loops``, the three rows loops (the shifted scores, the normalisation and scatter, after a copy of the M
+    exponentials they overwrite, and the score gradient).  numpy's exponential and BLAS's products set the
+    default kernel's bits (the loops replay numpy's and scipy's operations in their order, which a faster loop
+    would have to keep), so ``exp + products`` is a time below which no arrangement of the default kernel's step
+    can go on this machine.  Medians (wall s, CPU s) per call: ``{"step", "exp", "products", "loops"}`` with M;
+    None off the rows loops."""
+    got = part_arms(case)
+    if got is None:
+        return None
+    arms, st = got
+    pa = initial(case, 1)
+    step = lambda: engine_step(*pa, case.tb, case.loss)  # noqa: E731
+    return alternated({"step": step, **arms}, repeats, _calls_for(step, min_seconds)) | {"M": st.out.shape[0]}
 
 
 # ------------------------------------------------------------------------------------------------ FLOPs
@@ -297,6 +389,18 @@ def _clocked(fn, calls: int) -> tuple[float, float]:
 def _medians(times: list) -> tuple[float, float]:
     """(median wall, median CPU) of (wall, CPU) pairs."""
     return float(np.median([t[0] for t in times])), float(np.median([t[1] for t in times]))
+
+
+def alternated(arms: dict, repeats: int, calls: int) -> dict:
+    """Each arm (name: function) run ``calls`` times in a row, the arms one after another within a repeat and
+    their order rotated every repeat, so that a shared machine's slow moments fall on every arm alike:
+    {name: medians (wall s, CPU s) per call}."""
+    names = list(arms)
+    times = {k: [] for k in names}
+    for t in range(repeats):
+        for k in names[t % len(names):] + names[:t % len(names)]:
+            times[k].append(_clocked(arms[k], calls))
+    return {k: _medians(v) for k, v in times.items()}
 
 
 def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS, after_each=None) -> tuple[float, float]:
@@ -763,6 +867,21 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                         got = [seeds_in_one_program(task, heads, d, n, repeats, min_seconds) for n in SEED_RUNS]
                         if None not in got:
                             out["seeds"].setdefault(row, {})[d] = got
+    # ICL's step beside its parts, and every rows-loops row's step beside the same step on a small batch
+    out["parts"], out["fixed_share"] = {}, {}
+    for row, task, heads in rows:
+        if (row, task, heads) in SEED_ROWS:
+            for d in ds:
+                if d in out["rows"].get(row, {}):
+                    with threadpool_limits(limits=1):
+                        case = make_case(row, task, heads, d, Config())
+                        if task == "ICL":
+                            got = step_parts(case, repeats, min_seconds)
+                            if got is not None:
+                                out["parts"][d] = got
+                        if E._rows_loops(case.tb) is not None:
+                            out["fixed_share"].setdefault(row, {})[d] = [
+                                fixed_share(case, n, repeats, min_seconds) for n in SHARE_RUNS]
     # two-head AND on its population by the integral, beside its sampled row
     out["and_integral"] = {}
     if any(r[1:] == ("AND", 2) for r in rows):
@@ -840,6 +959,37 @@ def fixed_cost_text(res: dict) -> str | None:
             + ", the time of its numpy, scipy (and compiled) calls, which the step pays at every d. "
             + "; ".join(part(d, r) for d, r in sorted(icl.items())) + ". Where the fixed cost alone is near or "
             "above 3x the bound, no rearrangement of the same calls can meet that target.")
+
+
+def parts_text(res: dict) -> list[str]:
+    """The section on ICL's step beside its parts (``step_parts``), against the FLOP bound of the row's
+    ``engine x1`` at each d; [] without the measurement."""
+    parts, icl = res.get("parts") or {}, res["rows"].get("ICL", {})
+    got = [(d, p, icl[d]["flop_seconds"]) for d, p in sorted(parts.items()) if d in icl]
+    if not got:
+        return []
+    L = ["## ICL's step, part by part (the default kernel)", "",
+         "One run's step beside three of its parts, each timed alone, the four alternately, repeat by repeat "
+         "(`step_parts`): `exp`, numpy's exponential of the step's M shifted scores (one a token row); `products`, "
+         "the three readout products (as in the compiled kernel's table); `loops`, the three rows loops (the "
+         "shifted scores, the normalisation and scatter after a copy of the M exponentials they overwrite, the "
+         "score gradient). numpy's exponential and BLAS's products set the default kernel's bits, and the loops "
+         "replay numpy's and scipy's operations in their order, so a faster arrangement of the default step must "
+         "still pay `exp + products`, and loops that keep that order; `rest`: the step less the three parts (the "
+         "loss, f . g, the update, and every call's own cost). Ratios to the row's FLOP bound above (at the dgemm "
+         "rate beside its `engine x1`, an earlier moment of the run). CPU / wall medians in ms.", "",
+         "| d | M | step CPU / wall | exp | products | loops | rest (CPU) | exp + products / bound | "
+         "exp + products + loops / bound | step / bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for d, p, fb in got:
+        st, ex, pr, lo = (p[k][1] for k in ("step", "exp", "products", "loops"))
+        L.append(f"| {d} | {p['M']} | {_cw(p['step'])} | {_cw(p['exp'])} | {_cw(p['products'])} | {_cw(p['loops'])} | "
+                 f"{_ms(st - ex - pr - lo)} | {_x(((ex + pr) / fb))} | {_x((ex + pr + lo) / fb)} | {_x(st / fb)} |")
+    over = [d for d, p, fb in got if (p["exp"][1] + p["products"][1] + p["loops"][1]) / fb > 3]
+    if over:
+        L += ["", "At d = " + ", ".join(str(d) for d in over) + ", numpy's exponential, the products and these "
+              "loops alone take more than 3x the FLOP bound: with the same bits, the default kernel's step could "
+              "meet that target there only with loops faster than these, however little its calls cost."]
+    return L
 
 
 def _load() -> float | None:
@@ -1045,6 +1195,28 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
                     ps, st = x["per_seed"], x["stacked"]
                     L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
                              f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
+    parts = parts_text(res)
+    if parts:
+        L += ["", *parts]
+    if res.get("fixed_share"):
+        L += ["", "## The step's fixed cost in a bank of runs", "",
+              "The runner steps a bank of runs with one call (a sweep's seed unit: 1 run; Table 1's reported seeds: "
+              "4, one per plan; a step-size search round: 16). `small batch`: the same step, at the same parameters, "
+              f"on a batch of {SMALL_STRINGS} strings of the row's task and d that takes the same path (the rows "
+              "loops; `rows`: its token rows), where the row's batch splits the runs into chunks "
+              "(`engine._chunk`; `chunks`) in slices of that chunk: the same calls, or more, with little "
+              "arithmetic. Its time bounds from above what a step pays for its calls, the Python interpreter's "
+              "part among them, so `at most` (small batch / step) bounds that part's share of the step. The bound "
+              "is loose where the small step still does real arithmetic: every run's update and dB work on its "
+              "D x K readout whatever the batch. The two arms timed "
+              "alternately, repeat by repeat; CPU / wall medians in ms per step (of all the runs).", "",
+              "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
+              "|---|---|---|---|---|---|---|---|"]
+        for row, by_d in res["fixed_share"].items():
+            for d, xs in by_d.items():
+                for x in xs:
+                    L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
+                             f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
     if res.get("and_integral"):
         L += ["", "## Two-head AND on its exact population (`table1 --and-heads-data integral`)", "",
               "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "

@@ -31,6 +31,14 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
         for n in BE.SEED_RUNS:
             assert f"| ICL | {d} | {n} |" in section
     assert "| AND (H=2) |" not in section
+    # ICL's parts and the fixed cost in banks: ICL at both sizes (two-head AND is a bag here)
+    section = text.split("## ICL's step, part by part")[1].split("## ")[0]
+    assert all(any(x.startswith(f"| {d} | ") for x in section.splitlines()) for d in (5, 8))
+    section = text.split("## The step's fixed cost in a bank of runs")[1].split("## ")[0]
+    for d in (5, 8):
+        for n in BE.SHARE_RUNS:
+            assert f"| ICL | {d} | {n} | " in section
+    assert "| AND (H=2) |" not in section
     # what numba gains on the default kernel: every row at both sizes, the sampled ones with their sampler
     section = text.split("## What numba gains on the default kernel")[1].split("## ")[0]
     for row, task, heads in BE.ROWS:
@@ -316,3 +324,86 @@ def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_populat
     other = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                      gemm_n=100)
     assert other["and_integral"] == {} and "Two-head AND on its exact" not in BE.render(other, [], {}, (0, 0))
+
+
+def test_alternated_rotates_the_arms_every_repeat():
+    """Each repeat runs every arm ``calls`` times in a row, the order rotated by one arm a repeat."""
+    seen = []
+    got = BE.alternated({k: (lambda k=k: seen.append(k)) for k in "abc"}, repeats=3, calls=2)
+    assert seen == list("aabbcc" "bbccaa" "ccaabb")
+    assert set(got) == set("abc") and all(len(t) == 2 for t in got.values())
+
+
+def test_the_small_batch_takes_the_rows_path_of_its_row(monkeypatch):
+    """``small_batch``: SMALL_STRINGS strings of the row's task and width, on the rows loops where the row's
+    batch is; a draw off them (here the first, as an empty string would make it) is drawn again."""
+    for row, task, heads, d in (("ICL", "ICL", 1, 8), ("AND (H=2)", "AND", 2, 20)):
+        case = BE.make_case(row, task, heads, d, Config())
+        assert BE.E._rows_loops(case.tb) is not None
+        tiny = BE.small_batch(case)
+        assert tiny.size == BE.SMALL_STRINGS and tiny.table.shape == case.tb.table.shape
+        assert BE.E._rows_loops(tiny) is not None and tiny.rows.shape[0] < case.tb.rows.shape[0]
+    asked, real = [], BE.E._rows_loops
+
+    def first_off(tb):
+        if tb.size == BE.SMALL_STRINGS:
+            asked.append(tb)
+            if len(asked) == 1:
+                return None
+        return real(tb)
+
+    monkeypatch.setattr(BE.E, "_rows_loops", first_off)
+    assert BE.small_batch(case) is asked[1] and len(asked) == 2
+
+
+def test_the_small_step_makes_at_least_the_calls_of_the_step(monkeypatch):
+    """Where the row's batch splits the runs into chunks, the small batch's step takes them in slices of that
+    chunk, each one engine step, so it makes at least the row's calls; both arms step the same parameters."""
+    case = BE.make_case("ICL", "ICL", 1, 8, Config())
+    H, D, K = BE.TK.model_shape("ICL", 8, 1)
+    per_run = BE.E._per_run(case.tb, H, K)
+    monkeypatch.setattr(BE.E, "CHUNK_ELEMENTS", 2 * per_run)          # chunks of two runs on the row's batch
+    assert BE.E._chunk(case.tb, H, K) == 2
+    sizes, real = [], BE.engine_step
+    monkeypatch.setattr(BE, "engine_step", lambda a, B, tb, loss: (sizes.append((tb is case.tb, len(a))),
+                                                                    real(a, B, tb, loss)))
+    got = BE.fixed_share(case, 5, repeats=1, min_seconds=0.0)
+    assert got["chunks"] == 3 and got["runs"] == 5 and got["strings"] == BE.SMALL_STRINGS
+    small = [n for big, n in sizes if not big]
+    assert small and small[:3] == [2, 2, 1] and len(small) % 3 == 0
+    assert all(n == 5 for big, n in sizes if big)
+
+
+def test_the_parts_are_the_steps_own_work():
+    """``part_arms``: ``exp`` exponentiates the step's scores less each string's largest (computed here from
+    the token rows), ``loops`` gives the engine's mean tokens at the same parameters; none off the rows loops."""
+    case = BE.make_case("ICL", "ICL", 1, 8, Config())
+    arms, st = BE.part_arms(case)
+    a, B = BE.initial(case, 1)
+    tb = case.tb
+    s = np.asarray(tb.rows @ a[0, 0])
+    shifted = s - np.repeat(np.maximum.reduceat(s, tb.starts), np.diff(np.append(tb.starts, len(s))))
+    arms["exp"]()
+    np.testing.assert_allclose(st.out[:, 0], np.exp(shifted), rtol=1e-14, atol=0)
+    arms["loops"]()
+    fw = BE.E.forward(a, B, tb)
+    assert np.array_equal(st.xbar, fw.V)
+    assert BE.part_arms(BE.make_case("SLR", "SLR", 1, 8, Config())) is None
+    got = BE.step_parts(case, 1, 0.0)
+    assert set(got) == {"step", "exp", "products", "loops", "M"} and got["M"] == st.out.shape[0]
+
+
+def test_the_parts_sentence_names_only_the_d_above_three_bounds():
+    """The sentence after the parts table lists the d where exp + products + loops exceed 3x the FLOP bound, and
+    no other."""
+    t = lambda x: (x, x)  # noqa: E731
+    res = {"rows": {"ICL": {50: {"flop_seconds": 1.0}, 100: {"flop_seconds": 1.0}}},
+           "parts": {50: {"step": t(5.0), "exp": t(1.0), "products": t(1.5), "loops": t(0.6), "M": 10},
+                     100: {"step": t(5.0), "exp": t(1.0), "products": t(1.5), "loops": t(0.4), "M": 20}}}
+    text = "\n".join(BE.parts_text(res))
+    assert "| 50 | 10 |" in text and "| 100 | 20 |" in text
+    assert "| 1.9e+03 | 2.5x | 3.1x | 5.0x |" in text and "| 2.1e+03 | 2.5x | 2.9x | 5.0x |" in text  # rest
+    assert "At d = 50, numpy's exponential" in text and "At d = 50, 100" not in text
+    res["parts"][50]["loops"] = t(0.4)
+    assert "numpy's exponential, the products" not in "\n".join(BE.parts_text(res))
+    assert BE.parts_text({"rows": {}, "parts": {}}) == []
