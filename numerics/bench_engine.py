@@ -1051,6 +1051,14 @@ def _code(line: str) -> str:
     return line.split("  #")[0].strip()[:90].replace("|", "\\|")
 
 
+def _each(by_row: dict):
+    """(row, d, x) of every measurement x of a result {row: {d: [x, ...]}}, in its order."""
+    for row, by_d in by_row.items():
+        for d, xs in by_d.items():
+            for x in xs:
+                yield row, d, x
+
+
 def _cw(t) -> str:
     """A (wall, CPU) pair of medians in seconds as "CPU / wall" in ms."""
     return f"{_ms(t[1])} / {_ms(t[0])}"
@@ -1192,12 +1200,10 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "`gain`: one call per seed / one program (above 1: the program is faster).", "",
               "| row | d | runs per seed | one call per seed CPU / wall | one program CPU / wall | gain (CPU) |",
               "|---|---|---|---|---|---|"]
-        for row, by_d in res["seeds"].items():
-            for d, xs in by_d.items():
-                for x in xs:
-                    ps, st = x["per_seed"], x["stacked"]
-                    L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
-                             f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
+        for row, d, x in _each(res["seeds"]):
+            ps, st = x["per_seed"], x["stacked"]
+            L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
+                     f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
     parts = parts_text(res)
     if parts:
         L += ["", *parts]
@@ -1215,11 +1221,9 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
               "alternately, repeat by repeat; CPU / wall medians in ms per step (of all the runs).", "",
               "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
               "|---|---|---|---|---|---|---|---|"]
-        for row, by_d in res["fixed_share"].items():
-            for d, xs in by_d.items():
-                for x in xs:
-                    L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
-                             f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
+        for row, d, x in _each(res["fixed_share"]):
+            L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
+                     f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
     if res.get("and_integral"):
         L += ["", "## Two-head AND on its exact population (`table1 --and-heads-data integral`)", "",
               "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "
