@@ -201,27 +201,33 @@ SMALL_STRINGS = 2
 """Strings in the small batch of ``fixed_share``."""
 
 
+def step_path(tb: E.Tokens) -> tuple:
+    """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops take it, and
+    (rows layout) whether every string is non-empty (else the backward pass gathers the non-empty ones)."""
+    return (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None,
+            tb.starts is not None and len(tb.starts) == tb.size)
+
+
 def small_batch(case: Case, strings: int = SMALL_STRINGS) -> E.Tokens:
-    """A batch of ``strings`` strings of the case's task at its d on which the engine takes the path it takes on
-    the case's batch (the same layout, width and rows loops), drawn from fixed seeds until one does (a batch with
-    an empty string leaves the rows loops); AssertionError after 1000 draws."""
-    want = (case.tb.layout, case.tb.table.shape[1], E._rows_loops(case.tb) is None)
+    """A batch of ``strings`` strings of the case's task at its d with the case's batch's ``step_path``, drawn
+    from fixed seeds until one has it; AssertionError after 1000 draws."""
+    want = step_path(case.tb)
     for s in range(1000):
-        b = TK.sample(case.task, case.d, strings, np.random.default_rng([s, case.d, 41]), seed=0)
-        tb = E.from_batch(b)
-        if (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None) == want:
+        tb = E.from_batch(TK.sample(case.task, case.d, strings, np.random.default_rng([s, case.d, 41]), seed=0))
+        if step_path(tb) == want:
             return tb
     raise AssertionError(f"no batch of {strings} strings of {case.task} at d = {case.d} takes its batch's path")
 
 
 def fixed_share(case: Case, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
-    """One step of ``runs`` runs on the case's batch and the same step (the same parameters) on a batch of
-    ``SMALL_STRINGS`` strings (``small_batch``), timed alternately.  The small batch's step makes the same calls
-    with little arithmetic, so its time bounds from above what the step pays for its calls (the Python
-    interpreter and each call's own cost).  Where the case's batch splits the runs into chunks
-    (``engine._chunk``), the small batch's step takes the runs in slices of that chunk, one ``engine_step`` each:
-    at least the case's calls.  What the small step's time still holds: its own arithmetic, which does not shrink
-    with the batch where it works on the D x K readouts (the update, dB), so the bound is loosest at large d.
+    """One step of ``runs`` runs on the case's batch and the same step (from the same parameters) on a batch of
+    ``SMALL_STRINGS`` strings (``small_batch``: the same path), timed alternately.  In one chunk of runs the small
+    batch's step makes the same calls, with little arithmetic, so its time bounds from above what the step pays
+    for its calls (the Python interpreter and each call's own cost).  Where the case's batch splits the runs into
+    chunks (``engine._chunk``), the small batch's step takes the runs in slices of that chunk, one
+    ``engine_step`` each: more calls, though not the same ones (an update a slice in place of the chunks'
+    concatenations).  What the small step's time still holds: its own arithmetic, which does not shrink with the
+    batch where it works on the D x K readouts (the update, dB), and its strings' rows (long at large d).
     Medians (wall s, CPU s) per step: ``{"step", "small"}``, with the runs, the small batch's strings and token
     rows and the case's chunks."""
     tiny = small_batch(case)
@@ -273,10 +279,11 @@ def step_parts(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS
     alone, the four alternately: ``exp``, numpy's exponential of the step's M shifted scores (into another
     array: the step does it in place); ``products``, the three readout products (``readout_products``);
     ``loops``, the three rows loops (the shifted scores, the normalisation and scatter, after a copy of the M
-    exponentials they overwrite, and the score gradient).  numpy's exponential and BLAS's products set the
-    default kernel's bits (the loops replay numpy's and scipy's operations in their order, which a faster loop
-    would have to keep), so ``exp + products`` is a time below which no arrangement of the default kernel's step
-    can go on this machine.  Medians (wall s, CPU s) per call: ``{"step", "exp", "products", "loops"}`` with M;
+    exponentials they overwrite, and the score gradient).  The default kernel takes its exponentials from numpy
+    and its products from BLAS (its loops replay numpy's and scipy's operations in their order), so
+    ``exp + products`` is what any arrangement of its step pays that keeps those calls; one that replayed them
+    in its own code (the C library's exp inside a loop, which gives numpy's float64 exp on a machine without
+    AVX-512; BLAS's summation order) would still pay the M exponentials themselves.  Medians (wall s, CPU s) per call: ``{"step", "exp", "products", "loops"}`` with M;
     None off the rows loops."""
     got = part_arms(case)
     if got is None:
@@ -973,10 +980,12 @@ def parts_text(res: dict) -> list[str]:
          "(`step_parts`): `exp`, numpy's exponential of the step's M shifted scores (one a token row); `products`, "
          "the three readout products (as in the compiled kernel's table); `loops`, the three rows loops (the "
          "shifted scores, the normalisation and scatter after a copy of the M exponentials they overwrite, the "
-         "score gradient). numpy's exponential and BLAS's products set the default kernel's bits, and the loops "
-         "replay numpy's and scipy's operations in their order, so a faster arrangement of the default step must "
-         "still pay `exp + products`, and loops that keep that order; `rest`: the step less the three parts (the "
-         "loss, f . g, the update, and every call's own cost). Ratios to the row's FLOP bound above (at the dgemm "
+         "score gradient). The default kernel takes its exponentials from numpy and its products from BLAS, and its "
+         "loops replay numpy's and scipy's operations in their order: an arrangement of its step that keeps "
+         "those calls pays `exp + products`, and loops that keep that order (one that replayed numpy's exp or "
+         "BLAS's order in its own code would still pay the M exponentials); `rest`: the step less the three "
+         "parts (the loss, f . g, the update, and every call's own cost; the loops' copy of the exponentials "
+         "is counted in `loops`). Ratios to the row's FLOP bound above (at the dgemm "
          "rate beside its `engine x1`, an earlier moment of the run). CPU / wall medians in ms.", "",
          "| d | M | step CPU / wall | exp | products | loops | rest (CPU) | exp + products / bound | "
          "exp + products + loops / bound | step / bound |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -988,10 +997,37 @@ def parts_text(res: dict) -> list[str]:
         st, ex, pr, lo = (p[k][1] for k in ("step", "exp", "products", "loops"))
         if st > 3 * fb:  # the target missed here: what is left of 3x the bound beside what cannot move
             left = 3 * fb - ex - pr
+            room = (f"which leaves {_ms(left)} ms within 3x the bound for the loops, the loss, the update and every "
+                    "call's own cost" if left > 0 else "more than 3x the bound by themselves")
             L += ["", f"At d = {d} the step takes {_x(st / fb)} the bound. numpy's exponential and the products "
-                  f"take {_x((ex + pr) / fb)}, which leaves {_ms(left)} ms within 3x the bound for the loops, the "
-                  f"loss, the update and every call's own cost; these loops alone take {_ms(lo)} ms and the rest "
+                  f"take {_x((ex + pr) / fb)}, {room}; these loops alone take {_ms(lo)} ms and the rest "
                   f"{_ms(st - ex - pr - lo)} ms."]
+    return L
+
+
+def fixed_share_text(res: dict) -> list[str]:
+    """The section on each rows-loops row's step beside the same step on a small batch (``fixed_share``); []
+    without the measurement."""
+    if not res.get("fixed_share"):
+        return []
+    L = ["## The step's fixed cost in a bank of runs", "",
+         "The runner steps a bank of runs with one call (a sweep's seed unit: 1 run; Table 1's reported seeds: 4, "
+         "one per plan; a step-size search round: 16). `small batch`: the same step, from the same parameters, on "
+         f"a batch of {SMALL_STRINGS} strings of the row's task and d that takes the same path (`step_path`: the "
+         "rows loops, every string non-empty; `rows`: its token rows). In one chunk of runs (`engine._chunk`; "
+         "`chunks`: the row's batch's) it makes the step's calls with little arithmetic; in several, it steps "
+         "the runs in slices of the row's chunk, which makes more calls, though not the same ones (an update a "
+         "slice in place of the chunks' concatenations). Its time bounds from above what a step pays for its "
+         "calls, the Python interpreter's part among them, so `at most` (small batch / step) bounds that part's "
+         "share of the step. The bound is loose where the small step still does real arithmetic: every run's "
+         "update and dB work on its D x K readout whatever the batch, and at large d two strings have many "
+         "token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
+         "all the runs).", "",
+         "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
+         "|---|---|---|---|---|---|---|---|"]
+    for row, d, x in _each(res["fixed_share"]):
+        L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
+                 f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
     return L
 
 
@@ -1207,23 +1243,9 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
     parts = parts_text(res)
     if parts:
         L += ["", *parts]
-    if res.get("fixed_share"):
-        L += ["", "## The step's fixed cost in a bank of runs", "",
-              "The runner steps a bank of runs with one call (a sweep's seed unit: 1 run; Table 1's reported seeds: "
-              "4, one per plan; a step-size search round: 16). `small batch`: the same step, at the same parameters, "
-              f"on a batch of {SMALL_STRINGS} strings of the row's task and d that takes the same path (the rows "
-              "loops; `rows`: its token rows), where the row's batch splits the runs into chunks "
-              "(`engine._chunk`; `chunks`) in slices of that chunk: the same calls, or more, with little "
-              "arithmetic. Its time bounds from above what a step pays for its calls, the Python interpreter's "
-              "part among them, so `at most` (small batch / step) bounds that part's share of the step. The bound "
-              "is loose where the small step still does real arithmetic: every run's update and dB work on its "
-              "D x K readout whatever the batch. The two arms timed "
-              "alternately, repeat by repeat; CPU / wall medians in ms per step (of all the runs).", "",
-              "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
-              "|---|---|---|---|---|---|---|---|"]
-        for row, d, x in _each(res["fixed_share"]):
-            L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
-                     f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
+    share = fixed_share_text(res)
+    if share:
+        L += ["", *share]
     if res.get("and_integral"):
         L += ["", "## Two-head AND on its exact population (`table1 --and-heads-data integral`)", "",
               "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "

@@ -331,29 +331,38 @@ def test_alternated_rotates_the_arms_every_repeat():
     seen = []
     got = BE.alternated({k: (lambda k=k: seen.append(k)) for k in "abc"}, repeats=3, calls=2)
     assert seen == list("aabbcc" "bbccaa" "ccaabb")
-    assert set(got) == set("abc") and all(len(t) == 2 for t in got.values())
+    assert set(got) == set("abc") and all(len(t) == 2 and np.all(np.isfinite(t)) for t in got.values())
 
 
-def test_the_small_batch_takes_the_rows_path_of_its_row(monkeypatch):
-    """``small_batch``: SMALL_STRINGS strings of the row's task and width, on the rows loops where the row's
-    batch is; a draw off them (here the first, as an empty string would make it) is drawn again."""
+def test_the_small_batch_takes_the_path_of_its_row(monkeypatch):
+    """``small_batch``: SMALL_STRINGS strings of the row's task and width with its batch's ``step_path`` (the rows
+    loops, every string non-empty); a draw off it, here a first draw with an empty string, is drawn again."""
+    import dataclasses
+
     for row, task, heads, d in (("ICL", "ICL", 1, 8), ("AND (H=2)", "AND", 2, 20)):
         case = BE.make_case(row, task, heads, d, Config())
-        assert BE.E._rows_loops(case.tb) is not None
+        assert BE.step_path(case.tb) == ("rows", case.tb.table.shape[1], False, True)
         tiny = BE.small_batch(case)
-        assert tiny.size == BE.SMALL_STRINGS and tiny.table.shape == case.tb.table.shape
-        assert BE.E._rows_loops(tiny) is not None and tiny.rows.shape[0] < case.tb.rows.shape[0]
-    asked, real = [], BE.E._rows_loops
+        assert tiny.size == BE.SMALL_STRINGS and BE.step_path(tiny) == BE.step_path(case.tb)
+        assert tiny.rows.shape[0] < case.tb.rows.shape[0]
+    drawn, real = [], BE.TK.sample
 
-    def first_off(tb):
-        if tb.size == BE.SMALL_STRINGS:
-            asked.append(tb)
-            if len(asked) == 1:
-                return None
-        return real(tb)
+    def first_with_an_empty_string(*a, **k):
+        b = real(*a, **k)
+        if not drawn:
+            m = b.m.tolil()
+            m[1, :] = 0
+            m = m.tocsr()
+            m.eliminate_zeros()
+            b = dataclasses.replace(b, m=m)
+        drawn.append(b)
+        return b
 
-    monkeypatch.setattr(BE.E, "_rows_loops", first_off)
-    assert BE.small_batch(case) is asked[1] and len(asked) == 2
+    case = BE.make_case("ICL", "ICL", 1, 8, Config())
+    monkeypatch.setattr(BE.TK, "sample", first_with_an_empty_string)
+    tiny = BE.small_batch(case)
+    assert len(drawn) == 2 and BE.step_path(BE.E.from_batch(drawn[0]))[3] is False
+    assert BE.step_path(tiny) == BE.step_path(case.tb)
 
 
 def test_the_small_step_makes_at_least_the_calls_of_the_step(monkeypatch):
@@ -365,13 +374,15 @@ def test_the_small_step_makes_at_least_the_calls_of_the_step(monkeypatch):
     monkeypatch.setattr(BE.E, "CHUNK_ELEMENTS", 2 * per_run)          # chunks of two runs on the row's batch
     assert BE.E._chunk(case.tb, H, K) == 2
     sizes, real = [], BE.engine_step
-    monkeypatch.setattr(BE, "engine_step", lambda a, B, tb, loss: (sizes.append((tb is case.tb, len(a))),
+    monkeypatch.setattr(BE, "engine_step", lambda a, B, tb, loss: (sizes.append((tb is case.tb, len(a), a)),
                                                                     real(a, B, tb, loss)))
     got = BE.fixed_share(case, 5, repeats=1, min_seconds=0.0)
     assert got["chunks"] == 3 and got["runs"] == 5 and got["strings"] == BE.SMALL_STRINGS
-    small = [n for big, n in sizes if not big]
+    small = [n for big, n, _ in sizes if not big]
     assert small and small[:3] == [2, 2, 1] and len(small) % 3 == 0
-    assert all(n == 5 for big, n in sizes if big)
+    assert all(n == 5 for big, n, _ in sizes if big)
+    big_a = next(a for big, _, a in sizes if big)
+    assert not any(np.shares_memory(big_a, a) for big, _, a in sizes if not big)  # each arm its own copy
 
 
 def test_the_parts_are_the_steps_own_work():
@@ -385,9 +396,10 @@ def test_the_parts_are_the_steps_own_work():
     shifted = s - np.repeat(np.maximum.reduceat(s, tb.starts), np.diff(np.append(tb.starts, len(s))))
     arms["exp"]()
     np.testing.assert_allclose(st.out[:, 0], np.exp(shifted), rtol=1e-14, atol=0)
+    st.ga[:] = np.nan
     arms["loops"]()
     fw = BE.E.forward(a, B, tb)
-    assert np.array_equal(st.xbar, fw.V)
+    assert np.array_equal(st.xbar, fw.V) and np.all(np.isfinite(st.ga))  # the score gradient's loop ran too
     assert BE.part_arms(BE.make_case("SLR", "SLR", 1, 8, Config())) is None
     got = BE.step_parts(case, 1, 0.0)
     assert set(got) == {"step", "exp", "products", "loops", "M"} and got["M"] == st.out.shape[0]
@@ -410,3 +422,11 @@ def test_the_parts_sentence_follows_the_d_where_the_step_misses_three_bounds():
     res["parts"][50]["step"] = t(3.0)
     assert "At d = 50" not in "\n".join(BE.parts_text(res))
     assert BE.parts_text({"rows": {}, "parts": {}}) == []
+
+
+def test_the_fixed_share_column_is_the_small_step_over_the_step():
+    """``fixed_share_text``: one line per measurement, `at most` = small batch / step; nothing without them."""
+    x = {"runs": 4, "chunks": 1, "step": (0.004, 0.004), "small": (0.001, 0.001), "rows": 52}
+    text = "\n".join(BE.fixed_share_text({"fixed_share": {"ICL": {50: [x]}}}))
+    assert "| ICL | 50 | 4 | 1 | 4 / 4 | 1 / 1 | 52 | 25% |" in text
+    assert BE.fixed_share_text({"fixed_share": {}}) == [] and BE.fixed_share_text({}) == []

@@ -446,3 +446,13 @@ def test_numpy_paths_restores_the_switch_after_an_error():
         with KN.numpy_paths():
             raise RuntimeError
     assert KN.usable()
+
+
+def test_the_heavy_rows_are_those_a_multiplicity_scales():
+    """``OneHotRows.heavy``: every row whose multiplicity is not 1, below or above it or NaN, in order (the
+    normalisation scales these rows alone); read-only."""
+    mult = np.array([1.0, 0.5, 2.0, np.nan, 1.0, 0.0, 3.0])
+    oh = KN.OneHotRows(idx=np.array([[0, 1, 0, 1, 0, 1, 0]]), bounds=np.array([0, 3, 7]), mult=mult, D=2)
+    assert oh.heavy.tolist() == [1, 2, 3, 5, 6] and oh.heavy.dtype == np.uint64
+    with pytest.raises(ValueError, match="read-only"):
+        oh.heavy[0] = 0
