@@ -202,8 +202,9 @@ SMALL_STRINGS = 2
 
 
 def step_path(tb: E.Tokens) -> tuple:
-    """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops take it, and
-    (rows layout) whether every string is non-empty (else the backward pass gathers the non-empty ones)."""
+    """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops do not take it
+    (``_rows_loops`` is None), and (rows layout) whether every string is non-empty (else the backward pass
+    gathers the non-empty ones)."""
     return (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None,
             tb.starts is not None and len(tb.starts) == tb.size)
 
@@ -225,9 +226,10 @@ def fixed_share(case: Case, runs: int, repeats: int, min_seconds: float = MIN_RE
     batch's step makes the same calls, with little arithmetic, so its time bounds from above what the step pays
     for its calls (the Python interpreter and each call's own cost).  Where the case's batch splits the runs into
     chunks (``engine._chunk``), the small batch's step takes the runs in slices of that chunk, one
-    ``engine_step`` each: more calls, though not the same ones (an update a slice in place of the chunks'
-    concatenations).  What the small step's time still holds: its own arithmetic, which does not shrink with the
-    batch where it works on the D x K readouts (the update, dB), and its strings' rows (long at large d).
+    ``engine_step`` each: as many calls or more (more from three chunks on), though not the same ones (an
+    update a slice in place of the chunks' concatenations).  What the small step's time still holds: its own
+    arithmetic, which does not shrink with the batch where it works on the D x K readouts (the update, dB), and
+    its strings' rows (long at large d).
     Medians (wall s, CPU s) per step: ``{"step", "small"}``, with the runs, the small batch's strings and token
     rows and the case's chunks."""
     tiny = small_batch(case)
@@ -283,8 +285,8 @@ def step_parts(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS
     and its products from BLAS (its loops replay numpy's and scipy's operations in their order), so
     ``exp + products`` is what any arrangement of its step pays that keeps those calls; one that replayed them
     in its own code (the C library's exp inside a loop, which gives numpy's float64 exp on a machine without
-    AVX-512; BLAS's summation order) would still pay the M exponentials themselves.  Medians (wall s, CPU s) per call: ``{"step", "exp", "products", "loops"}`` with M;
-    None off the rows loops."""
+    AVX-512; BLAS's summation order) would still pay the M exponentials themselves.  Medians (wall s, CPU s)
+    per call: ``{"step", "exp", "products", "loops"}`` with M; None off the rows loops."""
     got = part_arms(case)
     if got is None:
         return None
@@ -1016,10 +1018,10 @@ def fixed_share_text(res: dict) -> list[str]:
          f"a batch of {SMALL_STRINGS} strings of the row's task and d that takes the same path (`step_path`: the "
          "rows loops, every string non-empty; `rows`: its token rows). In one chunk of runs (`engine._chunk`; "
          "`chunks`: the row's batch's) it makes the step's calls with little arithmetic; in several, it steps "
-         "the runs in slices of the row's chunk, which makes more calls, though not the same ones (an update a "
-         "slice in place of the chunks' concatenations). Its time bounds from above what a step pays for its "
-         "calls, the Python interpreter's part among them, so `at most` (small batch / step) bounds that part's "
-         "share of the step. The bound is loose where the small step still does real arithmetic: every run's "
+         "the runs in slices of the row's chunk, which makes as many calls or more, though not the same ones "
+         "(an update a slice in place of the chunks' concatenations). Its time bounds from above what a step "
+         "pays for its calls, the Python interpreter's part among them, so `at most` (small batch / step) "
+         "bounds that part's share of the step. The bound is loose where the small step still does real arithmetic: every run's "
          "update and dB work on its D x K readout whatever the batch, and at large d two strings have many "
          "token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
          "all the runs).", "",

@@ -365,9 +365,9 @@ def test_the_small_batch_takes_the_path_of_its_row(monkeypatch):
     assert BE.step_path(tiny) == BE.step_path(case.tb)
 
 
-def test_the_small_step_makes_at_least_the_calls_of_the_step(monkeypatch):
+def test_the_small_step_takes_the_runs_in_slices_of_the_rows_chunk(monkeypatch):
     """Where the row's batch splits the runs into chunks, the small batch's step takes them in slices of that
-    chunk, each one engine step, so it makes at least the row's calls; both arms step the same parameters."""
+    chunk, each one engine step (as many calls or more); each arm steps its own copy of the same parameters."""
     case = BE.make_case("ICL", "ICL", 1, 8, Config())
     H, D, K = BE.TK.model_shape("ICL", 8, 1)
     per_run = BE.E._per_run(case.tb, H, K)
@@ -421,6 +421,10 @@ def test_the_parts_sentence_follows_the_d_where_the_step_misses_three_bounds():
     assert "At d = 100" not in text
     res["parts"][50]["step"] = t(3.0)
     assert "At d = 50" not in "\n".join(BE.parts_text(res))
+    res["parts"][50] = {"step": t(4.0), "exp": t(1.6), "products": t(1.6), "loops": t(0.4), "M": 10}
+    text = "\n".join(BE.parts_text(res))  # the exponential and the products alone over 3x: nothing left
+    assert "take 3.2x, more than 3x the bound by themselves; these loops alone take 400 ms" in text
+    assert "which leaves" not in text
     assert BE.parts_text({"rows": {}, "parts": {}}) == []
 
 

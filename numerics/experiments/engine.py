@@ -506,7 +506,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens, loops)
     # for one head a strided view, not a contiguous copy: the products below round by their operands'
     # layout (a contiguous copy changed dB's last bits at R = 3 with empty strings)
     # (one head: g_t itself, which the products take with the same bits as the broadcast's reshape of it (its
-    # strides differ only on axes of length 1; tests/test_rows_loops.py), without the call: 10-17 us a step)
+    # strides differ only on axes of length 1; tests/test_rows_loops.py), without the call: about 10 us)
     g_ne = g_t if H == 1 else np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
