@@ -991,20 +991,20 @@ def parts_text(res: dict) -> list[str]:
          "rate beside its `engine x1`, an earlier moment of the run). CPU / wall medians in ms.", "",
          "| d | M | step CPU / wall | exp | products | loops | rest (CPU) | exp + products / bound | "
          "exp + products + loops / bound | step / bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+    missed = []
     for d, p, fb in got:
         st, ex, pr, lo = (p[k][1] for k in ("step", "exp", "products", "loops"))
+        rest = st - ex - pr - lo
         L.append(f"| {d} | {p['M']} | {_cw(p['step'])} | {_cw(p['exp'])} | {_cw(p['products'])} | {_cw(p['loops'])} | "
-                 f"{_ms(st - ex - pr - lo)} | {_x(((ex + pr) / fb))} | {_x((ex + pr + lo) / fb)} | {_x(st / fb)} |")
-    for d, p, fb in got:
-        st, ex, pr, lo = (p[k][1] for k in ("step", "exp", "products", "loops"))
+                 f"{_ms(rest)} | {_x((ex + pr) / fb)} | {_x((ex + pr + lo) / fb)} | {_x(st / fb)} |")
         if st > 3 * fb:  # the target missed here: what is left of 3x the bound beside what cannot move
             left = 3 * fb - ex - pr
             room = (f"which leaves {_ms(left)} ms within 3x the bound for the loops, the loss, the update and every "
                     "call's own cost" if left > 0 else "more than 3x the bound by themselves")
-            L += ["", f"At d = {d} the step takes {_x(st / fb)} the bound. numpy's exponential and the products "
-                  f"take {_x((ex + pr) / fb)}, {room}; these loops alone take {_ms(lo)} ms and the rest "
-                  f"{_ms(st - ex - pr - lo)} ms."]
-    return L
+            missed += ["", f"At d = {d} the step takes {_x(st / fb)} the bound. numpy's exponential and the products "
+                       f"take {_x((ex + pr) / fb)}, {room}; these loops alone take {_ms(lo)} ms and the rest "
+                       f"{_ms(rest)} ms."]
+    return L + missed
 
 
 def fixed_share_text(res: dict) -> list[str]:
@@ -1021,9 +1021,9 @@ def fixed_share_text(res: dict) -> list[str]:
          "the runs in slices of the row's chunk, which makes as many calls or more, though not the same ones "
          "(an update a slice in place of the chunks' concatenations). Its time bounds from above what a step "
          "pays for its calls, the Python interpreter's part among them, so `at most` (small batch / step) "
-         "bounds that part's share of the step. The bound is loose where the small step still does real arithmetic: every run's "
-         "update and dB work on its D x K readout whatever the batch, and at large d two strings have many "
-         "token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
+         "bounds that part's share of the step. The bound is loose where the small step still does real "
+         "arithmetic: every run's update and dB work on its D x K readout whatever the batch, and at large d two "
+         "strings have many token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
          "all the runs).", "",
          "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
          "|---|---|---|---|---|---|---|---|"]

@@ -2,10 +2,10 @@
 integral representation: the route towards an exact population for two-head AND (issue 15), whose class
 population (c_a, c_b, the rest) has 9.4 million classes at d = 50 and costs 2.25 s a step.  The risk and its
 gradient (``population_risk_and_grad``: 2.0-3.1 CPU ms for two heads at d = 50 as the host's load goes, 7.3 at
-d = 200, 31 at d = 1000; the risk with its error estimate 1.6 ms at d = 50).  When every head's parameters are equal on the unmarked symbols,
-as a Table 1 row's stay (``_classes``), the sums run over the three classes a, b and the rest: 1.5 ms for two
-heads whatever d (50 to 10^4).  ``IntegralPopulation`` is the runner's data for two-head AND under
-``table1 --and-heads-data integral``.
+d = 200, 31 at d = 1000; the risk with its error estimate 1.6 ms at d = 50).  When every head's parameters are
+equal on the unmarked symbols, as a Table 1 row's stay (``_classes``), the sums run over the three classes a, b
+and the rest: 1.5 ms for two heads whatever d (50 to 10^4).  ``IntegralPopulation`` is the runner's data for
+two-head AND under ``table1 --and-heads-data integral``.
 
 The model: H heads over one-hot tokens, head h's output F_h = sum_i e^{alpha_h[z_i]} B_h[z_i] / S_h with
 S_h = sum_i e^{alpha_h[z_i]}, f = sum_h F_h; tokens i.i.d. uniform over the d symbols, lengths n ~ Geometric(p)
@@ -247,14 +247,14 @@ def _tail_depth() -> float:
 _TAIL_DEPTH = _tail_depth()
 
 
-def _classes(alpha: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(alpha, B, mult) of the classes a, b and the rest when every head's scores and readouts are equal on the
-    d - 2 unmarked symbols (as every Table 1 row's are: its start is, and the population gradient keeps it so),
-    else None.  The sums over the symbols then take three columns whatever d (``_sums``' ``mult``), to the
-    same rounding (tests/test_and_integral.py)."""
+def _classes(alpha: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The columns ``_sums`` takes, (alpha, B, mult): those of the classes a, b and the rest with their sizes
+    when every head's scores and readouts are equal on the d - 2 unmarked symbols (as every Table 1 row's are:
+    its start is, and the population gradient keeps it so), so that the sums take three columns whatever d, to
+    the same rounding (tests/test_and_integral.py); else every symbol's, mult None."""
     d = alpha.shape[1]
     if d <= 3 or not (np.all(alpha[:, 3:] == alpha[:, 2:3]) and np.all(B[:, 3:] == B[:, 2:3])):
-        return None
+        return alpha, B, None
     return alpha[:, :3], B[:, :3], np.array([1.0, 1.0, d - 2.0])
 
 
@@ -266,11 +266,9 @@ def population_risk_and_grad(alpha, B, d: int, p: float | None = None, step: flo
     to the scores changes nothing), so it is the gradient at the caller's scores as well as at the shifted ones."""
     shape = np.shape(B)
     alpha, B, p, (s, jac) = _checked(alpha, B, d, p, step, GRAD_MAX_SPREAD)
-    cls = _classes(alpha, B)
-    if cls is None:
-        risk, ga, gB = _sums(alpha, B, p, s, step * jac, grad=True)
-    else:  # each unmarked symbol's gradient is its class's shared by the d - 2 of them
-        risk, ga, gB = _sums(cls[0], cls[1], p, s, step * jac, grad=True, mult=cls[2])
+    ca, cB, mult = _classes(alpha, B)
+    risk, ga, gB = _sums(ca, cB, p, s, step * jac, grad=True, mult=mult)
+    if mult is not None:  # each unmarked symbol's gradient is its class's shared by the d - 2 of them
         ga, gB = (np.concatenate((g[:, :2], np.repeat(g[:, 2:] / (d - 2), d - 2, axis=1)), axis=1) for g in (ga, gB))
     if not (np.isfinite(risk) and np.isfinite(ga).all() and np.isfinite(gB).all()):  # readouts beyond about 1e150
         raise ArithmeticError("the integral's gradient came out non-finite")
@@ -285,9 +283,8 @@ def population_risk(alpha, B, d: int, p: float | None = None, step: float = STEP
     ws = np.zeros((2, s.size))
     ws[0] = step * jac
     ws[1, ::2] = 2 * step * jac[::2]  # the coarse sum: every other node, twice the step, the same integrands
-    cls = _classes(alpha, B)
-    fine, coarse = (float(v) for v in (_sums(alpha, B, p, s, ws, dtype) if cls is None else
-                                       _sums(cls[0], cls[1], p, s, ws, dtype, mult=cls[2])))
+    ca, cB, mult = _classes(alpha, B)
+    fine, coarse = (float(v) for v in _sums(ca, cB, p, s, ws, dtype, mult=mult))
     if not (math.isfinite(fine) and math.isfinite(coarse)):  # readouts beyond about 1e150 overflow the sums
         raise ArithmeticError(f"the integral came out {fine}, {coarse}")
     return IntegralRisk(risk=fine, error_estimate=abs(fine - coarse), nodes=s.size)
@@ -306,31 +303,29 @@ class IntegralPopulation:
     p: float
     accuracy_set: object = None
 
+    def _attempt(self, f, alpha, B):
+        """(f(alpha, B, d, p), None), or (None, why) where the integral refuses the parameters or its sums
+        overflow (readouts beyond about 1e150)."""
+        try:
+            return f(alpha, B, self.d, self.p), None
+        except (SettingError, ArithmeticError) as exc:
+            return None, str(exc)
+
     def _each(self, alpha, B, f):
-        out = []
-        for a, b in zip(np.asarray(alpha, float), np.asarray(B, float)):
-            try:
-                out.append(f(a, b))
-            except (SettingError, ArithmeticError):  # refused, or overflowing (readouts beyond about 1e150)
-                out.append(None)
-        return out
+        return [self._attempt(f, a, b)[0] for a, b in zip(np.asarray(alpha, float), np.asarray(B, float))]
 
     def refusal(self, alpha, B) -> str | None:
         """Why the integral refuses one run's parameters (its gradient's limits), or None."""
-        try:
-            population_risk_and_grad(alpha, B, self.d, self.p)
-        except (SettingError, ArithmeticError) as exc:
-            return str(exc)
-        return None
+        return self._attempt(population_risk_and_grad, alpha, B)[1]
 
     def risk(self, alpha, B) -> np.ndarray:
-        vals = self._each(alpha, B, lambda a, b: population_risk(a, b, self.d, self.p).risk)
-        return np.array([np.nan if v is None else v for v in vals])
+        vals = self._each(alpha, B, population_risk)
+        return np.array([np.nan if v is None else v.risk for v in vals])
 
     def risk_and_grad(self, alpha, B):
         """(risks (R,), d risk / d alpha (R, H, d), d risk / d B (R, H, d, 1))."""
         alpha, B = np.asarray(alpha, float), np.asarray(B, float)
-        vals = self._each(alpha, B, lambda a, b: population_risk_and_grad(a, b, self.d, self.p))
+        vals = self._each(alpha, B, population_risk_and_grad)
         risk = np.full(len(vals), np.nan)
         ga, gB = np.full(alpha.shape, np.nan), np.full(B.shape, np.nan)
         for i, v in enumerate(vals):
@@ -349,10 +344,8 @@ class IntegralPopulation:
 
     def error_estimate(self, alpha, B) -> float | None:
         """The trapezoid error estimate at one run's parameters (``IntegralRisk.error_estimate``)."""
-        try:
-            return population_risk(alpha, B, self.d, self.p).error_estimate
-        except (SettingError, ArithmeticError):
-            return None
+        got = self._attempt(population_risk, alpha, B)[0]
+        return None if got is None else got.error_estimate
 
     def uniform_mean_token_moment(self) -> np.ndarray:
         """E[xbar xbar^T] of the uniform-attention mean token xbar = c / n (the engine's function of that name,
