@@ -13,7 +13,7 @@ import shlex
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from . import exitcodes  # no imports of its own: loaded before anything that can fail
+from app import exitcodes  # no imports of its own: loaded before anything that can fail
 
 
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from .cli import entry
+from app.cli import entry
 
 sys.exit(entry())

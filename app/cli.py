@@ -23,19 +23,19 @@ from typing import Sequence
 
 from theory.validation import SettingError
 
-from . import __version__, exitcodes
-from .checkout import NotInCheckout
-from .io import COMMITTED, OutputError
-from .options import UsageError
+from app import __version__, exitcodes
+from app.checkout import NotInCheckout
+from app.io import COMMITTED, OutputError
+from app.options import UsageError
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "app.mainjob",   # run
-    "app.commands",  # finite, values, evaluate, latex, docs
-    "app.prove",     # prove
-    "app.table1",    # table1
-    "app.sweep",     # sweep
-    "app.scope",     # scope
-    "app.benchmarks",  # benchmark, benchmark-engine
+    "app.commands.run",   # run
+    "app.commands.evaluate",  # finite, values, evaluate, latex, docs
+    "app.commands.prove",     # prove
+    "app.commands.table1",    # table1
+    "app.commands.sweep",     # sweep
+    "app.commands.scope",     # scope
+    "app.commands.benchmarks",  # benchmark, benchmark-engine
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""

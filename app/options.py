@@ -2,7 +2,7 @@
 
 Every flag is parsed by one of these argparse types, so a bad value stops the command before any
 work or output, with exit status 2 and a message naming the flag (``argument --steps: must be an
-integer >= 1, got '-1'``).  Subcommand modules (``app.prove``, ``app.table1``, ...) reuse
+integer >= 1, got '-1'``).  Subcommand modules (``app.commands.prove``, ``app.commands.table1``, ...) reuse
 ``add_setting_options`` and ``setting_from_args``.
 
 >>> positive_int("3")

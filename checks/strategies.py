@@ -6,8 +6,8 @@ from functools import lru_cache
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from numerics.closed_forms import ClosedForms
-from numerics.series import SeriesEvaluator
+from numerics.theorem.closed_forms import ClosedForms
+from numerics.theorem.series import SeriesEvaluator
 from theory.setting import Setting
 
 lengths_st = st.sampled_from(["positive", "nonnegative"])

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import evaluator, examples, lengths_st
-from numerics.training import Trainer, attention_only
+from numerics.theorem.training import Trainer, attention_only
 from theory.claims import claim
 
 CLAIM = claim("attention_only")

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import evaluator, examples, floor_c, lengths_st, step_st
-from numerics.training import Trainer, attention_then_output, output_only, three_phase
+from numerics.theorem.training import Trainer, attention_then_output, output_only, three_phase
 from theory.claims import claim
 
 CLAIM = claim("attention_then_output")

@@ -1,7 +1,7 @@
 """Every number context of the series (float, mp, arb) on every variant, against an independent value.
 
 The independent value is a naive double sum over the length n and the count c of the marked symbol,
-written here in a few lines of mpmath at 36 digits (it shares no code with numerics.series or
+written here in a few lines of mpmath at 36 digits (it shares no code with numerics.theorem.series or
 numerics.model), truncated where the omitted mass is below 1e-27.  Each context is held to the precision
 it claims: the arb ball contains the naive value, mp agrees to its own bound (< 1e-25), float to its
 stated estimate; the variants are lengths positive/nonnegative (with the empty string's term),
@@ -18,7 +18,7 @@ import pytest
 from flint import arb
 
 from numerics.contexts import ArbContext
-from numerics.series import SeriesEvaluator
+from numerics.theorem.series import SeriesEvaluator
 from theory.setting import Setting
 
 POINT = (0.9, -0.4, 1.3, -0.7)  # alpha_a, alpha_b, beta_a, beta_b

@@ -15,8 +15,8 @@ import mpmath
 import pytest
 from flint import arb, ctx
 
-from app.prove import main as prove_main
-from numerics import certify as C
+from app.commands.prove import main as prove_main
+from numerics.theorem import certify as C
 from theory import catalogue
 from theory import symbolic as sym
 from theory.setting import Setting
@@ -29,7 +29,7 @@ VALUES = {"eta_1": 1.25, "eta_2": 7.5, "epsilon": 0.001, "beta_a": 0.75, "beta_b
 
 def mp_reference(expr, setting: Setting, **values):
     """The mpmath value of a closed form at MP_DPS digits."""
-    from numerics.closed_forms import ClosedForms
+    from numerics.theorem.closed_forms import ClosedForms
 
     return ClosedForms(setting, dps=MP_DPS).expr(expr, **values)
 
@@ -113,7 +113,7 @@ class _StandIn:
     """
 
     def __init__(self, setting, shift=None):
-        from numerics.series import SeriesEvaluator
+        from numerics.theorem.series import SeriesEvaluator
 
         self.ev = SeriesEvaluator(setting, backend="mp", tol=1e-15, dps=40)
         self.shift = shift
@@ -158,7 +158,7 @@ def test_series_items_with_the_arb_series_of_this_checkout():
 def test_series_items_with_the_integral_representation_agree_with_the_arb_series():
     """The integral evaluator in place of the arb series: the same verdicts, and T_min and end-point
     balls that overlap the series' balls."""
-    from numerics.integral import IntegralEvaluator
+    from numerics.theorem.integral import IntegralEvaluator
 
     setting = Setting(5)
     eps = Fraction(1, 1000)
@@ -173,7 +173,7 @@ def test_series_items_with_the_integral_representation_agree_with_the_arb_series
 
 def test_prove_at_large_d_runs_on_the_integral_representation(tmp_path, capsys):
     """From d = INTEGRAL_FROM_D on the series items use the integral (d-independent cost)."""
-    from numerics.evaluators import INTEGRAL_FROM_D
+    from numerics.theorem.evaluators import INTEGRAL_FROM_D
 
     rc = prove_main(["--d", str(INTEGRAL_FROM_D * 4), "--steps", "20", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "certificate.json").read_text())
@@ -288,7 +288,7 @@ def _independent_S_eigenvalues(setting, alpha_a, alpha_b):
     """Eigenvalues of S = D^1/2 M D^1/2 from the mp series' quadratic moments and numpy."""
     import numpy as np
 
-    from numerics.series import SeriesEvaluator
+    from numerics.theorem.series import SeriesEvaluator
 
     mom = SeriesEvaluator(setting, backend="mp", tol=1e-20, dps=30).quadratic_moments(alpha_a, alpha_b)
     (m_aa, m_ab), (_, m_bb) = mom.M
@@ -573,8 +573,8 @@ def test_floor_is_infimum_needs_a_positive_definite_hessian(coeffs):
 def test_series_tol_and_arb_evaluator_precision():
     """series_tol: epsilon / 1000, at most 1e-12, at least 2^-prec_bits; arb_evaluator keeps the precision it is
     asked for (the integral representation from d = INTEGRAL_FROM_D on) and its default omitted mass 1e-12."""
-    from numerics.evaluators import INTEGRAL_FROM_D
-    from numerics.integral import IntegralEvaluator
+    from numerics.theorem.evaluators import INTEGRAL_FROM_D
+    from numerics.theorem.integral import IntegralEvaluator
 
     assert C.series_tol(Fraction(1, 1000), 128) == 1e-12 and C.series_tol(1e-12, 128) == 1e-12 / 1000
     assert C.series_tol(Fraction(1, 10**300), 128) == 2.0 ** -128 and C.series_tol(1e-12, 30) == 2.0 ** -30
@@ -726,8 +726,8 @@ def test_choose_plan_takes_the_documented_step_sizes_and_runs_them():
     moments at that alpha.  (The plan is built here, not taken from the module fixture: mutmut credits a call
     made while a fixture is built to the first test that uses it, and runs a mutant of choose_plan only against
     the tests it credits.)"""
-    from numerics.closed_forms import ClosedForms
-    from numerics.series import SeriesEvaluator
+    from numerics.theorem.closed_forms import ClosedForms
+    from numerics.theorem.series import SeriesEvaluator
 
     setting, eps = Setting(3), Fraction(1, 1000)
     plan = C.choose_plan(setting, C.ArbClosedForms(setting, PREC), eps, steps=5)
@@ -765,7 +765,7 @@ class _ScaledCurvature:
     a stand-in that moves the phase-3 curvature the regime reads."""
 
     def __init__(self, setting, factor):
-        from numerics.evaluators import population_evaluator
+        from numerics.theorem.evaluators import population_evaluator
 
         self.ev, self.factor, self.setting = population_evaluator(setting), factor, setting
 
@@ -782,7 +782,7 @@ class _ScaledCurvature:
 def test_choose_plan_takes_T_from_the_evaluator_it_is_given(plan3):
     """The plan's T is the regime's T_min computed with the evaluator handed to choose_plan (half the curvature:
     a larger T than the default evaluator's), and an evaluator with no positive curvature is refused by name."""
-    from numerics.regime import three_phase_regime
+    from numerics.theorem.regime import three_phase_regime
 
     setting, eps, cf, plan = plan3
     half = _ScaledCurvature(setting, 0.5)
@@ -845,7 +845,7 @@ def test_certify_claims_works_at_the_precision_it_is_asked_for():
     radius follows the working precision) handed in as the series factory, the factory is asked for 256 bits and
     series_tol's omitted mass, and the end-point and T_min balls are about 2^-256 wide (at 128 bits they would be
     about 2^-128 wide); every certificate records 256."""
-    from numerics.integral import IntegralEvaluator
+    from numerics.theorem.integral import IntegralEvaluator
 
     asked = []
 
@@ -921,7 +921,7 @@ def test_certify_claims_default_steps_are_proves():
     steps + 1 points, attention-then-output steps + 2."""
     import argparse
 
-    from app.prove import add_parser
+    from app.commands.prove import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())

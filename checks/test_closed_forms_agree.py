@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import evaluator, examples, lengths_st, setting
-from numerics.closed_forms import ClosedForms, to_mpf
-from numerics.montecarlo import estimate
-from numerics.series import SeriesEvaluator
+from numerics.theorem.closed_forms import ClosedForms, to_mpf
+from numerics.theorem.montecarlo import estimate
+from numerics.theorem.series import SeriesEvaluator
 from theory import symbolic as sym
 
 general_p = st.floats(min_value=0.05, max_value=0.95)
@@ -205,7 +205,7 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     plan run step by step with series gradients."""
     import sympy as sp
 
-    from numerics.training import Trainer, three_phase
+    from numerics.theorem.training import Trainer, three_phase
 
     ev = evaluator(d)
     traj = Trainer(ev).run(three_phase(eta_1, eta_2, eta_3, T))

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from checks.strategies import evaluator, setting
-from numerics.finite_sample import d_log_d, three_phase_finite
-from numerics.montecarlo import estimate, sample_counts
-from numerics.regime import regime_plan
+from numerics.theorem.finite_sample import d_log_d, three_phase_finite
+from numerics.theorem.montecarlo import estimate, sample_counts
+from numerics.theorem.regime import regime_plan
 from theory.claims import claim
 from theory.validation import SettingError
 

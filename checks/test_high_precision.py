@@ -15,7 +15,7 @@ import mpmath
 import pytest
 import sympy as sp
 
-from numerics.closed_forms import ClosedForms
+from numerics.theorem.closed_forms import ClosedForms
 from theory import catalogue
 from theory import symbolic as sym
 from theory.setting import Setting

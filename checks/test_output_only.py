@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import evaluator, examples, floor_c, lengths_st, setting, step_st
-from numerics.closed_forms import ClosedForms
-from numerics.training import Trainer, output_only
+from numerics.theorem.closed_forms import ClosedForms
+from numerics.theorem.training import Trainer, output_only
 from theory.claims import claim
 
 CLAIM = claim("output_only")

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.cli import main
-from app.formatting import exact_value, value_and_bound
+from app.render.formatting import exact_value, value_and_bound
 from checks.strategies import examples
-from numerics.integral import IntegralEvaluator
+from numerics.theorem.integral import IntegralEvaluator
 from theory.setting import Setting
 
 NUM = r"-?[0-9.]+(?:e[-+]?[0-9]+)?"

@@ -35,7 +35,7 @@ def derived(monkeypatch):
 
 
 def _assert_labelled(result):
-    """The result's claim, method, domain and shown text are non-empty strings (app/prove.py formats them)."""
+    """The result's claim, method, domain and shown text are non-empty strings (app/commands/prove.py formats them)."""
     for label in (result.claim, result.method, result.domain, result.shown):
         assert isinstance(label, str) and label, result
 
@@ -276,7 +276,7 @@ def test_output_floor_with_a_denominator_of_no_sign_fails_at_that_step():
 
 def test_output_floor_states_each_step_it_showed():
     """On the derived c(d) (PASS) the denominator step says it was shown, and the result names its method, domain
-    and statement (app/prove.py formats the domain and the method with a width: a None there would not print)."""
+    and statement (app/commands/prove.py formats the domain and the method with a width: a None there would not print)."""
     P.clear_caches()
     r = P.prove_output_floor_positive()
     assert r.passed
@@ -357,7 +357,7 @@ def test_floor_infimum_refuses_the_floor_minus_1():
 def test_floor_infimum_states_each_step_it_showed():
     """On the derived risk and c(d) (PASS): the hand-argued reduction to symmetric beta comes first, then the two
     Hessian steps, each shown, then the identity; and the result names its method, domain and statement
-    (app/prove.py formats the domain and the method with a width: a None there would not print)."""
+    (app/commands/prove.py formats the domain and the method with a width: a None there would not print)."""
     P.clear_caches()
     r = P.prove_floor_is_infimum()
     assert r.passed
@@ -522,7 +522,7 @@ def test_kappa_bnb_reports_each_step_and_the_range_it_ran_on():
 
 def test_regime_positive_states_each_step_it_showed():
     """The proof (PASS) keeps every step: B_2 and u_min first, then the bound 4 B_2 - 12 >= 0 and the two proofs it
-    rests on; and it names its method, domain and statement (app/prove.py formats the domain and the method with a
+    rests on; and it names its method, domain and statement (app/commands/prove.py formats the domain and the method with a
     width: a None there would not print)."""
     P.clear_caches()
     r = P.prove_regime_positive()
@@ -647,14 +647,13 @@ def test_li2_tight_control_is_proved_by_a_bound_too_large_by_its_margin(patched,
 
 
 # ----------------------------------------------------------------------------------------------
-# numerics.certify._alpha0_risk_coefficients (memoised: a test of it clears its cache first)
+# numerics.theorem.certify._alpha0_risk_coefficients (memoised: a test of it clears its cache first)
 
 
 def test_alpha0_risk_coefficients_rebuild_the_symmetric_risk():
     """The coefficients {(i, j): c_ij} that ArbClosedForms.risk_alpha0 sums as c_ij beta_a^i beta_b^j are those of
     R(0, beta) on the symmetric plane: their sum is R identically, a quadratic in (beta_a, beta_b)."""
-    from numerics import certify as C
-
+    from numerics.theorem import certify as C
     C._alpha0_risk_coefficients.cache_clear()
     coeffs = C._alpha0_risk_coefficients("positive")
     assert all(len(m) == 2 and sum(m) <= 2 for m, _ in coeffs) and (2, 0) in dict(coeffs) and (0, 2) in dict(coeffs)

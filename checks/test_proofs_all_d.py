@@ -126,7 +126,7 @@ def test_docs_proofs_md_is_current(proofs, controls):
 
     path = Path(__file__).resolve().parents[1] / "docs" / "proofs.md"
     assert path.read_text() == P.proofs_markdown(proofs, controls), \
-        "docs/proofs.md is stale: run `python3 -m app.prove --d 3 --all-d --proofs-doc docs/proofs.md`"
+        "docs/proofs.md is stale: run `python3 -m app.commands.prove --d 3 --all-d --proofs-doc docs/proofs.md`"
 
 
 def test_branch_and_bound_refuses_what_it_cannot_certify():

@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import evaluator, examples, floor_c, lengths_st, setting
-from numerics.closed_forms import ClosedForms
-from numerics.regime import regime_plan, three_phase_regime
-from numerics.series import SeriesEvaluator
-from numerics.training import Trainer, three_phase
+from numerics.theorem.closed_forms import ClosedForms
+from numerics.theorem.regime import regime_plan, three_phase_regime
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import Trainer, three_phase
 from theory.claims import claim
 from theory.validation import SettingError
 
@@ -135,8 +135,7 @@ def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta
     not the largest); initial_excess_upper bounds R(start) - floor for the start the series trainer reaches;
     T_min is the smallest T with excess x (1 - eta_3 lambda)^(2T) <= epsilon/2 (half of epsilon for the
     contraction, half for inf_beta R; ``certify.certify_series_items``)."""
-    from numerics import certify as C
-
+    from numerics.theorem import certify as C
     reg = regime_plan(setting(d, lengths), eps, eta1_frac=eta1_frac, eta2_factor=eta2_factor, eta_3=eta_3,
                       evaluator=evaluator(d, lengths))
     # the start of phase 3 by the closed forms the regime uses, and as the series trainer reaches it (their

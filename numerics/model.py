@@ -35,7 +35,7 @@ import numpy as np
 
 from theory.validation import SettingError, check_choice, check_int
 
-from .contexts import FLOAT
+from numerics.contexts import FLOAT
 
 
 def _mass(m, shape):

@@ -26,15 +26,15 @@ def _warm() -> None:
               "--out", os.path.join(tmp, "t1")])
         main(["benchmark", "--tiny", "--out", os.path.join(tmp, "b.md")])
         main(["benchmark-engine", "--tiny", "--no-torch", "--out", os.path.join(tmp, "e.md")])
-        from app.report import derivations_markdown
+        from app.render.report import derivations_markdown
 
         derivations_markdown()
         import pyarrow.parquet  # noqa: F401 - sweep's and scope's rendering (no cluster is started here)
 
-        from app import scope_docs, sweep_render  # noqa: F401
+        from app.render import scope, sweep  # noqa: F401
 
         for study in ("kqv", "regime"):
-            scope_docs.renderer(study)
+            scope.renderer(study)
 
 
 _warm()

@@ -112,7 +112,7 @@ def test_the_setting_is_checked_and_set_by_its_flag():
     with pytest.raises(SettingError, match="and_heads_data"):
         RN.Config(and_heads_data="exact").validate()
     from app.cli import build_parser
-    from app.table1 import config_from_args
+    from app.commands.table1 import config_from_args
 
     def parse(*argv):
         return build_parser().parse_args(["table1", *argv])

@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-MODULES = ["app", "app.cli", "app.formatting", "app.io", "app.latex", "app.mainjob", "app.options", "app.plotting",
+MODULES = ["app", "app.cli", "app.render.formatting", "app.io", "app.render.latex", "app.commands.run", "app.options", "app.render.plotting",
            "app.progress"]
 
 

@@ -1,10 +1,10 @@
-"""The engine benchmark (numerics.bench_engine): its quick path runs, and its PyTorch implementation agrees
+"""The engine benchmark (numerics.bench.engine): its quick path runs, and its PyTorch implementation agrees
 with the engine (and the agreement check fails when the two compute different things)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from numerics import bench_engine as BE
+from numerics.bench import engine as BE
 from numerics.experiments.runner import Config
 
 torch = pytest.importorskip("torch")

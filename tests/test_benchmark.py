@@ -2,8 +2,8 @@
 tolerance at a cost linear in d, and the (n, c) Monte Carlo is unbiased within its standard error."""
 import re
 
-from numerics.benchmark import POINT, double_sum_terms, monte_carlo, numpy_double_sum
-from numerics.series import SeriesEvaluator
+from numerics.bench.theorem import POINT, double_sum_terms, monte_carlo, numpy_double_sum
+from numerics.theorem.series import SeriesEvaluator
 from theory.setting import Setting
 
 
@@ -40,8 +40,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     render-only sweep run trains nothing and is left out)."""
     import json
 
-    from numerics import benchmark as B
-
+    from numerics.bench import theorem as B
     (tmp_path / "example_table1").mkdir()
     (tmp_path / "sweep").mkdir()
     (tmp_path / "example_table1" / "table1.json").write_text(json.dumps(
@@ -129,18 +128,16 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
 
 
 def test_the_page_names_the_command_that_made_it(monkeypatch):
-    from numerics import benchmark as B
-
+    from numerics.bench import theorem as B
     monkeypatch.setattr("sys.argv", ["/src/numerics/benchmark.py"])
-    assert B._invocation() == "python3 -m numerics.benchmark"
+    assert B._invocation() == "python3 -m numerics.bench.theorem"
     for argv0 in ("/src/app/__main__.py", "/usr/bin/occ-companion"):
         monkeypatch.setattr("sys.argv", [argv0, "benchmark"])
         assert B._invocation() == "occ-companion benchmark"
 
 
 def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypatch):
-    from numerics import benchmark as B
-
+    from numerics.bench import theorem as B
     def row(cpu, peak, status=0, **target):
         monkeypatch.setattr(B, "run_process", lambda args, repeat, warm=False: {
             "cpu": cpu, "wall": 1.0, "peak_mb": peak, "status": status, "repeat": repeat})
@@ -155,7 +152,7 @@ def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypat
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
     """``--keep-suite`` copies the replaced page's test-command figures, says so with that page's date, and
     stops at the next section; a page without them yields "not measured"."""
-    from numerics.benchmark import carried_suite_section
+    from numerics.bench.theorem import carried_suite_section
 
     page = tmp_path / "benchmarks.md"
     page.write_text("# Benchmarks\n\nDate 2026-01-02; 2 cores.\n\n## Test command\n\n| command | wall time |\n"
@@ -171,13 +168,13 @@ def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# the command lines (app.benchmarks): the output discipline of every command (issue 18)
+# the command lines (app.commands.benchmarks): the output discipline of every command (issue 18)
 
 import pytest  # noqa: E402
 
 
-@pytest.mark.parametrize("command,module,work", [("benchmark", "numerics.benchmark", "run"),
-                                                 ("benchmark-engine", "numerics.bench_engine", "report")])
+@pytest.mark.parametrize("command,module,work", [("benchmark", "numerics.bench.theorem", "run"),
+                                                 ("benchmark-engine", "numerics.bench.engine", "report")])
 def test_benchmark_destination_is_checked_and_locked_before_any_work(tmp_path, monkeypatch, capsys, command,
                                                                      module, work):
     """An unusable or busy --out is exit 2 before any measurement; Ctrl-C during the measurement keeps the old
@@ -255,7 +252,7 @@ def _assert_supported(text: str, bound: float):
 def test_printed_values_carry_only_supported_digits():
     """The page's values keep the last decimal place whose half-unit is within their error and no more (the
     reviewer's cases: a float at 3.2e-13 and a Monte Carlo mean at SE 3.4e-4), by the CLI's rule."""
-    from numerics.benchmark import _rounded
+    from numerics.bench.theorem import _rounded
 
     assert _rounded(0.41596093705584264, 3.2e-13)[0] == "0.4159609370558"
     assert _rounded(0.41585118, 3.4e-4)[0] == "0.4159"
@@ -269,8 +266,7 @@ def test_printed_values_carry_only_supported_digits():
 
 def test_taylor_model_rows_put_the_two_evaluators_side_by_side(monkeypatch):
     """The Taylor-model table runs both arms on the same plan: the same doubles, fewer integrals with models."""
-    from numerics import benchmark as B
-
+    from numerics.bench import theorem as B
     monkeypatch.setitem(B.REPEATS, "taylor", 1)
     lines = B.taylor_model_rows(steps=6)
     text = "\n".join(lines)

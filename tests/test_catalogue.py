@@ -52,7 +52,7 @@ def test_every_phase3_display_has_a_heading():
     assert len(displays) == 7 and all(disp.title and disp.equation.startswith(disp.lhs) for disp in displays)
 
 
-@pytest.mark.parametrize("name", ["theory.symbolic", "theory.catalogue", "numerics.closed_forms"])
+@pytest.mark.parametrize("name", ["theory.symbolic", "theory.catalogue", "numerics.theorem.closed_forms"])
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -11,7 +11,7 @@ import pytest
 
 from app import __version__
 from app.cli import build_parser, main
-from app.formatting import supported_digits
+from app.render.formatting import supported_digits
 from app.progress import progress_factory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,7 +251,7 @@ def test_run_refuses_the_integral_where_it_does_not_apply_before_the_output_fold
 def test_ctrl_c_inside_an_arb_integral_is_an_interrupt_not_an_internal_error(monkeypatch, capsys):
     """A Ctrl-C that lands in the integrand python-flint's acb.integral calls comes back as a SystemError caused
     by the KeyboardInterrupt (found by the benchmark's kill loop): exit 130 and the interrupt message, not 4."""
-    import numerics.integral as I
+    import numerics.theorem.integral as I
 
     def integrand(*args, **kwargs):
         def f(x, analytic):

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from app import exitcodes
 from app.cli import main
-from app.report import CLAIMS_BEGIN, CLAIMS_END
+from app.render.report import CLAIMS_BEGIN, CLAIMS_END
 
 DOCUMENTED = {exitcodes.DONE, exitcodes.CLAIM_FAILED, exitcodes.USAGE, exitcodes.UNDECIDED, exitcodes.INTERRUPTED}
 

@@ -102,12 +102,12 @@ def test_prove_records_provenance_and_certifies_each_d_once(tmp_path, capsys):
 
 
 def test_an_internal_error_is_one_line_with_its_own_status(monkeypatch, capsys):
-    import app.commands
+    import app.commands.evaluate
 
     def broken(args):
         return 1 / 0
 
-    monkeypatch.setattr(app.commands, "cmd_values", broken)
+    monkeypatch.setattr(app.commands.evaluate, "cmd_values", broken)
     monkeypatch.delenv("OCC_TRACEBACK", raising=False)
     assert main(["values", "--d", "5"]) == exitcodes.INTERNAL != exitcodes.CLAIM_FAILED
     err = capsys.readouterr().err.strip().splitlines()
@@ -116,12 +116,12 @@ def test_an_internal_error_is_one_line_with_its_own_status(monkeypatch, capsys):
 
 
 def test_ctrl_c_after_the_commit_says_the_results_are_complete(tmp_path, capsys, monkeypatch):
-    import app.mainjob
+    import app.commands.run
 
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(app.mainjob, "print_table", interrupted)
+    monkeypatch.setattr(app.commands.run, "print_table", interrupted)
     assert main(["run", "--d", "4", "--steps", "2", "--no-plot", "--quiet", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "interrupted after writing" in err and "summary.json" in err
@@ -132,7 +132,7 @@ def test_ctrl_c_after_the_commit_says_the_results_are_complete(tmp_path, capsys,
 
 def test_values_digits_are_correctly_rounded(capsys):
     """m16: every printed value equals the exact value rounded to --dps digits (computed at 3x the digits)."""
-    from numerics.closed_forms import ClosedForms
+    from numerics.theorem.closed_forms import ClosedForms
     from theory.setting import Setting
 
     assert main(["values", "--d", "50", "--dps", "30"]) == 0
@@ -189,9 +189,9 @@ def test_figure_colours_and_labels_follow_the_plans(monkeypatch, tmp_path):
     missing crossing is said."""
     import io
 
-    import app.plotting as plotting
-    from numerics import training
-    from numerics.evaluators import population_evaluator
+    import app.render.plotting as plotting
+    from numerics.theorem import training
+    from numerics.theorem.evaluators import population_evaluator
     from theory.setting import Setting
 
     figures = []
@@ -238,9 +238,9 @@ exactly there, in a real ``python3 -m`` process."""
 
 @pytest.mark.parametrize("module,args,during", [
     ("app", ["run", "--help"], "theory"),             # the package's own imports
-    ("app.table1", ["--help"], "app.io"),             # the body of a module run as a program
-    ("app.prove", ["--help"], "app.cli"),
-    ("app.table1_docs", ["--check"], "app.table1_render"),
+    ("app.commands.table1", ["--help"], "app.io"),             # the body of a module run as a program
+    ("app.commands.prove", ["--help"], "app.cli"),
+    ("app.render.table1_docs", ["--check"], "app.render.table1"),
 ])
 def test_python_m_app_modules_end_in_one_line_with_the_cli_status(tmp_path, module, args, during):
     """m23: ``python3 -m app.X`` never bypasses the CLI's handling: a Ctrl-C while the modules load exits 130
@@ -261,7 +261,7 @@ def test_python_m_app_modules_end_in_one_line_with_the_cli_status(tmp_path, modu
         lines = proc.stderr.splitlines()
         assert proc.returncode == status and len(lines) == 1 and "Traceback" not in proc.stderr, (kind, proc.stderr)
         assert ("interrupted" if kind == "interrupt" else f"RuntimeError: raised on importing {during}") in lines[0]
-    if module == "app.table1":
+    if module == "app.commands.table1":
         (tmp_path / "list.json").write_text("[]")
         env = dict(os.environ, PYTHONPATH=str(root))
         proc = subprocess.run([sys.executable, "-m", module, "--from-json", "list.json", "--out", "o"], cwd=tmp_path,
@@ -276,9 +276,8 @@ def test_finite_time_estimate_follows_the_work_and_admits_one_seed_at_d_1000(cap
     strings falls outside); and --seeds 1 at d = 1000 passes the check (the run itself is stopped here)."""
     import time
 
-    import numerics.finite_sample as F
-    from app import commands as C
-
+    import numerics.theorem.finite_sample as F
+    from app.commands import evaluate as C
     t = time.process_time()
     assert main(["finite", "--d", "50", "--seeds", "1", "--quiet"]) == 0
     used = time.process_time() - t

@@ -12,7 +12,7 @@ import theory  # isort: skip  (first: pins SymPy's ground types)
 import pytest
 import sympy as sp
 
-from numerics.closed_forms import ClosedForms, ClosedFormsBase
+from numerics.theorem.closed_forms import ClosedForms, ClosedFormsBase
 from theory import cache, compiled
 from theory import symbolic as sym
 from theory.setting import Setting

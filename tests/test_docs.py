@@ -9,8 +9,8 @@ import pytest
 
 from app import checkout
 from app.cli import main
-from app.latex import latex_document, text_with_math, visual_width
-from app.report import (
+from app.render.latex import latex_document, text_with_math, visual_width
+from app.render.report import (
     CLAIMS_BEGIN,
     CLAIMS_END,
     claims_block,

@@ -4,8 +4,8 @@ import importlib
 
 import pytest
 
-MODULES = ["theory.arb_forms", "theory.files", "theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.regime",
-           "numerics.training", "numerics.montecarlo", "numerics.integral", "numerics.evaluators"]
+MODULES = ["theory.arb_forms", "theory.files", "theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.theorem.regime",
+           "numerics.theorem.training", "numerics.theorem.montecarlo", "numerics.theorem.integral", "numerics.theorem.evaluators"]
 
 
 @pytest.mark.parametrize("name", MODULES)

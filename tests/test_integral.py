@@ -1,4 +1,4 @@
-"""The integral representation (numerics.integral) against the series, and its identities in SymPy.
+"""The integral representation (numerics.theorem.integral) against the series, and its identities in SymPy.
 
 The series in the arb context is the reference: at every point both give balls of radius < 1e-24
 and the balls must overlap, so any wrong coefficient, sign or constant in the integral route (or in
@@ -14,8 +14,8 @@ from flint import arb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numerics.integral import IntegralEvaluator, li_neg
-from numerics.series import SeriesEvaluator
+from numerics.theorem.integral import IntegralEvaluator, li_neg
+from numerics.theorem.series import SeriesEvaluator
 from theory.setting import Setting
 from theory.validation import SettingError
 
@@ -88,7 +88,7 @@ def test_full_vector_interface_and_its_refusals():
     _assert_same(IntegralEvaluator(two).evaluate([0.3, -0.2], [0.5, 0.1]), _series(two).evaluate([0.3, -0.2], [0.5, 0.1]))
     with pytest.raises(SettingError, match=r"^the integral representation needs parameters symmetric in the unmarked "
                                            r"symbols \(alpha_k, beta_k equal for k >= 2\); use "
-                                           r"numerics.series.SeriesEvaluator$"):
+                                           r"numerics.theorem.series.SeriesEvaluator$"):
         integral.evaluate([0.4, 0.1, 0.2, 0.2], [0.0] * d)
     with pytest.raises(SettingError, match="^alpha must have length d = 4, got length 3$"):
         integral.evaluate([0.0] * 3, [0.0] * d)
@@ -169,7 +169,7 @@ def test_tail_bound_exceeds_the_tail_it_drops(d, gap, j, k):
     from flint import acb
 
     from numerics.contexts import ArbContext
-    from numerics.integral import integrand, tail_bound
+    from numerics.theorem.integral import integrand, tail_bound
 
     with ArbContext(128) as ctx:
         _, qpi, x, X, _ = IntegralEvaluator(Setting(d))._constants(ctx)
@@ -189,7 +189,7 @@ def test_integrand_is_the_stated_formula(j, k):
     from flint import acb
 
     from numerics.contexts import ArbContext
-    from numerics.integral import integrand
+    from numerics.theorem.integral import integrand
 
     with ArbContext(128) as ctx:
         _, qpi, x, _, _ = IntegralEvaluator(Setting(7))._constants(ctx)
@@ -210,7 +210,7 @@ def test_integrand_is_the_stated_formula(j, k):
 
 def test_partial_fractions_in_the_attention_weight():
     """With w = c u / (r + c u), f - y = B + Delta w on the strings with c >= 1; the risk and gradient
-    integrands are the polynomials in w that numerics.integral combines."""
+    integrands are the polynomials in w that numerics.theorem.integral combines."""
     r, c, u, B, Delta = sp.symbols("r c u B Delta", positive=True)
     w = c * u / (r + c * u)
     f_minus_y = B + Delta * w
@@ -250,7 +250,7 @@ def test_negative_binomial_generating_function():
 def test_constructor_precisions_and_refusals():
     """dps >= 15 (working precision dps digits plus 32 guard bits), prec_bits >= 53 instead, tail_bits >= 1:
     each refused below its minimum under its own name; the geometric law and p < 1 only."""
-    from numerics.integral import GUARD_BITS
+    from numerics.theorem.integral import GUARD_BITS
     from theory.setting import ShiftedPoissonLaw
 
     s = Setting(5)
@@ -264,7 +264,7 @@ def test_constructor_precisions_and_refusals():
         with pytest.raises(SettingError, match=f"^{message}$"):
             IntegralEvaluator(s, **kwargs)
     with pytest.raises(SettingError, match=r"^the integral representation needs p < 1 \(at p = 1 every string has "
-                                           r"length 1\); use numerics.series.SeriesEvaluator$"):
+                                           r"length 1\); use numerics.theorem.series.SeriesEvaluator$"):
         IntegralEvaluator(Setting(2))
     with pytest.raises(SettingError, match="^the integral representation is derived for the geometric length law"):
         IntegralEvaluator(Setting(5, length_law=ShiftedPoissonLaw(2.0)))
@@ -279,7 +279,7 @@ def test_tail_bound_is_K_times_the_upper_incomplete_gamma(k, u, V):
     bound, survived the majorant test above)."""
     import mpmath
 
-    from numerics.integral import tail_bound
+    from numerics.theorem.integral import tail_bound
 
     j, x, X = 1, arb(0.3), arb(0.2)
     K = li_neg(j, X) / (1 - x) / math.factorial(k)
@@ -332,7 +332,7 @@ def test_a_taylor_model_encloses_the_integrals_and_needs_its_remainder(order, si
     at u = u0 +- 0.8 r its balls overlap the integrals computed directly there, while the Taylor polynomial
     alone misses them.  Kills a dropped remainder, a wrong sign of u - u0, a wrong binomial, and a
     remainder taken at the interval's high end for u > u0 (it is then below the true error)."""
-    from numerics.integral import TaylorModel
+    from numerics.theorem.integral import TaylorModel
 
     prec = 96
     with _law_constants(50, prec) as (ev, qpi, x, X):
@@ -388,7 +388,7 @@ def test_a_model_is_built_only_for_steps_well_inside_its_radius_and_is_tight_at_
     precision, as its radius is chosen for); a ball u reaching past the radius is not covered, even with its
     midpoint at the centre, and the model refuses it."""
     from numerics.contexts import ArbContext
-    from numerics.integral import TaylorModel
+    from numerics.theorem.integral import TaylorModel
 
     ev = IntegralEvaluator(Setting(1000), dps=16, taylor_order=5)
     prec = ev.prec_bits

@@ -338,8 +338,7 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
 
 
 def test_table1_kernel_choices_are_the_engine_kernels():
-    from app import table1
-
+    from app.commands import table1
     assert table1.KERNELS == E.KERNELS
 
 
@@ -359,7 +358,7 @@ def test_results_record_the_kernel_and_old_results_read_as_numpy(tmp_path):
     before the option (no "kernel") reads back as the numpy kernel, the one that made it; the two kernels'
     trained risks agree to rounding."""
     from app.cli import main
-    from app.table1_render import markdown
+    from app.render.table1 import markdown
 
     runs = {}
     for kernel in ("numpy", "compiled"):

@@ -40,7 +40,7 @@ import pytest
 
 from app.cli import main
 from app.io import complete_result, recover
-from app.report import CLAIMS_BEGIN, CLAIMS_END
+from app.render.report import CLAIMS_BEGIN, CLAIMS_END
 
 KILLS = int(os.environ.get("OCC_KILLS", "50")) * (8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1)
 PARALLEL = 3
@@ -192,7 +192,7 @@ def _fill_stores(base: Path) -> None:
     import subprocess
     import sys
 
-    from app import scope
+    from app.commands import scope
     from numerics.experiments import runner as RN
     from numerics.experiments import sweep as SW
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.cli import build_parser, main
 from app.io import OutputFolder, complete_result
-from app.plotting import first_crossing
+from app.render.plotting import first_crossing
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,7 @@ def test_second_run_into_a_busy_folder_is_refused(tmp_path, capsys):
 
 
 def test_ctrl_c_exits_130_with_one_line_and_no_results(tmp_path, capsys, monkeypatch):
-    from numerics import training
-
+    from numerics.theorem import training
     real_run = training.Trainer.run
 
     def interrupted(self, plan):
@@ -117,7 +116,7 @@ def test_the_integral_evaluator_gives_the_series_run(tmp_path, small_run):
                "--evaluator", "integral", "--out", str(tmp_path)])
     integral = json.loads((tmp_path / "summary.json").read_text())
     assert rc == 0 and integral["evaluator"] == "integral" and series["evaluator"] == "series"
-    from numerics.evaluators import INTEGRAL_DPS, TAYLOR_ORDER
+    from numerics.theorem.evaluators import INTEGRAL_DPS, TAYLOR_ORDER
 
     settings = integral["evaluator_settings"]  # recorded: what rebuilds the run's balls
     assert (settings["dps"], settings["taylor_order"]) == (INTEGRAL_DPS, TAYLOR_ORDER) and settings["integrals_computed"] > 0
@@ -134,8 +133,7 @@ def test_the_run_s_taylor_models_save_integrals_and_change_no_double(tmp_path, m
     none and gives the same doubles (every plan's final risk and parameters); with them on it computes no more
     integrals (d = 5: its attention steps are too large for a model, and repeated calls at one attention state
     build none) and, where the joint plan's steps are small (d = 10^4), fewer."""
-    from numerics import evaluators
-
+    from numerics.theorem import evaluators
     args = ["run", "--d", str(d), "--epsilon", "0.01", "--steps", "20", "--quiet", "--no-plot", "--evaluator", "integral"]
     assert main(args + ["--out", str(tmp_path / "on")]) == 0
     monkeypatch.setattr(evaluators, "TAYLOR_ORDER", None)
@@ -150,7 +148,7 @@ def test_the_run_s_taylor_models_save_integrals_and_change_no_double(tmp_path, m
 
 
 def test_auto_takes_the_integral_from_its_threshold():
-    from numerics.evaluators import INTEGRAL_FROM_D, choose_method
+    from numerics.theorem.evaluators import INTEGRAL_FROM_D, choose_method
     from theory.setting import Setting
 
     assert choose_method(Setting(INTEGRAL_FROM_D - 1)) == "series"
@@ -166,7 +164,7 @@ def test_plain_log_ticks_label_an_axis_between_two_powers_of_ten(lo, hi, want):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from app.plotting import plain_log_ticks
+    from app.render.plotting import plain_log_ticks
 
     fig = Figure()
     FigureCanvasAgg(fig)

@@ -1,6 +1,6 @@
 import numpy as np
 
-from numerics.montecarlo import estimate, sample_counts
+from numerics.theorem.montecarlo import estimate, sample_counts
 from theory.setting import Setting
 
 

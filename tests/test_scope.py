@@ -86,7 +86,7 @@ def test_registry_names_the_five_studies_each_with_its_two_modules():
 
     assert STUDIES == ("regime", "kqv", "sgd", "laws", "samples")
     for name in STUDIES:
-        comp, render = importlib.import_module(f"numerics.scope.{name}"), importlib.import_module(f"app.scope_render.{name}")
+        comp, render = importlib.import_module(f"numerics.scope.{name}"), importlib.import_module(f"app.render.scope_studies.{name}")
         assert all(callable(getattr(comp, f)) for f in ("config", "units", "unit", "summarise"))
         assert callable(render.markdown) and callable(render.figure)
 
@@ -128,7 +128,7 @@ def test_law_pmf_sums_to_one_within_its_stated_tail_and_the_sampler_follows_the_
 
 def test_law_series_enumerates_the_mass_the_law_states():
     from numerics.scope import laws as LW
-    from numerics.series import SeriesEvaluator
+    from numerics.theorem.series import SeriesEvaluator
 
     s = LW.setting_of("poisson", 10, "squared")
     ev = SeriesEvaluator(s, tol=1e-9)
@@ -150,7 +150,7 @@ def test_law_floors_agree_with_the_series_and_monte_carlo_and_are_balanced(name)
 
 
 def test_geometric_floor_from_the_moments_is_the_papers_c_of_d():
-    from numerics.closed_forms import ClosedForms
+    from numerics.theorem.closed_forms import ClosedForms
     from numerics.scope import laws as LW
     from theory.setting import Setting
 
@@ -161,8 +161,8 @@ def test_geometric_floor_from_the_moments_is_the_papers_c_of_d():
 
 
 def test_closed_forms_refuse_a_law_they_are_not_derived_for():
-    from numerics.closed_forms import ClosedForms
-    from numerics.evaluators import integral_applies
+    from numerics.theorem.closed_forms import ClosedForms
+    from numerics.theorem.evaluators import integral_applies
     from numerics.scope import laws as LW
     from theory.validation import SettingError
 
@@ -173,8 +173,7 @@ def test_closed_forms_refuse_a_law_they_are_not_derived_for():
 
 
 def test_docs_scope_page_is_generated_from_the_full_run():
-    from app import scope_docs
-
+    from app.render import scope as scope_docs
     assert scope_docs.main(["--check"]) == 0
     record = json.loads((ROOT / "docs" / "scope_full" / "scope.json").read_text())
     mods = {name: importlib.import_module(f"numerics.scope.{name}") for name in record["studies"]}

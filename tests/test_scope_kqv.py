@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from numerics.scope import kqv
-from numerics.series import SeriesEvaluator
-from numerics.training import Trainer, attention_then_output, joint, three_phase
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import Trainer, attention_then_output, joint, three_phase
 from theory.setting import Setting
 
 D = 5

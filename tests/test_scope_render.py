@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from app.scope_render import kqv as kqv_render
-from app.scope_render import samples as samples_render
-from app.scope_render import sgd as sgd_render
+from app.render.scope_studies import kqv as kqv_render
+from app.render.scope_studies import samples as samples_render
+from app.render.scope_studies import sgd as sgd_render
 from numerics.scope import kqv, samples, sgd
 
 

@@ -2,10 +2,10 @@
 held-out estimate agrees with the exact risk, and the study summarises on a tiny grid."""
 import numpy as np
 
-from numerics.montecarlo import estimate, sample_counts
+from numerics.theorem.montecarlo import estimate, sample_counts
 from numerics.scope import sgd
-from numerics.series import SeriesEvaluator
-from numerics.training import Plan, Phase, Trainer
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import Plan, Phase, Trainer
 from theory.setting import Setting
 
 S = Setting(4)

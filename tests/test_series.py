@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numerics.series import SeriesEvaluator
+from numerics.theorem.series import SeriesEvaluator
 from theory.setting import Setting
 from theory.validation import SettingError
 
@@ -86,9 +86,9 @@ def test_nonnegative_variant_has_the_empty_string_floor():
 def test_docstring_example_runs():
     import doctest
 
-    import numerics.series
+    import numerics.theorem.series
 
-    assert doctest.testmod(numerics.series).failed == 0
+    assert doctest.testmod(numerics.theorem.series).failed == 0
 
 
 def test_contexts_and_flags():
@@ -139,7 +139,7 @@ def test_negative_binomial_fast_path_equals_scipy_stats():
     """series uses the Boost ufuncs behind scipy.stats.nbinom directly (import time): same values."""
     from scipy.stats import nbinom
 
-    from numerics.series import _nbinom
+    from numerics.theorem.series import _nbinom
 
     pmf, isf = _nbinom()
     rng = np.random.default_rng(0)
@@ -157,8 +157,7 @@ def test_float_enumeration_from_the_disk_cache_is_bit_identical(tmp_path, monkey
 
     from theory.cache import file_value
 
-    from numerics import series as S
-
+    from numerics.theorem import series as S
     monkeypatch.setenv("OCC_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("OCC_NO_CACHE", raising=False)
     args = (20, Fraction(1, 19), 1, (1, 19), 1e-12, ("float",), 3_000_000)
@@ -187,10 +186,10 @@ def test_float_enumeration_from_the_disk_cache_is_bit_identical(tmp_path, monkey
     finally:
         S._enumeration.cache_clear()
     for i in range(4):
-        assert file_value("numerics.series", ("test", i), lambda: i, keep=lambda v: True, max_files=2) == i
+        assert file_value("numerics.theorem.series", ("test", i), lambda: i, keep=lambda v: True, max_files=2) == i
         time.sleep(0.05)  # distinct modification times (the file system's clock is coarse)
-    assert file_value("numerics.series", ("test", 3), lambda: -1, keep=lambda v: True, max_files=2) == 3
-    assert file_value("numerics.series", ("test", 0), lambda: -1, keep=lambda v: True, max_files=2) == -1
+    assert file_value("numerics.theorem.series", ("test", 3), lambda: -1, keep=lambda v: True, max_files=2) == 3
+    assert file_value("numerics.theorem.series", ("test", 0), lambda: -1, keep=lambda v: True, max_files=2) == -1
 
 
 def test_a_start_with_the_enumeration_cached_does_not_import_scipy_special(tmp_path):
@@ -200,7 +199,7 @@ def test_a_start_with_the_enumeration_cached_does_not_import_scipy_special(tmp_p
     import subprocess
     import sys
 
-    code = ("import sys; from numerics.series import SeriesEvaluator; from theory.setting import Setting; "
+    code = ("import sys; from numerics.theorem.series import SeriesEvaluator; from theory.setting import Setting; "
             "m = SeriesEvaluator(Setting(20)).quadratic_moments(0.0, 0.0); "
             "print('scipy.special' in sys.modules, repr(m.M[0][0]))")
     env = dict(os.environ, OCC_CACHE_DIR=str(tmp_path))

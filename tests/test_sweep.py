@@ -382,8 +382,7 @@ def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
 
 
 def test_robustness_counts_and_the_axis_a_verdict_depends_on():
-    from app import sweep_render as SR
-
+    from app.render import sweep as SR
     axes = {"schedule": ["k2=1", "k2=20"], "optimizer": ["gd", "adam"]}
 
     def v(verdict, category=None):
@@ -514,8 +513,7 @@ def test_committed_sweep_bounds_its_exact_population_risks():
 def test_cost_section_adds_up():
     """The cost table lists every (d, task) of the summary, largest first, with CPU hours that add up to the
     units' total and the wall time of every run on the store."""
-    from app import sweep_render as SR
-
+    from app.render import sweep as SR
     by = {"d=25 OR": 1800.0, "d=50 ICL": 5400.0, "d=25 occurrence": 3600.0}
     summary = {"runs": [{"wall_s": 3600.0}, {"wall_s": 1800.0}], "runs_wall_s": 5400.0,
                "units_cpu_s_by": by, "units_cpu_s": sum(by.values())}
@@ -623,8 +621,7 @@ def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
     listed, marked, and kept out of the total; end records of older logs (no event) count as ended runs.
     Runs pair by their id: two starts in the same second by the same process id (other hosts) stay apart,
     and older start records without an id pair by start time and process id together."""
-    from app import sweep_render as SR
-
+    from app.render import sweep as SR
     cmd = ["occ-companion", "sweep"]
     lines = [{"started": "t0", "wall_s": 60.0, "trained": 5, "command": cmd},  # an older log's end record
              {"event": "start", "run_id": "a", "started": "t1", "pid": 7, "command": cmd},

@@ -83,7 +83,7 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     assert "marker" not in json.loads((d / "table1.json").read_text())["rows"]["occurrence"]
     # a partial file from before a setting existed resumes when the setting is at its default; one naming a
     # setting this version does not know, or another value of a new setting, does not
-    from app.table1 import _resume
+    from app.commands.table1 import _resume
     from numerics.experiments.runner import Config
 
     cfg = Config.from_dict(res["config"])
@@ -138,9 +138,9 @@ def test_attention_gradient_is_zero_at_zero_readout():
 
 
 def test_docs_table1_is_generated_from_the_example_run():
-    """docs/table1.md is exactly what app.table1_docs renders from docs/example_table1/table1.json, and
+    """docs/table1.md is exactly what app.render.table1_docs renders from docs/example_table1/table1.json, and
     every verdict it prints is one the verdict code gives on that file (the page is not edited by hand)."""
-    from app import table1_docs
+    from app.render import table1_docs
     from numerics.experiments import verdicts as V
 
     results = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
@@ -166,7 +166,7 @@ def test_committed_exact_rows_bound_every_risk_to_1e_12():
     allowance's, and they sum to at most 1e-12 (the engine issue's bound); every run records the tolerances it
     used.  The rows on the integral record each seed's quadrature estimate (an estimate, not a bound), far below
     the seeds' spread."""
-    from app import table1_docs
+    from app.render import table1_docs
     ex = table1_docs.EXAMPLE
     for path in (ex / "table1.json", ex / "d200" / "table1.json", ex / "theory-52" / "table1.json",
                  ex / "and-integral" / "table1.json", ex / "and-integral-d200" / "table1.json"):
@@ -189,7 +189,7 @@ def test_committed_exact_rows_bound_every_risk_to_1e_12():
 
 def test_run_durations_print_seconds_under_ninety_and_minutes_above():
     """A run of 24 s prints as "24 s", not "0 min" (the theory-52 example takes under a minute)."""
-    from app.table1_docs import duration
+    from app.render.table1_docs import duration
 
     assert [duration(s) for s in (0.4, 24.5, 89.4, 89.6, 90.0, 150.0, 450.2)] == \
         ["0 s", "25 s", "89 s", "1 min", "2 min", "3 min", "8 min"]
@@ -200,9 +200,8 @@ def test_committed_runs_count_ties_by_the_stated_rule():
     rule: every classification seed records its tied mass, every plan the largest of its seeds, the plan table prints it
     beside the accuracy, and the page states the rule.  OR's output-only run has tied classes (its readout's
     beta_a / beta_u = -(d/2 - 1))."""
-    from app import table1_docs
-    from app import table1_render as TR
-
+    from app.render import table1_docs
+    from app.render import table1 as TR
     page = (table1_docs.DOCS / "table1.md").read_text()
     ex = table1_docs.EXAMPLE
     runs = (ex / "table1.json", ex / "d200" / "table1.json", ex / "theory-52" / "table1.json",
@@ -228,9 +227,8 @@ def test_committed_runs_count_ties_by_the_stated_rule():
 def test_the_committed_integral_example_page_is_its_rendering_and_says_so():
     """docs/example_table1/and-integral/table1.md is the rendering of its results (so the text on what the
     held-out risks are comes from the run's rows), which names the row on the integral and its estimate."""
-    from app import table1_docs
-    from app import table1_render as TR
-
+    from app.render import table1_docs
+    from app.render import table1 as TR
     for name in ("and-integral", "and-integral-d200"):
         folder = table1_docs.EXAMPLE / name
         results = json.loads((folder / "table1.json").read_text())

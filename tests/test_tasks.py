@@ -581,7 +581,7 @@ def test_slr_directions_are_kept_read_only_per_d_and_seed():
 @pytest.mark.parametrize("d", [50, 200])
 def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
     """The exact population the runner trains occurrence on (its default mass and length tolerances, through
-    the engine) against the integral representation's arb balls (numerics.integral, cost independent of d)
+    the engine) against the integral representation's arb balls (numerics.theorem.integral, cost independent of d)
     at symmetric points, from the zero start to large scores: risk and every gradient coordinate within
     1e-12 (the engine issue's bound), at |alpha| = 20, |B| = 12 within 1e-12 of its size (the gradient's
     entries are 5.5 there and 2e-12 off); the reported risk within the truncation bound plus the
@@ -589,7 +589,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
     from numerics.experiments import engine as E
     from numerics.experiments.population import loss_bound, rounding_bound
     from numerics.experiments.runner import Config
-    from numerics.integral import IntegralEvaluator
+    from numerics.theorem.integral import IntegralEvaluator
     from theory.setting import Setting
 
     cfg = Config()

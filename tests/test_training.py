@@ -3,8 +3,8 @@ phases, plans and recording behave as documented."""
 import numpy as np
 import pytest
 
-from numerics.series import SeriesEvaluator
-from numerics.training import (
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import (
     Phase,
     Trainer,
     Trajectory,
@@ -144,8 +144,8 @@ def test_bad_phases_and_divergence_are_refused():
 
 def test_finite_sample_phase3_equals_sample_gradient_steps():
     """The quadratic form of phase 3 reproduces T steps of the per-string sample gradient."""
-    from numerics.finite_sample import three_phase_finite
-    from numerics.montecarlo import estimate, sample_counts
+    from numerics.theorem.finite_sample import three_phase_finite
+    from numerics.theorem.montecarlo import estimate, sample_counts
 
     s = Setting(6)
     run = three_phase_finite(s, 2.0, 30.0, 0.8, 15, 400, 300, seed=4, test_size=50)

@@ -3,11 +3,11 @@ import math
 
 import pytest
 
-from numerics.closed_forms import ClosedForms
-from numerics.montecarlo import estimate
-from numerics.regime import three_phase_regime
-from numerics.series import SeriesEvaluator
-from numerics.training import attention_only, joint, output_only, three_phase
+from numerics.theorem.closed_forms import ClosedForms
+from numerics.theorem.montecarlo import estimate
+from numerics.theorem.regime import three_phase_regime
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import attention_only, joint, output_only, three_phase
 from theory import symbolic as sym
 from theory.setting import Setting
 from theory.validation import SettingError
@@ -98,7 +98,7 @@ def test_closed_form_evaluation_names_missing_symbols():
 @pytest.mark.parametrize("kw,match", [({"eta1_frac": 1.0}, "eta1_frac"), ({"eta1_frac": 0}, "eta1_frac"),
                                       ({"eta2_factor": 0.5}, "eta2_factor"), ({"eta2_factor": math.inf}, "eta2_factor")])
 def test_regime_plan_refuses_steps_outside_the_regime(kw, match):
-    from numerics.regime import regime_plan
+    from numerics.theorem.regime import regime_plan
 
     with pytest.raises(SettingError, match=match):
         regime_plan(Setting(5), 1e-2, **kw)

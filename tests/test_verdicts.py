@@ -20,10 +20,9 @@ def _run(tmp_path, *extra):
 
 def test_run_exit_status_follows_the_verdict(tmp_path, monkeypatch, capsys):
     """PASS -> 0; FAIL -> 1; UNDECIDED (the float estimate and then the arb enclosure straddle) -> 3."""
-    import numerics.certify as C
+    import numerics.theorem.certify as C
 
-    from app import mainjob
-
+    from app.commands import run as mainjob
     rc, summary = _run(tmp_path)
     assert rc == exitcodes.DONE and summary["three_phase_verdict"] == "PASS"
     assert summary["three_phase_reaches_target"] is True
@@ -40,7 +39,7 @@ def test_run_exit_status_follows_the_verdict(tmp_path, monkeypatch, capsys):
 
 
 def test_float_verdict_is_three_valued():
-    from app.mainjob import float_verdict
+    from app.commands.run import float_verdict
 
     assert float_verdict(1.0, 0.1, 1.2) == "PASS" and float_verdict(1.0, 0.1, 1.05) == "UNDECIDED"
     assert float_verdict(1.0, 0.1, 0.85) == "FAIL" and float_verdict(1.0, 0.0, 1.0) == "PASS"
@@ -74,7 +73,7 @@ def test_exact_decimal_parsing():
 def test_p_typed_as_a_decimal_is_the_p_certified(capsys):
     """evaluate --method integral --p 0.1 encloses the risk at p = 1/10 (the double nearest 0.1 gives a
     risk about 1e-17 away, far outside a 1e-31 ball); values --p 0.1 prints 4.9/5.9 to 40 digits."""
-    from numerics.integral import IntegralEvaluator
+    from numerics.theorem.integral import IntegralEvaluator
     from theory.setting import Setting
 
     assert main(["evaluate", "--d", "5", "--alpha", "1,0,0,0,0", "--beta=1,-1,-1,-1,-1", "--p", "0.1",
@@ -82,7 +81,7 @@ def test_p_typed_as_a_decimal_is_the_p_certified(capsys):
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("risk in")][0]
     mid, rad = line.split("[")[1].split("]")[0].split(" +/- ")
     exact = IntegralEvaluator(Setting(5, p=Fraction(1, 10)), dps=40).evaluate_symmetric(1.0, 0.0, 1.0, -1.0).risk
-    from app.formatting import exact_value
+    from app.render.formatting import exact_value
 
     assert abs(exact_value(exact) - Fraction(mid)) + exact_value(exact.rad()) <= Fraction(rad)
     assert main(["values", "--d", "50", "--p", "0.1", "--dps", "40"]) == 0

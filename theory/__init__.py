@@ -9,7 +9,7 @@ import os
 import sys
 import warnings
 
-from .validation import (  # imports no SymPy: the pin below still applies
+from theory.validation import (  # imports no SymPy: the pin below still applies
     LENGTH_VARIANTS,
     LOSSES,
     SettingError,

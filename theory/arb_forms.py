@@ -1,5 +1,5 @@
 """SymPy expressions evaluated in ball arithmetic (python-flint arb): the bridge the certificates
-(numerics.certify) and the all-d proofs (theory.proofs) share.
+(numerics.theorem.certify) and the all-d proofs (theory.proofs) share.
 
 >>> import sympy as sp
 >>> from flint import ctx
@@ -17,7 +17,7 @@ from fractions import Fraction
 import sympy as sp
 from flint import arb, fmpq
 
-from .validation import SettingError
+from theory.validation import SettingError
 
 
 def arb_of(value) -> arb:

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from .files import atomic_write
+from theory.files import atomic_write
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -150,7 +150,7 @@ def file_value(module_name: str, entry: tuple, build: Callable[[], Any], keep: C
     on disk in a file of its own under ``light_key`` and ``entry`` (an edit of the module's source selects
     a new file); ``build()`` makes it on a miss, and it is written only when ``keep(value)`` (large values
     are rebuilt rather than stored).  At most ``max_files`` such files of the module are kept: the least
-    recently used go first.  Used by ``numerics.series`` for its float enumerations, whose weights need
+    recently used go first.  Used by ``numerics.theorem.series`` for its float enumerations, whose weights need
     scipy.special, a third of the main job's start-up."""
     base = cache_dir()
     if base is None:

@@ -26,12 +26,12 @@ from functools import lru_cache
 
 import sympy as sp
 
-from . import symbolic as sym
-from .validation import SettingError, check_variant
+from theory import symbolic as sym
+from theory.validation import SettingError, check_variant
 
 FORBIDDEN_IN_TEXT = set("<>^_\\$&%#{}~|*`")
 """Characters that titles and notes must not contain outside their formulas (they break Markdown or LaTeX text
-mode).  A formula is written between backticks (`` `r = c/n` ``) and becomes inline math (``app.latex``)."""
+mode).  A formula is written between backticks (`` `r = c/n` ``) and becomes inline math (``app.render.latex``)."""
 FORBIDDEN_IN_FORMULA = set("\\$&%#{}~|*`")
 """Characters a formula between backticks must not contain (``^``, ``_``, ``<``, ``>`` are its scripts and
 relations)."""

@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .validation import SettingError
+from theory.validation import SettingError
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from .cache import light_value, register_memo
+from theory.cache import light_value, register_memo
 
 ARGS = ("d", "p", "eta_1", "eta_2", "eta_3", "epsilon", "u", "beta_a", "beta_b")
 """The arguments of every compiled form, in order (the symbols of ``theory.symbolic``)."""
@@ -41,7 +41,7 @@ class Source:
 
 def derived(name: str, args: tuple = (), index=None):
     """The SymPy expression ``theory.symbolic.<name>(*args)`` (item ``index`` of a tuple or dict)."""
-    from . import symbolic
+    from theory import symbolic
 
     value = getattr(symbolic, name)(*args)
     return value if index is None else value[index]
@@ -55,7 +55,7 @@ def _build(name: str, args: tuple, index) -> tuple | None:
     import mpmath
     import sympy as sp
 
-    from . import symbolic
+    from theory import symbolic
 
     expr = sp.sympify(derived(name, args, index))
     fn = sp.lambdify([getattr(symbolic, a) for a in _SYMBOL_ATTRS], expr, modules="mpmath")

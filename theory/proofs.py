@@ -33,7 +33,7 @@ from functools import lru_cache  # applied as f = lru_cache(maxsize=None)(f) aft
 import sympy as sp
 from flint import arb, ctx, fmpq
 
-from . import symbolic as sym
+from theory import symbolic as sym
 
 X = sp.Symbol("x", positive=True)  # x = d - 1
 _T = sp.Symbol("t", positive=True)
@@ -69,7 +69,7 @@ def _result(claim, method, domain, shown, ok, steps) -> ProofResult:
 
 def constant_ball(expr) -> arb:
     """An arb ball of a constant SymPy expression (no free symbols)."""
-    from .arb_forms import to_arb
+    from theory.arb_forms import to_arb
 
     if sp.sympify(expr).free_symbols:
         raise ValueError(f"not a constant: {expr}")
@@ -155,7 +155,7 @@ def branch_and_bound(f, x, lo: Fraction, hi: Fraction, *, max_boxes: int = 4000)
 
     Fails on a box whose midpoint value is certified <= 0 (a counterexample) or after ``max_boxes``.
     """
-    from .arb_forms import to_arb
+    from theory.arb_forms import to_arb
 
     boxes, certified, worst = [(Fraction(lo), Fraction(hi))], 0, None
     with ctx.workprec(PREC_BITS):
@@ -564,7 +564,7 @@ CONDITIONS = {
 HAND_ARGUED = (
     ("three_phase", "T_min certificate: if the phase-3 start point has gap alpha_a - alpha_b >= log u_min, then "
      "inf over beta of R(alpha, beta) <= floor + epsilon/2 (the u_min lemma)",
-     "argued in the docstring of `numerics.certify.certify_series_items` (u_min from B_2 and the attention "
+     "argued in the docstring of `numerics.theorem.certify.certify_series_items` (u_min from B_2 and the attention "
      "weight bound); not machine-checked: every T_min certificate depends on it"),
     ("three_phase", "T_min certificate: output GD on the phase-3 quadratic contracts the excess by "
      "(1 - eta_3 lambda_min)^2 per step when eta_3 lambda_max <= 1",
@@ -599,7 +599,7 @@ CHECKED_ONLY_AT_GIVEN_D = (
 def proofs_markdown(results: list[ProofResult], controls: list[tuple[str, ProofResult]]) -> str:
     """docs/proofs.md: which claims are proved for all d (and how), which are only checked at given d."""
     out = ["# Proofs for all d, and what is only checked at given d", "",
-           "Generated from `theory/proofs.py` (`python3 -m app.prove --proofs-doc docs/proofs.md`); a check "
+           "Generated from `theory/proofs.py` (`python3 -m app.commands.prove --proofs-doc docs/proofs.md`); a check "
            "(`checks/test_proofs_all_d.py`) fails when this file is stale.", "",
            "Words: *proved* means a proof for every d >= 3 (symbolic, or arb branch and bound plus an "
            "asymptotic bound proved symbolically); *certified* means an arb ball enclosure at one given d "

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .validation import SettingError, check_d, check_loss, check_p, check_real, check_variant
+from theory.validation import SettingError, check_d, check_loss, check_p, check_real, check_variant
 
 
 @lru_cache(maxsize=None)
@@ -27,7 +27,7 @@ def balanced_p_exact(d: int, lengths: str = "positive") -> Fraction:
     """The balancing p for alphabet size d, from the SymPy derivation (1/(d-1), or 1/(d+1) for the variant),
     evaluated exactly in rational arithmetic from its cached source (``theory.compiled``: no SymPy import
     once the derivation is cached)."""
-    from .compiled import rational
+    from theory.compiled import rational
 
     d = check_d(d)
     check_variant(lengths)

@@ -3,7 +3,7 @@
 This module only derives: every public function returns SymPy expressions (memoised in memory and
 on disk by ``theory.cache.derivation``; an edit of this file invalidates the disk cache).  Titles,
 notes and display forms for the docs live in ``theory.catalogue``; numbers at a setting come from
-``numerics.closed_forms.ClosedForms``.
+``numerics.theorem.closed_forms.ClosedForms``.
 
 Notation (shared with docs/derivations.md):
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .cache import derivation
-from .validation import check_loss, check_variant
+from theory.cache import derivation
+from theory.validation import check_loss, check_variant
 
 # ----------------------------------------------------------------------------------------------
 # symbols
@@ -363,7 +363,7 @@ def phase3_series(lengths: str = "positive") -> tuple[sp.ImmutableMatrix, sp.Imm
     With phi = (g, 1 - g), the reduced risk is R = E[(phi . beta - y)^2]/2 and its gradient is
     M beta - m with M = E[phi phi^T], m = E[y phi]; gradient descent in R^d moves
     (beta_a, beta_b) by -eta_3 D (M beta - m), D = diag(1, 1/(d-1)).  These series have no finite
-    closed form in general; numerics/series.py evaluates them with a truncation bound.
+    closed form in general; numerics/theorem/series.py evaluates them with a truncation bound.
     """
     pmf, _ = length_pmf(lengths)
     weight = pmf * sp.binomial(n_, c_) * (d - 1) ** (n_ - c_) / d**n_  # P(n) P(c | n), c | n ~ Bin(n, 1/d)

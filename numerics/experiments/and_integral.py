@@ -51,7 +51,7 @@ import numpy as np
 
 from theory.validation import SettingError
 
-from .tasks import MIN_D, length_parameter
+from numerics.experiments.tasks import MIN_D, length_parameter
 
 STEP = 0.2
 """Trapezoid step in t (``_nodes``; t = log s above the tail).  The trapezoid's error falls geometrically in

@@ -21,8 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import engine as E
-from .protocol import Reading, phases
+from numerics.experiments import engine as E
+from numerics.experiments.protocol import Reading, phases
 
 
 @dataclass

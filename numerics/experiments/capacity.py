@@ -56,9 +56,9 @@ from scipy.special import gammaln
 from numerics.model import Model, Params
 from theory.validation import SettingError, check_int
 
-from . import engine as E
-from . import tasks as TK
-from .population import marked_symbols, population
+from numerics.experiments import engine as E
+from numerics.experiments import tasks as TK
+from numerics.experiments.population import marked_symbols, population
 
 LOSSES = {"ICL": ("squared", "cross_entropy")}
 """Losses a ceiling is computed for (default: squared only)."""

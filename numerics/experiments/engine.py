@@ -37,10 +37,10 @@ except ImportError:  # pragma: no cover - a scipy without the private module: it
 from numerics.model import loss_terms
 from theory.validation import SettingError
 
-from . import kernels as KN
-from .and_integral import IntegralPopulation
-from . import tasks as _tasks
-from .tasks import Batch, csr_index_dtype
+from numerics.experiments import kernels as KN
+from numerics.experiments.and_integral import IntegralPopulation
+from numerics.experiments import tasks as _tasks
+from numerics.experiments.tasks import Batch, csr_index_dtype
 
 DENSE_BAG_MAX_TYPES = 16
 """A shared table with at most this many token types is kept as a dense count matrix (N, L) (the class

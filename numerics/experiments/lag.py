@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import engine as E
-from .population import marked_symbols
+from numerics.experiments import engine as E
+from numerics.experiments.population import marked_symbols
 
 
 def relative_progress(values) -> np.ndarray:

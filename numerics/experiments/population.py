@@ -37,8 +37,8 @@ from scipy.stats import binom
 
 from theory.validation import SettingError
 
-from .engine import SUM_BLOCK
-from .tasks import Batch, check_task, length_parameter
+from numerics.experiments.engine import SUM_BLOCK
+from numerics.experiments.tasks import Batch, check_task, length_parameter
 
 QUANTILE_TAIL = 1e-16
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from theory.validation import SettingError
 
-from . import runner as RN
-from . import tasks as TK
-from .protocol import Reading
+from numerics.experiments import runner as RN
+from numerics.experiments import tasks as TK
+from numerics.experiments.protocol import Reading
 
 CONFIG_FIELDS = ("and_heads", "init_scale", "batch", "val_size", "test_size", "mass_tol", "len_tol", "curve_points",
                  "lag_points", "icl_loss", "even_pairs_embedding", "kernel")

@@ -5,7 +5,7 @@ the reported seeds at the chosen step sizes, and measure them.
 (``protocol.Reading``), the step-size search of every plan, and per reported seed the held-out risk and
 accuracy, the stopping step and status (converged / capped / diverged), the risk curve, and the three lag
 measures of joint GD (``lag``); rows carry their capacity ceiling (``capacity``).  Verdicts are taken from
-this dict by ``verdicts``; rendering is in app/table1.py.
+this dict by ``verdicts``; rendering is in app/commands/table1.py.
 
 Data (``make_data``): exact populations of count classes for occurrence and OR and one-head AND (their
 a/b-symmetric reduction, exact from the zero start: ``population.population(merged=True)``), truncated to a
@@ -26,14 +26,14 @@ import numpy as np
 from numerics.model import Model
 from theory.validation import SettingError
 
-from . import and_integral as AI
-from . import bank as BK
-from . import engine as E
-from . import lag as L
-from . import tasks as TK
-from .population import expand, loss_bound, marked_symbols, population, rounding_bound
-from .grid import GridSearch
-from .protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
+from numerics.experiments import and_integral as AI
+from numerics.experiments import bank as BK
+from numerics.experiments import engine as E
+from numerics.experiments import lag as L
+from numerics.experiments import tasks as TK
+from numerics.experiments.population import expand, loss_bound, marked_symbols, population, rounding_bound
+from numerics.experiments.grid import GridSearch
+from numerics.experiments.protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
 
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
 AND_HEADS_DATA = ("sampled", "integral")
@@ -438,7 +438,7 @@ def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per
 def ceiling_of(task: str, d: int, heads: int, loss: str, cfg: Config) -> dict:
     """The row's capacity ceiling (``capacity.ceiling``: bounds on the best population risk the model class
     reaches) as a dict, or the reason it could not be computed."""
-    from .capacity import ceiling
+    from numerics.experiments.capacity import ceiling
 
     opts = {"even_pairs_embedding": cfg.even_pairs_embedding} if task == "even_pairs" else {}
     try:

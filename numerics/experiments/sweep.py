@@ -43,11 +43,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from . import engine as E
-from . import runner as RN
-from . import verdicts as V
-from .protocol import Reading
-from .readings import Grid
+from numerics.experiments import engine as E
+from numerics.experiments import runner as RN
+from numerics.experiments import verdicts as V
+from numerics.experiments.protocol import Reading
+from numerics.experiments.readings import Grid
 
 STORE_FORMAT = 1
 PROJECTED = {"three_phase": ("joint_steps",), "joint": ("k1", "k2", "phase2_cap"),
@@ -282,7 +282,7 @@ class Store:
 
     def runs(self) -> list[dict]:
         """Every record of the sweep invocations on this store, starts and ends (lines that do not parse are
-        skipped; ``app.sweep_render.invocations`` pairs them)."""
+        skipped; ``app.render.sweep.invocations`` pairs them)."""
         try:
             lines = (self.root / "runs.jsonl").read_text().splitlines()
         except FileNotFoundError:

@@ -214,7 +214,7 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
     ``compiled``: each round of the rejection loop as one compiled loop (``kernels.icl_round``) where numba
     runs, else in numpy (``_icl_round``); the same draws and the same integers either way (at d = 50 the
     numpy round's two dozen calls took 0.2 ms a round, about five rounds a batch)."""
-    from . import kernels as KN
+    from numerics.experiments import kernels as KN
 
     p = length_parameter("ICL", d)
     n = np.empty(N, dtype=int)
@@ -281,7 +281,7 @@ def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int, compil
     at d = 50), else by ``np.unique`` of the pairs' keys."""
     import scipy.sparse as sp
     if compiled:
-        from . import kernels as KN
+        from numerics.experiments import kernels as KN
         indptr, c, count = KN.count_csr(rows, cols, N, cells)
     else:
         key, count = np.unique(rows.astype(np.int64) * cells + cols, return_counts=True)

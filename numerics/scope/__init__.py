@@ -3,8 +3,8 @@
 Each study NAME of ``STUDIES`` is two modules: ``numerics.scope.NAME`` (computation only) with ``TITLE``,
 ``config(quick) -> dict`` (every parameter, JSON-ready), ``units(cfg) -> {unit name: args}`` (independent
 units of seconds to minutes each), ``unit(args) -> dict`` (deterministic given its args, seeds included) and
-``summarise(cfg, results) -> dict`` (the study's numbers and a ``verdict`` dict); and ``app.scope_render.NAME``
-(presentation only) with ``markdown(summary) -> str`` and ``figure(summary, path)``.  ``app.scope`` runs every
+``summarise(cfg, results) -> dict`` (the study's numbers and a ``verdict`` dict); and ``app.render.scope_studies.NAME``
+(presentation only) with ``markdown(summary) -> str`` and ``figure(summary, path)``.  ``app.commands.scope`` runs every
 unit as a generic unit of the sweep runner (``numerics.experiments.sweep.call_spec``).
 """
 from __future__ import annotations

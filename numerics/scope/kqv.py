@@ -10,11 +10,11 @@ chain rule (``kqv_gradient``).  Output phases under the squared loss take dR/dbe
 of ``SeriesEvaluator.quadratic_moments`` (one series pass per phase); attention and joint phases evaluate
 the series at every step.
 
-The plans are those of ``numerics.training`` at the step sizes of the main job: the three-phase plan in its
-regime (``numerics.regime.regime_plan``), output-only and attention-then-output at eta_3, attention-only at
+The plans are those of ``numerics.theorem.training`` at the step sizes of the main job: the three-phase plan in its
+regime (``numerics.theorem.regime.regime_plan``), output-only and attention-then-output at eta_3, attention-only at
 eta_2, joint GD at ``joint_eta``; "output" trains (V, v), "attention" trains (K, q).  ``qv_step`` scales the
 steps of q and v (0 freezes them): with m = 1, q = v = 1 frozen and K = V = 0, alpha = K^T q is K itself and
-the plans are exactly the (alpha, beta) plans of ``numerics.training`` (the test of this module).  With q and
+the plans are exactly the (alpha, beta) plans of ``numerics.theorem.training`` (the test of this module).  With q and
 v trained, the map alpha = K^T q turns GD on (K, q) into a preconditioned GD on alpha, which is not the
 (alpha, beta) trajectory even at m = 1.
 
@@ -32,13 +32,13 @@ import numpy as np
 from theory.setting import Setting
 from theory.validation import SettingError, check_int, check_real
 
-from ..closed_forms import ClosedForms
-from ..experiments.lag import crossing
-from ..experiments.verdicts import lag_call
-from ..regime import regime_plan
-from ..series import SeriesEvaluator
-from ..training import Plan, Trainer, attention_only, attention_then_output, joint, output_only, three_phase
-from .samples import wilson
+from numerics.theorem.closed_forms import ClosedForms
+from numerics.experiments.lag import crossing
+from numerics.experiments.verdicts import lag_call
+from numerics.theorem.regime import regime_plan
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import Plan, Trainer, attention_only, attention_then_output, joint, output_only, three_phase
+from numerics.scope.samples import wilson
 
 TITLE = "Key-query-value parameterisation"
 PLANS = ("three_phase", "output_only", "attention_only", "attention_then_output", "joint")
@@ -91,7 +91,7 @@ def kqv_gradient(theta: np.ndarray, grad_alpha, grad_beta, d: int) -> np.ndarray
 
 
 class KQVTrainer:
-    """Population GD on theta for the plans of ``numerics.training`` (squared loss)."""
+    """Population GD on theta for the plans of ``numerics.theorem.training`` (squared loss)."""
 
     def __init__(self, evaluator: SeriesEvaluator, *, qv_step: float = 1.0, max_points: int | None = None):
         if evaluator.setting.loss != "squared":

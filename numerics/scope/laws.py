@@ -170,8 +170,8 @@ def setting_of(name: str, d: int, loss: str, shape: float = LOMAX_SHAPE):
 
 def _floor(args: dict) -> dict:
     """The squared-loss output-only floor three ways: the formula, the series moments, Monte Carlo."""
-    from numerics import montecarlo as MC
-    from numerics.series import SeriesEvaluator
+    from numerics.theorem import montecarlo as MC
+    from numerics.theorem.series import SeriesEvaluator
 
     d = args["d"]
     law, param, m, m_bound, how = law_of(args["law"], d, args["lomax_shape"])
@@ -205,8 +205,8 @@ def _floor(args: dict) -> dict:
 
 def _three_phase_squared(args: dict) -> dict:
     from numerics.scope import regime as RG
-    from numerics.series import SeriesEvaluator
-    from numerics.training import output_descent
+    from numerics.theorem.series import SeriesEvaluator
+    from numerics.theorem.training import output_descent
 
     d, eps = args["d"], args["epsilon"]
     s = setting_of(args["law"], d, "squared", args["lomax_shape"])
@@ -239,8 +239,8 @@ def _three_phase_squared(args: dict) -> dict:
 
 def _logistic(args: dict) -> dict:
     """Output-only GD and the three-phase plan under the logistic loss, the same number of steps."""
-    from numerics import training as TR
-    from numerics.series import SeriesEvaluator
+    from numerics.theorem import training as TR
+    from numerics.theorem.series import SeriesEvaluator
 
     d, T = args["d"], args["logistic_steps"]
     s = setting_of(args["law"], d, "logistic", args["lomax_shape"])

@@ -70,8 +70,8 @@ def units(cfg: dict) -> dict[str, dict]:
 
 @lru_cache(maxsize=8)
 def _setting(d: int, tol: float):
-    from numerics.closed_forms import ClosedForms
-    from numerics.evaluators import population_evaluator
+    from numerics.theorem.closed_forms import ClosedForms
+    from numerics.theorem.evaluators import population_evaluator
     from theory.setting import Setting
 
     s = Setting(d)
@@ -81,7 +81,7 @@ def _setting(d: int, tol: float):
 @lru_cache(maxsize=8)
 def reference(d: int, epsilon: float, tol: float) -> dict:
     """The theorem's plan at eta_1 = eta1_max / 2, eta_2 = eta2_min: its eta_2 (the grid's unit) and T."""
-    from numerics.regime import regime_plan
+    from numerics.theorem.regime import regime_plan
 
     s, _, ev = _setting(d, tol)
     reg = regime_plan(s, epsilon, evaluator=ev)
@@ -91,7 +91,7 @@ def reference(d: int, epsilon: float, tol: float) -> dict:
 
 def _phase3(d: int, tol: float, eta_1: float, eta_2: float, eta_3: float, T: int) -> tuple[float, float, float]:
     """(risk after T phase-3 steps, inf over beta of the risk at that attention, attention gap) in float."""
-    from numerics.training import output_descent
+    from numerics.theorem.training import output_descent
 
     _, cf, ev = _setting(d, tol)
     b1 = [float(x) for x in cf.phase1_beta(eta_1)]
@@ -151,8 +151,8 @@ def certify_corner(d: int, epsilon: float, eta_1: float, eta_2: float, eta_3: fl
     epsilon (PASS) or above it (FAIL), from an arb enclosure of R_T (see the module docstring)."""
     from flint import arb_mat, ctx
 
-    from numerics.certify import ArbClosedForms, below
-    from numerics.integral import IntegralEvaluator
+    from numerics.theorem.certify import ArbClosedForms, below
+    from numerics.theorem.integral import IntegralEvaluator
     from theory.arb_forms import arb_of
     from theory.setting import Setting
 

@@ -1,6 +1,6 @@
 """Study 5 of ``occ-companion scope``: the sample-complexity constant of the finite-sample plan.
 
-For each d, the finite-sample three-phase plan (``numerics.finite_sample.three_phase_finite``: phases 1-2 on
+For each d, the finite-sample three-phase plan (``numerics.theorem.finite_sample.three_phase_finite``: phases 1-2 on
 N_1 strings, phase 3 on N_3 fresh ones, the population regime's step sizes and T_min) runs with
 N = N_1 = N_3 on a geometric grid N = ceil(C d ln d), C in ``c_grid``, over ``seeds`` seeds; a seed reaches
 epsilon when its held-out risk + 3 standard errors is at most epsilon (the criterion of ``occ-companion
@@ -23,8 +23,8 @@ import numpy as np
 from theory.setting import Setting
 from theory.validation import SettingError
 
-from ..finite_sample import d_log_d, three_phase_finite
-from ..regime import regime_plan
+from numerics.theorem.finite_sample import d_log_d, three_phase_finite
+from numerics.theorem.regime import regime_plan
 
 TITLE = "The sample-complexity constant"
 SHAPES = {"d ln d": lambda d: d * np.log(d), "d": lambda d: d * 1.0, "d^2": lambda d: d * d * 1.0}

@@ -1,13 +1,13 @@
 """Study 3 of ``occ-companion scope``: stochastic gradients instead of the population.
 
-Every plan of ``numerics.training`` (at the step sizes of ``kqv.plans_for``: the three-phase regime and the
+Every plan of ``numerics.theorem.training`` (at the step sizes of ``kqv.plans_for``: the three-phase regime and the
 main job's comparison plans) runs with mini-batch gradients: each step draws b fresh strings from the setting
-and takes the mean of their per-string gradients (``numerics.montecarlo.per_string``, parameters in R^d, since
+and takes the mean of their per-string gradients (``numerics.theorem.montecarlo.per_string``, parameters in R^d, since
 a sample breaks the symmetry in the unmarked symbols).  The risk of an SGD run is estimated on a held-out
 sample of ``test_size`` strings (fixed per unit) with its standard error, at the steps that
 ``Trainer.recorded_steps`` records; a run reaches epsilon when its final held-out risk + 3 standard errors is
 at most epsilon (the criterion of ``occ-companion finite``).  The population trajectory of each plan (exact
-series, ``numerics.training.Trainer``) is one unit of its own.
+series, ``numerics.theorem.training.Trainer``) is one unit of its own.
 
 Two grids: every plan at b in ``batch`` (the risk distribution over seeds against the population), and the
 three-phase plan alone at b in ``batch_scan``, whose success counts give the smallest b at which it reaches
@@ -21,11 +21,11 @@ import numpy as np
 
 from theory.setting import Setting
 
-from ..montecarlo import per_string, sample_counts
-from ..series import SeriesEvaluator
-from ..training import Plan, Trainer
-from .kqv import PLANS, plans_for
-from .samples import smallest_n, wilson
+from numerics.theorem.montecarlo import per_string, sample_counts
+from numerics.theorem.series import SeriesEvaluator
+from numerics.theorem.training import Plan, Trainer
+from numerics.scope.kqv import PLANS, plans_for
+from numerics.scope.samples import smallest_n, wilson
 
 TITLE = "Stochastic gradients"
 

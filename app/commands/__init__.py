@@ -1,0 +1,1 @@
+"""One module per command family: parse the flags, call one domain function, print."""

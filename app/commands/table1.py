@@ -1,0 +1,265 @@
+"""`occ-companion table1`: rebuild the paper's Table 1 under a stated reading of its protocol.
+
+Trains three-phase, joint GD, output-only and attention-only on occurrence, OR, AND (two heads and one), ICL
+bigram, single-location regression and even pairs (``numerics.experiments``): step sizes are chosen on tuning
+seeds by extending grids, every plan runs to the same stopping rule and cap, and the reported seeds are
+measured (held-out risk, convergence, three attention-lag measures).  Each of the paper's claims gets a
+verdict: holds, does not hold, undecided, or refused with the artefact it would rest on.
+
+Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
+command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
+(.occ-table1.partial.json, hidden): a killed run started again with the same options trains only the missing rows.
+``--from-json FILE`` re-renders a results file; ``--rerun FILE`` trains its recorded configuration again.
+Exit status: 0 every verdict decided, 3 some verdict undecided or refused, 2 bad usage, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from theory.files import atomic_write_text
+from theory.validation import SettingError
+
+from app import exitcodes
+from app.io import OutputFolder
+from app.options import int_at_least, workers_option
+
+TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
+READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
+OWNS = ("table1.json", "table1.md", "table1_*.png")
+"""The artifacts of a table1 result (stale ones of an earlier run are removed when a new result commits)."""
+PARTIAL = ".occ-table1.partial.json"
+"""Finished rows of a run in progress (not part of the result: written beside it, removed at the commit)."""
+
+
+def _task_list(text: str) -> tuple[str, ...]:
+    lower = {t.lower(): t for t in TASK_NAMES}
+    out = []
+    for n in (t.strip() for t in text.split(",")):
+        if not n:
+            continue
+        if n.lower() not in lower:
+            raise argparse.ArgumentTypeError(f"unknown task {n!r}; choose from {','.join(TASK_NAMES)}")
+        if lower[n.lower()] in out:
+            raise argparse.ArgumentTypeError(f"task {lower[n.lower()]} is listed twice")
+        out.append(lower[n.lower()])
+    if not out:
+        raise argparse.ArgumentTypeError("needs at least one task")
+    return tuple(out)
+
+
+MAX_D = 400
+"""Largest alphabet size table1 accepts: the engine is benchmarked to d = 200 (docs/benchmarks_engine.md); the
+exact populations grow linearly in d and take minutes to build beyond a few hundred."""
+MAX_STEPS = 10**6
+"""Largest --max-steps: 200 times the default cap; every plan of every seed keeps a snapshot per evaluation
+(``bank.snapshot_steps``: a set of max-steps / eval_every steps), and at the engine's fastest step (about 0.1
+ms, docs/benchmarks_engine.md) one plan of one seed at this cap takes minutes."""
+MAX_SEEDS = 1000
+"""Largest --seeds and --tuning-seeds: each seed trains every plan of every row again."""
+KERNELS = ("numpy", "compiled")
+"""``--kernel``'s choices: ``numerics.experiments.engine.KERNELS``, written here so that building the parser does
+not import the engine (a test holds the two equal)."""
+TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
+                  "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel", "and_heads_data")
+
+
+def _k2(text: str):
+    if text == "plateau":
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'plateau', got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'plateau', got {v}")
+    return v
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``table1`` subcommand and set its ``func``."""
+    p = subparsers.add_parser("table1", help="rebuild Table 1 (six tasks, four plans, attention-lag measures)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small run (d = 8, 3 seeds, cap 400 steps; about a minute)")
+    p.add_argument("--tasks", type=_task_list, default=None,
+                   help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
+    p.add_argument("--seeds", type=int_at_least(1, MAX_SEEDS), default=None, help="reported seeds (default 5)")
+    p.add_argument("--d", type=int_at_least(1), default=None, help="alphabet size (default 50)")
+    p.add_argument("--reading", choices=READING_NAMES, default=None,
+                   help="named reading of the protocol (default: default; see docs/table1.md)")
+    p.add_argument("--max-steps", type=int_at_least(2, MAX_STEPS), default=None, help="budget cap of every plan (default 5000)")
+    p.add_argument("--budget", choices=["plateau", "fixed"], default=None,
+                   help="stop at a validation plateau (default) or run exactly --max-steps")
+    p.add_argument("--k1", type=int_at_least(1, MAX_STEPS), default=None, help="three-phase: output steps of phase 1 (default 1)")
+    p.add_argument("--k2", type=_k2, default=None,
+                   help="three-phase: attention steps of phase 2, or 'plateau' (default)")
+    p.add_argument("--joint-steps", choices=["shared", "separate"], default=None,
+                   help="joint GD: one learning rate for both layers (default) or one per layer")
+    p.add_argument("--optimizer", choices=["gd", "momentum", "adam"], default=None,
+                   help="optimizer of every plan and phase (default gd)")
+    p.add_argument("--tuning-seeds", type=int_at_least(1, MAX_SEEDS), default=None,
+                   help="seeds used only to choose step sizes (default 2)")
+    p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
+                   help="loss of the ICL bigram task (default squared)")
+    p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
+                   help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
+                        "(the first protocol's pair tokens, which it cannot)")
+    p.add_argument("--kernel", choices=KERNELS, default=None,
+                   help="engine loops on one-hot token rows (ICL, two-head AND): 'numpy' (default; the rounding of "
+                        "the committed results) or 'compiled' (numba; faster ICL and two-head AND steps, other "
+                        "rounding; docs/benchmarks_engine.md)")
+    p.add_argument("--and-heads-data", choices=["sampled", "integral"], default=None,
+                   help="AND rows with more than one head: 'sampled' mini-batches (default; the committed results) "
+                        "or 'integral', the exact population's risk and gradient by the integral representation "
+                        "(accuracies on the sampled test set)")
+    p.add_argument("--jobs", type=workers_option(), default=2, help="worker processes (default 2)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
+                   help="re-render table1.md and the figures from a results file (no training)")
+    p.add_argument("--rerun", type=Path, default=None, metavar="FILE",
+                   help="train the configuration recorded in a results file again")
+    p.set_defaults(func=main_args)
+    return p
+
+
+def _check_conflicts(args: argparse.Namespace) -> None:
+    """--from-json and --rerun take their configuration from the file: refuse flags they would ignore."""
+    given = [f for f in TRAINING_FLAGS if getattr(args, f) not in (None, False)]
+    if args.from_json is not None and args.rerun is not None:
+        raise SettingError("--from-json and --rerun exclude each other (one re-renders, the other trains again)")
+    for flag, what in ((args.from_json, "--from-json"), (args.rerun, "--rerun")):
+        if flag is not None and given:
+            raise SettingError(f"{what} takes its configuration from the file; drop "
+                               + ", ".join("--" + f.replace("_", "-") for f in given))
+    if args.d is not None and args.d > MAX_D:
+        raise SettingError(f"--d {args.d} is above the largest size table1 runs, --d {MAX_D} (the engine is "
+                           f"benchmarked to d = 200; exact populations take minutes to build beyond {MAX_D})")
+
+
+def config_from_args(args: argparse.Namespace):
+    """The run configuration of the parsed flags (SettingError naming the flag on bad input)."""
+    from numerics.experiments import protocol as PR
+    from numerics.experiments import runner as RN
+
+    if args.rerun is not None:
+        cfg = RN.Config.from_dict(_load(args.rerun)["config"])
+        cfg.jobs = args.jobs
+        return cfg.validate()
+    over = {"jobs": args.jobs}
+    for name in ("tasks", "seeds", "d"):
+        if getattr(args, name) is not None:
+            over[name] = getattr(args, name)
+    if args.icl_loss is not None:
+        over["icl_loss"] = args.icl_loss.replace("-", "_")
+    if args.even_pairs_embedding is not None:
+        over["even_pairs_embedding"] = args.even_pairs_embedding
+    if args.kernel is not None:
+        over["kernel"] = args.kernel
+    if args.and_heads_data is not None:
+        over["and_heads_data"] = args.and_heads_data
+    cfg = RN.Config.quick(**over) if args.quick else RN.Config(**over)
+    reading = PR.reading(args.reading) if args.reading else cfg.reading
+    if args.quick and args.reading:
+        reading = reading.with_(max_steps=min(reading.max_steps, 400), eval_every=10, patience=8, phase2_cap=100)
+    changes = {k: v for k, v in (("max_steps", args.max_steps), ("budget", args.budget), ("k1", args.k1),
+                                 ("k2", args.k2), ("joint_steps", args.joint_steps), ("optimizer", args.optimizer),
+                                 ("tuning_seeds", args.tuning_seeds)) if v is not None}
+    if changes:
+        try:
+            reading = reading.with_(**changes)
+        except SettingError as exc:
+            raise SettingError(f"{exc} (flags {', '.join('--' + k.replace('_', '-') for k in changes)})") from None
+    cfg.reading = reading
+    for t in cfg.tasks:
+        if cfg.d < RN.TK.MIN_D[t]:
+            raise SettingError(f"--d {cfg.d} is too small for task {t} (needs --d >= {RN.TK.MIN_D[t]})")
+    return cfg.validate()
+
+
+def _load(path: Path) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise SettingError(f"cannot read results file {path}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), dict) or not isinstance(data.get("config"), dict):
+        raise SettingError(f"{path} is not a table1 results file (it needs a 'rows' and a 'config' object)")
+    if "reading" not in data:
+        raise SettingError(f"{path} is a results file of the first protocol (no reading): render it with the "
+                           "version that wrote it")
+    return data
+
+
+def main_args(args: argparse.Namespace) -> int:
+    """Run the subcommand (flags checked and --out locked before any work)."""
+    from app.render import table1 as TR
+    _check_conflicts(args)
+    if args.from_json is not None:
+        results = _load(args.from_json)
+        try:
+            TR.markdown(results)  # the whole file is read before anything is written
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise SettingError(f"{args.from_json} is a malformed table1 results file ({type(exc).__name__}: "
+                               f"{exc})") from None
+        with OutputFolder(args.out, result="table1", owns=OWNS) as out, out.transaction() as tx:
+            paths = TR.write(results, tx)
+        print(TR.summary_text(results))
+        print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+        return status(results)
+    cfg = config_from_args(args)
+    from numerics.experiments import runner as RN
+
+    from app.checkout import git_commit
+    rest = sys.argv[sys.argv.index("table1") + 1:] if "table1" in sys.argv else []
+    command = ["occ-companion", "table1", *rest]
+    commit, dirty = git_commit()  # the code that trains, read before the run
+    with OutputFolder(args.out, result="table1", owns=OWNS) as out:
+        partial = out.path / PARTIAL
+        done = _resume(partial, cfg)
+        if done:
+            print(f"resuming: {len(done)} finished rows kept from {partial}", file=sys.stderr)
+
+        def save(name, row):
+            done[name] = row
+            atomic_write_text(partial, json.dumps({"config": cfg.to_dict(), "rows": done}, allow_nan=False))
+
+        results = RN.run(cfg, quiet=args.quiet, command=command, on_row=save, done=dict(done))
+        import datetime
+        results["commit"], results["dirty"] = commit, dirty
+        results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        with out.transaction() as tx:
+            paths = TR.write(results, tx)
+        partial.unlink(missing_ok=True)
+    print(TR.summary_text(results))
+    print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+    return status(results)
+
+
+def _resume(partial: Path, cfg) -> dict:
+    """Finished rows of an interrupted run with the same configuration (else nothing).  A setting the saved
+    configuration does not name (it predates the setting) is that setting's default."""
+    try:
+        data = json.loads(partial.read_text())
+    except (OSError, ValueError):
+        return {}
+    saved, now = data.get("config"), cfg.to_dict()
+    if not isinstance(saved, dict) or not set(saved) <= set(now):
+        return {}
+    try:
+        same = type(cfg).from_dict(saved).to_dict() == now
+    except (TypeError, ValueError, SettingError):
+        return {}
+    return dict(data.get("rows", {})) if same else {}
+
+
+def status(results: dict) -> int:
+    from numerics.experiments import verdicts as V
+    return exitcodes.DONE if V.exit_status(V.assess(results)) == "done" else exitcodes.UNDECIDED
+
+
+if __name__ == "__main__":  # python3 -m app.commands.table1 ARGS is occ-companion table1 ARGS
+    from app.cli import entry
+    sys.exit(entry(["table1"]))

@@ -1,0 +1,425 @@
+"""Rendering of a readings sweep (``app.commands.sweep``): sweep.json, the tidy tables, the robustness table, heat maps
+and one page per reading.
+
+``summarise`` turns the sweep's units into the summary (everything the Markdown needs: the verdict of every
+claim under every reading and d, the lag measures, the counts and timings); ``robustness_markdown`` renders
+the summary alone, so docs/table1.md is generated from a committed sweep.json without the store.
+"""
+from __future__ import annotations
+
+import io
+import json
+import shlex
+from collections import Counter
+from functools import partial
+from pathlib import Path
+
+from numerics.experiments import sweep as SW
+
+from app.render import table1 as TR
+VERDICTS = ("holds", "does not hold", "undecided", "refused")
+CATEGORIES = tuple(c for c, _ in SW.REASONS) + ("other",)
+
+
+def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
+    """The summary of a finished (or partly failed) sweep; ``_cells`` and ``_tidy`` (not saved in sweep.json)
+    carry the cell results and tidy records for the pages and tables written beside it."""
+    cells, cell_results, tidy, incomplete = [], {}, [], []
+    for reading, d in p.cells():
+        res = SW.cell_results(p, outcome, reading, d)
+        not_run = sorted(name for name, why in res["missing_rows"].items() if any(w.endswith("not run") for w in why))
+        if not_run:  # units missing from the store (a render-only run, or a sweep stopped early)
+            incomplete.append({"reading": reading, "d": d, "rows_missing": not_run})
+            continue
+        verdicts = SW.cell_verdicts(res)
+        lag = {name: {m: {k: row["lag"][m][k] for k in ("t_half_att", "t_half_out", "ratio", "resolution")}
+                      for m in row["lag"]} for name, row in res["rows"].items()}
+        risks = {name: {pl: pr["risk"] for pl, pr in row["plans"].items()} for name, row in res["rows"].items()}
+        cells.append({"reading": reading, "d": d, "verdicts": verdicts, "lag": lag, "risk": risks,
+                      "missing_rows": res["missing_rows"]})
+        cell_results[(reading, d)] = res
+        tidy += SW.tidy_rows(res, reading, d)
+    unit_cpu = sum(outcome.unit_cpu.values())
+    specs = {**p.searches, **p.ceilings}
+    seed_search = {kk: sk for (sk, _), kk in outcome.seed_keys.items()}  # a seed unit's search: same task and d
+    cpu_by = {}
+    for k, c in outcome.unit_cpu.items():
+        spec = specs.get(k) or (p.searches[seed_search[k]] if k in seed_search else None)
+        if spec is not None:
+            key = f"d={spec['config']['d']} {spec['task']}" + (f" (H={spec['heads']})" if spec["task"] == "AND" else "")
+            cpu_by[key] = cpu_by.get(key, 0.0) + c
+    runs = invocations([r for r in store.runs() if r.get("readings_sha256") == p.grid.sha256
+                        and r.get("version") == p.version and r.get("code") == p.code])
+    failures = [{"key": k, "kind": f["spec"]["kind"], "task": f["spec"]["task"], "heads": f["spec"]["heads"],
+                 "plan": f["spec"].get("plan"), "d": f["spec"]["config"]["d"], "error": f["error"],
+                 "traceback": f["traceback"]} for k, f in outcome.failed.items()]
+    return {"suite": "occurrence-companion", "version": p.version, "code": p.code, "readings_file": p.grid.to_dict(),
+            "run_config": {k: v for k, v in SW.config_spec(p.grid.run_config(p.grid.d[0], p.grid.tasks)).items()
+                           if k != "d"}, "default_reading": p.grid.default,
+            "counts": {"cells": len(cells), "incomplete_cells": len(incomplete), "searches": len(p.searches), "ceilings": len(p.ceilings),
+                       "trained": len(outcome.trained), "reused": len(outcome.reused), "failed": len(outcome.failed),
+                       "skipped": len(outcome.skipped), "corrupt_retrained": len(outcome.corrupt)},
+            "wall_s": outcome.wall_s, "trained_cpu_s": outcome.cpu_s, "units_cpu_s": unit_cpu,
+            "units_cpu_s_by": dict(sorted(cpu_by.items())), "runs": runs,
+            "runs_wall_s": recorded_wall_s(runs),
+            "failures": failures, "cells": cells, "incomplete_cells": incomplete, "_cells": cell_results,
+            "_tidy": tidy}
+
+
+def recorded_wall_s(runs: list[dict]) -> float:
+    """The summed wall time of the invocations (``invocations``) that recorded their end; a run without
+    one (``wall_s`` None) is left out, not counted as 0 or as an error."""
+    return sum(r["wall_s"] for r in runs if r.get("wall_s") is not None)
+
+
+def invocations(lines: list[dict]) -> list[dict]:
+    """The sweep invocations of a store's run log, in the order they started: each run's end record (lines
+    without an event are end records of older logs), and, for a start record with no end record of the
+    same run (its ``run_id``; older start records: the same start time and process), the run without its
+    end (``wall_s`` None): one killed by SIGKILL or a crash (Ctrl-C and SIGTERM record their end), or one
+    still running."""
+    def ident(r):
+        return r["run_id"] if "run_id" in r else (r.get("started"), r.get("pid"))
+
+    ends = {ident(r): r for r in lines if r.get("event") == "end"}
+    out = []
+    for r in lines:
+        if "event" not in r:
+            out.append(r)
+        elif r["event"] == "start":
+            end = ends.get(ident(r))
+            out.append(end if end is not None else
+                       r | {"wall_s": None, "completed": False, "trained": None, "no_end": True})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# robustness
+
+
+def _by_claim(summary: dict, d: int) -> dict:
+    """{(row, claim): {reading: verdict dict}} at one d, rows and claims in table order."""
+    out: dict = {}
+    for cell in summary["cells"]:
+        if cell["d"] != d:
+            continue
+        for v in cell["verdicts"]:
+            out.setdefault((v["row"], v["claim"]), {})[cell["reading"]] = v
+    return out
+
+
+def _readings_at(summary: dict, d: int) -> list[str]:
+    return [c["reading"] for c in summary["cells"] if c["d"] == d]
+
+
+def depends_on(verdicts: dict, axes: dict) -> list[str]:
+    """The axes along which changing one choice (all else equal) changes a decided verdict: pairs of
+    readings that differ in exactly that axis, one holding and the other not."""
+    out = []
+    names = list(verdicts)
+    parts = {n: n.split("/") for n in names}
+    for i, axis in enumerate(axes):
+        flips = set()
+        for a in names:
+            for b in names:
+                pa, pb = parts[a], parts[b]
+                if len(pa) != len(axes) or len(pb) != len(axes):
+                    continue
+                if pa[i] != pb[i] and all(pa[j] == pb[j] for j in range(len(axes)) if j != i):
+                    va, vb = verdicts[a]["verdict"], verdicts[b]["verdict"]
+                    if {va, vb} == {"holds", "does not hold"}:
+                        flips.add(pa[i] if va == "holds" else pb[i])
+        if flips:
+            out.append(f"{axis} (holds under {', '.join(sorted(flips))})")
+    return out
+
+
+def robustness_table(summary: dict, d: int) -> list[str]:
+    default = summary.get("default_reading")
+    axes = summary["readings_file"]["axes"]
+    n = len(_readings_at(summary, d))
+    lines = ["| row | paper's claim | default reading | holds | does not hold | undecided | refused (why) | "
+             "verdict changes with |", "|---|---|---|---|---|---|---|---|"]
+    for (row, claim), per in _by_claim(summary, d).items():
+        c = Counter(v["verdict"] for v in per.values())
+        why = Counter(v.get("category", "other") for v in per.values() if v["verdict"] == "refused")
+        refused = str(c["refused"]) + (" (" + ", ".join(f"{k} {why[k]}" for k in CATEGORIES if why[k]) + ")"
+                                       if why else "")
+        dv = TR.VERDICT_MARK[per[default]["verdict"]] if default in per else "not run"
+        dep = "; ".join(depends_on(per, axes)) or "-"
+        lines.append(f"| {row} | {claim} | {dv} | {c['holds']}/{n} | {c['does not hold']}/{n} | {c['undecided']}/{n} "
+                     f"| {refused} | {dep} |")
+    return lines
+
+
+def verdicts_by_d(summary: dict) -> list[str]:
+    ds = sorted({c["d"] for c in summary["cells"]})
+    default = summary.get("default_reading")
+    lines = ["| row | paper's claim | " + " | ".join(f"d = {d}" for d in ds) + " |", "|---|---|" + "---|" * len(ds)]
+    keys: list = []
+    for d in ds:
+        for k in _by_claim(summary, d):
+            if k not in keys:
+                keys.append(k)
+    for k in keys:
+        cells = []
+        for d in ds:
+            per = _by_claim(summary, d).get(k, {})
+            if not per:
+                cells.append("not run")
+                continue
+            c = Counter(v["verdict"] for v in per.values())
+            dv = per[default]["verdict"] if default in per else "-"
+            cells.append(f"{TR.VERDICT_MARK[dv] if dv in TR.VERDICT_MARK else dv} "
+                         f"({c['holds']} h, {c['does not hold']} n, {c['undecided']} u, {c['refused']} r of {len(per)})")
+        lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _num(s: dict | None) -> str:
+    return "n/a" if not s else TR.fmt(s)
+
+
+def lag_side_by_side(summary: dict) -> list[str]:
+    """The default reading's lag: t_half of attention and output, and their ratio, under the displacement
+    measure and the functional measure side by side, at every d."""
+    default = summary.get("default_reading")
+    lines = ["| d | row | displacement: t_half att / out | ratio | function: t_half att / out | ratio |",
+             "|---|---|---|---|---|---|"]
+    for cell in summary["cells"]:
+        if cell["reading"] != default:
+            continue
+        for row, lag in cell["lag"].items():
+            dm, fm = lag.get("displacement"), lag.get("function")
+            lines.append(f"| {cell['d']} | {row} | "
+                         + (f"{_num(dm['t_half_att'])} / {_num(dm['t_half_out'])} | {_num(dm['ratio'])}" if dm else "n/a | n/a")
+                         + " | "
+                         + (f"{_num(fm['t_half_att'])} / {_num(fm['t_half_out'])} | {_num(fm['ratio'])}" if fm else "n/a | n/a")
+                         + " |")
+    return lines
+
+
+def lag_across_readings(summary: dict, d: int) -> list[str]:
+    """Per row at one d: the mean t_half ratio (attention / output) of joint GD under the displacement and the
+    functional measure, as median [min, max] over the readings, with the share of readings where the ratio is
+    above 1 (whatever its verdict)."""
+    import statistics
+
+    per: dict = {}
+    for cell in summary["cells"]:
+        if cell["d"] != d:
+            continue
+        for row, lag in cell["lag"].items():
+            for m in ("displacement", "function"):
+                r = (lag.get(m) or {}).get("ratio") or {}
+                if r.get("mean") is not None:
+                    per.setdefault(row, {}).setdefault(m, []).append(r["mean"])
+    lines = ["| row | displacement ratio: median [min, max] | above 1 | function ratio: median [min, max] | above 1 |",
+             "|---|---|---|---|---|"]
+    for row, ms in per.items():
+        cells = []
+        for m in ("displacement", "function"):
+            v = ms.get(m, [])
+            cells += ([f"{statistics.median(v):.3g} [{min(v):.3g}, {max(v):.3g}]",
+                       f"{sum(x > 1 for x in v)}/{len(v)}"] if v else ["n/a", "-"])
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def reading_page_name(reading: str) -> str:
+    return f"reading_{TR.slug(reading.replace('=', '_'))}.md"
+
+
+def _readings(n: int) -> str:
+    return f"{n} reading" + ("" if n == 1 else "s")
+
+
+def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
+    """The sweep's Markdown: what ran, a robustness table per d, the heat maps, the verdicts across d, the lag
+    measures side by side, and links to the per-reading pages (``link_prefix`` + file name)."""
+    rf = summary["readings_file"]
+    counts = summary["counts"]
+    ds = sorted({c["d"] for c in summary["cells"]})
+    per_d = {d: len(_readings_at(summary, d)) for d in ds}
+    lines = [f"Readings file `{Path(rf['path']).name}` (SHA-256 {rf['sha256'][:12]}): axes "
+             + "; ".join(f"{a}: {', '.join(v)}" for a, v in rf["axes"].items())
+             + f"; {len(rf['readings'])} readings, {rf['seeds']} reported seeds, tasks {', '.join(rf['tasks'])}. "
+             + "Cells run: " + ", ".join(f"d = {d}: {_readings(per_d[d])}" for d in ds) + ".", "",
+             f"{counts['searches']} step-size searches and {counts['ceilings']} capacity ceilings (readings share "
+             f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
+             f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
+             f"{summary['units_cpu_s'] / 3600:.1f} h. The default reading is `{summary.get('default_reading')}`.", "",
+             "Counts are over readings; *verdict changes with* names the axes along which changing one choice, all "
+             "else equal, turns a verdict between holds and does not hold (and the choices under which it holds).",
+             ""]
+    for d in ds:
+        lines += [f"### Robustness at d = {d} ({_readings(per_d[d])})", "", *robustness_table(summary, d), "",
+                  f"![claim x reading at d = {d}]({link_prefix}sweep_heat_d{d}.png)", ""]
+    lines += ["### Verdicts across d", "", "Default reading's verdict (counts over readings: h holds, n does not "
+              "hold, u undecided, r refused).", "", *verdicts_by_d(summary), "",
+              "### Attention lag: displacement and functional measures side by side", "",
+              "Joint GD's t_half (the step at which a block has made half of its progress) of attention and output "
+              "under the parameter-displacement measure and the functional measure, default reading:", "",
+              *lag_side_by_side(summary), ""]
+    for d in ds:
+        lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per reading):", "",
+                  *lag_across_readings(summary, d), ""]
+    lines += ["### Per reading", "",
+              "Every reading's plans, risks, lag measures and verdicts: "
+              + ", ".join(f"[{r}]({link_prefix}{reading_page_name(r)})" for r in rf["readings"]
+                          if any(c["reading"] == r for c in summary["cells"])) + ".", ""]
+    if summary.get("incomplete_cells"):
+        inc = summary["incomplete_cells"]
+        lines += ["### Cells not complete", "", f"{len(inc)} cells (reading, d) had units missing from the store "
+                  "when this page was rendered and are left out of every table above: "
+                  + "; ".join(f"`{c['reading']}` at d = {c['d']} ({', '.join(c['rows_missing'])})" for c in inc)
+                  + ".", ""]
+    if summary["failures"]:
+        lines += ["### Failed tasks", "", "| kind | task | plan | d | error |", "|---|---|---|---|---|"]
+        lines += [f"| {f['kind']} | {f['task']} | {f['plan'] or '-'} | {f['d']} | {f['error']} |"
+                  for f in summary["failures"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cost_markdown(summary: dict) -> list[str]:
+    """What the sweep cost: the wall time of every invocation on its store (same readings file and version; a
+    run stopped by Ctrl-C or SIGTERM counts too, one killed by SIGKILL or a crash is listed without its wall
+    time), and the units' CPU time by d and task, largest first."""
+    runs = summary["runs"]
+    open_runs = sum(r.get("wall_s") is None for r in runs)
+    by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
+    total = summary["units_cpu_s"]
+    unknown = (f"; {open_runs} more left no end record (killed by SIGKILL or a crash, or still running) and their "
+               "wall time is not in it" if open_runs else "")
+    return ["## Cost", "",
+            f"{len(runs) - open_runs} invocations of the sweep on this store took {summary['runs_wall_s'] / 3600:.2f} h "
+            f"wall in all (runs stopped by Ctrl-C or SIGTERM included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
+            "BLAS thread each). CPU time by d and task (searches, seeds and ceilings together):", "",
+            "| d, task | CPU h | share |", "|---|---|---|",
+            *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], "",
+            "The invocations (a run that trains nothing only renders from the store):", "",
+            "| started (UTC) | command | tasks trained | wall |", "|---|---|---|---|",
+            *[f"| {r.get('started', '?')} | `{shlex.join(r.get('command', []))}` | "
+              + ("no end record | unknown |" if r.get("wall_s") is None else
+                 f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in runs], ""]
+
+
+def markdown(summary: dict) -> str:
+    return "\n".join(["# Table 1 under every reading of the protocol (sweep)", "",
+                      f"occurrence-companion {summary['version']}; commit {summary.get('commit') or 'unknown'}; "
+                      f"this rendering {summary['wall_s'] / 60:.0f} min wall on {summary.get('scheduler', '?')}.", "",
+                      robustness_markdown(summary), *cost_markdown(summary)])
+
+
+def reading_page(summary: dict, reading: str) -> str:
+    lines = [f"# Reading {reading}", "", TR.reading_line(summary["readings_file"]["readings"][reading]) + ".", ""]
+    for (r, d), res in sorted(summary["_cells"].items(), key=lambda kv: kv[0][1]):
+        if r != reading:
+            continue
+        cell = next(c for c in summary["cells"] if c["reading"] == r and c["d"] == d)
+        lines += [f"## d = {d}", ""]
+        if res["rows"]:
+            lines += ["### Plans", "", TR.accuracy_note(res), "", *TR.plan_table(res), "",
+                      "### Attention lag under joint GD", "",
+                      *TR.lag_table(res), ""]
+        if cell["missing_rows"]:
+            lines += ["Rows not assembled: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in cell["missing_rows"].items()), ""]
+        lines += ["### The paper's claims", "", *TR.verdict_table(cell["verdicts"]), ""]
+    return "\n".join(lines)
+
+
+COLOURS = {"holds": "#4caf50", "does not hold": "#e53935", "undecided": "#9e9e9e", "refused": "#ffcc80"}
+
+
+def short_claim(claim: str) -> str:
+    """A claim's label on the heat map."""
+    for long, short in (("attention lags output under joint GD", "lag"),
+                        ("attention grows almost as fast as the output under joint GD", "lag near 1"),
+                        ("the lag is least on even pairs", "least lag"), ("three-phase matches joint GD", "3-phase = joint"),
+                        ("three-phase falls short of joint GD", "3-phase < joint"),
+                        ("attention-only is competitive (matches three-phase)", "att-only = 3-phase")):
+        if claim.startswith(long):
+            rest = claim[len(long):].strip()
+            return short + (" " + rest.split(":")[0] + (")" if ":" in rest else "") if rest else "")
+    return claim
+
+
+def heat_map(summary: dict, d: int, fh) -> None:
+    """Verdict of every (row, claim) under every reading at one d, one coloured cell each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    readings = _readings_at(summary, d)
+    claims = list(_by_claim(summary, d).items())
+    idx = {v: i for i, v in enumerate(VERDICTS)}
+    grid = [[idx[per[r]["verdict"]] if r in per else float("nan") for r in readings] for _, per in claims]
+    ylabels = [f"{row}: {short_claim(claim)}" for (row, claim), _ in claims]
+    left = 0.3 + 0.055 * max(len(t) for t in ylabels)        # inches for the row labels at 7 pt
+    bottom = 0.5 + 0.055 * max(len(r) for r in readings)
+    width, height = 0.22 * len(readings), 0.2 * len(claims)
+    W, H = left + width + 1.4, bottom + height + 0.5
+    fig = plt.figure(figsize=(W, H))
+    ax = fig.add_axes((left / W, bottom / H, width / W, height / H))
+    ax.imshow(grid, cmap=ListedColormap([COLOURS[v] for v in VERDICTS]), vmin=-0.5, vmax=3.5, aspect="auto",
+              interpolation="nearest")
+    ax.set_xticks(range(len(readings)), readings, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(claims)), ylabels, fontsize=7)
+    ax.set_xlabel("reading (" + " / ".join(summary["readings_file"]["axes"]) + ")", fontsize=8)
+    ax.set_ylabel("row: paper's claim", fontsize=8)
+    ax.set_title(f"Verdict of each claim under each reading, d = {d}", fontsize=9)
+    ax.legend(handles=[Patch(color=COLOURS[v], label=v) for v in VERDICTS], loc="upper left",
+              bbox_to_anchor=(1.02, 1), fontsize=7)
+    fig.savefig(fh, format="png", dpi=80)
+    plt.close(fig)
+
+
+def _frame(records: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame.from_records(records, columns=list(SW.TIDY_COLUMNS))
+
+
+def _verdict_records(summary: dict) -> list[dict]:
+    return [{"reading": c["reading"], "d": c["d"], "row": v["row"], "claim": v["claim"], "verdict": v["verdict"],
+             "category": v.get("category", ""), "reasons": "; ".join(v["reasons"]), "evidence": v["evidence"]}
+            for c in summary["cells"] for v in c["verdicts"]]
+
+
+def write(summary: dict, tx) -> list[Path]:
+    """Stage every file of the sweep's result in the transaction ``tx`` (committed together)."""
+    import pandas as pd
+
+    saved = {k: v for k, v in summary.items() if not k.startswith("_")}
+    paths = [tx.write_text("sweep.json", json.dumps(saved, indent=1))]
+    frame = _frame(summary["_tidy"])
+    paths.append(tx.write_text("tidy.csv", frame.to_csv(index=False)))
+
+    def parquet(fh):
+        buf = io.BytesIO()
+        frame.to_parquet(buf, engine="pyarrow", index=False)
+        fh.write(buf.getvalue())
+
+    paths.append(tx.write("tidy.parquet", parquet))
+    paths.append(tx.write_text("verdicts.csv", pd.DataFrame.from_records(
+        _verdict_records(summary), columns=["reading", "d", "row", "claim", "verdict", "category", "reasons",
+                                            "evidence"]).to_csv(index=False)))
+    for d in sorted({c["d"] for c in summary["cells"]}):
+        paths.append(tx.write(f"sweep_heat_d{d}.png", partial(heat_map, summary, d)))
+    for r in dict.fromkeys(c["reading"] for c in summary["cells"]):
+        paths.append(tx.write_text(reading_page_name(r), reading_page(summary, r)))
+    paths.append(tx.write_text("sweep.md", markdown(summary)))
+    return paths
+
+
+def summary_text(summary: dict) -> str:
+    c = summary["counts"]
+    inc = len(summary.get("incomplete_cells", []))
+    return (f"sweep: {c['cells']} cells" + (f" complete, {inc} incomplete (units not in the store)" if inc else "")
+            + f"; {c['trained']} tasks trained, {c['reused']} from the store, "
+            f"{c['failed']} failed, {c['corrupt_retrained']} corrupt store entries retrained; "
+            f"{summary['wall_s'] / 60:.1f} min wall")

@@ -1,0 +1,306 @@
+"""Rendering of Table 1 results (``numerics.experiments.runner.run``): Markdown and figures.
+
+Everything here is rebuilt from the results dict alone (``--from-json``), so a finished run re-renders without
+training.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from numerics.experiments import verdicts as V
+from numerics.experiments.engine import TIE_RTOL
+from numerics.experiments.lag import relative_progress
+from numerics.experiments.runner import PLANS
+VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecided": "undecided",
+                "refused": "*refused*"}
+
+
+def fmt(s: dict, digits: int = 3) -> str:
+    """mean ± standard deviation over seeds (the mean alone for one run)."""
+    if s["mean"] is None:
+        return "n/a"
+    if s["n"] <= 1:
+        return f"{s['mean']:.{digits}g}"
+    return f"{s['mean']:.{digits}g} ± {s['std']:.2g}"
+
+
+def _rates(chosen: dict | None) -> str:
+    if chosen is None:
+        return "none (all diverged)"
+    names = {"out": "eta_out", "att": "eta_att"}
+    return ", ".join(f"{names[k]}={v:.3g}" for k, v in chosen.items())
+
+
+def _status(pr: dict) -> str:
+    n = len(pr["seeds"])
+    bits = []
+    if pr["diverged"]:
+        bits.append(f"diverged {len(pr['diverged'])}/{n}")
+    if pr.get("unstable"):
+        bits.append(f"unstable {len(pr['unstable'])}/{n}")
+    if pr["capped"]:
+        bits.append(f"capped {len(pr['capped'])}/{n}")
+    nc = [s for s in pr["not_converged"] if s not in pr["capped"] and s not in pr["diverged"]]
+    if nc:
+        bits.append(f"not converged {len(nc)}/{n}")
+    s = pr["search"]
+    if s["edge"]:
+        bits.append("edge: " + ", ".join(s["edge"]))
+    if s["insensitive"]:
+        bits.append("step-insensitive")
+    return "; ".join(bits) if bits else "converged"
+
+
+ACCURACY_NOTE = ("Accuracy: a +1 prediction where the output f exceeds the tie margin ({margin} times the largest "
+                 "|f| the readout allows on the row's tokens, `engine.TIE_RTOL`), -1 elsewhere (ICL: the first "
+                 "class within the margin of the largest output); (tied m): the mass (exact rows) or test fraction "
+                 "of strings within the margin, counted by that rule, not by the sign of their output (for a plan, "
+                 "the largest over its seeds; a readout still at 0 ties every string).")
+OLD_ACCURACY_NOTE = ("Accuracy: a +1 prediction where the output f > 0, -1 elsewhere. This run predates the tie "
+                     "rule: strings at f = 0 up to rounding count by the sign rounding gave them, and no tied mass "
+                     "is recorded.")
+
+
+def accuracy_note(results: dict) -> str:
+    """How the accuracies of ``results`` were counted: the tie rule when every plan records its tied mass
+    (``acc_tied``, None for regression rows), else the plain sign of runs that predate it."""
+    recorded = all("acc_tied" in pr for row in results["rows"].values() for pr in row["plans"].values())
+    return ACCURACY_NOTE.format(margin=f"{TIE_RTOL:.0e}".replace("e-0", "e-")) if recorded else OLD_ACCURACY_NOTE
+
+
+def _accuracy(acc, tied) -> str:
+    """An accuracy (a number or ``stats``), with its tied mass (the largest of its seeds) when it is above 0
+    (``accuracy_note``)."""
+    text = fmt(acc) if isinstance(acc, dict) else f"{acc:.3g}"
+    return text if not tied else f"{text} (tied {tied:.2g})"
+
+
+def plan_table(results: dict) -> list[str]:
+    out = ["| row | plan | held-out risk | accuracy | steps | status | step sizes |",
+           "|---|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        label = name if row["loss"] == "squared" else f"{name} ({row['loss'].replace('_', '-')})"
+        for plan in PLANS:
+            pr = row["plans"][plan]
+            out.append(f"| {label} | {plan} | {fmt(pr['risk'])} | {_accuracy(pr['acc'], pr.get('acc_tied'))} | "
+                       f"{fmt(pr['steps'], 4)} | "
+                       f"{_status(pr)} | {_rates(pr['chosen'])} |")
+    return out
+
+
+def ceiling_table(results: dict) -> list[str]:
+    out = ["| row | start risk | ceiling: best risk reached, in | ceiling accuracy | task's best risk | kind | "
+           "representable |", "|---|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        c = row.get("ceiling")
+        ok, why = V.capacity(row)
+        start = V._start_risk(row)
+        start_s = "n/a" if start is None else f"{start:.3g}"
+        if not c or "error" in c:
+            out.append(f"| {name} | {start_s} | n/a | n/a | n/a | {why} | unknown |")
+            continue
+        acc = "n/a" if c.get("accuracy") is None else _accuracy(c["accuracy"], (c.get("details") or {}).get("accuracy_tied"))
+        label = {True: "yes", False: "no", None: "undecided"}[ok]
+        out.append(f"| {name} | {start_s} | [{c['lower']:.3g}, {c['upper']:.3g}] | {acc} | {c['best_risk']:.3g} | "
+                   f"{c.get('kind', '')} | {label} |")
+    return out
+
+
+def lag_table(results: dict) -> list[str]:
+    out = ["| row | measure | t_half(attention) | t_half(output) | ratio | resolution (steps) |",
+           "|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        for m, v in row["lag"].items():
+            if m == "alignment" and row["task"] == "AND":
+                continue  # no ground-truth direction is stated for AND (lag.alignment)
+            out.append(f"| {name} | {m} | {fmt(v['t_half_att'])} | {fmt(v['t_half_out'])} | {fmt(v['ratio'])} | "
+                       f"{v['resolution']} |")
+    return out
+
+
+def verdict_table(verdicts: list[dict]) -> list[str]:
+    out = ["| row | paper's claim | here | evidence or reasons |", "|---|---|---|---|"]
+    for v in verdicts:
+        text = v["evidence"]
+        if v["reasons"]:
+            text = (text + "; " if text else "") + "; ".join(v["reasons"])
+        out.append(f"| {v['row']} | {v['claim']} | {VERDICT_MARK[v['verdict']]} | {text} |")
+    return out
+
+
+def reading_line(reading: dict) -> str:
+    k2 = reading["k2"]
+    return (f"reading **{reading['name']}**: phases k1 = {reading['k1']}, k2 = {k2}"
+            f"{' (cap ' + str(reading['phase2_cap']) + ')' if k2 == 'plateau' else ''}; budget {reading['budget']} "
+            f"(cap {reading['max_steps']} steps, validation every {reading['eval_every']}, patience "
+            f"{reading['patience']}, tol {reading['tol']:g} x R0); joint GD steps {reading['joint_steps']}; "
+            f"optimizer {reading['optimizer']}; {reading['tuning_seeds']} tuning seeds; grids of ratio "
+            f"{reading['grid_ratio']:g}, {reading['grid_points']} points, up to {reading['max_extensions']} "
+            f"extensions a side")
+
+
+def kernel_note(cfg: dict) -> str:
+    """", engine kernel compiled" for a run on the compiled kernel; nothing for the default (numpy) kernel,
+    which results from before the option have without naming it."""
+    kernel = cfg.get("kernel", "numpy")
+    return "" if kernel == "numpy" else f", engine kernel {kernel}"
+
+
+def integral_rows(results: dict) -> list[str]:
+    """The rows of ``results`` trained on AND's population by the integral (``and_heads_data="integral"``)."""
+    return [name for name, row in results["rows"].items() if row.get("data", {}).get("kind") == "integral"]
+
+
+def and_data_note(results: dict) -> str:
+    """", <rows> on its exact population by the integral" for a run with such rows; nothing otherwise (the
+    option's default, sampled, and results from before it)."""
+    rows = integral_rows(results)
+    return f", {' and '.join(rows)} on the exact population by the integral" if rows else ""
+
+
+def held_out_note(results: dict) -> str:
+    """What the held-out risk of each row is."""
+    rows = integral_rows(results)
+    if rows:
+        return ("Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head) and, by "
+                f"the integral representation, on {' and '.join(rows)} (each plan records the largest quadrature "
+                "estimate of its seeds, the error of the same sum at twice the step: pessimistic, not a bound; its "
+                "accuracies on the test set), test-set risk otherwise; exact rows are deterministic and run once, "
+                "the integral's rows once per seed (their random starts differ). ")
+    return ("Held-out risk: exact population risk on the exact rows (occurrence, OR, AND with one head), test-set "
+            "risk otherwise; exact rows are deterministic and run once. ")
+
+
+def markdown(results: dict) -> str:
+    """results/table1.md: configuration, reading, the table, ceilings, lag measures and verdicts."""
+    cfg = results["config"]
+    verdicts = V.assess(results)
+    lines = ["# Table 1 (reconstruction)", "",
+             f"occurrence-companion {results['version']}; commit {results.get('commit') or 'unknown'}; "
+             f"command: `{shlex.join(results['command'])}`; {results['elapsed_s']:.0f} s wall, "
+             f"{results['cpu_s']:.0f} s CPU.", "",
+             f"d = {cfg['d']}, reported seeds = {cfg['seeds']}, batch {cfg['batch']}, validation "
+             f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
+             f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}{and_data_note(results)}.", "",
+             reading_line(results["reading"]) + ".", "", held_out_note(results) + accuracy_note(results), "",
+             "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
+             "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
+             *verdict_table(verdicts), ""]
+    return "\n".join(lines)
+
+
+def summary_text(results: dict) -> str:
+    """What the command prints: the plan table and the verdicts."""
+    return "\n".join(plan_table(results) + [""] + verdict_table(V.assess(results)))
+
+
+def _median_curve(recs: list[dict], key: str = "risk") -> tuple[list, np.ndarray] | None:
+    curves = [r["curve"] for r in recs if r["curve"]["steps"]]
+    if not curves:
+        return None
+    grid = sorted({s for c in curves for s in c["steps"]})
+    vals = np.full((len(curves), len(grid)), np.nan)
+    for i, c in enumerate(curves):
+        pos = {s: j for j, s in enumerate(grid)}
+        for s, v in zip(c["steps"], c[key]):
+            if v is not None:
+                vals[i, pos[s]] = v
+        # carry the last value of a run that stopped early (stopped runs keep their parameters)
+        last = np.nan
+        for j in range(len(grid)):
+            if np.isnan(vals[i, j]) and grid[j] > c["steps"][-1]:
+                vals[i, j] = last
+            elif not np.isnan(vals[i, j]):
+                last = vals[i, j]
+    with np.errstate(all="ignore"):
+        return grid, np.nanmedian(vals, axis=0)
+
+
+def figures(results: dict, tx) -> list[Path]:
+    """One figure per row, staged in the transaction ``tx`` (``app.io``): risk by plan, and joint GD's
+    attention and output progress under each measure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from app.render.plotting import plain_log_ticks
+
+    paths = []
+    for name, row in results["rows"].items():
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        ax = axes[0]
+        for plan in PLANS:
+            got = _median_curve(row["plans"][plan]["seeds"])
+            if got is not None:
+                steps, med = got
+                ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "))
+        c = row.get("ceiling")
+        if c and "error" not in c and c["upper"] > 1e-12:  # a ceiling of 0 has no place on a log axis
+            ax.axhline(c["upper"], color="k", ls="--", lw=0.8, label="capacity ceiling (upper bound)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_ticks(ax.xaxis)
+        plain_log_ticks(ax.yaxis)
+        ax.set_xlabel("gradient step (log)")
+        ax.set_ylabel("held-out risk (median over seeds)")
+        ax.set_title(f"{name}: risk by plan")
+        ax.legend(fontsize=7)
+        joint = [r for r in row["plans"]["joint"]["seeds"] if "lag" in r]
+        for ax, (title, getter) in zip(axes[1:], (
+                ("displacement and function", lambda r: {
+                    "attention displacement": (r["curve"]["steps"], r["alpha_dist"]),
+                    "output displacement": (r["curve"]["steps"], r["B_dist"]),
+                    "attention gain (function)": (r["function"]["steps"], r["function"]["gain_att"]),
+                    "output gain (function)": (r["function"]["steps"], r["function"]["gain_out"])}),
+                ("alignment with ground truth", lambda r: {} if not r.get("alignment") or row["task"] == "AND" else {
+                    "attention alignment": (r["alignment"]["steps"], r["alignment"]["att"]),
+                    "output alignment": (r["alignment"]["steps"], r["alignment"]["out"])}))):
+            drawn = False
+            if joint:
+                first = getter(joint[0])
+                for label in first:
+                    curves = []
+                    for r in joint:
+                        steps, vals = getter(r)[label]
+                        curves.append((steps, relative_progress(vals)))
+                    grid = sorted({s for st, _ in curves for s in st})
+                    mean = np.nanmean([np.interp(grid, st, v) for st, v in curves], axis=0)
+                    ax.plot(np.maximum(grid, 0.5), mean, ls="-" if "attention" in label else "--", label=label)
+                    drawn = True
+            ax.axhline(0.5, color="k", lw=0.8, ls=":")
+            ax.set_xscale("log")
+            plain_log_ticks(ax.xaxis)
+            ax.set_xlabel("joint GD step (log)")
+            ax.set_ylabel("relative progress (mean over seeds)")
+            ax.set_title(f"joint GD: {title}")
+            if drawn:
+                ax.legend(fontsize=7)
+            else:
+                ax.text(0.5, 0.5, "no ground-truth direction stated" if "alignment" in title else "no joint run",
+                        transform=ax.transAxes, ha="center")
+        # fixed margins that fit these labels at this size: tight_layout drew every figure once more to
+        # measure them (3 of the 8 CPU s the seven figures took)
+        fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.93, wspace=0.25)
+        paths.append(tx.write(f"table1_{slug(name)}.png", partial(_save_png, fig)))
+        plt.close(fig)
+    return paths
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_").replace("__", "_")
+
+
+def _save_png(fig, fh) -> None:
+    fig.savefig(fh, format="png", dpi=90)
+
+
+def write(results: dict, tx) -> list[Path]:
+    """Stage table1.json, the figures and table1.md in the transaction ``tx`` of an ``app.io.OutputFolder``
+    (committed together; figures of rows no longer in the results are removed as stale)."""
+    js = tx.write_text("table1.json", json.dumps(results, indent=1, allow_nan=False))
+    return [js, *figures(results, tx), tx.write_text("table1.md", markdown(results))]

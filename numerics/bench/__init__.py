@@ -1,0 +1,1 @@
+"""Benchmarks: measure and return records (the pages are rendered in app.render)."""

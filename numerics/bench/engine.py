@@ -1,0 +1,1363 @@
+"""Benchmark of the Table 1 training engine (``occ-companion benchmark-engine``).
+
+Per task row of Table 1 (occurrence, OR and one-head AND on their exact populations as
+``numerics.experiments.runner.make_data`` builds them; ICL, SLR, even pairs and two-head AND on sampled
+mini-batches of the runner's default size) and per d, measured side by side in one run:
+
+* the engine (``engine.risk_and_grad`` plus a gradient-descent update) for R = 1 run and for R = 8 runs
+  advanced at once, reported per run-step;
+* a PyTorch CPU implementation of the same model, batch and step, written here the way a user would
+  (token-id tensors with multiplicities, embedding gathers, a masked softmax, a linear readout, autograd),
+  float64 on one thread, checked to agree with the engine's risk and gradients to 1e-10 before it is timed
+  (``torch`` is the optional ``bench`` extra; without it the column is skipped with a note);
+* the operation-count lower bound of a step on the tokens' structure (``flop_count``), turned into time at
+  the dgemm rate measured beside the row's own engine timing (a dgemm after each repeat, ``timed_beside_dgemm``:
+  on a shared machine the rate of the moment moves, and a rate measured once at the start would not be the
+  rate the row ran at);
+* the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
+* the peak traced memory (tracemalloc) of building the data and one engine step;
+* the default kernel's step and sampler again with its numba loops switched off (``kernels.numpy_paths``: the
+  bag's forward pass, the squared loss's terms, the ICL sampler's rounds and counts, the gather of a sparse
+  table's rows into a sampled batch's layout, which give numpy's and scipy's bits),
+  what numba gains on the default path, checked bit for bit against the step and batch with the loops first;
+* for the rows the engine's compiled kernel takes (one-hot token rows: ICL, two-head AND), the same step
+  with ``kernel = "compiled"`` (``table1 --kernel compiled``; other rounding, so not the default), checked
+  against the numpy kernel before it is timed;
+* for the same rows, the runner's seeds advanced by one array program (``engine.grouped_risk_and_grad``) beside
+  one call per seed, which is what the runner does (``seeds_in_one_program``), checked bit for bit first;
+* ICL's step beside its parts timed alone (numpy's exponential, the readout products, the rows loops:
+  ``step_parts``), and the rows-loops rows' step beside the same step on a batch of two strings, which bounds
+  what the step pays for its calls, in banks of 1, 4 and 16 runs (``fixed_share``);
+* two-head AND's step on its exact population by the integral (``table1 --and-heads-data integral``,
+  ``integral_step``) beside the sampled row's step and sampler.
+
+Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
+(threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
+one ICL step are also measured with BLAS's default thread count, once.  The growth in d of every column is
+the least-squares exponent over the measured d.  ``report`` returns the page; the command
+(``app.commands.benchmarks``) writes it to docs/benchmarks_engine.md.
+"""
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import datetime
+import io
+import math
+import os
+import platform
+import pstats
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from numerics.experiments import and_integral as AI
+from numerics.experiments import engine as E
+from numerics.experiments import kernels as KN
+from numerics.experiments import tasks as TK
+from numerics.experiments.population import population
+from numerics.experiments.runner import Config, exact, task_loss
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks_engine.md"
+ROWS = (("occurrence", "occurrence", 1), ("OR", "OR", 1), ("AND (H=1)", "AND", 1), ("ICL", "ICL", 1),
+        ("SLR", "SLR", 1), ("even pairs", "even_pairs", 1), ("AND (H=2)", "AND", 2))
+"""(row name, task, heads) of the benchmark, in Table 1's order."""
+FULL_D = (50, 100, 200)
+QUICK_D = (5, 8)
+RUNS = 8
+LR = 1e-3
+PARAM_SCALE = 0.3
+AGREE_TOL = 1e-10
+MIN_REPEAT_SECONDS = 0.05
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+
+@dataclass
+class Case:
+    """One (row, d): its batch, the engine layout, the loss and (sampled tasks) the sampler."""
+
+    row: str
+    task: str
+    heads: int
+    d: int
+    batch: TK.Batch
+    tb: E.Tokens
+    loss: str
+    exact: bool
+    sampler: object = None
+
+
+def make_case(row: str, task: str, heads: int, d: int, cfg: Config, seed: int = 0) -> Case:
+    """The data of ``runner.make_data`` (exact population or the batch of step 0 of ``seed``), keeping the
+    task batch itself for the PyTorch implementation."""
+    loss = task_loss(task, cfg)
+    if exact(task, heads, cfg):
+        batch = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
+        return Case(row, task, heads, d, batch, E.from_batch(batch), loss, True)
+    tid = TK.TASKS.index(task)
+
+    def sampler(step: int) -> tuple[TK.Batch, E.Tokens]:
+        b = TK.sample(task, d, cfg.batch, np.random.default_rng([seed, tid, 0, step]), seed=seed)
+        return b, E.from_batch(b)
+
+    batch, tb = sampler(0)
+    return Case(row, task, heads, d, batch, tb, loss, False, sampler)
+
+
+def initial(case: Case, runs: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Random parameters (scale PARAM_SCALE, so attention is far from uniform) of ``runs`` runs."""
+    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    rng = np.random.default_rng([seed, case.d, TK.TASKS.index(case.task), case.heads])
+    return PARAM_SCALE * rng.standard_normal((runs, H, D)), PARAM_SCALE * rng.standard_normal((runs, H, D, K))
+
+
+def engine_step(alpha: np.ndarray, B: np.ndarray, tb: E.Tokens, loss: str) -> None:
+    """One training step of all runs: risks and gradients, then the gradient-descent update in place."""
+    _, ga, gB, _ = E.risk_and_grad(alpha, B, tb, loss)
+    alpha -= LR * ga
+    B -= LR * gB
+
+
+SEED_RUNS = (1, 4, 16)
+"""Runs per seed of "Seeds in one program": one (a sweep's seed unit), four (Table 1's reported seeds: one run
+per plan), sixteen (a step-size search round)."""
+SEED_ROWS = (("ICL", "ICL", 1), ("AND (H=2)", "AND", 2))
+"""The rows whose batches ``engine.stack`` takes (one-hot token rows)."""
+
+
+def integral_step(d: int, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS,
+                  table1: bool = False) -> dict:
+    """One training step of ``runs`` two-head AND runs on the exact population by the integral
+    (``and_integral.IntegralPopulation`` through ``engine.risk_and_grad``, then the update), at the random
+    parameters of ``initial`` (``table1``: with every unmarked symbol given the first one's, as a Table 1 row's
+    parameters stay, so the integral's sums take three classes): medians (wall, CPU) per run-step, and the nodes
+    of each one-dimensional integral at the first run's start (the cross term takes their square)."""
+    pop = AI.IntegralPopulation(d, TK.length_parameter("AND", d))
+    a, B = initial(Case("AND (H=2)", "AND", 2, d, None, None, "squared", True), runs)
+    if table1:
+        a[..., 3:], B[..., 3:, :] = a[..., 2:3], B[..., 2:3, :]
+    nodes = AI.population_risk(a[0], B[0], d).nodes
+
+    def step():
+        _, ga, gB, _ = E.risk_and_grad(a, B, pop, "squared", with_f=False)
+        a[...] -= LR * ga
+        B[...] -= LR * gB
+
+    t = timed(step, repeats, min_seconds)
+    return {"runs": runs, "time": (t[0] / runs, t[1] / runs), "nodes": nodes, "table1": table1}
+
+
+def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
+                         min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """The runner's seeds (``Config().seeds`` of them, ``runs`` runs each, each seed its own batch of step 1)
+    advanced by one ``risk_and_grad`` call per seed (what the runner does: one bank per seed) and by one array
+    program (``engine.grouped_risk_and_grad`` on the stacked batches), after checking that both give the same
+    bits.  Each call starts from batches without their operators, which a step builds for its fresh batches
+    either way.  The two arms are timed alternately, repeat by repeat; medians (wall s, CPU s) per run-step of
+    risks and gradients: ``{"per_seed", "stacked"}``; None where the batches cannot be stacked."""
+    import dataclasses
+
+    cfg = Config()
+    S, tid, loss = cfg.seeds, TK.TASKS.index(task), task_loss(task, cfg)
+    raw = [E.from_batch(TK.sample(task, d, cfg.batch, np.random.default_rng([s, tid, 0, 1]), seed=s),
+                        operators=False) for s in range(S)]
+    if not E.stackable(raw):  # (two-head AND below d = 17: a bag of few token types)
+        return None
+    groups = np.repeat(np.arange(S), runs)
+    H, D, K = TK.model_shape(task, d, heads)
+    rng = np.random.default_rng([runs, d, tid, heads])
+    alpha = PARAM_SCALE * rng.standard_normal((S * runs, H, D))
+    B = PARAM_SCALE * rng.standard_normal((S * runs, H, D, K))
+
+    def per_seed():
+        out = []
+        for s in range(S):
+            idx = np.flatnonzero(groups == s)
+            out.append(E.risk_and_grad(alpha[idx], B[idx], dataclasses.replace(raw[s]), loss, with_f=False)[:3])
+        return [np.concatenate(x) for x in zip(*out)]
+
+    def stacked():
+        return E.grouped_risk_and_grad(alpha, B, [dataclasses.replace(p) for p in raw], groups, loss)
+
+    if not all(_same_bits(a, b) for a, b in zip(per_seed(), stacked())):
+        raise AssertionError(f"{task} d={d}: the stacked seeds' risks or gradients differ from one call per seed")
+    got = alternated({"per_seed": per_seed, "stacked": stacked}, repeats, _calls_for(per_seed, min_seconds))
+    return {k: (w / (S * runs), c / (S * runs)) for k, (w, c) in got.items()} | {"seeds": S, "runs": runs}
+
+
+SHARE_RUNS = (1, 4, 16)
+"""Runs per step of "The step's fixed cost": one (a sweep's seed unit), four (Table 1's reported seeds: one run per
+plan), sixteen (a step-size search round)."""
+SMALL_STRINGS = 2
+"""Strings in the small batch of ``fixed_share``."""
+
+
+def step_path(tb: E.Tokens) -> tuple:
+    """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops do not take it
+    (``_rows_loops`` is None), and (rows layout) whether every string is non-empty (else the backward pass
+    gathers the non-empty ones)."""
+    return (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None,
+            tb.starts is not None and len(tb.starts) == tb.size)
+
+
+def small_batch(case: Case, strings: int = SMALL_STRINGS) -> E.Tokens:
+    """A batch of ``strings`` strings of the case's task at its d with the case's batch's ``step_path``, drawn
+    from fixed seeds until one has it; AssertionError after 1000 draws."""
+    want = step_path(case.tb)
+    for s in range(1000):
+        tb = E.from_batch(TK.sample(case.task, case.d, strings, np.random.default_rng([s, case.d, 41]), seed=0))
+        if step_path(tb) == want:
+            return tb
+    raise AssertionError(f"no batch of {strings} strings of {case.task} at d = {case.d} takes its batch's path")
+
+
+def fixed_share(case: Case, runs: int, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """One step of ``runs`` runs on the case's batch and the same step (from the same parameters) on a batch of
+    ``SMALL_STRINGS`` strings (``small_batch``: the same path), timed alternately.  In one chunk of runs the small
+    batch's step makes the same calls, with little arithmetic, so its time bounds from above what the step pays
+    for its calls (the Python interpreter and each call's own cost).  Where the case's batch splits the runs into
+    chunks (``engine._chunk``), the small batch's step takes the runs in slices of that chunk, one
+    ``engine_step`` each: as many calls or more (more from three chunks on), though not the same ones (an
+    update a slice in place of the chunks' concatenations).  What the small step's time still holds: its own
+    arithmetic, which does not shrink with the batch where it works on the D x K readouts (the update, dB), and
+    its strings' rows (long at large d).
+    Medians (wall s, CPU s) per step: ``{"step", "small"}``, with the runs, the small batch's strings and token
+    rows and the case's chunks."""
+    tiny = small_batch(case)
+    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    c = E._chunk(case.tb, H, K)
+    a, B = initial(case, runs)
+    pa, pB = (a.copy(), B.copy()), (a.copy(), B.copy())
+
+    def small():
+        for i in range(0, runs, c):
+            engine_step(pB[0][i:i + c], pB[1][i:i + c], tiny, case.loss)
+
+    step = lambda: engine_step(*pa, case.tb, case.loss)  # noqa: E731
+    got = alternated({"step": step, "small": small}, repeats, _calls_for(step, min_seconds))
+    return got | {"runs": runs, "strings": tiny.size, "rows": tiny.rows.shape[0] if tiny.layout == "rows" else None,
+                  "chunks": -(-runs // c)}
+
+
+def part_arms(case: Case):
+    """(the arms of ``step_parts`` but the step, by name; what they write: ``shifted`` the step's shifted scores
+    (M, H), ``out`` their exponentials, ``xbar`` the mean tokens, ``ga`` a score gradient), or None off the rows
+    loops."""
+    oh = E._rows_loops(case.tb)
+    if oh is None:
+        return None
+    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    a, _ = initial(case, 1)
+    A = np.ascontiguousarray(a.reshape(H, D))
+    loops = KN._compiled()
+    M, N_ne = oh.idx.shape[1], oh.bounds.size - 1
+    S = np.empty((M, H))
+    loops.rows_shifted_scores(A, oh.uidx, oh.ubounds, S)
+    rng = np.random.default_rng(0)
+    st = SimpleNamespace(shifted=S.copy(), out=np.empty((M, H)), xbar=np.empty((H, N_ne, D)), ga=np.empty((H, D)))
+    E0, U, fg = np.exp(S), rng.standard_normal((H, N_ne, D)), rng.standard_normal((N_ne, H))
+
+    def rows_loops():
+        loops.rows_shifted_scores(A, oh.uidx, oh.ubounds, S)
+        S[:] = E0
+        loops.rows_normalise_scatter(S, oh.mult, oh.heavy, oh.uidx, oh.ubounds, st.xbar)
+        loops.rows_score_grad(U, fg, S, oh.uidx, oh.ubounds, st.ga)
+
+    return {"exp": lambda: np.exp(st.shifted, out=st.out), "products": readout_products(case),
+            "loops": rows_loops}, st
+
+
+def step_parts(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict | None:
+    """One run's default-kernel step on a rows-loops batch (ICL) beside its parts (``part_arms``), each timed
+    alone, the four alternately: ``exp``, numpy's exponential of the step's M shifted scores (into another
+    array: the step does it in place); ``products``, the three readout products (``readout_products``);
+    ``loops``, the three rows loops (the shifted scores, the normalisation and scatter, after a copy of the M
+    exponentials they overwrite, and the score gradient).  The default kernel takes its exponentials from numpy
+    and its products from BLAS (its loops replay numpy's and scipy's operations in their order), so
+    ``exp + products`` is what any arrangement of its step pays that keeps those calls; one that replayed them
+    in its own code (the C library's exp inside a loop, which gives numpy's float64 exp on a machine without
+    AVX-512; BLAS's summation order) would still pay the M exponentials themselves.  Medians (wall s, CPU s)
+    per call: ``{"step", "exp", "products", "loops"}`` with M; None off the rows loops."""
+    got = part_arms(case)
+    if got is None:
+        return None
+    arms, st = got
+    pa = initial(case, 1)
+    step = lambda: engine_step(*pa, case.tb, case.loss)  # noqa: E731
+    return alternated({"step": step, **arms}, repeats, _calls_for(step, min_seconds)) | {"M": st.out.shape[0]}
+
+
+# ------------------------------------------------------------------------------------------------ FLOPs
+
+
+def _nonzero_rows(tb: E.Tokens):
+    """The rows layout's token rows as CSR with only its non-zero entries (explicit zeros dropped), or the
+    dense array."""
+    X = tb.rows
+    if not sp.issparse(X):
+        return X
+    X = sp.csr_array(X)
+    if np.all(X.data != 0):
+        return X
+    X = X.copy()
+    X.eliminate_zeros()
+    return X
+
+
+def touched(tb: E.Tokens) -> np.ndarray:
+    """u_n: how many coordinates each non-empty string of a rows-layout batch touches, the distinct columns
+    of its rows' non-zeros (all D for dense rows)."""
+    X, D = _nonzero_rows(tb), tb.table.shape[1]
+    rows_per_string = np.diff(np.append(tb.starts, X.shape[0]))
+    if not sp.issparse(X):
+        return np.where(rows_per_string > 0, D, 0)
+    string_of_row = np.repeat(np.arange(len(tb.starts), dtype=np.int64), rows_per_string)
+    keys = np.unique(np.repeat(string_of_row, np.diff(X.indptr)) * D + X.indices)
+    return np.bincount(keys // D, minlength=len(tb.starts))
+
+
+def flop_count(tb: E.Tokens, H: int, K: int) -> float:
+    """Operation count of one step of one run on the tokens' structure (a multiply-add is 2, an add, a
+    multiply or an exp 1).
+
+    Rows layout, with M token rows, z their non-zeros (one per one-hot coordinate; D per dense row) and u_n
+    the coordinates string n touches (the union of its rows' non-zero columns, the non-zeros of its mean
+    token), per head: scores 2z (dot products), softmax 2M (an exp and a sum per row), the mean token 2z,
+    the score gradient 2z and its scatter 2z; where every non-zero is 1 (one-hot rows: ICL, two-head AND)
+    the products are lookups and adds, so scores z - M, the mean token z + M (a weight times the row's
+    multiplicity, then adds), the score gradient z + M and the scatter z; readout f_n and its gradient
+    B g_n, and dB = sum_n xbar_n g_n^T, each 2 K u_n per string and head (a string's mean token is non-zero
+    on u_n coordinates only, so it touches u_n rows of B); the loss 3 N K; the update 2 H D (K + 1).
+    Bag layout (few shared types, T of them with c_t non-zeros in the table, C non-zero counts): table
+    products 2 (K + 1) sum_t c_t forward and again backward, softmax 3C, outputs and their gradients
+    6 K C per head; the loss and update as above.  A lower bound on the arithmetic of any implementation
+    that uses the tokens' structure; at the dgemm rate it is an optimistic time."""
+    D = tb.table.shape[1]
+    N = tb.size
+    upd = 2 * H * D * (K + 1)
+    lossc = 3 * N * K
+    if tb.layout == "rows":
+        X = _nonzero_rows(tb)
+        M = float(X.shape[0])
+        if sp.issparse(X):
+            z = float(X.nnz)
+            rows = 4 * z + 3 * M if np.all(X.data == 1) else 8 * z + 2 * M
+        else:
+            rows = 8 * float(X.size) + 2 * M
+        return H * (rows + 6 * K * float(touched(tb).sum())) + lossc + upd
+    table_nnz = float(np.count_nonzero(np.asarray(tb.table)))
+    C = float(np.count_nonzero(tb.counts))
+    return H * (4 * (K + 1) * table_nnz + 3 * C + 6 * K * C) + lossc + upd
+
+
+def dgemm_rate(n: int = 1000, repeat: int = 5) -> tuple[float, float]:
+    """GFLOP/s of an n x n double matrix product under the current BLAS threads: (by median wall time, by
+    median process CPU time).  On one thread the CPU-time rate is the one comparable with the engine's CPU
+    times (and less sensitive to other processes on a shared machine)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    a @ b
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        a @ b
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return 2 * n ** 3 / float(np.median(walls)) / 1e9, 2 * n ** 3 / float(np.median(cpus)) / 1e9
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+def _calls_for(fn, min_seconds: float) -> int:
+    """How many calls of ``fn`` last ``min_seconds``, set from its second call: the first can pay one-off costs
+    (numba's import and compilation, caches built on a batch), and a count sized on it would time one call."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return max(1, int(math.ceil(min_seconds / max(time.perf_counter() - t0, 1e-7))))
+
+
+def _clocked(fn, calls: int) -> tuple[float, float]:
+    """(wall s, CPU s) per call of ``calls`` calls of ``fn`` in a row."""
+    w, c = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - w) / calls, (time.process_time() - c) / calls
+
+
+def _medians(times: list) -> tuple[float, float]:
+    """(median wall, median CPU) of (wall, CPU) pairs."""
+    return float(np.median([t[0] for t in times])), float(np.median([t[1] for t in times]))
+
+
+def alternated(arms: dict, repeats: int, calls: int) -> dict:
+    """Each arm (name: function) run ``calls`` times in a row, the arms one after another within a repeat and
+    their order rotated every repeat, so that a shared machine's slow moments fall on every arm alike:
+    {name: medians (wall s, CPU s) per call}."""
+    names = list(arms)
+    times = {k: [] for k in names}
+    for t in range(repeats):
+        for k in names[t % len(names):] + names[:t % len(names)]:
+            times[k].append(_clocked(arms[k], calls))
+    return {k: _medians(v) for k, v in times.items()}
+
+
+def timed(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS, after_each=None) -> tuple[float, float]:
+    """(median wall s, median CPU s) per call: each repeat runs ``fn`` enough times to last ``min_seconds``
+    (``_calls_for``); ``after_each`` (untimed) runs after every repeat."""
+    calls = _calls_for(fn, min_seconds)
+    times = []
+    for _ in range(repeats):
+        times.append(_clocked(fn, calls))
+        if after_each is not None:
+            after_each()
+    return _medians(times)
+
+
+def timed_beside_dgemm(fn, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS,
+                       n: int = 1000) -> tuple[float, float, float]:
+    """``timed`` with an n x n dgemm timed (process CPU) after each repeat: (median wall s, median CPU s per
+    call, median dgemm GFLOP/s by CPU time over the repeats), so that a ratio to the FLOP bound compares the
+    row with the machine's rate at the same moment."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    rates = []
+
+    def gemm():
+        c = time.process_time()
+        a @ b
+        rates.append(2 * n ** 3 / max(time.process_time() - c, 1e-9) / 1e9)
+
+    gemm()
+    rates.clear()
+    wall, cpu = timed(fn, repeats, min_seconds, after_each=gemm)
+    return wall, cpu, float(np.median(rates))
+
+
+def sampler_timed(case: Case, repeats: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of drawing one batch and putting it in the engine layout (fresh steps)."""
+    return _medians([_clocked(lambda: case.sampler(t), 1) for t in range(1, repeats + 1)])
+
+
+def with_and_without_loops(step, case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """The default kernel's step (``step()``) and, on sampled rows, its sampler timed with numba's same-bits
+    loops and without them (``kernels.numpy_paths``), alternately, repeat by repeat, by the same clock: each
+    repeat runs the step enough times to last ``min_seconds`` once with the loops and once without, and the
+    sampler draws a fresh step each way (just after an untimed draw, the arms' order swapped every repeat).
+    Medians (wall s, CPU s) per call: ``{"with_1", "without_1", "with_sampler", "without_sampler"}`` (the
+    samplers None on exact rows)."""
+    calls = _calls_for(step, min_seconds)
+    with KN.numpy_paths():
+        calls_np = _calls_for(step, min_seconds)
+    times = {k: [] for k in ("with_1", "without_1", "with_sampler", "without_sampler")}
+    for t in range(1, repeats + 1):
+        times["with_1"].append(_clocked(step, calls))
+        with KN.numpy_paths():
+            times["without_1"].append(_clocked(step, calls_np))
+        if not case.exact:  # fresh steps of their own, each timed just after an untimed draw (as in a run of
+            # draws: a draw right after the step loop above, or a second draw of the same step, is not what a row
+            # pays), the arms' order swapped every repeat
+            for arm in (("with", "without") if t % 2 else ("without", "with")):
+                s = 2 * t + (arm == "without")
+                with KN.numpy_paths() if arm == "without" else contextlib.nullcontext():
+                    case.sampler(10_000 + s)
+                    times[f"{arm}_sampler"].append(_clocked(lambda: case.sampler(s), 1))
+    return {k: _medians(v) if v else None for k, v in times.items()}
+
+
+def peak_memory(row: str, task: str, heads: int, d: int, cfg: Config) -> float:
+    """Peak traced bytes (tracemalloc: numpy and Python allocations) of building the row's data and one
+    engine step of one run; the population cache is bypassed so the build is counted."""
+    population.cache_clear()
+    tracemalloc.start()
+    try:
+        case = make_case(row, task, heads, d, cfg)
+        a, B = initial(case, 1)
+        engine_step(a, B, case.tb, case.loss)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return float(peak)
+
+
+def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, float]]:
+    """The ``top`` functions by own time over ``calls`` calls of ``fn``: (name, own share, cumulative share)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    st = pstats.Stats(prof, stream=io.StringIO())
+    total = sum(v[2] for v in st.stats.values()) or 1.0
+    items = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]
+    out = []
+    for (fname, line, func), (_, _, tt, ct, _) in items:
+        where = f"{Path(fname).name}:{line}({func})" if line else func
+        out.append((where, tt / total, ct / total))
+    return out
+
+
+LINE_FUNCTIONS = ("risk_and_grad", "_risk_and_grad", "forward", "_forward_rows", "_backward_rows", "losses",
+                  "_onehot_risk_and_grad", "_onehot_forward")
+"""The engine functions whose lines ``line_times`` reports (the time of the helpers they call, such as
+``_CsrProduct``, goes to the calling line)."""
+
+
+def line_times(fn, path: str, steps: int = 100, top: int = 12,
+               functions=LINE_FUNCTIONS) -> list[tuple[int, str, float, float]]:
+    """Where a call of ``fn`` spends its time, line by line in the source file ``path`` (the engine), in
+    the functions named ``functions``: a line's time is from its line event to the next event of a traced
+    frame (so a call of any other function goes to the calling line), summed per call, median over
+    ``steps`` calls.
+    Returns the ``top`` lines as (line number, code, median seconds per call, share of the sum of all
+    lines' medians).  Tracing adds about a microsecond per line event, so the small lines are inflated."""
+    import linecache
+
+    per_step: list[dict] = []
+    cur: dict = {}
+    last = [None, 0.0]
+
+    def local(frame, event, arg):
+        now = time.perf_counter()
+        if last[0] is not None:
+            cur[last[0]] = cur.get(last[0], 0.0) + now - last[1]
+        last[0] = frame.f_lineno if event == "line" else None
+        last[1] = time.perf_counter()
+        return local
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        return local if code.co_filename == path and code.co_name in functions else None
+
+    for _ in range(steps):
+        cur = {}
+        last[0] = None
+        sys.settrace(tracer)
+        try:
+            fn()
+        finally:
+            sys.settrace(None)
+        per_step.append(cur)
+    lines = set().union(*per_step)
+    med = {ln: float(np.median([st.get(ln, 0.0) for st in per_step])) for ln in lines}
+    total = sum(med.values()) or 1.0
+    best = sorted(med.items(), key=lambda kv: -kv[1])[:top]
+    return [(ln, linecache.getline(path, ln).strip(), t, t / total) for ln, t in best]
+
+
+def fit_exponent(ds, values) -> float | None:
+    """Least-squares slope of log(value) against log(d); None with fewer than two positive values."""
+    pts = [(math.log(d), math.log(v)) for d, v in zip(ds, values) if v is not None and v > 0]
+    if len(pts) < 2:
+        return None
+    x, y = np.array(pts).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+# ------------------------------------------------------------------------------------------------ PyTorch
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class TorchModel:
+    """The model written in PyTorch the way a user would, on the same batch.
+
+    Each string is a padded row of token ids with their multiplicities (its distinct tokens: the model has
+    no positional encoding, so a repeated token is one token with a count).  One-hot tokens (every table
+    row has at most two unit entries: the symbols, the even-pairs cells, the ICL pairs [e_z; e_prev]) are
+    embedded by gathers: the score is alpha gathered at the token's coordinates, the attention-weighted mean
+    token is a scatter-add of the weights, then the linear readout.  Other tokens (the class tokens of the
+    populations, SLR's Gaussian vectors) are projected once per table row (scores table @ alpha, readouts
+    table @ B) and gathered at the token ids.  The softmax runs over the string's tokens with
+    log-multiplicities and padding masked; then the loss, autograd, and the gradient-descent update."""
+
+    def __init__(self, batch: TK.Batch, loss: str, heads: int, D: int, K: int):
+        import torch
+
+        self.torch = torch
+        self.loss, self.H, self.D, self.K = loss, heads, D, K
+        X = batch.X
+        if not sp.issparse(X):
+            X = np.asarray(X, float)
+        if X.ndim == 3:  # per-string embeddings: one table row per present token
+            m = np.asarray(batch.m, float)
+            n_idx, pos = np.nonzero(m)
+            table, tok, mult = X[n_idx, pos], np.arange(len(n_idx)), m[n_idx, pos]
+        else:
+            mc = sp.csr_matrix(batch.m)
+            mc.eliminate_zeros()
+            n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
+            tok, mult, table = mc.indices.astype(np.int64), mc.data.astype(float), X
+        N = batch.y.shape[0]
+        per = np.bincount(n_idx, minlength=N)
+        if (per == 0).any():
+            raise ValueError("the PyTorch implementation needs every string non-empty")
+        L = int(per.max())
+        slot = np.arange(len(n_idx)) - np.repeat(np.cumsum(per) - per, per)
+        ids = np.zeros((N, L), np.int64)
+        cnt = np.zeros((N, L))
+        ids[n_idx, slot] = tok
+        cnt[n_idx, slot] = mult
+        self.ids = torch.from_numpy(ids)
+        self.mask = torch.from_numpy(cnt > 0)
+        self.logm = torch.from_numpy(np.log(np.where(cnt > 0, cnt, 1.0)))
+        tcsr = sp.csr_matrix(table)
+        one_hot = tcsr.nnz == 0 or (np.all(tcsr.data == 1.0) and np.diff(tcsr.indptr).max() <= 2)
+        if one_hot:
+            P = max(1, int(np.diff(tcsr.indptr).max()))
+            feat = np.full((tcsr.shape[0], P), D, np.int64)  # D: a padding coordinate with zero parameters
+            fslot = np.arange(tcsr.nnz) - np.repeat(tcsr.indptr[:-1], np.diff(tcsr.indptr))
+            feat[np.repeat(np.arange(tcsr.shape[0]), np.diff(tcsr.indptr)), fslot] = tcsr.indices
+            self.feat = torch.from_numpy(feat)[self.ids]                    # (N, L, P) coordinates
+            self.table = None
+        else:
+            self.feat = None
+            self.table = torch.from_numpy(np.asarray(tcsr.toarray(), float))
+        self.w = torch.from_numpy(np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights))
+        if loss == "cross_entropy":
+            self.target = torch.from_numpy(np.asarray(batch.labels, np.int64))
+        else:
+            self.target = torch.from_numpy(np.asarray(batch.y, float))
+
+    def risk(self, alpha, B):
+        torch = self.torch
+        N, L = self.ids.shape
+        if self.feat is not None:
+            zero = alpha.new_zeros(self.H, 1)
+            a_pad = torch.cat([alpha, zero], dim=1)                         # (H, D + 1)
+            s = a_pad[:, self.feat].sum(-1)                                 # (H, N, L) score lookups
+        else:
+            s = (self.table @ alpha.T)[self.ids].permute(2, 0, 1)           # (H, N, L) projected, gathered
+        s = (s + self.logm).masked_fill(~self.mask, float("-inf"))
+        w = torch.softmax(s, dim=-1)                                        # (H, N, L)
+        if self.feat is not None:
+            P = self.feat.shape[-1]
+            idx = self.feat.reshape(1, N, L * P).expand(self.H, N, L * P)
+            src = w.unsqueeze(-1).expand(self.H, N, L, P).reshape(self.H, N, L * P)
+            xbar = w.new_zeros(self.H, N, self.D + 1).scatter_add(2, idx, src)[..., : self.D]
+            f = torch.einsum("hnd,hdk->nk", xbar, B)                        # linear readout, heads summed
+        else:
+            V = torch.einsum("td,hdk->thk", self.table, B)                  # each token's readout
+            f = torch.einsum("hnl,nlhk->nk", w, V[self.ids])
+        if self.loss == "squared":
+            lv = 0.5 * ((f - self.target) ** 2).sum(-1)
+        elif self.loss == "cross_entropy":
+            lv = torch.nn.functional.cross_entropy(f, self.target, reduction="none")
+        else:
+            lv = torch.nn.functional.softplus(-self.target[:, 0] * f[:, 0])
+        return (self.w * lv).sum()
+
+    def risk_and_grad(self, alpha: np.ndarray, B: np.ndarray):
+        torch = self.torch
+        a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+        b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
+        r = self.risk(a, b)
+        r.backward()
+        return float(r.detach()), a.grad.numpy().copy(), b.grad.numpy().copy()
+
+    def stepper(self, alpha: np.ndarray, B: np.ndarray):
+        """A function doing one training step (forward, backward, update) on leaf tensors it owns."""
+        torch = self.torch
+        a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+        b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
+
+        def step():
+            a.grad = b.grad = None
+            self.risk(a, b).backward()
+            with torch.no_grad():
+                a.sub_(LR * a.grad)
+                b.sub_(LR * b.grad)
+        step.tensors = (a, b)
+        return step
+
+
+def check_agreement(case: Case, tm: TorchModel, alpha: np.ndarray, B: np.ndarray) -> float:
+    """Largest relative difference between the engine's and PyTorch's risk and gradients at (alpha, B) of
+    one run; raises AssertionError above AGREE_TOL (the timings would compare different computations)."""
+    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+    rt, gat, gBt = tm.risk_and_grad(alpha, B)
+    return _agreement("PyTorch", case, (r[0], ga[0], gB[0]), (rt, gat, gBt), (rt, gat, gBt))
+
+
+def _agreement(other: str, case: Case, ours, theirs, scale) -> float:
+    """Largest relative difference of (risk, alpha gradient, B gradient) between the engine's `ours` and
+    `theirs`, each relative to the size of `scale`; raises AssertionError above AGREE_TOL."""
+    errs = [float(np.abs(np.asarray(a) - b).max() / max(np.abs(np.asarray(c)).max(), 1e-300))
+            for a, b, c in zip(ours, theirs, scale)]
+    worst = max(errs)
+    if not worst <= AGREE_TOL:
+        raise AssertionError(f"{other} and the engine disagree on {case.row} at d = {case.d}: relative "
+                             f"differences risk {errs[0]:.2e}, alpha grad {errs[1]:.2e}, B grad {errs[2]:.2e} "
+                             f"(tolerance {AGREE_TOL:g})")
+    return worst
+
+
+# ------------------------------------------------------------------------------------------------ compiled kernel
+
+
+def compiled_case(case: Case) -> E.Tokens | None:
+    """The case's batch in the layout of the compiled kernel (``table1 --kernel compiled``), or None where the
+    kernel does not apply (bags, dense rows) or numba is absent."""
+    if case.tb.layout != "rows" or not KN.available():
+        return None
+    tbc = E.from_batch(case.batch, "compiled")
+    return tbc if E._onehot(tbc) is not None else None
+
+
+def readout_products(case: Case):
+    """The three dense products of one run's step at the case's sizes, for each of its H heads (f_h = xbar_h B_h,
+    dB_h = xbar_h^T g, U_h = g B_h^T, with xbar (H, N_ne, D), B (H, D, K), g (N_ne, K)), batched over the heads
+    as the engine does: the BLAS part of a rows-layout step, which both kernels call, timed alone."""
+    tb = case.tb
+    N_ne, (H, D, K) = len(tb.starts), TK.model_shape(case.task, case.d, case.heads)
+    rng = np.random.default_rng(0)
+    xbar, B, g = rng.random((H, N_ne, D)), rng.random((H, D, K)), rng.random((N_ne, K))
+
+    def products():
+        xbar @ B
+        xbar.transpose(0, 2, 1) @ g
+        g @ B.transpose(0, 2, 1)
+    return products
+
+
+def check_compiled(case: Case, tbc: E.Tokens, alpha: np.ndarray, B: np.ndarray) -> float:
+    """Largest relative difference between the numpy and the compiled kernel's risk and gradients at (alpha,
+    B) of one run; raises AssertionError above AGREE_TOL."""
+    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+    rc, gac, gBc, _ = E.risk_and_grad(alpha[None], B[None], tbc, case.loss)
+    return _agreement("the compiled kernel", case, (r[0], ga[0], gB[0]), (rc[0], gac[0], gBc[0]), (r[0], ga, gB))
+
+
+# ------------------------------------------------------------------------------------------------ numpy paths
+
+
+def _same_bits(a, b) -> bool:
+    """Whether a and b (arrays, sparse matrices, scalars or None) hold the same values bit for bit, in the same
+    dtype, shape and (sparse) layout."""
+    if a is None or b is None:
+        return a is None and b is None
+    if sp.issparse(a) or sp.issparse(b):
+        if not (sp.issparse(a) and sp.issparse(b)) or a.format != b.format or a.shape != b.shape:
+            return False
+        a, b = sp.csr_matrix(a), sp.csr_matrix(b)
+        return all(_same_bits(x, y) for x, y in ((a.indptr, b.indptr), (a.indices, b.indices), (a.data, b.data)))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def check_numpy_paths(case: Case, alpha: np.ndarray, B: np.ndarray) -> None:
+    """Raises AssertionError unless the default kernel's risk, gradients and outputs at (alpha, B) of one run, and
+    (sampled rows) the batch of step 1 and its engine layout, have the same bits with the numba loops as with
+    them switched off (``kernels.numpy_paths``), as the engine promises: otherwise the two timings would compare
+    different computations."""
+    layout = ("counts", "mult", "starts", "seg", "nonempty", "rows")
+
+    def work():
+        out = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+        if case.sampler is not None:
+            b, tb = case.sampler(1)
+            out += (b.m, b.y, b.labels, b.extra.get("n"), *(getattr(tb, f) for f in layout))
+        return out
+
+    names = ("risk", "alpha grad", "B grad", "outputs", "batch counts", "batch targets", "batch labels",
+             "batch lengths", *(f"layout's {f}" for f in layout))
+    loops = work()
+    with KN.numpy_paths():
+        plain = work()
+    differ = [n for n, a, b in zip(names, loops, plain) if not _same_bits(a, b)]
+    if differ or len(loops) != len(plain):
+        raise AssertionError(f"the default kernel with and without its numba loops differs on {case.row} at "
+                             f"d = {case.d}: {', '.join(differ)} not bit for bit the same")
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, memory: bool = True,
+          min_seconds: float = MIN_REPEAT_SECONDS, gemm_n: int = 1000) -> dict:
+    """Measure every row at every d (see the module doc); returns a JSON-ready dict."""
+    def clock(fn, repeats):
+        return timed(fn, repeats, min_seconds)
+
+    cfg = Config()
+    out = {"ds": list(ds), "repeats": repeats, "runs": RUNS, "batch": cfg.batch, "mass_tol": cfg.mass_tol,
+           "len_tol": cfg.len_tol, "torch": None, "rows": {}, "load": [_load()],
+           # the allocator setting of the processes that train Table 1's rows and the sweep's units: without
+           # it, how fast the exact rows step depends on what this process allocated before them
+           "heap_setting": E.keep_temporaries_on_heap()}
+    if use_torch and torch_available():
+        import torch
+        torch.set_num_threads(1)
+        out["torch"] = torch.__version__
+    with threadpool_limits(limits=1):
+        out["dgemm_gflops_1thread_wall"], out["dgemm_gflops_1thread"] = dgemm_rate(gemm_n)
+    # BLAS's default: one thread a core this process may run on, set explicitly (``occ-companion`` loads numpy on
+    # one thread)
+    default_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with threadpool_limits(limits=default_threads, user_api="blas"):
+        out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
+    out["gemm_n"] = gemm_n
+    out["blas_default_threads"] = default_threads
+    for row, task, heads in rows:
+        res = out["rows"].setdefault(row, {})
+        for d in ds:
+            if d < TK.MIN_D[task]:
+                continue
+            with threadpool_limits(limits=1):
+                t = time.process_time()
+                case = make_case(row, task, heads, d, Config())
+                build_cpu = time.process_time() - t
+                H, D, K = TK.model_shape(task, d, heads)
+                a1, B1 = initial(case, 1)
+                a8, B8 = initial(case, RUNS)
+                *e1, rate = timed_beside_dgemm(lambda: engine_step(a1, B1, case.tb, case.loss), repeats,
+                                               min_seconds, gemm_n)
+                e1 = tuple(e1)
+                e8 = clock(lambda: engine_step(a8, B8, case.tb, case.loss), repeats)
+                e8 = (e8[0] / RUNS, e8[1] / RUNS)
+                rec = {"engine_1": e1, "engine_8": e8, "flops": flop_count(case.tb, H, K),
+                       "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
+                       "build_cpu": build_cpu if case.exact else None,
+                       "sampler": None if case.exact else sampler_timed(case, repeats)}
+                # the same step and draws with the numba loops switched off, just after: what numba gains on the
+                # default path (the same bits, checked first)
+                a0, B0 = initial(case, 1, seed=2)
+                check_numpy_paths(case, a0[0], B0[0])
+                n1 = (a1.copy(), B1.copy())
+                rec["numba"] = with_and_without_loops(lambda: engine_step(*n1, case.tb, case.loss), case, repeats,
+                                                      min_seconds)
+                rec["dgemm_gflops_beside"] = rate
+                rec["flop_seconds"] = rec["flops"] / (rate * 1e9)
+                tbc = compiled_case(case)
+                if tbc is not None:
+                    a0, B0 = initial(case, 1, seed=2)
+                    rec["compiled_agreement"] = check_compiled(case, tbc, a0[0], B0[0])
+                    c1, c8 = (a1.copy(), B1.copy()), (a8.copy(), B8.copy())
+                    *c1t, crate = timed_beside_dgemm(lambda: engine_step(*c1, tbc, case.loss), repeats,
+                                                     min_seconds, gemm_n)
+                    rec["compiled_1"] = tuple(c1t)
+                    # its own bound, at the dgemm rate beside its own repeats (the machine's rate moves)
+                    rec["compiled_dgemm_beside"] = crate
+                    rec["compiled_flop_seconds"] = rec["flops"] / (crate * 1e9)
+                    t8 = clock(lambda: engine_step(*c8, tbc, case.loss), repeats)
+                    rec["compiled_8"] = (t8[0] / RUNS, t8[1] / RUNS)
+                    rec["readout_products"] = clock(readout_products(case), repeats)
+                if out["torch"]:
+                    a0, B0 = initial(case, 1, seed=2)
+                    tm = TorchModel(case.batch, case.loss, heads, D, K)
+                    rec["agreement"] = check_agreement(case, tm, a0[0], B0[0])
+                    rec["torch"] = clock(tm.stepper(a0[0], B0[0]), repeats)
+            res[d] = rec
+            if progress:
+                progress(f"{row} d={d}: engine {e1[0] * 1e3:.3f} ms")
+    # seeds in one array program against one call per seed (what the runner does)
+    out["seeds"] = {}
+    for row, task, heads in rows:
+        if (row, task, heads) in SEED_ROWS:
+            for d in ds:
+                if d >= TK.MIN_D[task]:
+                    with threadpool_limits(limits=1):
+                        got = [seeds_in_one_program(task, heads, d, n, repeats, min_seconds) for n in SEED_RUNS]
+                        if None not in got:
+                            out["seeds"].setdefault(row, {})[d] = got
+    # ICL's step beside its parts, and every rows-loops row's step beside the same step on a small batch
+    out["parts"], out["fixed_share"] = {}, {}
+    for row, task, heads in rows:
+        if (row, task, heads) in SEED_ROWS:
+            for d in ds:
+                if d in out["rows"].get(row, {}):
+                    with threadpool_limits(limits=1):
+                        case = make_case(row, task, heads, d, Config())
+                        if task == "ICL":
+                            got = step_parts(case, repeats, min_seconds)
+                            if got is not None:
+                                out["parts"][d] = got
+                        if E._rows_loops(case.tb) is not None:
+                            out["fixed_share"].setdefault(row, {})[d] = [
+                                fixed_share(case, n, repeats, min_seconds) for n in SHARE_RUNS]
+    # two-head AND on its population by the integral, beside its sampled row
+    out["and_integral"] = {}
+    if any(r[1:] == ("AND", 2) for r in rows):
+        for d in ds:
+            with threadpool_limits(limits=1):
+                out["and_integral"][d] = [integral_step(d, n, repeats, min_seconds, t1) for t1 in (False, True)
+                                          for n in (1, RUNS)]
+    # memory across d (for its growth), data + one step, every row
+    if memory:
+        for row, task, heads in rows:
+            for d in ds:
+                if d in out["rows"][row]:
+                    with threadpool_limits(limits=1):
+                        out["rows"][row][d]["peak_bytes"] = peak_memory(row, task, heads, d, Config())
+    # one ICL step under BLAS's default threads (the setting not to time with)
+    icl_d = ds[0]
+    case = make_case("ICL", "ICL", 1, icl_d, Config())
+    a1, B1 = initial(case, 1)
+    with threadpool_limits(limits=default_threads, user_api="blas"):
+        out["icl_default_threads"] = {"d": icl_d, "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss),
+                                                                 repeats)}
+    with threadpool_limits(limits=1):
+        out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
+                                                           repeats)
+    # the ICL step's fixed cost: at d = FIXED_COST_D the arithmetic is negligible (a few kFLOP), so its time is
+    # that of the step's numpy and scipy calls, which every d pays
+    with threadpool_limits(limits=1):
+        case = make_case("ICL", "ICL", 1, FIXED_COST_D, Config())
+        a1, B1 = initial(case, 1)
+        K = TK.model_shape("ICL", FIXED_COST_D, 1)[2]
+        out["icl_fixed_cost"] = {"d": FIXED_COST_D, "flops": flop_count(case.tb, 1, K),
+                                 "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)}
+        tbc = compiled_case(case)
+        if tbc is not None:
+            c1 = (a1.copy(), B1.copy())
+            out["icl_fixed_cost"]["time_compiled"] = clock(lambda: engine_step(*c1, tbc, case.loss), repeats)
+    out["load"].append(_load())
+    return out
+
+
+FIXED_COST_D = 4
+"""The alphabet size at which the benchmark times the ICL step's fixed cost (its calls, not its arithmetic)."""
+
+
+def _x(ratio: float) -> str:
+    """A ratio of timings with the two significant digits a shared machine's medians support (4427.5 is
+    4400x, 2.74 is 2.7x, 0.346 is 0.35x)."""
+    r = float(f"{ratio:.2g}")
+    return f"{r:.0f}x" if r >= 10 else f"{r:.1f}x" if r >= 1 else f"{r:.2g}x"
+
+
+def _x_near(ratio: float, limit: float) -> str:
+    """``_x``, with a third digit within 5 % of a target's ``limit`` (3.04 is "3.04x", not a "3.0x" marked
+    as missing the 3x target)."""
+    return f"{ratio:.3g}x" if abs(ratio / limit - 1) < 0.05 else _x(ratio)
+
+
+def fixed_cost_text(res: dict) -> str | None:
+    """The sentence that compares the ICL step's fixed cost with 3x the FLOP bound at each d (None when the
+    result has no fixed-cost measurement or no ICL row)."""
+    fc, icl = res.get("icl_fixed_cost"), res["rows"].get("ICL", {})
+    if fc is None or not icl:
+        return None
+    cost = fc["time"][1]
+    comp = fc.get("time_compiled", (None, None))[1]
+
+    def part(d, r):
+        text = (f"d = {d}: 3x the bound is {_ms(3 * r['flop_seconds'])} ms, the fixed cost alone "
+                f"{_x(cost / r['flop_seconds'])} the bound")
+        return text + (f" ({_x(comp / r['flop_seconds'])} with the compiled kernel)" if comp else "")
+    arith = fc["flops"] / (res["dgemm_gflops_1thread"] * 1e9)
+    return (f"The ICL step's fixed cost: at d = {fc['d']} ({fc['flops']:.3g} FLOPs, {arith * 1e6:.2g} us at the "
+            f"dgemm rate) one engine step takes {_ms(cost)} ms CPU"
+            + (f" ({_ms(comp)} ms with the compiled kernel)" if comp else "")
+            + ", the time of its numpy, scipy (and compiled) calls, which the step pays at every d. "
+            + "; ".join(part(d, r) for d, r in sorted(icl.items())) + ". Where the fixed cost alone is near or "
+            "above 3x the bound, no rearrangement of the same calls can meet that target.")
+
+
+def parts_text(res: dict) -> list[str]:
+    """The section on ICL's step beside its parts (``step_parts``), against the FLOP bound of the row's
+    ``engine x1`` at each d; [] without the measurement."""
+    parts, icl = res.get("parts") or {}, res["rows"].get("ICL", {})
+    got = [(d, p, icl[d]["flop_seconds"]) for d, p in sorted(parts.items()) if d in icl]
+    if not got:
+        return []
+    L = ["## ICL's step, part by part (the default kernel)", "",
+         "One run's step beside three of its parts, each timed alone, the four alternately, repeat by repeat "
+         "(`step_parts`): `exp`, numpy's exponential of the step's M shifted scores (one a token row); `products`, "
+         "the three readout products (as in the compiled kernel's table); `loops`, the three rows loops (the "
+         "shifted scores, the normalisation and scatter after a copy of the M exponentials they overwrite, the "
+         "score gradient). The default kernel takes its exponentials from numpy and its products from BLAS, and its "
+         "loops replay numpy's and scipy's operations in their order: an arrangement of its step that keeps "
+         "those calls pays `exp + products`, and loops that keep that order (one that replayed numpy's exp or "
+         "BLAS's order in its own code would still pay the M exponentials); `rest`: the step less the three "
+         "parts (the loss, f . g, the update, and every call's own cost; the loops' copy of the exponentials "
+         "is counted in `loops`). Ratios to the row's FLOP bound above (at the dgemm "
+         "rate beside its `engine x1`, an earlier moment of the run). CPU / wall medians in ms.", "",
+         "| d | M | step CPU / wall | exp | products | loops | rest (CPU) | exp + products / bound | "
+         "exp + products + loops / bound | step / bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+    missed = []
+    for d, p, fb in got:
+        st, ex, pr, lo = (p[k][1] for k in ("step", "exp", "products", "loops"))
+        rest = st - ex - pr - lo
+        L.append(f"| {d} | {p['M']} | {_cw(p['step'])} | {_cw(p['exp'])} | {_cw(p['products'])} | {_cw(p['loops'])} | "
+                 f"{_ms(rest)} | {_x((ex + pr) / fb)} | {_x((ex + pr + lo) / fb)} | {_x(st / fb)} |")
+        if st > 3 * fb:  # the target missed here: what is left of 3x the bound beside what cannot move
+            left = 3 * fb - ex - pr
+            room = (f"which leaves {_ms(left)} ms within 3x the bound for the loops, the loss, the update and every "
+                    "call's own cost" if left > 0 else "more than 3x the bound by themselves")
+            missed += ["", f"At d = {d} the step takes {_x(st / fb)} the bound. numpy's exponential and the products "
+                       f"take {_x((ex + pr) / fb)}, {room}; these loops alone take {_ms(lo)} ms and the rest "
+                       f"{_ms(rest)} ms."]
+    return L + missed
+
+
+def fixed_share_text(res: dict) -> list[str]:
+    """The section on each rows-loops row's step beside the same step on a small batch (``fixed_share``); []
+    without the measurement."""
+    if not res.get("fixed_share"):
+        return []
+    L = ["## The step's fixed cost in a bank of runs", "",
+         "The runner steps a bank of runs with one call (a sweep's seed unit: 1 run; Table 1's reported seeds: 4, "
+         "one per plan; a step-size search round: 16). `small batch`: the same step, from the same parameters, on "
+         f"a batch of {SMALL_STRINGS} strings of the row's task and d that takes the same path (`step_path`: the "
+         "rows loops, every string non-empty; `rows`: its token rows). In one chunk of runs (`engine._chunk`; "
+         "`chunks`: the row's batch's) it makes the step's calls with little arithmetic; in several, it steps "
+         "the runs in slices of the row's chunk, which makes as many calls or more, though not the same ones "
+         "(an update a slice in place of the chunks' concatenations). Its time bounds from above what a step "
+         "pays for its calls, the Python interpreter's part among them, so `at most` (small batch / step) "
+         "bounds that part's share of the step. The bound is loose where the small step still does real "
+         "arithmetic: every run's update and dB work on its D x K readout whatever the batch, and at large d two "
+         "strings have many token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
+         "all the runs).", "",
+         "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
+         "|---|---|---|---|---|---|---|---|"]
+    for row, d, x in _each(res["fixed_share"]):
+        L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
+                 f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
+    return L
+
+
+def _load() -> float | None:
+    """The 1-minute load average (None where the system has none): other processes on a shared machine slow
+    the small operations of a step (cache, memory bandwidth) more than the dgemm rate of the FLOP bound."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def targets(res: dict) -> list[dict]:
+    """The issue's targets, each with its measured value and whether it is met."""
+    ds = res["ds"]
+    rows = res["rows"]
+    out = []
+    d0 = ds[0]
+    if res["torch"]:
+        for row, r in rows.items():
+            if d0 in r and "torch" in r[d0]:
+                e, t = r[d0]["engine_1"][1], r[d0]["torch"][1]
+                out.append({"target": f"{row}: engine per step <= PyTorch at d = {d0} (CPU)",
+                            "value": f"{e * 1e3:.3g} ms vs {t * 1e3:.3g} ms (ratio {e / t:.2f})", "met": e <= t,
+                            "row": row, "d": d0})
+    for d in ds:
+        r = rows.get("ICL", {}).get(d)
+        if r:
+            ratio = r["engine_1"][1] / r["flop_seconds"]
+            out.append({"target": f"ICL at d = {d}: within 3x of the FLOP bound (CPU, default numpy kernel)",
+                        "value": _x_near(ratio, 3), "met": ratio <= 3, "row": "ICL", "d": d})
+            if "compiled_1" in r:
+                ratio = r["compiled_1"][1] / r["compiled_flop_seconds"]
+                ratio8 = r["compiled_8"][1] / r["compiled_flop_seconds"]
+                out.append({"target": f"ICL at d = {d}: within 3x of the FLOP bound (CPU, compiled kernel)",
+                            "value": f"{_x_near(ratio, 3)} (8 runs at once: {_x(ratio8)} per run)", "met": ratio <= 3,
+                            "row": "ICL", "d": d, "kernel": "compiled"})
+    if 200 in ds and 200 in rows.get("ICL", {}):
+        r = rows["ICL"][200]
+        tot = r["engine_1"][1] + r["sampler"][1]
+        out.append({"target": "ICL at d = 200: under 10 ms per step (CPU, engine)",
+                    "value": f"{r['engine_1'][1] * 1e3:.3g} ms (with the sampler {tot * 1e3:.3g} ms)",
+                    "met": r["engine_1"][1] < 0.01, "row": "ICL", "d": 200})
+    for row, r in rows.items():
+        dd = [d for d in ds if d in r]
+        for key, name in (("engine_1", "step"), ("peak_bytes", "memory")):
+            vals = [(r[d][key][1] if key == "engine_1" else r[d].get(key)) for d in dd]
+            k = fit_exponent(dd, vals)
+            if k is not None:
+                out.append({"target": f"{row}: {name} grows no faster than d^2", "value": f"d^{k:.2f}",
+                            "met": k <= 2, "row": row, "d": max(dd)})
+    return out
+
+
+def _code(line: str) -> str:
+    """A source line for a Markdown table cell: without its comment, at most 90 characters, pipes escaped."""
+    return line.split("  #")[0].strip()[:90].replace("|", "\\|")
+
+
+def _each(by_row: dict):
+    """(row, d, x) of every measurement x of a result {row: {d: [x, ...]}}, in its order."""
+    for row, by_d in by_row.items():
+        for d, xs in by_d.items():
+            for x in xs:
+                yield row, d, x
+
+
+def _cw(t) -> str:
+    """A (wall, CPU) pair of medians in seconds as "CPU / wall" in ms."""
+    return f"{_ms(t[1])} / {_ms(t[0])}"
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x * 1e3:.3g}"
+
+
+def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, float], lines: dict | None = None) -> str:
+    ds = res["ds"]
+    L = ["# Benchmark of the Table 1 engine", "",
+         f"Generated by `python3 -m numerics.bench.engine` on "
+         f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
+         f"{platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}, "
+         f"PyTorch {res['torch'] or 'absent'}, {os.cpu_count()} cores (shared); the run took "
+         f"{seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU"
+         + (f", at a load average (1 min) of {res['load'][0]:.1f} at its start and {res['load'][-1]:.1f} at its end"
+            if res.get("load") and None not in res["load"] else "") + ".", "",
+         "One training step = risk and gradients of every run on one batch, then a gradient-descent update. "
+         "Exact rows (occurrence, OR, AND (H=1)) step on the whole population of count classes "
+         f"(left-out mass {res['mass_tol']:g}, lengths to tail {res['len_tol']:g}; OR and AND in their "
+         "a/b-symmetric reduction), as `runner.make_data` builds them; sampled rows on a mini-batch of "
+         f"{res['batch']} strings. Every time is the median over {res['repeats']} repeats, in ms per run-step, "
+         "CPU / wall, with BLAS on one thread. `engine x8` is one step of 8 runs at once divided by 8. "
+         "PyTorch: `numerics.bench.engine.TorchModel` (float64, one thread, autograd), checked against the "
+         f"engine to a relative {AGREE_TOL:g} on risk and gradients before timing (`agree`: the largest "
+         "difference found). `FLOP bound`: `flop_count` (below) at the one-thread dgemm rate measured beside the "
+         "row (a dgemm after each repeat of `engine x1`, median CPU rate; `dgemm beside` in GFLOP/s), so "
+         "`engine / bound` compares the two at the same moment of the shared machine; `sampler`: drawing one "
+         "batch and its engine layout, paid once per step by the sampled rows. "
+         + ("The benchmark's process keeps its temporaries on the heap, as the processes that train Table 1's rows "
+            "and the sweep's units do (`engine.keep_temporaries_on_heap`)." if res.get("heap_setting") else
+            "glibc's allocator setting (`engine.keep_temporaries_on_heap`) was not available: the exact rows' "
+            "temporaries may be mapped afresh at every step, as they would be in a Table 1 row on this machine."),
+         "",
+         f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
+         f"by CPU time at the start of the run ({res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
+         f"{res['dgemm_gflops_default']:.1f} GFLOP/s by wall time with BLAS's default {res['blas_default_threads']} "
+         "threads (one a core, set for the measurement). "
+         f"One ICL engine step at d = {res['icl_default_threads']['d']}: "
+         f"{_ms(res['icl_default_threads']['time'][1])} ms CPU / {_ms(res['icl_default_threads']['time'][0])} ms "
+         f"wall with the default threads, {_ms(res['icl_default_threads']['time_1thread'][1])} / "
+         f"{_ms(res['icl_default_threads']['time_1thread'][0])} ms on one thread.", ""]
+    if not res["torch"]:
+        L += ["**PyTorch is not installed: its column is skipped** (`pip install -e \".[bench]\"`).", ""]
+    L += ["## Per step", "",
+          "| row | d | layout | N | engine x1 CPU / wall | engine x8 CPU / wall | PyTorch CPU / wall | "
+          "engine / PyTorch (CPU) | agree | FLOPs | dgemm beside | FLOP bound | engine / bound | sampler CPU / wall |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row, r in res["rows"].items():
+        for d in ds:
+            if d not in r:
+                continue
+            x = r[d]
+            e1, e8 = x["engine_1"], x["engine_8"]
+            tt = x.get("torch")
+            L.append(f"| {row} | {d} | {x['layout']} | {x['N']} | {_ms(e1[1])} / {_ms(e1[0])} | "
+                     f"{_ms(e8[1])} / {_ms(e8[0])} | "
+                     + (f"{_ms(tt[1])} / {_ms(tt[0])} | {e1[1] / tt[1]:.2f} | {x['agreement']:.0e} | "
+                        if tt else "- | - | - | ")
+                     + f"{x['flops']:.3g} | {x['dgemm_gflops_beside']:.1f} | {_ms(x['flop_seconds'])} | "
+                     f"{_x(e1[1] / x['flop_seconds'])} | "
+                     + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
+                        f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
+    plain = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "numba" in r[d]]
+    if plain:
+        L += ["", "## What numba gains on the default kernel", "",
+              "The default numpy kernel takes numba loops where numba runs (`kernels.usable`): the bag "
+              "layout's forward pass for two token types and one output (the exact rows); the rows layout's "
+              "passes over one-hot token rows (ICL, two-head AND: the scores less each string's maximum, then, "
+              "after numpy's own exponential, the normalisation and the mean tokens; the attention gradient); the "
+              "bag layout's score gradient from its pairs of types, summed in one einsum (even pairs); the "
+              "squared loss's terms (one output: every row but ICL; several: ICL); the ICL sampler's rounds "
+              "and count matrix; and the gather of a sparse table's rows into a sampled batch's layout (ICL, "
+              "two-head AND). Each does numpy's (or scipy's) "
+              "operations in numpy's order, so the results are the same bits. `numpy only` is the same step of one "
+              "run on the same batch (and the sampler on the same draws) with those loops switched off "
+              "(`kernels.numpy_paths`: the default kernel as it runs without numba); the two are timed "
+              "alternately, repeat by repeat, by the same clock (`with_and_without_loops`; the sampler draws a "
+              "fresh step each way, just after an untimed draw, the arms' order swapped every repeat), CPU and "
+              "wall medians over the table above's number of repeats in ms per run-step, gains by CPU (so `with "
+              "the loops` need not equal that table's `engine x1`, timed beside a dgemm); before timing, the risk, "
+              "gradients and outputs of one step (and the batch of one draw and its layout) are checked to be the "
+              "same bits with and without. "
+              "`gain`: numpy only / with the loops; "
+              "`step + sampler`: the gain on what a sampled row pays per step. ICL's sampler takes loops in its "
+              "draws and its layout, two-head AND's in its layout only; the other samplers' gains (SLR, even "
+              "pairs) compare the same code twice and show how far this shared machine's medians move between "
+              "two measurements.", "",
+              "| row | d | engine x1 with the loops CPU / wall | numpy only CPU / wall | gain | sampler with the loops "
+              "CPU / wall | numpy only CPU / wall | gain | step + sampler gain |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for row, d, x in plain:
+            nb = x["numba"]
+            e, n = nb["with_1"][1], nb["without_1"][1]
+            s, sn = (nb["with_sampler"] or (None, None))[1], (nb["without_sampler"] or (None, None))[1]
+            L.append(f"| {row} | {d} | {_cw(nb['with_1'])} | {_cw(nb['without_1'])} | {_x(n / e)} | "
+                     + (f"{_cw(nb['with_sampler'])} | {_cw(nb['without_sampler'])} | {_x(sn / s)} | "
+                        f"{_x((n + sn) / (e + s))} |" if s is not None else "- | - | - | - |"))
+    comp = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "compiled_1" in r[d]]
+    if comp:
+        L += ["", "## The compiled kernel (`table1 --kernel compiled`)", "",
+              "The engine's option for one-hot token rows (ICL, two-head AND): two compiled passes over the rows "
+              "(numba, `numerics/experiments/kernels.py`), each row's exponentiated score a product of "
+              "per-coordinate exponentials, the squared loss in a third loop over the outputs, the three readout "
+              "products left to BLAS. It rounds differently from "
+              f"the default numpy kernel (relative differences `agree`, checked to {AGREE_TOL:g} before timing), "
+              "so the default stays numpy, the kernel of the committed Table 1, sweep and scope results (bit for "
+              "bit). CPU and wall medians in ms per run-step, measured just after the numpy kernel's; ratios by "
+              "CPU. `FLOP bound`: the row's `flop_count` at the dgemm rate timed beside the compiled x1 repeats "
+              "(the numpy kernel's ratios are in the table above, at the rate beside its own). `readout products`: "
+              "the step's three dense products (xbar B, xbar^T g, g B^T for one run and each head, "
+              "`readout_products`) timed alone, the part of the step both kernels leave to BLAS.", "",
+              "| row | d | numpy x1 CPU / wall | compiled x1 CPU / wall | compiled / numpy | numpy x8 CPU / wall | "
+              "compiled x8 CPU / wall | FLOP bound | compiled x1 / bound | compiled x8 / bound | readout products "
+              "CPU / wall | readout products / bound | agree |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row, d, x in comp:
+            e1, e8, c1, c8, fb = (x["engine_1"][1], x["engine_8"][1], x["compiled_1"][1], x["compiled_8"][1],
+                                  x["compiled_flop_seconds"])
+            rp = x["readout_products"][1]
+            L.append(f"| {row} | {d} | {_cw(x['engine_1'])} | {_cw(x['compiled_1'])} | {c1 / e1:.2f} | "
+                     f"{_cw(x['engine_8'])} | {_cw(x['compiled_8'])} | {_ms(fb)} | "
+                     f"{_x(c1 / fb)} | {_x(c8 / fb)} | {_cw(x['readout_products'])} | {_x(rp / fb)} | "
+                     f"{x['compiled_agreement']:.0e} |")
+    if res.get("seeds"):
+        some = next(iter(next(iter(res["seeds"].values())).values()))[0]
+        L += ["", "## Seeds in one program", "",
+              f"The runner trains each seed in its own bank: one `risk_and_grad` call per seed and step, the seed's "
+              f"runs (step sizes, plans) in it. `one program` advances the {some['seeds']} seeds' runs together "
+              "(`engine.grouped_risk_and_grad`: their batches stacked, every product of the rows layout over all "
+              "of them), checked to give the same bits as one call per seed before it is timed. Every seed has "
+              "the same number of runs here, so nothing is padded: in a bank, runs stop at different times and "
+              "the program pads the smaller groups with runs at zero, so this is its best case. Risks and gradients only (no update), from batches without their "
+              "operators (each step builds them for its fresh batches, either way); the arms timed alternately, "
+              "repeat by repeat; CPU medians in ms per run-step. `runs per seed`: 1 as in a sweep's seed unit, 4 "
+              "as in Table 1's reported seeds (one run per plan), 16 as in a step-size search round. "
+              "`gain`: one call per seed / one program (above 1: the program is faster).", "",
+              "| row | d | runs per seed | one call per seed CPU / wall | one program CPU / wall | gain (CPU) |",
+              "|---|---|---|---|---|---|"]
+        for row, d, x in _each(res["seeds"]):
+            ps, st = x["per_seed"], x["stacked"]
+            L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
+                     f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
+    parts = parts_text(res)
+    if parts:
+        L += ["", *parts]
+    share = fixed_share_text(res)
+    if share:
+        L += ["", *share]
+    if res.get("and_integral"):
+        L += ["", "## Two-head AND on its exact population (`table1 --and-heads-data integral`)", "",
+              "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "
+              "`engine.risk_and_grad`, then the update), per run-step, for one run and for "
+              f"{RUNS} runs at once (the integral takes the runs one at a time, so the two differ only by the "
+              "calls around it), beside the sampled row's step (`engine x1`, `engine x8`) plus its sampler from the "
+              "table above. Two kinds of parameters: `any` (those of `initial`, different on every symbol: the "
+              "sums run over all d symbols) and `Table 1's` (the same with every unmarked symbol given one "
+              "value, as a Table 1 row's parameters stay: the sums run over three classes, whatever d). "
+              "`nodes`: of each one-dimensional integral at the first run's parameters (the cross-head term takes "
+              "their square); these parameters are of scale 0.3, and every unit by which a head's scores spread "
+              "adds five nodes (a trained run's cost grows with its spread). The two kinds and the sampled step "
+              "are timed at different moments, with no dgemm beside them: read the ratios to about 30 % on this "
+              "shared machine. The integral's risk and gradient are the "
+              "population's to rounding (tests/test_and_integral.py), the sampled step's a mini-batch's: the "
+              "ratio is what exactness costs a step, not the same work done faster or slower. A bank of runs "
+              f"(a step-size search round, a seed's plans) shares the sampled row's batch: with {RUNS} runs, "
+              f"each pays `engine x{RUNS}` and an {RUNS}th of the sampler, while the integral is paid in full "
+              "by every run.", "",
+              f"| d | nodes | any x1 CPU / wall | any x{RUNS} CPU / wall | Table 1's x1 CPU / wall | Table 1's "
+              f"x{RUNS} CPU / wall | sampled x1 + sampler (CPU) | sampled x{RUNS} + sampler / {RUNS} (CPU, per "
+              f"run) | Table 1's / sampled, 1 run | Table 1's / sampled, {RUNS} runs |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for d, (one, many, one_t, many_t) in res["and_integral"].items():
+            x = res["rows"].get("AND (H=2)", {}).get(d)
+            s1 = s8 = None
+            if x and x.get("sampler"):
+                s1, s8 = x["engine_1"][1] + x["sampler"][1], x["engine_8"][1] + x["sampler"][1] / RUNS
+            L.append(f"| {d} | {one['nodes']} | {_cw(one['time'])} | {_cw(many['time'])} | {_cw(one_t['time'])} | "
+                     f"{_cw(many_t['time'])} | {_ms(s1)} | {_ms(s8)} | "
+                     + (f"{_x(one_t['time'][1] / s1)} | {_x(many_t['time'][1] / s8)} |" if s1 else "- | - |"))
+    L += ["", "## Growth in d and memory", "",
+          f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
+          "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",
+          "| row | engine x1 | engine x8 | PyTorch | sampler | memory | "
+          + " | ".join(f"memory at d = {d}" for d in ds) + " |",
+          "|---|---|---|---|---|---|" + "---|" * len(ds)]
+    for row, r in res["rows"].items():
+        dd = [d for d in ds if d in r]
+
+        def k(f):
+            v = fit_exponent(dd, [f(r[d]) for d in dd])
+            return "-" if v is None else f"{v:.2f}"
+        L.append(f"| {row} | {k(lambda x: x['engine_1'][1])} | {k(lambda x: x['engine_8'][1])} | "
+                 f"{k(lambda x: x['torch'][1] if x.get('torch') else None)} | "
+                 f"{k(lambda x: x['sampler'][1] if x['sampler'] else None)} | {k(lambda x: x.get('peak_bytes'))} | "
+                 + " | ".join(f"{r[d]['peak_bytes'] / 2 ** 20:.1f} MB" if d in r and "peak_bytes" in r[d]
+                              else "-" for d in ds) + " |")
+    L += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    L += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |" for t in tg]
+    fixed = fixed_cost_text(res)
+    if fixed:
+        L += ["", fixed]
+    if profiles:
+        L += ["", "## Where the time goes (cProfile, 20 engine steps of one run, top functions by own time)", ""]
+        for (row, d), top in profiles.items():
+            L.append(f"- {row}, d = {d}: " + "; ".join(f"`{w}` {s:.0%} own, {c:.0%} cumulative"
+                                                         for w, s, c in top))
+    for (row, d), top in (lines or {}).items():
+        L += ["", f"### {row} at d = {d}, line by line (`engine.py`, median over 100 calls of `risk_and_grad`, "
+              "wall time under tracing)", "", "| line | code | us per call | share |", "|---|---|---|---|"]
+        L += [f"| {ln} | `{_code(code)}` | {t * 1e6:.1f} | {sh:.0%} |" for ln, code, t, sh in top]
+    L += ["", "## The operation count", "", flop_count.__doc__.split("\n\n")[0].strip().replace("\n    ", " "),
+          "", "```", "\n".join(line.strip() for line in flop_count.__doc__.splitlines()[2:]), "```", ""]
+    return "\n".join(L)
+
+
+SIZES = {"full": dict(ds=FULL_D, repeats=7),
+         "quick": dict(ds=QUICK_D, repeats=3, min_seconds=0.003, gemm_n=300),
+         "tiny": dict(ds=QUICK_D[:1], repeats=1, rows=ROWS[:1], memory=False, min_seconds=0.001, gemm_n=100)}
+"""The benchmark's sizes: the full one (docs/benchmarks_engine.md), ``quick`` (d = 5, 8, seconds) and ``tiny``
+(the occurrence row at d = 5, one repeat, no memory column: a smoke size for tests, its times mean nothing)."""
+
+
+def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
+    """Run the benchmark at ``size`` (a key of ``SIZES``), profile the rows that miss a target, and return the
+    Markdown page."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    opts = dict(SIZES[size])
+    ds, repeats = opts.pop("ds"), opts.pop("repeats")
+    res = bench(ds, repeats, use_torch=use_torch, progress=progress, **opts)
+    tg = targets(res)
+    profiles = {}
+    for t in tg:
+        name = t["row"] + (" (compiled kernel)" if t.get("kernel") == "compiled" else "")
+        if not t["met"] and (name, t["d"]) not in profiles and len(profiles) < 4:
+            row, task, heads = next(x for x in ROWS if x[0] == t["row"])
+            with threadpool_limits(limits=1):
+                case = make_case(row, task, heads, t["d"], Config())
+                tb = compiled_case(case) if t.get("kernel") == "compiled" else case.tb
+                a1, B1 = initial(case, 1)
+                profiles[(name, t["d"])] = profile_top(lambda: engine_step(a1, B1, tb, case.loss))
+    lines = {}
+    if size == "full":
+        for d in ds:
+            with threadpool_limits(limits=1):
+                case = make_case("ICL", "ICL", 1, d, Config())
+                a1, B1 = initial(case, 1)
+                lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), E.__file__)
+        with threadpool_limits(limits=1):
+            case = make_case("ICL", "ICL", 1, ds[0], Config())
+            tbc = compiled_case(case)
+            if tbc is not None:
+                a1, B1 = initial(case, 1)
+                lines[("ICL (compiled kernel)", ds[0])] = line_times(
+                    lambda: E.risk_and_grad(a1, B1, tbc, case.loss), E.__file__)
+    return render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0), lines)
+
+
+if __name__ == "__main__":  # python3 -m numerics.bench.engine ARGS is occ-companion benchmark-engine ARGS
+    import importlib
+
+    sys.exit(importlib.import_module("app.cli").entry(["benchmark-engine"]))
