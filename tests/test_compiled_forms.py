@@ -8,7 +8,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
-import theory  # isort: skip  (first: pins SymPy's ground types)
+import theory  # noqa: F401  # isort: skip  (first: pins SymPy's ground types)
 import pytest
 import sympy as sp
 
