@@ -1,9 +1,9 @@
 """The proof procedures of theory/proofs.py on false variants of their claims, each failing at the step in question.
 
 checks/test_proofs_all_d.py runs every procedure on its claim (PASS) and on one false variant (FAIL).  A step that
-no such variant reaches could be weakened unseen; mutmut's sample of the procedures' mutants (docs/mutation.md,
-"The proof procedures (a sample)") found such steps, and each test here reaches one.  Some steps guard against a
-derivation of theory.symbolic that is not what it is now (a P(y = -1) that is not a Moebius function of p, a risk
+no such variant reaches could be weakened unseen; mutmut's runs over the procedures' mutants (docs/mutation.md)
+found such steps, and each test here reaches one.  Some steps guard against a derivation of theory.symbolic that
+is not what it is now (a P(y = -1) that is not a Moebius function of p, a risk
 that is not a quadratic in beta): those tests replace the derivation, for the test only (``derived``), by a false
 or a different one and clear the proofs' caches before and after.
 
@@ -662,17 +662,17 @@ def test_alpha0_risk_coefficients_rebuild_the_symmetric_risk():
 
 
 # ----------------------------------------------------------------------------------------------
-# the record of the run (docs/mutation.md, "The rest of the proof procedures")
+# the record of mutmut's last run of the procedures (docs/mutation.md, "The record")
 
 
 def test_every_recorded_survivor_is_triaged_and_its_killing_test_exists():
-    """docs/mutation_procedures_rest.json: every survivor carries a verdict; a "killed" one names a test of this
+    """docs/data/mutation_procedures_rest.json: every survivor carries a verdict; a "killed" one names a test of this
     module and was killed when mutmut ran it again (exit code 1); an equivalent or text-only one survived that rerun
     (0) and carries its reason. No survivor is left open."""
     import json
     from pathlib import Path
 
-    record = json.loads((Path(__file__).parents[1] / "docs" / "mutation_procedures_rest.json").read_text())
+    record = json.loads((Path(__file__).parents[1] / "docs" / "data" / "mutation_procedures_rest.json").read_text())
     survivors = {k: v for k, v in record["mutants"].items() if v["status"] == "survived"}
     assert survivors and all("triage" in v for v in survivors.values())
     for name, v in survivors.items():
