@@ -37,8 +37,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         per_file[item.nodeid.split("::")[0]] = per_file.get(item.nodeid.split("::")[0], 0.0) + durations.get(item.nodeid, 0.0)
     items.sort(key=lambda item: (per_file[item.nodeid.split("::")[0]], durations.get(item.nodeid, 0.0)))
-    # a failing Hypothesis test of a mutant needs no minimal example: shrinking it (and explaining it) can cost a
-    # hundred times the test, and the test has failed either way, with the same examples drawn
+    # a failing Hypothesis test of a mutant needs no minimal example: shrinking it (and explaining it) can take
+    # far longer than the test, and the test has failed either way, with the same examples drawn
     from hypothesis import Phase
 
     for item in items:

@@ -49,9 +49,8 @@ if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") =
     # console script
     sys.excepthook = _uncaught_as_one_line
     if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREADS_VARIABLES):
-        # numpy's OpenBLAS starts its thread pool when it loads, and on this 2-core host the pool spins for
-        # about 0.1 CPU s that no command uses (the main job at d = 50: 0.59-0.64 CPU s with it, 0.48-0.50
-        # without, the same wall time; its products are 2 x 2 and a few d-vectors).  The variable is set only
+        # numpy's OpenBLAS starts its thread pool when it loads, and the pool's threads spin for CPU time that
+        # no command uses (the main job's products are 2 x 2 and a few d-vectors).  The variable is set only
         # while numpy loads: no process this program starts sees it (a worker forked from it, as table1's pool
         # on Linux, inherits the one-thread pool itself, and the experiments' workers run BLAS on one thread
         # anyway, by threadpoolctl), and scipy's own OpenBLAS, loaded later, is not affected.

@@ -41,7 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 and sets ``func`` (parsed options -> exit status).  A new command is one more line here."""
 
 PROG = "occ-companion"
-EXIT_USAGE = exitcodes.USAGE  # kept for callers of the old names
+EXIT_USAGE = exitcodes.USAGE  # this module's names of app.exitcodes' statuses
 EXIT_INTERRUPTED = exitcodes.INTERRUPTED
 TRACEBACK_ENV = exitcodes.TRACEBACK_ENV
 
@@ -251,8 +251,8 @@ def guarded(argv: Sequence[str]) -> int:
     command's status into 130, and prints nothing.
 
     Switching a handler to SIG_IGN races with a signal that arrives during the switch; Python then prints
-    "OSError: Signal 2 ignored due to race condition" with a traceback (found by the kill loop).  Such a
-    report is dropped here (``_after_command``), since ignoring the signal is what was asked.
+    "OSError: Signal 2 ignored due to race condition" with a traceback.  Such a report is dropped here
+    (``_after_command``), since ignoring the signal is what was asked.
 
     Meant as a process's last act (``entry``, the kill test's children): it leaves SIGINT and SIGTERM
     ignored and its own unraisable hook installed."""

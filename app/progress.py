@@ -14,8 +14,8 @@ from typing import Callable, Protocol, TextIO
 
 
 class _Silent:
-    """The bar of a disabled factory: tqdm is not imported (a fifth of a second of a short job's start-up
-    on a busy machine) when no bar is shown."""
+    """The bar of a disabled factory: tqdm is not imported when no bar is shown (its import is a visible
+    part of a short job's start-up)."""
 
     def update(self, n: int = 1) -> None:
         return None

@@ -2,7 +2,7 @@
 
 For a string of tokens with embeddings x_i in R^D (row i of ``X``), head h scores s_hi = alpha_h^T x_i,
 attends with w_hi = m_i e^{s_hi} / sum_j m_j e^{s_hj} and reads out f = sum_h B_h^T sum_i w_hi x_i in
-R^K (SPEC: "The experiment tasks").  ``m_i >= 0`` are multiplicities: a string can be given token by
+R^K (docs/setting.md, "The experiment tasks").  ``m_i >= 0`` are multiplicities: a string can be given token by
 token (m = 1, with m = 0 for padding) or as a bag of distinct tokens with their counts, which is how the
 exact series evaluates the population risk (the tokens are the parameter classes, m the counts).  A
 string with no tokens (all m = 0) has w = 0 and f = 0.
@@ -142,8 +142,8 @@ def _squared(f, y, ctx, out=None):
         return loss, r
     r = f - y
     sq = r * r
-    # numpy reduces a length-1 axis with one strided loop per row (slow): skip it for K = 1; otherwise
-    # ndarray.sum's own reduction (np.add.reduce) without its Python wrapper (a microsecond a call)
+    # numpy reduces a length-1 axis with one strided loop per row: skip it for K = 1; otherwise ndarray.sum's
+    # own reduction (np.add.reduce), the same sum, without the Python wrapper a per-step call would pay for
     return 0.5 * (sq[..., 0] if sq.shape[-1] == 1 else np.add.reduce(sq, axis=-1)), r
 
 
