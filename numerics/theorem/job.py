@@ -9,9 +9,6 @@ point: from the float series' error estimate when it decides, else (and always w
 from an arb enclosure, retried at doubled digits up to ``MAX_CERTIFY_DPS``.  It returns a
 ``JobResult``; writing and printing it are the caller's.  What happens along the way (the evaluator
 chosen, the regime, a diverged plan, the start of the certification) is told to a ``Listener``.
-
->>> float_verdict(1e-3, 1e-12, 2e-3)
-'PASS'
 """
 from __future__ import annotations
 
