@@ -29,8 +29,10 @@ from app.io import COMMITTED, OutputError
 from app.options import UsageError
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "app.commands.run",   # run
-    "app.commands.evaluate",  # finite, values, evaluate, latex, docs
+    "app.commands.run",       # run
+    "app.commands.finite",    # finite
+    "app.commands.evaluate",  # values, evaluate
+    "app.commands.docs",      # latex, docs
     "app.commands.prove",     # prove
     "app.commands.table1",    # table1
     "app.commands.sweep",     # sweep

@@ -277,7 +277,7 @@ def test_finite_time_estimate_follows_the_work_and_admits_one_seed_at_d_1000(cap
     import time
 
     import numerics.theorem.finite_sample as F
-    from app.commands import evaluate as C
+    from app.commands import finite as C
     t = time.process_time()
     assert main(["finite", "--d", "50", "--seeds", "1", "--quiet"]) == 0
     used = time.process_time() - t

@@ -178,3 +178,89 @@ def test_plain_log_ticks_label_an_axis_between_two_powers_of_ten(lo, hi, want):
     assert want <= labels and all(not t.startswith("$") for t in labels), labels
     if hi > 10 * lo:
         assert all(t.startswith("1") for t in labels), labels
+
+
+def test_job_options_and_results_are_frozen():
+    import dataclasses
+
+    from numerics.theorem import job
+
+    options = job.JobOptions()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.steps = 5
+    assert dataclasses.replace(options, steps=5).steps == 5 and options.steps == 300
+    assert job.JobResult.__dataclass_params__.frozen
+
+
+def test_run_s_flags_give_the_job_s_default_options():
+    """Every JobOptions field is a flag of ``run`` of the same name, and ``run`` with no flags gives the
+    domain's defaults (a default changed on one side only fails here)."""
+    from app.commands.run import job_options
+    from numerics.theorem import job
+
+    args = build_parser().parse_args(["run"])
+    assert job_options(args) == job.JobOptions()
+    assert isinstance(job_options(args).epsilon, type(args.epsilon))  # the exact decimal as typed, not a float
+
+
+def test_the_job_imports_no_app_module():
+    """numerics.theorem.job is a domain function: importing it and running a small job loads nothing of app."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import numerics.theorem.job as job\n"
+            "from theory.setting import Setting\n"
+            "result = job.run(Setting(3), job.JobOptions(steps=1, certify=True))\n"
+            "assert result.verdict == 'PASS', result.verdict\n"
+            "loaded = sorted(m for m in sys.modules if m == 'app' or m.startswith('app.'))\n"
+            "assert not loaded, loaded\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_job_records_a_diverged_plan_and_tells_its_listener():
+    """The domain function directly: joint GD at a huge step leaves the doubles; the job records the
+    option to blame instead of failing, keeps the other plans, and tells its listener each event in order."""
+    from numerics.theorem import job
+    from theory.setting import Setting
+
+    events = []
+
+    class Recorder(job.Listener):
+        def evaluator_chosen(self, method, tol):
+            events.append(("evaluator", method, tol))
+
+        def regime_found(self, regime, eta_3):
+            events.append(("regime", regime.T_min, eta_3))
+
+        def plan_diverged(self, plan, option):
+            events.append(("diverged", plan, option))
+
+        def certifying(self):
+            events.append(("certifying",))
+
+    result = job.run(Setting(4), job.JobOptions(joint_eta=1e300, steps=20, certify=True), listener=Recorder())
+    assert result.diverged == {"joint": "joint_eta"} and "joint" not in result.plans
+    assert list(result.plans) == ["three-phase", "output-only", "attention-only", "attention-then-output"]
+    assert [e[0] for e in events] == ["evaluator", "regime", "diverged", "certifying"]
+    assert events[0] == ("evaluator", "series", 1e-12) and events[1] == ("regime", result.regime.T_min, 1.0)
+    assert result.ok and result.certified["verdict"] == "PASS" and result.output_only_floor > 0
+    assert result.target == 1e-3 + result.regime.floor
+
+
+def test_the_job_refuses_a_regime_it_cannot_bound_or_afford(monkeypatch):
+    """No curvature bound (a series tolerance too loose) and a phase 3 over MAX_PLAN_STEPS are errors of the
+    domain function, carrying what the command line restates in flags."""
+    from numerics.theorem import job
+    from theory.setting import Setting
+    from theory.validation import SettingError
+
+    with pytest.raises(job.NoCurvatureBound) as loose:
+        job.run(Setting(5), job.JobOptions(tol=0.5, steps=1))
+    assert loose.value.method == "series" and isinstance(loose.value, SettingError)
+    monkeypatch.setattr(job, "MAX_PLAN_STEPS", 10)
+    with pytest.raises(job.PlanTooLong) as long:
+        job.run(Setting(5), job.JobOptions(steps=1))
+    assert long.value.T_min > 10

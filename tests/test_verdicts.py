@@ -21,25 +21,25 @@ def _run(tmp_path, *extra):
 def test_run_exit_status_follows_the_verdict(tmp_path, monkeypatch, capsys):
     """PASS -> 0; FAIL -> 1; UNDECIDED (the float estimate and then the arb enclosure straddle) -> 3."""
     import numerics.theorem.certify as C
+    from numerics.theorem import job
 
-    from app.commands import run as mainjob
     rc, summary = _run(tmp_path)
     assert rc == exitcodes.DONE and summary["three_phase_verdict"] == "PASS"
     assert summary["three_phase_reaches_target"] is True
-    monkeypatch.setattr(mainjob, "float_verdict", lambda *a: "FAIL")
+    monkeypatch.setattr(job, "float_verdict", lambda *a: "FAIL")
     rc, summary = _run(tmp_path)
     assert rc == exitcodes.CLAIM_FAILED and summary["three_phase_reaches_target"] is False
     assert "NO" in capsys.readouterr().out
-    monkeypatch.setattr(mainjob, "float_verdict", lambda *a: "UNDECIDED")
+    monkeypatch.setattr(job, "float_verdict", lambda *a: "UNDECIDED")
     monkeypatch.setattr(C, "below", lambda ball, t: "UNDECIDED")
     rc, summary = _run(tmp_path)
     assert rc == exitcodes.UNDECIDED and summary["three_phase_reaches_target"] is None
-    assert summary["plans"]["three-phase"]["certified"]["dps"] == mainjob.MAX_CERTIFY_DPS  # retried to the cap
+    assert summary["plans"]["three-phase"]["certified"]["dps"] == job.MAX_CERTIFY_DPS  # retried to the cap
     assert "UNDECIDED" in capsys.readouterr().out
 
 
 def test_float_verdict_is_three_valued():
-    from app.commands.run import float_verdict
+    from numerics.theorem.job import float_verdict
 
     assert float_verdict(1.0, 0.1, 1.2) == "PASS" and float_verdict(1.0, 0.1, 1.05) == "UNDECIDED"
     assert float_verdict(1.0, 0.1, 0.85) == "FAIL" and float_verdict(1.0, 0.0, 1.0) == "PASS"
@@ -87,3 +87,20 @@ def test_p_typed_as_a_decimal_is_the_p_certified(capsys):
     assert main(["values", "--d", "50", "--p", "0.1", "--dps", "40"]) == 0
     out = capsys.readouterr().out
     assert "prob_negative      0.8305084745762711864406779661016949152542" in out
+
+
+def test_the_job_brings_in_the_enclosure_only_when_the_estimate_cannot_decide(monkeypatch):
+    """The domain function: a decided float estimate is the verdict (no arb work unless ``certify``); an
+    undecided one is replaced by the enclosure's verdict at CERTIFY_DPS digits, the float one kept beside it."""
+    from numerics.theorem import job
+    from theory.setting import Setting
+
+    options = job.JobOptions(steps=3)
+    decided = job.run(Setting(3), options)
+    assert (decided.float_verdict, decided.verdict, decided.certified) == ("PASS", "PASS", None)
+    monkeypatch.setattr(job, "float_verdict", lambda *a: "UNDECIDED")
+    undecided = job.run(Setting(3), options)
+    assert undecided.float_verdict == "UNDECIDED" and undecided.verdict == undecided.certified["verdict"] == "PASS"
+    assert undecided.certified["dps"] == job.CERTIFY_DPS
+    end = undecided.plans["three-phase"].final  # the enclosure is of the end point the float estimate was of
+    assert abs(undecided.certified["risk"] - end.risk) <= end.risk_bound

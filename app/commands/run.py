@@ -1,25 +1,25 @@
 """The main job, ``occ-companion run``: the three-phase plan in its step-size regime beside the
 output-only, attention-only, attention-then-output and joint plans, with exact population gradients.
 
-Artifacts in ``--out``: ``summary.json`` (everything needed to rebuild the run: every option, the
-version, the git commit, timestamp and wall time) and ``risk_curves.png`` (unless ``--no-plot``).
-The three-phase regime is derived for the squared loss; under ``--loss logistic`` the comparison
-plans run and the three-phase plan is skipped (the JSON and the output say so).
+The computation is ``numerics.theorem.job.run``; this module parses the flags into a Setting and a
+``JobOptions``, calls it once, and writes and prints its ``JobResult``.  Artifacts in ``--out``:
+``summary.json`` (everything needed to rebuild the run: every option, the version, the git commit,
+timestamp and wall time) and ``risk_curves.png`` (unless ``--no-plot``).  The three-phase regime is
+derived for the squared loss; under ``--loss logistic`` the comparison plans run and the three-phase
+plan is skipped (the JSON and the output say so).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import math
 import shlex
 import sys
 import time
-import warnings
-from dataclasses import dataclass
-from fractions import Fraction
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from numerics.theorem import job
 from numerics.theorem.evaluators import (  # light: the evaluators are imported when used
     INTEGRAL_FROM_D,
     METHODS,
@@ -46,26 +46,19 @@ from app.options import (
     positive_int,
     setting_from_args,
 )
-from app.progress import ProgressFactory, progress_factory
+from app.progress import progress_factory
 
-if TYPE_CHECKING:  # numerics is imported when a run starts, so that --help stays fast
+if TYPE_CHECKING:
     from numerics.theorem.regime import Regime
     from numerics.theorem.training import Trajectory
 
 SUMMARY = "summary.json"
 FIGURE = "risk_curves.png"
 ARTIFACTS = (SUMMARY, FIGURE)
-THREE_PHASE = "three-phase"
-MAX_PLAN_STEPS = 10_000_000
-"""Longest three-phase plan ``run`` starts: T_min beyond it (d around 10^6 at epsilon = 1e-3) means hours."""
+THREE_PHASE = job.THREE_PHASE
 MAX_STEPS = 1_000_000
-CERTIFY_DPS = 25
-MAX_POINTS = 400
-"""A phase longer than this records about this many log-spaced steps (the three-phase plan's phase 3
-has about 6.4 d steps, computed in closed form; only the recorded ones are evaluated and kept)."""
-MAX_CERTIFY_DPS = 100  # cap of the automatic precision retry of an undecided end-point verdict
-NOT_COVERED = ("the three-phase step-size regime is derived for the squared loss only; "
-               "under the logistic loss the three-phase plan is skipped")
+DEFAULTS = job.JobOptions()
+"""The defaults of the flags that are ``JobOptions`` fields (--epsilon is typed exactly, as its decimal)."""
 
 
 RUN_DESCRIPTION = (
@@ -74,7 +67,7 @@ RUN_DESCRIPTION = (
     "gradients; write summary.json and risk_curves.png into --out and print a table.  The verdict on the "
     "target is PASS, FAIL or UNDECIDED: from the float series' error estimate when it decides, else from an "
     "arb enclosure of the end point's risk (always with --certify), retried at higher precision up to "
-    f"{MAX_CERTIFY_DPS} digits.  Exit status: 0 target reached, 1 missed, 3 undecided, 2 bad usage, 130 "
+    f"{job.MAX_CERTIFY_DPS} digits.  Exit status: 0 target reached, 1 missed, 3 undecided, 2 bad usage, 130 "
     "interrupted.  The regime is derived for the squared loss: under --loss logistic "
     "only the comparison plans run.")
 
@@ -86,28 +79,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_setting_options(r, 50, d_min=3, p_one=False)
     r.add_argument("--epsilon", type=exact_positive, default=exact_positive("1e-3"),
                    help=f"target risk above the floor for the three-phase plan, {EXACT_NOTE}")
-    r.add_argument("--eta1-frac", type=fraction, default=0.5,
+    r.add_argument("--eta1-frac", type=fraction, default=DEFAULTS.eta1_frac,
                    help="phase-1 output step eta_1 as a fraction of eta1_max, in (0, 1)")
-    r.add_argument("--eta2-factor", type=float_in(1, None, low_open=False), default=1.0,
+    r.add_argument("--eta2-factor", type=float_in(1, None, low_open=False), default=DEFAULTS.eta2_factor,
                    help="phase-2 attention step eta_2 as a multiple (>= 1) of eta2_min(epsilon, eta_1)")
-    r.add_argument("--eta3", type=float_in(0, 1, high_open=False), default=1.0,
+    r.add_argument("--eta3", type=float_in(0, 1, high_open=False), default=DEFAULTS.eta3,
                    help="phase-3 and output-only step size, in (0, 1]")
-    r.add_argument("--attention-eta", type=positive, default=None,
+    r.add_argument("--attention-eta", type=positive, default=DEFAULTS.attention_eta,
                    help="attention step of the attention-only and attention-then-output plans "
                         "(default: eta_2 of the three-phase regime; 1 under --loss logistic)")
-    r.add_argument("--steps", type=int_at_least(1, MAX_STEPS), default=300,
+    r.add_argument("--steps", type=int_at_least(1, MAX_STEPS), default=DEFAULTS.steps,
                    help=f"steps of the comparison plans, in [1, {MAX_STEPS}]")
-    r.add_argument("--joint-eta", type=positive, default=1.0, help="step size of joint GD (both layers)")
-    r.add_argument("--evaluator", choices=METHODS, default="auto",
+    r.add_argument("--joint-eta", type=positive, default=DEFAULTS.joint_eta, help="step size of joint GD (both layers)")
+    r.add_argument("--evaluator", choices=METHODS, default=DEFAULTS.evaluator,
                    help="exact population evaluator: the float series, or the integral representation (arb balls, "
                         f"cost independent of d; squared loss); auto takes the integral from d = {INTEGRAL_FROM_D} on")
-    r.add_argument("--tol", type=float_in(1e-15, 1, low_open=False), default=1e-12,
+    r.add_argument("--tol", type=float_in(1e-15, 1, low_open=False), default=DEFAULTS.tol,
                    help="target for the omitted probability mass of the exact series, in [1e-15, 1)")
-    r.add_argument("--max-terms", type=positive_int, default=3_000_000,
+    r.add_argument("--max-terms", type=positive_int, default=DEFAULTS.max_terms,
                    help="largest series enumeration allowed (small --p means long strings and many terms)")
     r.add_argument("--certify", action="store_true",
                    help=f"re-evaluate the three-phase end point in ball arithmetic (python-flint arb, the integral "
-                        f"representation at {CERTIFY_DPS} digits, more if undecided): an enclosure of its exact "
+                        f"representation at {job.CERTIFY_DPS} digits, more if undecided): an enclosure of its exact "
                         "risk, printed, stored, and the verdict on the target (done anyway when the float "
                         "estimate cannot decide it)")
     r.add_argument("--no-plot", action="store_true", help=f"do not draw {FIGURE} (an old one is removed)")
@@ -116,31 +109,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=run_command)
 
 
-@dataclass
-class JobResult:
-    """What the main job computed: the summary (as written to JSON), the trajectories, the exit code."""
 
-    summary: dict[str, Any]
-    plans: dict[str, Trajectory]
-    verdict: str  # PASS, FAIL or UNDECIDED for the three-phase target; PASS when there is no target
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == "PASS"
+def job_options(args: argparse.Namespace) -> job.JobOptions:
+    """The ``JobOptions`` the parsed flags give (each field is the flag of the same name)."""
+    return job.JobOptions(**{field.name: getattr(args, field.name) for field in dataclasses.fields(job.JobOptions)})
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``occ-companion run``: check --out, compute, write the artifacts, print the table."""
     started = time.time()
     setting = setting_from_args(args)
-    if args.evaluator == "integral" and not integral_applies(setting):
+    options = job_options(args)
+    if options.evaluator == "integral" and not integral_applies(setting):
         raise UsageError("--evaluator integral covers --loss squared with p < 1; use --evaluator series or auto")
     with OutputFolder(args.out, result="run", owns=ARTIFACTS) as out:  # unwritable or busy --out: refused here
         print(f"setting: {setting.describe()}", file=sys.stderr)
-        result = main_job(setting, args, progress_factory(args.quiet))
-        result.summary["run"]["wall_seconds"] = round(time.time() - started, 2)
-        write_artifacts(out, result, setting, args)
-    print_table(result, setting)
+        try:
+            result = job.run(setting, options, progress_factory(args.quiet), _StderrListener())
+        except job.NoCurvatureBound as exc:
+            raise SettingError("no positive lower bound on the phase-3 curvature was found at this setting; "
+                               + ("lower --tol" if exc.method == "series" else "use a larger --p or a smaller --d")
+                               ) from exc
+        except job.PlanTooLong as exc:
+            raise UsageError(f"the three-phase plan needs T_min = {exc.T_min:.3g} phase-3 steps here, more than "
+                             f"{job.MAX_PLAN_STEPS:.0e} (hours of computing); use a smaller --d or a larger "
+                             "--epsilon") from exc
+        summary = summary_record(result, setting, options, args)
+        summary["run"]["wall_seconds"] = round(time.time() - started, 2)
+        write_artifacts(out, result, summary, setting, args)
+    print_table(result, summary)
     written = [str(out.path / SUMMARY)] + ([] if args.no_plot else [str(out.path / FIGURE)])
     print("wrote " + " and ".join(written))
     return VERDICT_EXIT[result.verdict]
@@ -149,155 +146,75 @@ def run_command(args: argparse.Namespace) -> int:
 VERDICT_EXIT = {"PASS": exitcodes.DONE, "FAIL": exitcodes.CLAIM_FAILED, "UNDECIDED": exitcodes.UNDECIDED}
 
 
-def main_job(setting: Setting, args: argparse.Namespace, progress: ProgressFactory | None = None) -> JobResult:
-    """Run every plan for ``setting`` with the options of ``run`` (see ``add_parser``)."""
-    from numerics.theorem import training
-    from numerics.theorem.evaluators import choose_method, population_evaluator
-    from numerics.theorem.regime import regime_plan
+def option_flag(option: str) -> str:
+    """The flag of a ``JobOptions`` field.
 
-    method = choose_method(setting, args.evaluator)
-    evaluator = population_evaluator(setting, method, tol=args.tol, max_terms=args.max_terms)
-    print(f"evaluator: {method}" + (" (arb integrals, certified balls)" if method == "integral" else
-                                    f" (float series, tol {args.tol:g})"), file=sys.stderr)
-    squared = setting.loss == "squared"
-    reg: Regime | None = None
-    if squared:
-        reg = regime_plan(setting, args.epsilon, eta1_frac=args.eta1_frac, eta2_factor=args.eta2_factor,
-                          eta_3=args.eta3, evaluator=evaluator)
-        if reg.T_min is None:
-            raise SettingError("no positive lower bound on the phase-3 curvature was found at this setting; "
-                               + ("lower --tol" if method == "series" else "use a larger --p or a smaller --d"))
-        if reg.T_min > MAX_PLAN_STEPS:
-            raise UsageError(f"the three-phase plan needs T_min = {reg.T_min:.3g} phase-3 steps here, more than "
-                             f"{MAX_PLAN_STEPS:.0e} (hours of computing); use a smaller --d or a larger --epsilon")
-        print(f"regime: eta_1={reg.eta_1:.6g} < {reg.eta1_max:.6g}, eta_2={reg.eta_2:.6g} >= {reg.eta2_min:.6g}, "
-              f"eta_3={args.eta3}, T_min={reg.T_min}", file=sys.stderr)
-    else:
-        print(f"note: {NOT_COVERED}", file=sys.stderr)
-    attention_eta = args.attention_eta or (reg.eta_2 if reg is not None else 1.0)
-    trainer = training.Trainer(evaluator, record_every=1, max_points=MAX_POINTS, progress=progress)
-    plans: dict[str, Trajectory] = {}
-    if reg is not None:
-        plans[THREE_PHASE] = trainer.run(training.three_phase(reg.eta_1, reg.eta_2, args.eta3, reg.T_min))
-    diverged: dict[str, str] = {}
-    comparisons = (("output-only", lambda: training.output_only(args.eta3, args.steps), "--eta3"),
-                   ("attention-only", lambda: training.attention_only(attention_eta, args.steps), "--attention-eta"),
-                   ("attention-then-output",
-                    lambda: training.attention_then_output(attention_eta, args.eta3, args.steps), "--attention-eta"),
-                   ("joint", lambda: training.joint(args.joint_eta, args.steps), "--joint-eta"))
-    for name, plan, flag in comparisons:
-        try:
-            with warnings.catch_warnings():  # overflow on the way out of the doubles is reported below instead
-                warnings.simplefilter("ignore", RuntimeWarning)
-                traj = trainer.run(plan())
-            fin = traj.final
-            if not all(math.isfinite(x) for x in (fin.risk, fin.risk_bound, fin.alpha_a, fin.alpha_b, fin.beta_a,
-                                                  fin.beta_b)):
-                raise OverflowError("non-finite end point")
-            plans[name] = traj
-        except (SettingError, OverflowError, FloatingPointError) as exc:  # a comparison plan that blew up
-            if not isinstance(exc, (OverflowError, FloatingPointError)) and "must be finite" not in str(exc):
-                raise
-            diverged[name] = f"diverged: the parameters left the doubles (step size {flag} too large?)"
-            print(f"note: the {name} plan {diverged[name]}", file=sys.stderr)
-    summary = _summary(setting, args, reg, plans, attention_eta)
-    for name, why in diverged.items():
-        summary["plans"][name] = {"diverged": True, "reason": why, "steps": args.steps}
-    summary["evaluator"] = method
-    if method == "integral":  # what rebuilds the run's numbers: the integral's digits and Taylor models
-        summary["evaluator_settings"] = {"dps": evaluator.dps, "taylor_order": evaluator.taylor_order,
-                                         "integrals_computed": evaluator.integrals_computed}
-    verdict = "PASS"
-    if reg is not None:
-        fin = plans[THREE_PHASE].final
-        target = float(args.epsilon) + reg.floor
-        verdict = float_verdict(fin.risk, fin.risk_bound, target)
-        summary["three_phase_verdict_float"] = verdict
-        if args.certify or verdict == "UNDECIDED":
-            certified = certify_end_point(setting, plans[THREE_PHASE], args.epsilon)
-            summary["plans"][THREE_PHASE]["certified"] = certified
-            verdict = certified["verdict"]
-        summary["three_phase_verdict"] = verdict
-        summary["three_phase_reaches_target"] = {"PASS": True, "FAIL": False}.get(verdict)
-    return JobResult(summary, plans, verdict)
-
-
-def float_verdict(risk: float, bound: float, target: float) -> str:
-    """The float series' verdict on risk <= target: PASS when risk + bound <= target, FAIL when
-    risk - bound > target, UNDECIDED when the bound straddles the target (an estimate, not an enclosure:
-    ``--certify`` or an undecided verdict brings in the arb enclosure).
-
-    >>> float_verdict(1e-3, 1e-12, 2e-3), float_verdict(3e-3, 1e-12, 2e-3), float_verdict(2e-3, 1e-12, 2e-3)
-    ('PASS', 'FAIL', 'UNDECIDED')
+    >>> option_flag("joint_eta")
+    '--joint-eta'
     """
-    if risk + bound <= target:
-        return "PASS"
-    return "FAIL" if risk - bound > target else "UNDECIDED"
+    return "--" + option.replace("_", "-")
 
 
-def certify_end_point(setting: Setting, traj: Trajectory, epsilon=None) -> dict[str, Any]:
-    """The end point of ``traj`` re-evaluated in ball arithmetic (python-flint arb) by the integral
-    representation at CERTIFY_DPS digits (``numerics.theorem.integral``; any d, and the three-phase plan runs
-    only under the squared loss with p < 1, where it applies).  A ball that encloses the exact population
-    risk there (truncation tail and rounding included), stored as its midpoint, radius and the
-    outward-rounded ends risk_lower <= exact risk <= risk_upper.
-
-    With ``epsilon`` (exact), also the verdict on risk < floor + epsilon by the same three-valued test
-    as ``occ-companion prove`` (``numerics.theorem.certify.below``), the floor and epsilon entered exactly; an
-    UNDECIDED verdict is retried at doubled digits up to MAX_CERTIFY_DPS."""
-    from numerics.theorem.certify import ArbClosedForms, below
-    from numerics.theorem.integral import IntegralEvaluator
-    from theory.arb_forms import arb_of
-
-    print("certifying the three-phase end point in ball arithmetic (arb) ...", file=sys.stderr)
-    fin = traj.final
-    dps, verdict = CERTIFY_DPS, None
-    while True:
-        ball = IntegralEvaluator(setting, dps=dps).evaluate_symmetric(
-            fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b).risk
-        if epsilon is None:
-            break
-        from flint import ctx
-
-        with ctx.workprec(int(dps * 3.33) + 16):
-            verdict = below(ball, ArbClosedForms(setting).risk_floor() + arb_of(Fraction(epsilon)))
-        if verdict != "UNDECIDED" or 2 * dps > MAX_CERTIFY_DPS:
-            break
-        dps *= 2
-    # the ends are exact dyadics; one ulp outward makes the float conversion safe whichever way it rounds
-    out = {"risk": float(ball.mid()), "radius": float(ball.rad()),
-           "risk_lower": math.nextafter(float(ball.lower()), -math.inf),
-           "risk_upper": math.nextafter(float(ball.upper()), math.inf),
-           "method": "integral", "dps": dps, "arithmetic": "python-flint arb"}
-    if verdict is not None:
-        out["verdict"] = verdict
-        out["test"] = "risk < floor + epsilon (floor and epsilon exact)"
-    return out
+def diverged_reason(option: str) -> str:
+    """Why a comparison plan has no result: its step size (the ``JobOptions`` field ``option``) took
+    its parameters out of the doubles."""
+    return f"diverged: the parameters left the doubles (step size {option_flag(option)} too large?)"
 
 
-def _summary(setting: Setting, args: argparse.Namespace, reg: Regime | None, plans: dict[str, Trajectory],
-             attention_eta: float) -> dict[str, Any]:
-    from numerics.theorem.closed_forms import ClosedForms
+class _StderrListener(job.Listener):
+    """The job's progress in words, on stderr."""
 
-    squared = setting.loss == "squared"
-    c_d = float(ClosedForms(setting).output_only_floor()) if squared else None
+    def evaluator_chosen(self, method: str, tol: float) -> None:
+        print(f"evaluator: {method}" + (" (arb integrals, certified balls)" if method == "integral" else
+                                        f" (float series, tol {tol:g})"), file=sys.stderr)
+
+    def regime_found(self, regime: Regime, eta_3: float) -> None:
+        print(f"regime: eta_1={regime.eta_1:.6g} < {regime.eta1_max:.6g}, eta_2={regime.eta_2:.6g} >= "
+              f"{regime.eta2_min:.6g}, eta_3={eta_3}, T_min={regime.T_min}", file=sys.stderr)
+
+    def not_covered(self) -> None:
+        print(f"note: {job.NOT_COVERED}", file=sys.stderr)
+
+    def plan_diverged(self, plan: str, option: str) -> None:
+        print(f"note: the {plan} plan {diverged_reason(option)}", file=sys.stderr)
+
+    def certifying(self) -> None:
+        print("certifying the three-phase end point in ball arithmetic (arb) ...", file=sys.stderr)
+
+
+def summary_record(result: job.JobResult, setting: Setting, options: job.JobOptions,
+                   args: argparse.Namespace) -> dict[str, Any]:
+    """``summary.json``: the run's provenance (``run_record``), the setting, the regime, every plan's
+    end point (a diverged plan: why), the evaluator and the verdict on the target."""
+    reg = result.regime
     summary: dict[str, Any] = {
         "run": run_record(args),
         "setting": {"d": setting.d, "p": float(setting.p_value), "lengths": setting.lengths, "loss": setting.loss},
-        "epsilon": float(args.epsilon),
+        "epsilon": float(options.epsilon),
         "exact_inputs": exact_inputs(args),
         "risk_floor": reg.floor if reg is not None else None,
-        "output_only_floor_c": c_d,
-        "attention_eta": attention_eta,
+        "output_only_floor_c": result.output_only_floor,
+        "attention_eta": result.attention_eta,
     }
     if reg is not None:
         summary["regime"] = {"eta_1": reg.eta_1, "eta1_max": reg.eta1_max, "eta_2": reg.eta_2,
-                             "eta2_min": reg.eta2_min, "eta_3": args.eta3, "T_min": reg.T_min,
+                             "eta2_min": reg.eta2_min, "eta_3": options.eta3, "T_min": reg.T_min,
                              "lambda_min_lower": reg.lambda_min_lower}
     else:
         summary["regime"] = None
-        summary["not_covered"] = NOT_COVERED
-    summary["plans"] = {name: _plan_record(traj) for name, traj in plans.items()}
+        summary["not_covered"] = job.NOT_COVERED
+    summary["plans"] = {name: _plan_record(traj) for name, traj in result.plans.items()}
+    for name, option in result.diverged.items():
+        summary["plans"][name] = {"diverged": True, "reason": diverged_reason(option), "steps": options.steps}
+    summary["evaluator"] = result.method
+    if result.evaluator_settings is not None:
+        summary["evaluator_settings"] = dict(result.evaluator_settings)
+    if reg is not None:
+        summary["three_phase_verdict_float"] = result.float_verdict
+        if result.certified is not None:
+            summary["plans"][THREE_PHASE]["certified"] = result.certified
+        summary["three_phase_verdict"] = result.verdict
+        summary["three_phase_reaches_target"] = {"PASS": True, "FAIL": False}.get(result.verdict)
     return summary
 
 
@@ -336,32 +253,32 @@ def rebuild_command(cmd: str, options: dict[str, Any]) -> str:
     return shlex.join(parts)
 
 
-def write_artifacts(out: OutputFolder, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
-    """Stage the figure (unless --no-plot) and summary.json, then commit them as one result
-    (``app.io``): the previous run's files stay in place until both new ones are complete, and an old
+def write_artifacts(out: OutputFolder, result: job.JobResult, summary: dict[str, Any], setting: Setting,
+                    args: argparse.Namespace) -> None:
+    """Stage the figure (unless --no-plot) and ``summary`` as summary.json, then commit them as one
+    result (``app.io``): the earlier run's files stay in place until both new ones are complete, and a
     figure that this run does not draw is removed at the commit."""
     with out.transaction() as tx:
-        _stage_artifacts(tx, result, setting, args)
+        _stage_artifacts(tx, result, summary, setting, args)
 
 
-def _stage_artifacts(tx, result: JobResult, setting: Setting, args: argparse.Namespace) -> None:
+def _stage_artifacts(tx, result: job.JobResult, summary: dict[str, Any], setting: Setting,
+                     args: argparse.Namespace) -> None:
     if not args.no_plot:
         from app.render.plotting import plot_plans
 
-        s = result.summary
-        regime = s["regime"]
+        regime = result.regime
         tx.write(FIGURE, lambda fh: plot_plans(
-            result.plans, fh, floor_c=s["output_only_floor_c"], risk_floor=s["risk_floor"],
-            target=None if regime is None else float(args.epsilon) + s["risk_floor"],
+            result.plans, fh, floor_c=result.output_only_floor, risk_floor=None if regime is None else regime.floor,
+            target=result.target,
             phase_ends=None if regime is None else tuple(result.plans[THREE_PHASE].phase_ends[:-1]),
-            title=setting.describe(), evaluator=s["evaluator"],
-            diverged=tuple(name for name, rec in s["plans"].items() if rec.get("diverged"))))
-    tx.write_text(SUMMARY, json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
+            title=setting.describe(), evaluator=result.method, diverged=tuple(result.diverged)))
+    tx.write_text(SUMMARY, json.dumps(summary, indent=2, allow_nan=False) + "\n")
 
 
-def print_table(result: JobResult, setting: Setting) -> None:
+def print_table(result: job.JobResult, summary: dict[str, Any]) -> None:
     """The plans' final risks, the verdict on the target and the arb re-evaluation, on stdout."""
-    s = result.summary
+    s = summary
     print(f"{'plan':<24}{'steps':>7}{'final risk':>14}{'bound':>10}")
     for name, rec in s["plans"].items():
         if rec.get("diverged"):
@@ -373,10 +290,10 @@ def print_table(result: JobResult, setting: Setting) -> None:
         return
     floor, eps = s["risk_floor"], s["epsilon"]
     goal = f"epsilon = {eps:.3g}" if floor == 0 else f"floor + epsilon = {floor:.3g} + {eps:.3g}"
-    check = s["plans"][THREE_PHASE].get("certified")
+    check = result.certified
     how = "arb enclosure" if check is not None else "float series estimate"
     words = {"PASS": "yes", "FAIL": "NO", "UNDECIDED": "UNDECIDED (the enclosure straddles the target even at "
-             f"{MAX_CERTIFY_DPS} digits)"}
+             f"{job.MAX_CERTIFY_DPS} digits)"}
     print(f"three-phase reaches risk <= {goal}: {words[result.verdict]} ({how});  "
           f"output-only floor c(d) = {s['output_only_floor_c']:.6g}")
     if check is not None:

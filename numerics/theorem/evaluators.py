@@ -4,7 +4,7 @@ representation (``numerics.theorem.integral``), by the rule stated here and nowh
 * ``series``: the enumerated series in float64 (any loss, any parameters; about 1100 d terms at
   tol 1e-12, so its cost and memory grow linearly in d).
 * ``integral``: three one-dimensional arb integrals (squared loss, p < 1, parameters symmetric in the
-  unmarked symbols; certified balls at ``dps`` digits; about 5-15 ms whatever d is).
+  unmarked symbols; certified balls at ``dps`` digits; the same cost whatever d is).
 * ``auto`` (the default of ``occ-companion run``): the integral when it applies and d >= ``INTEGRAL_FROM_D``,
   where the series needs over a million terms per evaluation; the series otherwise.
 
@@ -19,8 +19,9 @@ from theory.validation import SettingError, check_choice
 
 METHODS = ("auto", "series", "integral")
 INTEGRAL_FROM_D = 1000
-"""From this d on, ``auto`` takes the integral: the float series then costs about 1.1e6 terms (~8 ms)
-per evaluation plus a build of several seconds, the integral ~5-15 ms and no build."""
+"""From this d on, ``auto`` takes the integral: the float series then sums about 1.1e6 terms per
+evaluation, after building its enumeration once, while the integral needs no build and costs the same
+at every d."""
 INTEGRAL_DPS = 16
 """Digits of the integral when it stands in for the float series (its balls are then ~1e-20 wide)."""
 TAYLOR_ORDER = 5

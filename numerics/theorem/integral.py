@@ -27,7 +27,7 @@ The integrals are computed by arb's rigorous integration (``acb.integral``; the 
 meromorphic, so a ball that meets a pole comes back non-finite and is subdivided), over [0, V] with
 the tail beyond V bounded in closed form (Li_{-j}(z) <= Li_{-j}(X) e^(-u v) and 1/(1 - x e^-v) <=
 1/(1 - x)) and added to the radius: every value is an enclosure, **certified** like the arb series.
-The cost does not depend on d (about 10 ms at 30 digits for d = 50 or d = 10^6); the series of
+The cost does not depend on d (the same at d = 50 and at d = 10^6); the series of
 ``numerics.theorem.series`` stays the reference, and the two are compared in tests/test_integral.py.  With
 ``taylor_order``, calls near an earlier one are answered from a certified Taylor model in u
 (``TaylorModel``; docs/integral.md).

@@ -434,7 +434,7 @@ class SeriesEvaluator:
 
     @property
     def backend(self) -> str:
-        """Alias of ``context`` (the name used before the number contexts)."""
+        """Alias of ``context``, the name the constructor's ``backend`` argument gives it."""
         return self.context
 
     def _enum(self, sizes: list[int]) -> _Enumeration:
