@@ -5,7 +5,8 @@ import importlib
 import pytest
 
 MODULES = ["theory.arb_forms", "theory.files", "theory.setting", "theory.claims", "numerics.contexts", "numerics.model", "numerics.theorem.regime",
-           "numerics.theorem.training", "numerics.theorem.montecarlo", "numerics.theorem.integral", "numerics.theorem.evaluators"]
+           "numerics.theorem.training", "numerics.theorem.montecarlo", "numerics.theorem.integral", "numerics.theorem.evaluators",
+           "numerics.theorem.job"]
 
 
 @pytest.mark.parametrize("name", MODULES)
