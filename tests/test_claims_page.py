@@ -67,7 +67,7 @@ def test_every_linked_file_and_section_exists(text):
     assert any("#" in link for link in links)
     for link in links:
         path, _, section = link.partition("#")
-        target = (PAGE.parent / path).resolve()
+        target = (PAGE.parent / path).resolve() if path else PAGE
         assert target.exists(), link
         if section:
             assert section in claims.anchors(target.read_text()), link
@@ -75,7 +75,7 @@ def test_every_linked_file_and_section_exists(text):
 
 def test_every_claim_of_the_table_is_on_the_page_in_the_papers_order(text):
     headings = [ln for ln in text.splitlines() if ln.startswith("## ")]
-    assert headings == ["## The positive theorem", "## The impossibility results", "## The lemmas",
+    assert headings == ["## At a glance", "## The positive theorem", "## The impossibility results", "## The lemmas",
                         "## The finite-sample corollary", "## Table 1, cell by cell", "## Open questions"]
     for entry in [*CLAIMS, *LEMMAS, *OPEN_QUESTIONS]:
         assert text.count(f"\n### {entry.name}\n") == 1, entry.key
@@ -86,6 +86,25 @@ def test_every_claim_of_the_table_is_on_the_page_in_the_papers_order(text):
     assert max(position[k] for k in claims.IMPOSSIBILITY) < text.index("## The lemmas") < position["finite_sample"]
     assert [text.index(f"### {lemma.name}") for lemma in LEMMAS] == \
         sorted(text.index(f"### {lemma.name}") for lemma in LEMMAS)
+
+
+def test_the_summary_links_every_claim_with_the_lead_of_its_verdict(text):
+    summary = text[text.index("## At a glance"):text.index("## The positive theorem")]
+    rows = [ln for ln in summary.splitlines() if ln.startswith("| [")]
+    names = [re.match(r"\| \[([^\]]+)\]", ln).group(1) for ln in rows]
+    body = text[text.index("## The positive theorem"):]
+    def where(name: str) -> int:
+        return body.index("## Table 1, cell by cell" if name == "Table 1, cell by cell" else f"\n### {name}\n")
+
+    assert [where(n) for n in names] == sorted(where(n) for n in names)
+    assert len(rows) == len(CLAIMS) + len(LEMMAS) + 1 + len(OPEN_QUESTIONS)
+    for ln, name in zip(rows, names):
+        verdict = ln.rsplit(" | ", 1)[1].rstrip(" |")
+        if name == "Table 1, cell by cell":
+            continue
+        block = body[body.index(f"### {name}\n"):]
+        full = re.search(r"- \*\*Verdict\*\*: (.*)\.\n", block).group(1)
+        assert full.startswith(verdict.split("; ")[0]) and (verdict == "open") == (full == claims.OPEN)
 
 
 def test_every_table1_cell_of_the_run_is_a_row_with_its_verdict(text):
@@ -120,7 +139,7 @@ def test_a_table1_claim_text_maps_to_its_kind():
 # the verdict words
 
 def _certificate(*items) -> dict:
-    return {"command": "occ-companion prove --out /somewhere/cert", "git_commit": "0123456789abcdef",
+    return {"command": "occ-companion prove --out /somewhere/cert", "git_commit": "0123456789abcdef", "epsilon": 0.001,
             "certificates": [{"claim": k, "d": d, "status": s, "item": i, "note": n} for k, d, s, i, n in items]}
 
 
@@ -133,13 +152,13 @@ def test_certificate_verdicts():
     assert claims.certificate_verdict(three, _certificate(("three_phase", 3, "PASS", "x", ""),
                                                       ("three_phase", 5, "PASS", "y", ""),
                                                       ("output_only", 7, "FAIL", "z", ""))) == \
-        "holds at d = 3, 5 (every item of the certificate PASS)"
+        "holds at d = 3, 5, epsilon = 0.001 (every item of the certificate PASS)"
     mixed = claims.certificate_verdict(three, _certificate(("three_phase", 3, "PASS", "x", ""),
                                                        ("three_phase", 3, "FAIL", "end-point risk", ""),
                                                        ("three_phase", 5, "UNDECIDED", "T_min", ""),
                                                        ("three_phase", 10, "PASS", "x", "")))
     assert mixed == ("does not hold at d = 3 (FAIL: end-point risk); undecided at d = 5 (a ball straddles its "
-                     "threshold); holds at d = 10 (every item of the certificate PASS)")
+                     "threshold); holds at d = 10, epsilon = 0.001 (every item of the certificate PASS)")
     skipped = claims.certificate_verdict(_claim("finite_sample"), _certificate(("finite_sample", 3, "SKIP", "x", "why")))
     assert skipped == "undecided: why"
     assert claims.certificate_verdict(three, None).startswith("undecided: no certificate recorded")

@@ -136,14 +136,15 @@ def _ds(ds) -> str:
     return ", ".join(str(d) for d in sorted(ds))
 
 
-def certificate_verdict(claim: Claim, certificate: dict | None) -> str:
-    """The verdict of a theorem claim from the certificate record: per d, every item PASS (holds at that d),
-    some FAIL (does not hold there), an UNDECIDED ball, or SKIP (a claim the certificate does not decide)."""
+def certificate_parts(claim: Claim, certificate: dict | None) -> list[str]:
+    """The verdict of a theorem claim from the certificate record, one part per outcome: per d, every item PASS
+    (holds at that d), some FAIL (does not hold there), an UNDECIDED ball, or SKIP (a claim the certificate
+    does not decide); each part's detail, if any, in parentheses after its verdict."""
     if certificate is None:
-        return f"undecided: no certificate recorded ({CERTIFICATE} absent)"
+        return [f"undecided: no certificate recorded ({CERTIFICATE} absent)"]
     items = [c for c in certificate["certificates"] if c["claim"] == claim.key]
     if not items:
-        return "undecided: the certificate has no item of this claim"
+        return ["undecided: the certificate has no item of this claim"]
     by_d: dict[int, set[str]] = {}
     for c in items:
         by_d.setdefault(c["d"], set()).add(c["status"])
@@ -157,12 +158,22 @@ def certificate_verdict(claim: Claim, certificate: dict | None) -> str:
         parts.append(f"does not hold at d = {_ds(fail)} (FAIL: {'; '.join(failing)})")
     if undecided:
         parts.append(f"undecided at d = {_ds(undecided)} (a ball straddles its threshold)")
+    at = f", epsilon = {certificate['epsilon']:g}" if "epsilon" in claim.hypotheses else ""
     if passed:
-        parts.append(f"holds at d = {_ds(passed)} (every item of the certificate PASS)")
+        parts.append(f"holds at d = {_ds(passed)}{at} (every item of the certificate PASS)")
     if skipped:
         notes = sorted({c["note"] for c in items if c["status"] == "SKIP"})
         parts.append(f"undecided: {'; '.join(notes)}")
-    return "; ".join(parts)
+    return parts
+
+
+def certificate_verdict(claim: Claim, certificate: dict | None) -> str:
+    return "; ".join(certificate_parts(claim, certificate))
+
+
+def short(verdict_part: str) -> str:
+    """A verdict without its detail in parentheses (the page's summary table)."""
+    return verdict_part.split(" (")[0]
 
 
 def _uses(row: dict[str, str], key: str) -> bool:
@@ -312,12 +323,38 @@ question is studied, not claimed, and gets no verdict. *Certified* means an arb 
 """
 
 
+def _table1_count(records: Records) -> str:
+    if records.table1 is None:
+        return "undecided: no run recorded"
+    counts = Counter(cell["verdict"] for cell in table1_cells(records.table1))
+    words = {"holds": "hold", "does not hold": "do not hold", "undecided": "undecided", "refused": "refused"}
+    return ", ".join(f"{counts[v]} {w}" for v, w in words.items())
+
+
+def summary_table(records: Records, positive: list[Claim], finite: Claim) -> list[str]:
+    """Every claim with its verdict without the detail, in the page's order, linked to its section."""
+    def row(name: str, verdict: str) -> str:
+        return f"| [{name}](#{anchor(name)}) | {verdict} |"
+
+    def theorem(c: Claim) -> str:
+        return row(c.name, "; ".join(short(p) for p in certificate_parts(c, records.certificate)))
+
+    cells = len(table1_cells(records.table1)) if records.table1 is not None else 0
+    return ["## At a glance", "", "| claim | verdict |", "|---|---|",
+            *[theorem(c) for c in positive],
+            *[theorem(next(c for c in CLAIMS if c.key == key)) for key in IMPOSSIBILITY],
+            *[row(lemma.name, short(lemma_verdict(lemma, records))) for lemma in LEMMAS],
+            theorem(finite),
+            f"| [Table 1, cell by cell](#table-1-cell-by-cell): {cells} cells | {_table1_count(records)} |",
+            *[row(q.name, "open") for q in OPEN_QUESTIONS], ""]
+
+
 def page(root: Path) -> str:
     """docs/claims.md for the checkout at ``root`` (its records under docs/)."""
     records = Records(root)
     by_key = {c.key: c for c in CLAIMS}
     positive = [c for c in CLAIMS if c.key not in IMPOSSIBILITY and c.key != "finite_sample"]
-    lines = [INTRO, "## The positive theorem", ""]
+    lines = [INTRO, *summary_table(records, positive, by_key["finite_sample"]), "## The positive theorem", ""]
     for c in positive:
         lines += _theorem_block(c, records)
     lines += ["## The impossibility results", ""]
