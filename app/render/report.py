@@ -1,6 +1,7 @@
 """The generated docs: docs/derivations.md (derived expressions in Markdown + LaTeX, their values,
 the theorems as checked) and the claims block of README.md, both rendered from the catalogue
-(``theory.catalogue``) and the claims table (``theory.claims``); ``occ-companion docs`` writes them
+(``theory.catalogue``) and the claims table (``theory.claims``), and docs/claims.md (every claim with its
+check and verdict, ``app.render.claims``); ``occ-companion docs`` writes them
 and ``occ-companion docs --check`` (and tests/test_docs.py) fail when a committed copy is stale."""
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from theory.claims import claims_markdown
 from theory.setting import Setting
 from theory.validation import SettingError
 
+from app.render import claims
 from app.render.latex import aligned, equations, text_with_math
 
 DERIVATIONS = Path("docs") / "derivations.md"
@@ -127,10 +129,12 @@ def readme_with_claims(readme: str) -> str:
 
 
 def generated_docs(root: Path) -> dict[Path, str]:
-    """{path: the text it should have} for every generated document of the checkout at ``root``."""
+    """{path: the text it should have} for every generated document of the checkout at ``root`` (docs/claims.md
+    from the records under its docs/)."""
     readme = root / README
     current = readme.read_text() if readme.exists() else ""
-    return {root / DERIVATIONS: derivations_markdown(), readme: readme_with_claims(current)}
+    return {root / DERIVATIONS: derivations_markdown(), readme: readme_with_claims(current),
+            root / claims.PAGE: claims.page(root)}
 
 
 def stale_docs(root: Path) -> list[Path]:
