@@ -61,6 +61,7 @@ from threadpoolctl import threadpool_limits
 from numerics.experiments import and_integral as AI
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
+from numerics.experiments import layout, passes, readout
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import population
 from numerics.experiments.runner import Config, exact, task_loss
@@ -205,7 +206,7 @@ def step_path(tb: E.Tokens) -> tuple:
     """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops do not take it
     (``_rows_loops`` is None), and (rows layout) whether every string is non-empty (else the backward pass
     gathers the non-empty ones)."""
-    return (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None,
+    return (tb.layout, tb.table.shape[1], layout._rows_loops(tb) is None,
             tb.starts is not None and len(tb.starts) == tb.size)
 
 
@@ -252,7 +253,7 @@ def part_arms(case: Case):
     """(the arms of ``step_parts`` but the step, by name; what they write: ``shifted`` the step's shifted scores
     (M, H), ``out`` their exponentials, ``xbar`` the mean tokens, ``ga`` a score gradient), or None off the rows
     loops."""
-    oh = E._rows_loops(case.tb)
+    oh = layout._rows_loops(case.tb)
     if oh is None:
         return None
     H, D, K = TK.model_shape(case.task, case.d, case.heads)
@@ -507,22 +508,25 @@ def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, flo
     return out
 
 
+ENGINE_FILES = (E.__file__, passes.__file__, readout.__file__)
+"""The engine's modules whose lines ``line_times`` reports."""
 LINE_FUNCTIONS = ("risk_and_grad", "_risk_and_grad", "forward", "_forward_rows", "_backward_rows", "losses",
                   "_onehot_risk_and_grad", "_onehot_forward")
 """The engine functions whose lines ``line_times`` reports (the time of the helpers they call, such as
 ``_CsrProduct``, goes to the calling line)."""
 
 
-def line_times(fn, path: str, steps: int = 100, top: int = 12,
-               functions=LINE_FUNCTIONS) -> list[tuple[int, str, float, float]]:
-    """Where a call of ``fn`` spends its time, line by line in the source file ``path`` (the engine), in
-    the functions named ``functions``: a line's time is from its line event to the next event of a traced
+def line_times(fn, paths, steps: int = 100, top: int = 12,
+               functions=LINE_FUNCTIONS) -> list[tuple[str, str, float, float]]:
+    """Where a call of ``fn`` spends its time, line by line in the source files ``paths`` (the engine's
+    modules), in the functions named ``functions``: a line's time is from its line event to the next event of a traced
     frame (so a call of any other function goes to the calling line), summed per call, median over
     ``steps`` calls.
-    Returns the ``top`` lines as (line number, code, median seconds per call, share of the sum of all
+    Returns the ``top`` lines as ("file:line", code, median seconds per call, share of the sum of all
     lines' medians).  Tracing adds about a microsecond per line event, so the small lines are inflated."""
     import linecache
 
+    files = set(paths)
     per_step: list[dict] = []
     cur: dict = {}
     last = [None, 0.0]
@@ -531,13 +535,13 @@ def line_times(fn, path: str, steps: int = 100, top: int = 12,
         now = time.perf_counter()
         if last[0] is not None:
             cur[last[0]] = cur.get(last[0], 0.0) + now - last[1]
-        last[0] = frame.f_lineno if event == "line" else None
+        last[0] = (frame.f_code.co_filename, frame.f_lineno) if event == "line" else None
         last[1] = time.perf_counter()
         return local
 
     def tracer(frame, event, arg):
         code = frame.f_code
-        return local if code.co_filename == path and code.co_name in functions else None
+        return local if code.co_filename in files and code.co_name in functions else None
 
     for _ in range(steps):
         cur = {}
@@ -552,7 +556,8 @@ def line_times(fn, path: str, steps: int = 100, top: int = 12,
     med = {ln: float(np.median([st.get(ln, 0.0) for st in per_step])) for ln in lines}
     total = sum(med.values()) or 1.0
     best = sorted(med.items(), key=lambda kv: -kv[1])[:top]
-    return [(ln, linecache.getline(path, ln).strip(), t, t / total) for ln, t in best]
+    return [(f"{Path(path).name}:{ln}", linecache.getline(path, ln).strip(), t, t / total)
+            for (path, ln), t in best]
 
 
 def fit_exponent(ds, values) -> float | None:
@@ -717,7 +722,7 @@ def compiled_case(case: Case) -> E.Tokens | None:
     if case.tb.layout != "rows" or not KN.available():
         return None
     tbc = E.from_batch(case.batch, "compiled")
-    return tbc if E._onehot(tbc) is not None else None
+    return tbc if layout._onehot(tbc) is not None else None
 
 
 def readout_products(case: Case):
@@ -888,7 +893,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                             got = step_parts(case, repeats, min_seconds)
                             if got is not None:
                                 out["parts"][d] = got
-                        if E._rows_loops(case.tb) is not None:
+                        if layout._rows_loops(case.tb) is not None:
                             out["fixed_share"].setdefault(row, {})[d] = [
                                 fixed_share(case, n, repeats, min_seconds) for n in SHARE_RUNS]
     # two-head AND on its population by the integral, beside its sampled row
@@ -1307,7 +1312,8 @@ def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, floa
             L.append(f"- {row}, d = {d}: " + "; ".join(f"`{w}` {s:.0%} own, {c:.0%} cumulative"
                                                          for w, s, c in top))
     for (row, d), top in (lines or {}).items():
-        L += ["", f"### {row} at d = {d}, line by line (`engine.py`, median over 100 calls of `risk_and_grad`, "
+        L += ["", f"### {row} at d = {d}, line by line (`engine.py`, `passes.py`, `readout.py`, median over 100 "
+              "calls of `risk_and_grad`, "
               "wall time under tracing)", "", "| line | code | us per call | share |", "|---|---|---|---|"]
         L += [f"| {ln} | `{_code(code)}` | {t * 1e6:.1f} | {sh:.0%} |" for ln, code, t, sh in top]
     L += ["", "## The operation count", "", flop_count.__doc__.split("\n\n")[0].strip().replace("\n    ", " "),
@@ -1346,14 +1352,14 @@ def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
             with threadpool_limits(limits=1):
                 case = make_case("ICL", "ICL", 1, d, Config())
                 a1, B1 = initial(case, 1)
-                lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), E.__file__)
+                lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), ENGINE_FILES)
         with threadpool_limits(limits=1):
             case = make_case("ICL", "ICL", 1, ds[0], Config())
             tbc = compiled_case(case)
             if tbc is not None:
                 a1, B1 = initial(case, 1)
                 lines[("ICL (compiled kernel)", ds[0])] = line_times(
-                    lambda: E.risk_and_grad(a1, B1, tbc, case.loss), E.__file__)
+                    lambda: E.risk_and_grad(a1, B1, tbc, case.loss), ENGINE_FILES)
     return render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0), lines)
 
 
