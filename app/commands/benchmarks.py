@@ -79,11 +79,12 @@ def cmd_benchmark_engine(args: argparse.Namespace) -> int:
     runs at once) beside a PyTorch implementation (optional: pip install -e ".[bench]"), the operation-count
     bound at the measured dgemm rate, the sampler's cost and the peak memory.  Prints the page and writes it to
     --out (docs/benchmarks_engine.md by default)."""
+    from app.render import bench_engine
     from numerics.bench import engine as BE
     size = "tiny" if args.tiny else "quick" if args.quick else "full"
     out = args.out if args.out is not None else (None if size != "full" else str(BE.DOC))
     use_torch = not args.no_torch and BE.torch_available()
     if not args.no_torch and not use_torch:
         print("PyTorch is not installed: the PyTorch column is skipped (pip install -e \".[bench]\")", file=sys.stderr)
-    return _write(out, lambda: BE.report(
-        size, use_torch=use_torch, progress=lambda s: print(s, file=sys.stderr, flush=True)))
+    return _write(out, lambda: bench_engine.render(BE.measure(
+        size, use_torch=use_torch, progress=lambda s: print(s, file=sys.stderr, flush=True))))
