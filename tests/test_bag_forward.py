@@ -1,6 +1,6 @@
 """The compiled loops that give numpy's own bits under either kernel option: the bag layout's forward pass
-(``kernels.bag_forward``, run where ``engine._bag_compiled`` says) and the squared loss's terms for one output
-(``kernels.squared_terms``, in ``engine._risk_and_dl``).  On the exact populations (two token types, one
+(``kernels.bag_forward``, run where ``passes._bag_compiled`` says) and the squared loss's terms for one output
+(``kernels.squared_terms``, in ``readout._risk_and_dl``).  On the exact populations (two token types, one
 output) they give the numpy path's bits, not only its values to rounding, in every output of the engine
 (forward, risks, accuracies, gradients), for several runs and heads, saturated attention, empty strings and
 non-finite parameters (a NaN's sign aside); the loss's terms on any outputs, runs, strides and weights; the
@@ -192,7 +192,7 @@ def test_patterns_are_read_modulo_four_and_shapes_are_checked():
        special=st.booleans())
 @examples(30)
 def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
-    """``engine._risk_and_dl`` with the compiled terms and with numpy's passes, on outputs of R runs (strided
+    """``readout._risk_and_dl`` with the compiled terms and with numpy's passes, on outputs of R runs (strided
     views of a heads' array, as the bag layout passes them), unequal and zero weights, and outputs that are
     +-0, +-inf, NaN, huge (squares that overflow) or subnormal: the same bits (a NaN's sign aside)."""
     rng = np.random.default_rng(seed)

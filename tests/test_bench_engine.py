@@ -246,7 +246,8 @@ def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
 
 
 def test_a_ratio_near_its_target_shows_which_side_it_is_on():
-    assert [bench_engine._x_near(v, 3) for v in (3.04, 2.96, 2.9, 3.2, 8.04)] == ["3.04x", "2.96x", "2.9x", "3.2x", "8.0x"]
+    assert [bench_engine._x_near(v, 3) for v in (3.04, 2.96, 2.9, 3.2, 8.04)] == \
+        ["3.04x", "2.96x", "2.9x", "3.2x", "8.0x"]
 
 
 def test_compiled_target_uses_the_bound_beside_its_own_repeats():

@@ -1,5 +1,5 @@
 """The default kernel's loops over one-hot token rows (``kernels.rows_forward``, ``kernels.rows_score_grad``,
-taken where ``engine._rows_loops`` says) and the squared loss of several outputs (``kernels.squared_outputs``):
+taken where ``layout._rows_loops`` says) and the squared loss of several outputs (``kernels.squared_outputs``):
 the numpy path's bits, not only its values to rounding, in every output of the engine (forward weights and
 mean tokens, risks, accuracies, gradients) on ICL and two-head AND batches and on random one-hot batches with
 several runs and heads, rows of one to three coordinates, repeated tokens, empty strings, strings longer than
@@ -8,7 +8,7 @@ pairwise sums that the loops replay (``reduceat``'s for every segment length up 
 row length up to 300); the batches they do not take stay on the
 numpy path; their inputs are checked before the loops.  Also the bag layout's score gradient from all pairs of
 types at once (one einsum, ``kernels.type_pairs``): the per-pair loop's bits on even pairs' batches and random
-bags of up to ``engine.PAIRS_AT_ONCE_MAX`` strings."""
+bags of up to ``passes.PAIRS_AT_ONCE_MAX`` strings."""
 from __future__ import annotations
 
 import numpy as np
@@ -162,7 +162,7 @@ def test_the_pairwise_sums_replay_numpys():
        strided=st.booleans())
 @examples(30)
 def test_the_squared_loss_of_several_outputs_is_numpys(seed, N, R, K, strided):
-    """``squared_outputs`` against the numpy path's squared loss (``engine.losses`` and the weights' product) on
+    """``squared_outputs`` against the numpy path's squared loss (``readout.losses`` and the weights' product) on
     outputs exp(4 N(0, 1)) of either sign (in practice about 1e-7..1e7, where a sequential sum over the outputs
     rounds differently), contiguous or strided."""
     rng = np.random.default_rng(seed)

@@ -1,5 +1,5 @@
-"""The engine's direct calls of scipy's sparse kernels in building a batch's layout (``engine._take_rows``,
-``engine._transpose``, the gather operator in ``_row_operators``): the same arrays, of the same dtypes, with
+"""The engine's direct calls of scipy's sparse kernels in building a batch's layout (``layout._take_rows``,
+``layout._transpose``, the gather operator in ``_row_operators``): the same arrays, of the same dtypes, with
 the same flags, as scipy's own indexing and conversion, on random matrices; scipy's path where the fast one
 does not apply; and every operator of an ICL batch equal to the one scipy's expressions build."""
 from __future__ import annotations

@@ -98,7 +98,8 @@ def fixed_share_text(res: dict) -> list[str]:
          "pays for its calls, the Python interpreter's part among them, so `at most` (small batch / step) "
          "bounds that part's share of the step. The bound is loose where the small step still does real "
          "arithmetic: every run's update and dB work on its D x K readout whatever the batch, and at large d two "
-         "strings have many token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
+         "strings have many token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians "
+         "in ms per step (of "
          "all the runs).", "",
          "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
          "|---|---|---|---|---|---|---|---|"]
@@ -168,8 +169,8 @@ def _header(res: dict, seconds: tuple[float, float], finished) -> list[str]:
          "`engine / bound` compares the two at the same moment of the shared machine; `sampler`: drawing one "
          "batch and its engine layout, paid once per step by the sampled rows. "
          + ("The benchmark's process keeps its temporaries on the heap, as the processes that train Table 1's rows "
-            "and the sweep's units do (`engine.keep_temporaries_on_heap`)." if res.get("heap_setting") else
-            "glibc's allocator setting (`engine.keep_temporaries_on_heap`) was not available: the exact rows' "
+            "and the sweep's units do (`allocator.keep_temporaries_on_heap`)." if res.get("heap_setting") else
+            "glibc's allocator setting (`allocator.keep_temporaries_on_heap`) was not available: the exact rows' "
             "temporaries may be mapped afresh at every step, as they would be in a Table 1 row on this machine."),
          "",
          f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
@@ -276,8 +277,7 @@ def _compiled(res: dict) -> list[str]:
               "CPU / wall | readout products / bound | agree |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row, d, x in comp:
-            e1, e8, c1, c8, fb = (x["engine_1"][1], x["engine_8"][1], x["compiled_1"][1], x["compiled_8"][1],
-                                  x["compiled_flop_seconds"])
+            e1, c1, c8, fb = x["engine_1"][1], x["compiled_1"][1], x["compiled_8"][1], x["compiled_flop_seconds"]
             rp = x["readout_products"][1]
             L.append(f"| {row} | {d} | {_cw(x['engine_1'])} | {_cw(x['compiled_1'])} | {c1 / e1:.2f} | "
                      f"{_cw(x['engine_8'])} | {_cw(x['compiled_8'])} | {_ms(fb)} | "
@@ -297,7 +297,8 @@ def _seeds(res: dict) -> list[str]:
               "(`engine.grouped_risk_and_grad`: their batches stacked, every product of the rows layout over all "
               "of them), checked to give the same bits as one call per seed before it is timed. Every seed has "
               "the same number of runs here, so nothing is padded: in a bank, runs stop at different times and "
-              "the program pads the smaller groups with runs at zero, so this is its best case. Risks and gradients only (no update), from batches without their "
+              "the program pads the smaller groups with runs at zero, so this is its best case. Risks and "
+              "gradients only (no update), from batches without their "
               "operators (each step builds them for its fresh batches, either way); the arms timed alternately, "
               "repeat by repeat; CPU medians in ms per run-step. `runs per seed`: 1 as in a sweep's seed unit, 4 "
               "as in Table 1's reported seeds (one run per plan), 16 as in a step-size search round. "

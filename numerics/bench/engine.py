@@ -1,4 +1,4 @@
-"""Benchmark of the Table 1 training engine (``occ-companion benchmark-engine``).
+"""Benchmark of the Table 1 training engine (``occ-companion benchmark-engine``): the measurements.
 
 Per task row of Table 1 (occurrence, OR and one-head AND on their exact populations as
 ``numerics.experiments.runner.make_data`` builds them; ICL, SLR, even pairs and two-head AND on sampled
@@ -34,8 +34,8 @@ mini-batches of the runner's default size) and per d, measured side by side in o
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
 one ICL step are also measured with BLAS's default thread count, once.  The growth in d of every column is
-the least-squares exponent over the measured d.  ``report`` returns the page; the command
-(``app.commands.benchmarks``) writes it to docs/benchmarks_engine.md.
+the least-squares exponent over the measured d.  ``measure`` returns the record; ``app.render.bench_engine``
+renders the page from it, which the command (``app.commands.benchmarks``) writes to docs/benchmarks_engine.md.
 """
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ def keep_temporaries_on_heap() -> bool:
     and the sweep's units call it in the process that trains them, and the engine benchmark in its own.  A
     step on an exact population allocates temporaries of a few MB (8 runs on OR's population at d = 50:
     22,513 classes, 1-3 MB an array); in a fresh process glibc maps each afresh and unmaps it when freed, so
-    every step pays page faults for them (2,000 a step; 9.1 ms a step, 2.8 ms with this; one-head AND at
-    d = 50 before its forward pass was compiled: 4,200 a step, 15.9 and 4.3 ms).  Values are unchanged:
+    every step pays thousands of page faults for them, most of the step's time.  Values are unchanged:
     where memory comes from does not enter the arithmetic."""
     import ctypes
     import ctypes.util

@@ -46,18 +46,18 @@ def uniform_mean_token_moment(tb: Tokens, block: int | None = None) -> np.ndarra
     xbar the mean token of a string under uniform attention (alpha = 0: each token weighted by its
     multiplicity; xbar = 0 for an empty string).
 
-    xbar of every string is f of a one-head model with B = I (K = D outputs) at alpha = 0 (``forward``),
-    and the moment the product (xbar w)^T xbar.  When strings x D exceeds ``MOMENT_ELEMENTS`` (AND's
-    population at d = 200: 10^6 x 200, 4.8 GB for the whole product and its temporaries), both are
-    computed in blocks of ``block`` columns of B = I (a multiple of ``MOMENT_ALIGN``; the last block takes a
-    remainder narrower than that), only the blocks on or below the diagonal: every entry is then the same sum, over the same strings in the same order, as
-    in the whole product, and the moment is bit-identical to it (tests/test_experiments.py checks this
+    xbar of every string is f of a one-head model with B = I (K = D outputs) at alpha = 0 (``forward``), and the
+    moment the product (xbar w)^T xbar.  When strings x D exceeds ``MOMENT_ELEMENTS`` (AND's population at
+    d = 200: 10^6 x 200, 4.8 GB for the whole product and its temporaries), both are computed in blocks of ``block``
+    columns of B = I (a multiple of ``MOMENT_ALIGN``; the last block takes a remainder narrower than that), only
+    the blocks on or below the diagonal: every entry is then the same sum, over the same strings in the same
+    order, as in the whole product, and the moment is bit-identical to it (tests/test_experiments.py checks this
     with ==).  The products run on one BLAS thread, as table1's rows and the sweep's units do
-    (``runner.run_row``): with several threads the whole product's bits depend on how BLAS shares its rows
-    among them, and on a shared machine its threads spin (10x slower for these thin products).  Another summation order (the moment of the class weights, or of the rows' mean tokens)
-    would move it by 1e-15, and trained numbers by up to 5e-12 through the step-size grid
-    (``runner.output_curvature``).  AND's population by the integral gives its closed form (the full matrix,
-    not a triangle)."""
+    (``runner.run_row``): with several threads the whole product's bits depend on how BLAS shares its rows among
+    them, and on a shared machine its threads spin on these thin products.  Another summation order (the moment
+    of the class weights, or of the rows' mean tokens) would move it by 1e-15, and trained numbers by up to
+    5e-12 through the step-size grid (``runner.output_curvature``).  AND's population by the integral gives its
+    closed form (the full matrix, not a triangle)."""
     if isinstance(tb, IntegralPopulation):
         return tb.uniform_mean_token_moment()
     N, D = tb.size, tb.table.shape[1]
@@ -90,9 +90,9 @@ def uniform_mean_token_moment(tb: Tokens, block: int | None = None) -> np.ndarra
 SUM_BLOCK = 4096
 """The reported risks are weighted sums taken a block of this many strings at a time, each block's products
 added by numpy's pairwise sum (rounding error below SUM_BLOCK units in the last place of the block's sum,
-whatever the order), the blocks added exactly (``math.fsum``): a population of a million classes is summed to ~5e-13 relative, where one
-product's bound is a million units.  Each run's sum is the same bits whichever runs it is summed with.
-Batches up to SUM_BLOCK strings (every sampled set) are one BLAS product, as before."""
+whatever the order), the blocks added exactly (``math.fsum``): a population of a million classes is summed to
+~5e-13 relative, where one product's bound is a million units.  Each run's sum is the same bits whichever runs
+it is summed with.  Batches up to SUM_BLOCK strings (every sampled set) are one BLAS product."""
 
 
 def weighted_sum(w: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -109,7 +109,7 @@ def weighted_sum(w: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def _summed(w: np.ndarray, parts: list) -> np.ndarray:
     """``weighted_sum`` of the chunks' (N, c) arrays, concatenated along the runs: up to SUM_BLOCK strings one
-    product over all runs (the rounding of the unchunked path, as before); above, chunk by chunk (the same
+    product over all runs (the rounding of the unchunked path); above, chunk by chunk (the same
     bits, since a run's blocked sum does not depend on the runs beside it, without an (N, R) copy of all)."""
     if len(w) <= SUM_BLOCK:
         return weighted_sum(w, np.concatenate(parts, axis=1))
@@ -237,11 +237,9 @@ def grouped_risk_and_grad(alpha: np.ndarray, B: np.ndarray, batches: list, group
     ``risk_and_grad`` gives each group's runs (in their order) on the group's batch alone.
 
     Seeds vectorised: every seed's runs advanced by one array program.  The runner does not take it (one
-    bank per seed): on the batches it is built for (ICL, two-head AND) it was slower than one
-    ``risk_and_grad`` call per seed in most of the configurations measured, and faster only for two-head AND
-    with few runs per seed (docs/benchmarks_engine.md, "Seeds in one program", measures both).  A step costs
-    its runs' work (token rows x runs), which stacking does not reduce; why the stack is often slower was not
-    measured (the stacked operands are larger than one seed's, a guess is the caches).
+    bank per seed): a step costs its runs' work (token rows x runs), which stacking does not reduce, and
+    docs/benchmarks_engine.md ("Seeds in one program") times the two side by side on the batches the
+    program is built for (ICL, two-head AND).
 
     Stackable batches (``stackable``) are stacked (``stack``) and every run advanced by one array program;
     groups with fewer runs than the largest are padded with runs at zero, which only cost time.  The risks are

@@ -87,7 +87,7 @@ def _sparse_if_sparse(X: np.ndarray):
 def _segments(n_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(n_idx, return_index=True, return_inverse=True)`` of a non-decreasing ``n_idx`` (the string of
     each token row, rows in string order), read off its runs without a sort: the strings present, the first row
-    of each and each row's segment (4x faster at ICL's 37,000 rows)."""
+    of each and each row's segment (a sort's work saved on every batch)."""
     new = np.empty(n_idx.size, dtype=bool)
     new[:1] = True
     np.not_equal(n_idx[1:], n_idx[:-1], out=new[1:])
@@ -178,7 +178,7 @@ def _row_operators(tb: Tokens):
     (sparse rows; None for dense ones), whose product sums each coordinate over the rows in the order of
     the transposed CSC product, without building the transpose at every step; ``reps`` (N_ne,) the rows of
     each string, so ``np.repeat(v, reps, axis=0)`` is ``v[seg]`` (the rows of a string are contiguous and
-    in string order), 5x faster than the fancy index; ``heavy`` the rows whose multiplicity is not 1 (the
+    in string order), cheaper than the fancy index; ``heavy`` the rows whose multiplicity is not 1 (the
     only ones the softmax must multiply, x * 1.0 being x: a few hundred of ICL's 36000 rows at d = 200);
     ``prods`` the sparse products of the rows, scatter, gather and rows_t (``_CsrProduct``, None for dense
     rows), checked once.  A stack of S groups (``stack``) takes its scores and rows_t on the rows moved to
@@ -245,9 +245,9 @@ def _fast_csr(A) -> bool:
 def _take_rows(A, idx: np.ndarray):
     """``A[idx]`` for a CSR matrix A and integer row indices idx (each in 0..rows - 1; negative ones, which
     scipy reads from the end, are refused): the arrays of scipy's row gather, from two compiled passes where
-    numba runs (``kernels.take_rows``: 0.2 of the 0.5 ms at ICL's d = 200 were numpy's pointer arithmetic),
-    else from scipy's kernel (``csr_row_index``) called without its indexing machinery (170 of its 200 us a
-    batch at ICL's d = 50 were the machinery)."""
+    numba runs (``kernels.take_rows``, in place of numpy's pointer arithmetic), else from scipy's kernel
+    (``csr_row_index``) called without its indexing machinery, which costs most of scipy's own gather on a
+    sampled batch."""
     idx = np.asarray(idx)
     if not _fast_csr(A) or idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0:
         return A[idx]
@@ -270,8 +270,8 @@ def _take_rows(A, idx: np.ndarray):
 
 def _transpose(A):
     """``A.T.tocsr()`` for a CSR matrix A: scipy's conversion kernel (``csr_tocsc``) called directly, the same
-    arrays, its rows' indices sorted as scipy marks them (its wrappers took 130 of the 200 us a conversion at
-    ICL's d = 50, two a batch)."""
+    arrays, its rows' indices sorted as scipy marks them (without scipy's wrappers, most of a conversion's
+    cost on a sampled batch, which makes two)."""
     if not _fast_csr(A):
         return A.T.tocsr()
     M, N = A.shape
@@ -286,7 +286,7 @@ def _dense_scatter(rows: np.ndarray, starts: np.ndarray):
     """``scatter`` of dense rows (M, D) built from their layout: the CSR matrix that converting the rows to CSR
     (which drops their zeros), shifting each row's columns to its string's block and transposing gives, the
     same arrays (so the same products, bit for bit), without the conversion's scan and the transpose's sort
-    (the layout of an SLR batch of 64 at d = 50: 2.5 to 1.0 ms).  Entry (i, j) goes to row seg_i D + j, whose
+    (most of the cost of an SLR batch's layout).  Entry (i, j) goes to row seg_i D + j, whose
     entries are the rows of string seg_i in order: position starts_n D + j L_n + (i - starts_n), L_n the
     string's rows."""
     M, D = rows.shape
@@ -303,7 +303,7 @@ def _dense_scatter(rows: np.ndarray, starts: np.ndarray):
     if not keep.all():
         data, indices = data[keep], indices[keep]
         per_row = np.bincount(np.repeat(np.arange(N_ne * D), per_row)[keep], minlength=N_ne * D)
-    dt = csr_index_dtype(N_ne * D, M, data.size)  # (int64 ones scipy would scan and copy: 0.1 ms)
+    dt = csr_index_dtype(N_ne * D, M, data.size)  # (int64 ones scipy would scan and copy)
     indptr = np.zeros(N_ne * D + 1, dt)
     np.cumsum(per_row, out=indptr[1:])
     return sp.csr_matrix((data, indices.astype(dt, copy=False), indptr), shape=(N_ne * D, M))
@@ -323,7 +323,7 @@ class _CsrProduct:
     """``A @ X`` (m, c) for a CSR matrix A (m, n) and an array X (n, c): when both are float64, by the
     kernel scipy runs for it (``csr_matvec`` for one column, ``csr_matvecs`` for several, into zeros),
     called directly: the same arithmetic in the same order, so the same bits, without scipy's dispatch and
-    checks (~4 us a product, 5% of an ICL step at d = 50).  Anything else goes through ``A @ X``."""
+    checks (a fixed cost per product that a small step pays several times).  Anything else goes through ``A @ X``."""
 
     __slots__ = ("A", "args")
 

@@ -141,9 +141,9 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens, loops)
     every = N_ne == g.shape[0]  # nonempty is 0..N-1: no gather of the strings (always so for G > 1)
     g_t = (g if every else g[tb.nonempty]).transpose(1, 0, 2)                        # (R, N_ne, K)
     # for one head a strided view, not a contiguous copy: the products below round by their operands'
-    # layout (a contiguous copy changed dB's last bits at R = 3 with empty strings)
+    # layout (a contiguous copy moves dB's last bits at R = 3 with empty strings)
     # (one head: g_t itself, which the products take with the same bits as the broadcast's reshape of it (its
-    # strides differ only on axes of length 1; tests/test_rows_loops.py), without the call: about 10 us)
+    # strides differ only on axes of length 1; tests/test_rows_loops.py), without the call)
     g_ne = g_t if H == 1 else np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
@@ -226,8 +226,7 @@ def _bag_compiled(T: int, K: int) -> bool:
     in their reduced types), where numba imports and compiles (``kernels.usable``).  The loop does numpy's
     operations in numpy's order (its sums over the two types too, from +0 up), so it gives numpy's bits
     (tested, to the sign of every zero; only a NaN's sign may differ) and no result changes.  The numpy path
-    makes about eight passes over (types, strings, runs) arrays, the loop one: one-head AND's step at d = 50
-    took half the time."""
+    makes about eight passes over (types, strings, runs) arrays, the loop one."""
     return K == 1 and T == 2 and KN.usable()
 
 
@@ -235,7 +234,7 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     oh = _onehot(tb)
     if oh is not None:
         return _onehot_risk_and_grad(alpha, B, tb, loss, oh)
-    if tb.layout == "rows":  # the loops' view asked once for the step (``_rows_loops``: 4 us a call)
+    if tb.layout == "rows":  # the loops' view asked once for the step (``_rows_loops``)
         loops = _rows_loops(tb)
         fw = _forward_rows(alpha, B, tb, loops)
         r, g = _risk_and_dl(fw.f, tb, loss)                            # g (N, R, K)
@@ -246,7 +245,6 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     fw = forward(alpha, B, tb)
     r, g = _risk_and_dl(fw.f, tb, loss)                                # g (N, R, K)
     gh = np.broadcast_to(g[:, :, None, :], (g.shape[0], R, H, K)).reshape(-1, R * H, K)
-    fh = fw.fh.reshape(-1, R * H, K)
     # per type t: dV_t = sum_n w_tn g_n and ds_t = sum_n w_tn (V_t - fh_n) . g_n.  A non-empty string's weights
     # sum to 1, so V_t - fh_n = sum_s w_sn (V_t - V_s), and an empty string has w = 0: ds_t = sum_s (V_t - V_s) .
     # M_ts with M_ts = sum_n w_tn w_sn g_n, one pass over the strings per pair of the bag's few types, and no
@@ -274,8 +272,7 @@ PAIRS_AT_ONCE_MAX = 4096
 strings (even pairs' sampled batches, and the unmerged class populations of three types up to that size).  One
 einsum over the stacked pairs gives each pair's sum the bits of its own call where the reduction over the strings
 fits numpy's iterator buffer (8192 elements) in one piece (``tests/test_rows_loops.py`` holds the two to the same
-bits up to this size); on longer ones the buffering can split them differently (measured on numpy 2.4: at 9000
-strings and one run the last bits moved)."""
+bits up to this size); on longer ones the buffering can split them differently, and the last bits move."""
 
 
 def _type_pairs_loop(fw: Forward, gh: np.ndarray, T: int, K: int) -> np.ndarray:
