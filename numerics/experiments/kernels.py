@@ -240,7 +240,7 @@ def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - 
             acc[:] = 0.0
             Z = 0.0
             if P == 2 and hi > lo:
-                # ICL's pairs (the general loop below takes 2.1-2.3x as long there, in both passes).  The rows of
+                # ICL's pairs (the general loop below is slower there, in both passes).  The rows of
                 # a string are in token order, so runs of rows share their first coordinate (two rows in three at
                 # d = 50): a run's weights are summed in a register and added to acc and Z once, not through
                 # memory row by row (a chain of stores and loads of one entry)
@@ -480,7 +480,7 @@ def _squared_terms(f, y, w, lv, dl):  # pragma: no cover - compiled
     and ``readout._risk_and_dl``), in one pass: e = f[n, r] - y[n], lv[n, r] = 0.5 (e e), dl[n, r] = e w[n].
     Elementwise only (no sum), so the same bits as numpy's passes (but for a NaN's sign, as ``bag_forward``)."""
     N, R = f.shape
-    if R == 1:  # one run: a loop over the strings alone, which LLVM vectorises (the nested one: 3.5x as long)
+    if R == 1:  # one run: a loop over the strings alone, which LLVM vectorises (the nested one does not)
         for n in range(N):
             e = f[n, 0] - y[n]
             lv[n, 0] = 0.5 * (e * e)

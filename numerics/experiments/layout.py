@@ -52,7 +52,7 @@ class Tokens:
     ``y`` (N, K) targets, ``labels`` class labels (or None), ``weights`` (N,) probability weights.
     ``kernel`` (``KERNELS``): "compiled" runs one-hot token rows through ``kernels`` (other rounding).
     ``groups`` S > 1: the S batches of ``stack``, each of size / S strings, run r of the R = S C given to the
-    layout's passes stepping on batch r // C (``grouped_risk_and_grad``).
+    layout's passes stepping on batch r // C (``engine.grouped_risk_and_grad``).
     """
 
     table: object
@@ -359,7 +359,7 @@ def _patterns(tb: Tokens) -> np.ndarray:
 def stackable(parts: list[Tokens]) -> bool:
     """Whether ``stack`` takes these batches: token rows over one-hot (sparse) embeddings on the numpy kernel,
     the same number of strings and width D, none empty (the sampled ICL and two-head AND batches); not AND's
-    population by the integral, which ``risk_and_grad`` takes one group at a time."""
+    population by the integral, which ``engine.risk_and_grad`` takes one group at a time."""
     if len(parts) < 2 or any(isinstance(p, IntegralPopulation) for p in parts):
         return False
     first = parts[0]
@@ -373,7 +373,7 @@ def stack(parts: list[Tokens]) -> Tokens:
     strings and targets of batch s after those of batches 0 .. s - 1, every row in its own string's block of
     the operators (``_row_operators``).  A run of group s then sees in each product of the rows layout the
     same entries, in the same order, as on batch s alone: the same bits (tests/test_grouped.py).  Only
-    ``grouped_risk_and_grad`` steps a stack (``risk`` and ``risk_and_grad`` refuse one)."""
+    ``engine.grouped_risk_and_grad`` steps a stack (``engine.risk`` and ``engine.risk_and_grad`` refuse one)."""
     if not stackable(parts):
         raise SettingError("stack takes two or more batches of one-hot token rows of the same size, "
                            "none with an empty string, on the numpy kernel")

@@ -97,8 +97,8 @@ def _onehot_forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens, oh):
 
 
 def _onehot_risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str, oh):
-    """``_risk_and_grad`` on the compiled kernel, in the fewest calls (at d = 50 a step's numpy calls take
-    as long as its passes over the rows): dL/df, U = B g_n and the heads' outputs stay in the layout
+    """``_risk_and_grad`` on the compiled kernel, in the fewest calls (at ICL's sizes a step's numpy calls
+    cost about as much as its passes over the rows): dL/df, U = B g_n and the heads' outputs stay in the layout
     (RH, N_ne, .) of the readout products, which the loops read as they are; the squared loss on a batch
     without empty strings (ICL, sampled two-head AND) is one compiled pass too (``kernels.squared_loss``)."""
     R, H, D = alpha.shape
