@@ -1,6 +1,6 @@
 """The compiled loops that give numpy's own bits under either kernel option: the bag layout's forward pass
-(``kernels.bag_forward``, run where ``engine._bag_compiled`` says) and the squared loss's terms for one output
-(``kernels.squared_terms``, in ``engine._risk_and_dl``).  On the exact populations (two token types, one
+(``kernels.bag_forward``, run where ``passes._bag_compiled`` says) and the squared loss's terms for one output
+(``kernels.squared_terms``, in ``readout._risk_and_dl``).  On the exact populations (two token types, one
 output) they give the numpy path's bits, not only its values to rounding, in every output of the engine
 (forward, risks, accuracies, gradients), for several runs and heads, saturated attention, empty strings and
 non-finite parameters (a NaN's sign aside); the loss's terms on any outputs, runs, strides and weights; the
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from checks.strategies import examples
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
+from numerics.experiments import layout, passes, readout
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import population
 from tests._spies import counted
@@ -77,7 +78,7 @@ def test_the_compiled_forward_gives_the_numpy_paths_bits(task, seed, d, R, H, sc
     D = tb.table.shape[1]
     alpha = scale * rng.standard_normal((R, H, D))
     B = rng.standard_normal((R, H, D, 1))
-    assert T == 2 and E._bag_compiled(T, 1)
+    assert T == 2 and passes._bag_compiled(T, 1)
     got, want = _both(alpha, B, tb)
     _same_bits(got, want)
 
@@ -132,7 +133,7 @@ def test_a_numba_that_is_found_but_cannot_import_leaves_the_numpy_path_working(m
     rng = np.random.default_rng(6)
     alpha, B = rng.standard_normal((1, 1, 8)), rng.standard_normal((1, 1, 8, 1))
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(E, "_bag_compiled", lambda T, K: False)
+        m.setattr(passes, "_bag_compiled", lambda T, K: False)
         want = _outputs(alpha, B, tb)
     KN.usable.cache_clear()
     KN._compiled.cache_clear()
@@ -172,7 +173,7 @@ def test_patterns_are_read_modulo_four_and_shapes_are_checked():
     """The loop has no bounds checks: a pattern outside 0..3 cannot read outside the exponentials' table (it
     is read modulo 4), and mis-shaped inputs are refused before the loop."""
     tb = _tokens("occurrence", 5)
-    pat = E._patterns(tb)
+    pat = layout._patterns(tb)
     rng = np.random.default_rng(4)
     exP, V = rng.random((4, 2, 3)), rng.standard_normal((2, 3))
     w, fh = KN.bag_forward(tb.counts, pat, exP, V)
@@ -191,7 +192,7 @@ def test_patterns_are_read_modulo_four_and_shapes_are_checked():
        special=st.booleans())
 @examples(30)
 def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
-    """``engine._risk_and_dl`` with the compiled terms and with numpy's passes, on outputs of R runs (strided
+    """``readout._risk_and_dl`` with the compiled terms and with numpy's passes, on outputs of R runs (strided
     views of a heads' array, as the bag layout passes them), unequal and zero weights, and outputs that are
     +-0, +-inf, NaN, huge (squares that overflow) or subnormal: the same bits (a NaN's sign aside)."""
     rng = np.random.default_rng(seed)
@@ -207,11 +208,11 @@ def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
     calls, real = [], KN.squared_terms
     with np.errstate(all="ignore"), pytest.MonkeyPatch.context() as m:
         m.setattr(KN, "squared_terms", lambda *a: calls.append(1) or real(*a))
-        got = E._risk_and_dl(f, tb, "squared")
+        got = readout._risk_and_dl(f, tb, "squared")
         assert calls, "the compiled terms did not run"
         m.setattr(KN, "usable", lambda: False)
         n = len(calls)  # (usable's own trial, when it runs first here, calls the terms too)
-        want = E._risk_and_dl(f, tb, "squared")
+        want = readout._risk_and_dl(f, tb, "squared")
         assert len(calls) == n
     _same_bits({"risk": got[0], "dL/df": got[1]}, {"risk": want[0], "dL/df": want[1]})
     # each string's terms too (a NaN anywhere makes the risk NaN on both paths): numpy's losses, weighted
@@ -228,9 +229,9 @@ def test_the_squared_losss_terms_are_taken_only_for_one_output_and_checked(monke
     monkeypatch.setattr(KN, "squared_terms", lambda *a: calls.append(1))
     rng = np.random.default_rng(1)
     tb = E.Tokens(table=None, y=rng.standard_normal((5, 3)), weights=np.full(5, 0.2), labels=None)
-    E._risk_and_dl(rng.standard_normal((5, 2, 3)), tb, "squared")
+    readout._risk_and_dl(rng.standard_normal((5, 2, 3)), tb, "squared")
     tb1 = E.Tokens(table=None, y=np.sign(rng.standard_normal((5, 1))), weights=np.full(5, 0.2), labels=None)
-    E._risk_and_dl(rng.standard_normal((5, 2, 1)), tb1, "logistic")
+    readout._risk_and_dl(rng.standard_normal((5, 2, 1)), tb1, "logistic")
     assert not calls
     monkeypatch.undo()
     with pytest.raises(ValueError, match="targets has shape"):

@@ -1,13 +1,24 @@
-"""The engine benchmark (numerics.bench.engine): its quick path runs, and its PyTorch implementation agrees
-with the engine (and the agreement check fails when the two compute different things)."""
+"""The engine benchmark (numerics.bench.engine, its page app.render.bench_engine): its quick path runs, and
+its PyTorch implementation agrees with the engine (and the agreement check fails when the two compute
+different things)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from app.render import bench_engine
 from numerics.bench import engine as BE
 from numerics.experiments.runner import Config
 
-torch = pytest.importorskip("torch")
+needs_torch = pytest.mark.skipif(not BE.torch_available(), reason="PyTorch is not installed")
+
+
+def _page(res: dict, tg=None) -> str:
+    """The page of a result without profiles, line profiles or timings of its own."""
+    import datetime
+
+    return bench_engine.render({"res": res, "targets": BE.targets(res) if tg is None else tg, "profiles": {},
+                                "lines": {}, "seconds": (0.0, 0.0),
+                                "finished": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)})
 
 
 def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
@@ -18,7 +29,7 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
     text = out.read_text()
     for row, _, _ in BE.ROWS:
         assert f"| {row} | 5 |" in text and f"| {row} | 8 |" in text
-    assert "PyTorch is not installed" not in text
+    assert ("PyTorch is not installed" in text) == (not BE.torch_available())
     assert "## Targets" in text
     # the benchmark's process has the allocator setting of Table 1's row processes, where there is one
     assert ("keeps its temporaries on the heap" in text) == BE.E.keep_temporaries_on_heap()
@@ -47,6 +58,7 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
             assert line.count("x |") == (1 if BE.exact(task, heads, Config()) else 3), line
 
 
+@needs_torch
 @pytest.mark.parametrize("row,task,heads", BE.ROWS)
 def test_torch_model_agrees_with_the_engine_and_the_check_can_fail(row, task, heads):
     case = BE.make_case(row, task, heads, 7, Config())
@@ -59,6 +71,7 @@ def test_torch_model_agrees_with_the_engine_and_the_check_can_fail(row, task, he
         BE.check_agreement(case, tm, a[0], B[0])
 
 
+@needs_torch
 def test_torch_step_is_a_gradient_step():
     """One PyTorch step moves the parameters by -LR times the engine's gradient."""
     case = BE.make_case("ICL", "ICL", 1, 6, Config())
@@ -77,7 +90,7 @@ def test_torch_step_is_a_gradient_step():
 
 
 def test_a_timing_pair_prints_cpu_then_wall():
-    assert BE._cw((0.002, 0.001)) == "1 / 2"  # (wall, CPU) medians in seconds -> "CPU / wall" in ms
+    assert bench_engine._cw((0.002, 0.001)) == "1 / 2"  # (wall, CPU) medians in seconds -> "CPU / wall" in ms
 
 
 def test_fit_exponent():
@@ -162,7 +175,7 @@ def _with_explicit_zero(Y, row, col):
 
 
 def test_ratios_carry_two_significant_digits():
-    assert [BE._x(v) for v in (4427.5, 2.74, 0.346, 9.96, 10.4, 3.04, 1.0, 0.0123)] == \
+    assert [bench_engine._x(v) for v in (4427.5, 2.74, 0.346, 9.96, 10.4, 3.04, 1.0, 0.0123)] == \
         ["4400x", "2.7x", "0.35x", "10x", "10x", "3.0x", "1.0x", "0.012x"]
 
 
@@ -228,12 +241,13 @@ def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
     rec = res["rows"]["ICL"][5]
     assert all(len(rec["numba"][k]) == 2 for k in rec["numba"])
     assert BE.KN.usable()
-    page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
+    page = _page(res)
     assert "## What numba gains on the default kernel" in page
 
 
 def test_a_ratio_near_its_target_shows_which_side_it_is_on():
-    assert [BE._x_near(v, 3) for v in (3.04, 2.96, 2.9, 3.2, 8.04)] == ["3.04x", "2.96x", "2.9x", "3.2x", "8.0x"]
+    assert [bench_engine._x_near(v, 3) for v in (3.04, 2.96, 2.9, 3.2, 8.04)] == \
+        ["3.04x", "2.96x", "2.9x", "3.2x", "8.0x"]
 
 
 def test_compiled_target_uses_the_bound_beside_its_own_repeats():
@@ -243,7 +257,7 @@ def test_compiled_target_uses_the_bound_beside_its_own_repeats():
            "compiled_flop_seconds": 1.0}
     tg = {t["target"]: t for t in BE.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})}
     comp = tg["ICL at d = 50: within 3x of the FLOP bound (CPU, compiled kernel)"]
-    assert comp["met"] and comp["value"].startswith("2.9x (8 runs at once: 2.0x")
+    assert comp["met"] and bench_engine.target_value(comp["value"]).startswith("2.9x (8 runs at once: 2.0x")
     assert not tg["ICL at d = 50: within 3x of the FLOP bound (CPU, default numpy kernel)"]["met"]
     rec["compiled_flop_seconds"] = 0.9   # 2.9 / 0.9 = 3.2x
     assert not BE.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})[1]["met"]
@@ -303,7 +317,7 @@ def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_populat
     assert [x["runs"] for x in (one, many, one_t, many_t)] == [1, BE.RUNS] * 2 and one["nodes"] > 10
     assert [x["table1"] for x in (one, many, one_t, many_t)] == [False, False, True, True]
     assert all(t > 0 for x in (one, many, one_t, many_t) for t in x["time"])
-    page = BE.render(res, BE.targets(res), {}, (0.0, 0.0))
+    page = _page(res)
     assert "## Two-head AND on its exact population" in page
     seen, sums = [], BE.AI._sums
     monkeypatch.setattr(BE.AI, "_sums", lambda *a, **k: seen.append(a[0].shape[1]) or sums(*a, **k))
@@ -323,7 +337,7 @@ def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_populat
     assert abs(drop - want) <= 0.01 * want
     other = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                      gemm_n=100)
-    assert other["and_integral"] == {} and "Two-head AND on its exact" not in BE.render(other, [], {}, (0, 0))
+    assert other["and_integral"] == {} and "Two-head AND on its exact" not in _page(other, [])
 
 
 def test_alternated_rotates_the_arms_every_repeat():
@@ -412,7 +426,7 @@ def test_the_parts_sentence_follows_the_d_where_the_step_misses_three_bounds():
     res = {"rows": {"ICL": {50: {"flop_seconds": 1.0}, 100: {"flop_seconds": 1.0}}},
            "parts": {50: {"step": t(3.5), "exp": t(1.0), "products": t(1.5), "loops": t(0.6), "M": 10},
                      100: {"step": t(2.9), "exp": t(1.0), "products": t(1.5), "loops": t(0.3), "M": 20}}}
-    text = "\n".join(BE.parts_text(res))
+    text = "\n".join(bench_engine.parts_text(res))
     assert "| 50 | 10 |" in text and "| 100 | 20 |" in text
     assert "| 400 | 2.5x | 3.1x | 3.5x |" in text and "| 100 | 2.5x | 2.8x | 2.9x |" in text  # rest, ratios
     assert ("At d = 50 the step takes 3.5x the bound. numpy's exponential and the products take 2.5x, which "
@@ -420,17 +434,46 @@ def test_the_parts_sentence_follows_the_d_where_the_step_misses_three_bounds():
             "these loops alone take 600 ms and the rest 400 ms.") in text
     assert "At d = 100" not in text
     res["parts"][50]["step"] = t(3.0)
-    assert "At d = 50" not in "\n".join(BE.parts_text(res))
+    assert "At d = 50" not in "\n".join(bench_engine.parts_text(res))
     res["parts"][50] = {"step": t(4.0), "exp": t(1.6), "products": t(1.6), "loops": t(0.4), "M": 10}
-    text = "\n".join(BE.parts_text(res))  # the exponential and the products alone over 3x: nothing left
+    text = "\n".join(bench_engine.parts_text(res))  # the exponential and the products alone over 3x: nothing left
     assert "take 3.2x, more than 3x the bound by themselves; these loops alone take 400 ms" in text
     assert "which leaves" not in text
-    assert BE.parts_text({"rows": {}, "parts": {}}) == []
+    assert bench_engine.parts_text({"rows": {}, "parts": {}}) == []
 
 
 def test_the_fixed_share_column_is_the_small_step_over_the_step():
     """``fixed_share_text``: one line per measurement, `at most` = small batch / step; nothing without them."""
     x = {"runs": 4, "chunks": 1, "step": (0.004, 0.004), "small": (0.001, 0.001), "rows": 52}
-    text = "\n".join(BE.fixed_share_text({"fixed_share": {"ICL": {50: [x]}}}))
+    text = "\n".join(bench_engine.fixed_share_text({"fixed_share": {"ICL": {50: [x]}}}))
     assert "| ICL | 50 | 4 | 1 | 4 / 4 | 1 / 1 | 52 | 25% |" in text
-    assert BE.fixed_share_text({"fixed_share": {}}) == [] and BE.fixed_share_text({}) == []
+    assert bench_engine.fixed_share_text({"fixed_share": {}}) == [] and bench_engine.fixed_share_text({}) == []
+
+
+def test_each_kind_of_target_value_prints_as_the_page_reads_it():
+    """``target_value``: ms for seconds, two digits for ratios (three near the 3x target), the exponent."""
+    assert bench_engine.target_value(("versus", 0.002, 0.004)) == "2 ms vs 4 ms (ratio 0.50)"
+    assert bench_engine.target_value(("ratio", 3.04)) == "3.04x"
+    assert bench_engine.target_value(("ratios", 2.9, 12.3)) == "2.9x (8 runs at once: 12x per run)"
+    assert bench_engine.target_value(("with sampler", 0.0071, 0.0093)) == "7.1 ms (with the sampler 9.3 ms)"
+    assert bench_engine.target_value(("exponent", 1.234)) == "d^1.23"
+    with pytest.raises(ValueError):
+        bench_engine.target_value(("speed", 1.0))
+
+
+def test_line_times_name_the_engine_module_of_each_line():
+    """``line_times`` follows the step into the engine's modules and names each line's file: a profile of
+    ``risk_and_grad``, its loss's function traced too, has lines of passes.py (the passes) and of readout.py
+    (the loss), each the source line of that file."""
+    import linecache
+
+    case = BE.make_case("ICL", "ICL", 1, 5, Config())
+    a, B = BE.initial(case, 1)
+    top = BE.line_times(lambda: BE.E.risk_and_grad(a, B, case.tb, case.loss), BE.ENGINE_FILES, steps=3, top=100,
+                        functions=BE.LINE_FUNCTIONS + ("_risk_and_dl",))
+    files = {where.split(":")[0] for where, *_ in top}
+    assert {"passes.py", "readout.py"} <= files <= {"engine.py", "passes.py", "readout.py"}
+    paths = {p.rsplit("/", 1)[-1]: p for p in BE.ENGINE_FILES}
+    for where, code, t, share in top:
+        name, line = where.split(":")
+        assert code == linecache.getline(paths[name], int(line)).strip() and t >= 0 and 0 <= share <= 1

@@ -2,6 +2,7 @@
 tolerance at a cost linear in d, and the (n, c) Monte Carlo is unbiased within its standard error."""
 import re
 
+from app.render import bench_theorem
 from numerics.bench.theorem import POINT, double_sum_terms, monte_carlo, numpy_double_sum
 from numerics.theorem.series import SeriesEvaluator
 from theory.setting import Setting
@@ -40,7 +41,6 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     render-only sweep run trains nothing and is left out)."""
     import json
 
-    from numerics.bench import theorem as B
     (tmp_path / "example_table1").mkdir()
     (tmp_path / "sweep").mkdir()
     (tmp_path / "example_table1" / "table1.json").write_text(json.dumps(
@@ -50,21 +50,21 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
         {"command": ["occ-companion", "sweep"], "started": "t0", "trained": 7, "wall_s": 600.0, "trained_cpu_s": 900.0},
         {"command": ["occ-companion", "sweep", "--no-train"], "started": "t1", "trained": 0, "wall_s": 6.0,
          "trained_cpu_s": 0.0}]}))
-    rows = [r for r in B.recorded_experiment_runs(tmp_path) if r.startswith("| ") and "---" not in r][1:]
+    rows = [r for r in bench_theorem.recorded_experiment_runs(tmp_path) if r.startswith("| ") and "---" not in r][1:]
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
                     "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |"]
-    assert B.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
+    assert bench_theorem.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
     # the old 52-step protocol's run, with its target, named by its reading
     (tmp_path / "example_table1" / "theory-52").mkdir()
     (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
          "commit": "f00", "elapsed_s": 24.0, "cpu_s": 48.0}))
     assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 1 min CPU, met: yes) | "
-            "`occ-companion table1 -r` | f00 | 0.4 min | 0.8 min |") in B.recorded_experiment_runs(tmp_path)
+            "`occ-companion table1 -r` | f00 | 0.4 min | 0.8 min |") in bench_theorem.recorded_experiment_runs(tmp_path)
     (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
          "commit": "f00", "elapsed_s": 24.0, "cpu_s": 61.0}))
-    assert any("under 1 min CPU, met: **no**) |" in line for line in B.recorded_experiment_runs(tmp_path))
+    assert any("under 1 min CPU, met: **no**) |" in line for line in bench_theorem.recorded_experiment_runs(tmp_path))
     (tmp_path / "example_table1" / "theory-52" / "table1.json").unlink()
     # the d = 200 run, and its memory record
     (tmp_path / "example_table1" / "d200").mkdir()
@@ -74,7 +74,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(
         {"peak_rss_largest_process_GB": 1.163, "peak_rss_summed_GB": 2.062, "pss_sampled_from_s": 7,
          "peak_pss_summed_GB": 1.512, "note": "N."}))
-    lines = B.recorded_experiment_runs(tmp_path)
+    lines = bench_theorem.recorded_experiment_runs(tmp_path)
     assert "| Table 1, default reading, d = 200, ICL, OR | `occ-companion table1 --d 200` | def | 1.0 min | 1.5 min |" in lines
     assert lines[-1].startswith("Memory of the d = 200 run (target: under 2 GB): largest process 1.16 GB")
     assert "summed over its processes 2.06 GB" in lines[-1] and "from second 7 on, 1.51 GB. Target met: yes, " \
@@ -85,7 +85,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
         (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(
             {"peak_rss_largest_process_GB": 1.163, "peak_rss_summed_GB": 2.062, "pss_sampled_from_s": 7,
              "peak_pss_summed_GB": pss, "hwm_summed_GB": hwm, "note": "N."}))
-        last = B.recorded_experiment_runs(tmp_path)[-1]
+        last = bench_theorem.recorded_experiment_runs(tmp_path)[-1]
         assert f"Target met: {verdict}, read on" in last and f"summed, {hwm:.2f} GB, bound the resident peak " \
             f"from above and are {side} the target" in last
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(
@@ -101,7 +101,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
                          "peak_pss_at_s": 3.0, "peak_rss_summed_GB": 1.1, "hwm_summed_GB": 1.2, "hwm_largest_GB": 0.5,
                          "note": "V."}]
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
-    last = B.recorded_experiment_runs(tmp_path)[-1]
+    last = bench_theorem.recorded_experiment_runs(tmp_path)[-1]
     assert "can be missed). N. Measured since, over a whole rerun (`occ-companion table1` at 0123456789, " \
            "30 min wall, 40 min CPU), PSS summed" in last
     assert "peak 1.23 GB at second 12 (RSS summed 1.50 GB; the processes' resident high-water marks summed 2.25 GB, " \
@@ -117,7 +117,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
                          "reruns": [record["reruns"][0]]}
     record["reruns"] = []
     (tmp_path / "example_table1" / "d200" / "memory.json").write_text(json.dumps(record))
-    lines = B.recorded_experiment_runs(tmp_path)
+    lines = bench_theorem.recorded_experiment_runs(tmp_path)
     assert lines[-3].endswith("can be missed). N.") and lines[-2] == ""
     assert lines[-1] == ("Earlier runs of the same command, on the code before abc1234: E. The first committed run "
                          "(at 8a5685eb04): largest process 1.16 GB resident; resident sets summed 2.06 GB; PSS, "
@@ -127,21 +127,12 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
                          "high-water marks summed 2.25 GB, the largest 0.90 GB). W.")
 
 
-def test_the_page_names_the_command_that_made_it(monkeypatch):
-    from numerics.bench import theorem as B
-    monkeypatch.setattr("sys.argv", ["/src/numerics/benchmark.py"])
-    assert B._invocation() == "python3 -m numerics.bench.theorem"
-    for argv0 in ("/src/app/__main__.py", "/usr/bin/occ-companion"):
-        monkeypatch.setattr("sys.argv", [argv0, "benchmark"])
-        assert B._invocation() == "occ-companion benchmark"
-
-
 def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypatch):
     from numerics.bench import theorem as B
     def row(cpu, peak, status=0, **target):
         monkeypatch.setattr(B, "run_process", lambda args, repeat, warm=False: {
             "cpu": cpu, "wall": 1.0, "peak_mb": peak, "status": status, "repeat": repeat})
-        return B._process_row("run", ["run"], "t", 3, **target).rsplit("|", 2)[1].strip()
+        return bench_theorem.process_line(B.process_row("run", ["run"], "t", 3, **target)).rsplit("|", 2)[1].strip()
 
     assert row(0.5, 50, cpu_s=0.6) == "yes" and row(0.61, 50, cpu_s=0.6) == "**no**"
     assert row(2.0, 150, cpu_s=10, peak_mb=200) == "yes" and row(2.0, 250, cpu_s=10, peak_mb=200) == "**no**"
@@ -152,7 +143,7 @@ def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypat
 def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
     """``--keep-suite`` copies the replaced page's test-command figures, says so with that page's date, and
     stops at the next section; a page without them yields "not measured"."""
-    from numerics.bench.theorem import carried_suite_section
+    from app.render.bench_theorem import carried_suite_section
 
     page = tmp_path / "benchmarks.md"
     page.write_text("# Benchmarks\n\nDate 2026-01-02; 2 cores.\n\n## Test command\n\n| command | wall time |\n"
@@ -173,10 +164,11 @@ def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
 import pytest  # noqa: E402
 
 
-@pytest.mark.parametrize("command,module,work", [("benchmark", "numerics.bench.theorem", "run"),
-                                                 ("benchmark-engine", "numerics.bench.engine", "report")])
+@pytest.mark.parametrize("command,module,renderer", [
+    ("benchmark", "numerics.bench.theorem", "app.render.bench_theorem"),
+    ("benchmark-engine", "numerics.bench.engine", "app.render.bench_engine")])
 def test_benchmark_destination_is_checked_and_locked_before_any_work(tmp_path, monkeypatch, capsys, command,
-                                                                     module, work):
+                                                                     module, renderer):
     """An unusable or busy --out is exit 2 before any measurement; Ctrl-C during the measurement keeps the old
     page and leaves no temporary file; a finished run replaces the page as a whole."""
     import importlib
@@ -186,13 +178,14 @@ def test_benchmark_destination_is_checked_and_locked_before_any_work(tmp_path, m
     from app.io import OutputFolder
 
     bench = importlib.import_module(module)
+    monkeypatch.setattr(importlib.import_module(renderer), "render", lambda record: record)
     calls = []
 
     def measure(*args, **kwargs):
         calls.append(1)
-        return ["new page"] if work == "run" else "new page"
+        return "new page"
 
-    monkeypatch.setattr(bench, work, measure)
+    monkeypatch.setattr(bench, "measure", measure)
     (tmp_path / "a_file").write_text("x")
     for out in ("/proc/occ-bench/x.md", str(tmp_path / "a_file" / "x.md"), str(tmp_path), ""):
         assert main([command, "--tiny", "--out", out]) == exitcodes.USAGE, out
@@ -207,10 +200,10 @@ def test_benchmark_destination_is_checked_and_locked_before_any_work(tmp_path, m
     def interrupted(*args, **kwargs):
         (page.parent / ".bench.md.half.tmp").write_text("a killed writer's file")  # removed by the next run
         raise KeyboardInterrupt
-    monkeypatch.setattr(bench, work, interrupted)
+    monkeypatch.setattr(bench, "measure", interrupted)
     assert main([command, "--tiny", "--out", str(page)]) == exitcodes.INTERRUPTED
     assert page.read_text() == "old page\n"
-    monkeypatch.setattr(bench, work, measure)
+    monkeypatch.setattr(bench, "measure", measure)
     assert main([command, "--tiny", "--out", str(page)]) == exitcodes.DONE
     assert page.read_text() == "new page" and sorted(p.name for p in page.parent.iterdir()) == ["bench.md"]
 
@@ -252,7 +245,7 @@ def _assert_supported(text: str, bound: float):
 def test_printed_values_carry_only_supported_digits():
     """The page's values keep the last decimal place whose half-unit is within their error and no more (the
     reviewer's cases: a float at 3.2e-13 and a Monte Carlo mean at SE 3.4e-4), by the CLI's rule."""
-    from numerics.bench.theorem import _rounded
+    from app.render.bench_theorem import _rounded
 
     assert _rounded(0.41596093705584264, 3.2e-13)[0] == "0.4159609370558"
     assert _rounded(0.41585118, 3.4e-4)[0] == "0.4159"
@@ -268,7 +261,7 @@ def test_taylor_model_rows_put_the_two_evaluators_side_by_side(monkeypatch):
     """The Taylor-model table runs both arms on the same plan: the same doubles, fewer integrals with models."""
     from numerics.bench import theorem as B
     monkeypatch.setitem(B.REPEATS, "taylor", 1)
-    lines = B.taylor_model_rows(steps=6)
+    lines = bench_theorem.taylor_model_rows(B.taylor_model(steps=6))
     text = "\n".join(lines)
     assert "is the same double in both" in text and "DIFFERS" not in text
     per_call = next(ln for ln in lines if ln.startswith("| three integrals per call"))

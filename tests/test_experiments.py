@@ -562,7 +562,7 @@ def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
 def test_segments_equal_numpy_unique_on_sorted_string_indices():
     """from_batch's run reading of the token rows' strings equals np.unique with its first index and inverse (same
     values and dtypes), on non-decreasing indices with repeats and gaps (empty strings), one row, and none."""
-    from numerics.experiments.engine import _segments
+    from numerics.experiments.layout import _segments
     rng = np.random.default_rng(14)
     cases = [np.sort(rng.integers(0, k, n)) for k, n in ((1, 1), (3, 10), (50, 400), (64, 37000))]
     cases.append(np.zeros(0, dtype=np.int64))

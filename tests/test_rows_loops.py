@@ -1,5 +1,5 @@
 """The default kernel's loops over one-hot token rows (``kernels.rows_forward``, ``kernels.rows_score_grad``,
-taken where ``engine._rows_loops`` says) and the squared loss of several outputs (``kernels.squared_outputs``):
+taken where ``layout._rows_loops`` says) and the squared loss of several outputs (``kernels.squared_outputs``):
 the numpy path's bits, not only its values to rounding, in every output of the engine (forward weights and
 mean tokens, risks, accuracies, gradients) on ICL and two-head AND batches and on random one-hot batches with
 several runs and heads, rows of one to three coordinates, repeated tokens, empty strings, strings longer than
@@ -8,7 +8,7 @@ pairwise sums that the loops replay (``reduceat``'s for every segment length up 
 row length up to 300); the batches they do not take stay on the
 numpy path; their inputs are checked before the loops.  Also the bag layout's score gradient from all pairs of
 types at once (one einsum, ``kernels.type_pairs``): the per-pair loop's bits on even pairs' batches and random
-bags of up to ``engine.PAIRS_AT_ONCE_MAX`` strings."""
+bags of up to ``passes.PAIRS_AT_ONCE_MAX`` strings."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from checks.strategies import examples
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
+from numerics.experiments import layout, passes
 from numerics.experiments import tasks as TK
 from tests._spies import counted
 
@@ -42,13 +43,13 @@ def _both(alpha, B, batch, loss="squared", need=LOOPS):
     ran, and then that none did."""
     with counted(KN, LOOPS) as calls:
         tb = E.from_batch(batch)
-        assert E._rows_loops(tb) is not None
+        assert layout._rows_loops(tb) is not None
         got = _outputs(alpha, B, tb, loss)
         assert all(calls[n] for n in need), f"a loop did not run: {calls}"
         ran = dict(calls)
         with KN.numpy_paths():
             tn = E.from_batch(batch)
-            assert E._rows_loops(tn) is None
+            assert layout._rows_loops(tn) is None
             want = _outputs(alpha, B, tn, loss)
         assert calls == ran, "a loop ran inside numpy_paths"
     return got, want
@@ -161,7 +162,7 @@ def test_the_pairwise_sums_replay_numpys():
        strided=st.booleans())
 @examples(30)
 def test_the_squared_loss_of_several_outputs_is_numpys(seed, N, R, K, strided):
-    """``squared_outputs`` against the numpy path's squared loss (``engine.losses`` and the weights' product) on
+    """``squared_outputs`` against the numpy path's squared loss (``readout.losses`` and the weights' product) on
     outputs exp(4 N(0, 1)) of either sign (in practice about 1e-7..1e7, where a sequential sum over the outputs
     rounds differently), contiguous or strided."""
     rng = np.random.default_rng(seed)
@@ -180,9 +181,9 @@ def test_batches_the_loops_do_not_take_stay_on_the_numpy_path():
     rng = np.random.default_rng(5)
     batch = _one_hot_batch(rng, per_row=2)
     weighted = TK.Batch(2.0 * batch.X, batch.m, batch.y)
-    assert E._rows_loops(E.from_batch(weighted)) is None
+    assert layout._rows_loops(E.from_batch(weighted)) is None
     three = E.from_batch(_one_hot_batch(rng, per_row=3))
-    assert E._rows_loops(three) is not None
+    assert layout._rows_loops(three) is not None
     unsorted = sp.csr_matrix(three.rows)
     order = np.argsort(-unsorted.indices.reshape(-1, 3), axis=1)  # each row's three entries reversed
     base = 3 * np.arange(unsorted.shape[0])[:, None]
@@ -190,17 +191,17 @@ def test_batches_the_loops_do_not_take_stay_on_the_numpy_path():
     unsorted.has_sorted_indices = False
     three.__dict__.pop("_rows_loops")
     three.rows = unsorted
-    assert E._rows_loops(three) is None
+    assert layout._rows_loops(three) is None
     parts = [E.from_batch(TK.sample("ICL", 6, 8, np.random.default_rng(i)), operators=False) for i in range(2)]
-    assert E._rows_loops(E.stack(parts)) is None
+    assert layout._rows_loops(E.stack(parts)) is None
     slr = E.from_batch(TK.sample("SLR", 6, 8, np.random.default_rng(0), seed=0))
-    assert not sp.issparse(slr.rows) and E._rows_loops(slr) is None
+    assert not sp.issparse(slr.rows) and layout._rows_loops(slr) is None
 
 
 def test_the_loops_refuse_mis_shaped_inputs():
     """The loops run without bounds checks: inputs of the wrong shape raise before them."""
     tb = E.from_batch(_one_hot_batch(np.random.default_rng(6), per_row=2))
-    rows = E._rows_loops(tb)
+    rows = layout._rows_loops(tb)
     M, N, D = rows.idx.shape[1], rows.bounds.size - 1, rows.D
     W, xbar = KN.rows_forward(np.zeros((2, D)), rows)
     assert W.shape == (M, 2) and xbar.shape == (2, N, D)
@@ -253,7 +254,7 @@ def test_type_pairs_at_once_give_the_loops_bits_on_random_bags(seed, T, N, R, H)
     rng = np.random.default_rng(seed)
     m = rng.integers(0, 4, (N, T)).astype(float) * (rng.random((N, T)) < 0.6)
     tb = E.from_batch(TK.Batch(np.eye(T), m, rng.standard_normal((N, 1))))
-    assert tb.layout == "bag" and N <= E.PAIRS_AT_ONCE_MAX
+    assert tb.layout == "bag" and N <= passes.PAIRS_AT_ONCE_MAX
     alpha, B = 3.0 * rng.standard_normal((R, H, T)), rng.standard_normal((R, H, T, 1))
     got = _bag_outputs(alpha, B, tb)
     with KN.numpy_paths():
@@ -266,7 +267,7 @@ def test_type_pairs_refuses_mis_shaped_sums():
         KN.type_pairs(np.ones((4, 2)), np.ones((5, 2)))
 
 
-@pytest.mark.parametrize("N,at_once", [(E.PAIRS_AT_ONCE_MAX, True), (E.PAIRS_AT_ONCE_MAX + 1, False), (9000, False)])
+@pytest.mark.parametrize("N,at_once", [(passes.PAIRS_AT_ONCE_MAX, True), (passes.PAIRS_AT_ONCE_MAX + 1, False), (9000, False)])
 def test_type_pairs_at_once_only_up_to_the_limit(N, at_once):
     """Above ``PAIRS_AT_ONCE_MAX`` strings the pairs are summed one at a time (one run of three types: at 9000
     strings the stacked einsum's buffering moved the last bits on numpy 2.4)."""

@@ -1,5 +1,5 @@
-"""The engine's direct calls of scipy's sparse kernels in building a batch's layout (``engine._take_rows``,
-``engine._transpose``, the gather operator in ``_row_operators``): the same arrays, of the same dtypes, with
+"""The engine's direct calls of scipy's sparse kernels in building a batch's layout (``layout._take_rows``,
+``layout._transpose``, the gather operator in ``_row_operators``): the same arrays, of the same dtypes, with
 the same flags, as scipy's own indexing and conversion, on random matrices; scipy's path where the fast one
 does not apply; and every operator of an ICL batch equal to the one scipy's expressions build."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples
-from numerics.experiments import engine as E
+from numerics.experiments import layout
 from numerics.experiments import tasks as TK
 
 
@@ -41,33 +41,33 @@ def test_take_rows_and_transpose_are_scipys(seed, M, N, density, k, int64):
     rng = np.random.default_rng(seed)
     A = _matrix(rng, M, N, density, int64)
     idx = rng.integers(0, M, k)
-    _same(E._take_rows(A, idx), A[idx])
-    _same(E._transpose(A), A.T.tocsr())
-    _same(E._transpose(E._take_rows(A, idx)), A[idx].T.tocsr())
+    _same(layout._take_rows(A, idx), A[idx])
+    _same(layout._transpose(A), A.T.tocsr())
+    _same(layout._transpose(layout._take_rows(A, idx)), A[idx].T.tocsr())
 
 
 def test_the_fast_path_is_taken_and_bad_rows_are_refused(monkeypatch):
     rng = np.random.default_rng(1)
     A = _matrix(rng, 6, 4, 0.5)
-    assert E._fast_csr(A) and not E._fast_csr(_matrix(rng, 6, 4, 0.5, int64=True))
-    assert not E._fast_csr(A.astype(np.float32)) and not E._fast_csr(A.tocsc())
+    assert layout._fast_csr(A) and not layout._fast_csr(_matrix(rng, 6, 4, 0.5, int64=True))
+    assert not layout._fast_csr(A.astype(np.float32)) and not layout._fast_csr(A.tocsc())
     with pytest.raises(IndexError, match="out of range"):
-        E._take_rows(A, np.array([0, 6]))
+        layout._take_rows(A, np.array([0, 6]))
     with pytest.raises(IndexError, match="out of range"):
-        E._take_rows(A, np.array([-1, 2]))
-    _same(E._take_rows(A, np.array([], dtype=np.int64)), A[np.array([], dtype=np.int64)])
+        layout._take_rows(A, np.array([-1, 2]))
+    _same(layout._take_rows(A, np.array([], dtype=np.int64)), A[np.array([], dtype=np.int64)])
     # more entries taken than int32 pointers hold (here a limit of 12 for a matrix of 12 entries, 6 rows): refused
     monkeypatch.setattr(TK, "INT32_MAX", A.nnz)
-    assert E._fast_csr(A)
+    assert layout._fast_csr(A)
     from numerics.experiments import kernels as KN
     with pytest.raises(ValueError, match="more than int32 index pointers hold"):
-        E._take_rows(A, np.arange(6).repeat(2))
+        layout._take_rows(A, np.arange(6).repeat(2))
     with KN.numpy_paths(), pytest.raises(ValueError, match="more than int32 index pointers hold"):
-        E._take_rows(A, np.arange(6).repeat(2))
-    _same(E._take_rows(A, np.arange(6)), A[np.arange(6)])  # at the limit: taken
-    calls, kernel = [], E._sparsetools.csr_tocsc
-    monkeypatch.setattr(E._sparsetools, "csr_tocsc", lambda *a: calls.append(a) or kernel(*a))
-    _same(E._transpose(A), A.T.tocsr())
+        layout._take_rows(A, np.arange(6).repeat(2))
+    _same(layout._take_rows(A, np.arange(6)), A[np.arange(6)])  # at the limit: taken
+    calls, kernel = [], layout._sparsetools.csr_tocsc
+    monkeypatch.setattr(layout._sparsetools, "csr_tocsc", lambda *a: calls.append(a) or kernel(*a))
+    _same(layout._transpose(A), A.T.tocsr())
     assert calls, "the fast path did not call scipy's kernel"
 
 
@@ -77,10 +77,10 @@ def test_an_icl_batchs_operators_are_scipys(d):
     of the table taken by index, their transpose, the gather and the scatter), so the numpy kernel's
     products see the same arrays as before the fast paths."""
     b = TK.sample("ICL", d, 64, np.random.default_rng(d))
-    tb = E.from_batch(b)
+    tb = layout.from_batch(b)
     mc = b.m.tocsr()
     _same(tb.rows, b.X[mc.indices])
-    scatter, gather, rows_t = E._row_operators(tb)[:3]
+    scatter, gather, rows_t = layout._row_operators(tb)[:3]
     X = tb.rows
     D = X.shape[1]
     row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
@@ -101,7 +101,7 @@ def _reference_layout(batch):
     tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
     keep = mult > 0
     n_idx, tok, mult = n_idx[keep], tok[keep], mult[keep]
-    nonempty, starts, seg = E._segments(n_idx)
+    nonempty, starts, seg = layout._segments(n_idx)
     return {"nonempty": nonempty, "starts": starts, "seg": seg, "mult": mult}, batch.X[tok]
 
 
@@ -130,7 +130,7 @@ def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty,
         want, rows = _reference_layout(batch)  # afresh: ``_same`` works out (and so stores) both matrices' flags
         from numerics.experiments import kernels as KN
         with KN.numpy_paths() if numpy_only else __import__("contextlib").nullcontext():
-            tb = E.from_batch(batch)
+            tb = layout.from_batch(batch)
         for k, v in want.items():
             got = getattr(tb, k)
             assert got.dtype == v.dtype and np.array_equal(got, v), k

@@ -1,7 +1,7 @@
 """The benchmarks' command lines: ``occ-companion benchmark`` (exact population evaluation,
-``numerics.bench.theorem``) and ``occ-companion benchmark-engine`` (the Table 1 training engine,
-``numerics.bench.engine``); ``python3 -m numerics.bench.theorem`` and ``python3 -m numerics.bench.engine`` run
-the same commands.
+``numerics.bench.theorem``, its page ``app.render.bench_theorem``) and ``occ-companion benchmark-engine`` (the
+Table 1 training engine, ``numerics.bench.engine``, its page ``app.render.bench_engine``).  Each measures (a
+record), then renders the page from the record.
 
 Each writes one Markdown page under the output discipline of every command (``app.io.output_file``): the
 page's folder is checked and locked before any measurement, the page is staged and committed by one atomic
@@ -67,11 +67,12 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     runs it (CPU seconds, wall seconds, peak memory) and README's test command.  Prints the page and writes it
     to --out (docs/benchmarks.md by default).  Timings on a shared machine: read CPU seconds, as orders of
     magnitude and ratios."""
+    from app.render import bench_theorem
     from numerics.bench import theorem as B
     out = args.out if args.out is not None else (None if args.tiny else str(B.QUICK_OUT if args.quick else B.DOC))
     dims = (5,) if args.tiny else (50,) if args.quick else (50, 500, 10_000)
-    return _write(out, lambda: "\n".join(B.run(dims=dims, quick=args.quick or args.tiny,
-                                                              tiny=args.tiny, keep_suite=args.keep_suite)))
+    return _write(out, lambda: bench_theorem.render(B.measure(dims=dims, quick=args.quick or args.tiny,
+                                                             tiny=args.tiny, keep_suite=args.keep_suite)))
 
 
 def cmd_benchmark_engine(args: argparse.Namespace) -> int:
@@ -79,11 +80,12 @@ def cmd_benchmark_engine(args: argparse.Namespace) -> int:
     runs at once) beside a PyTorch implementation (optional: pip install -e ".[bench]"), the operation-count
     bound at the measured dgemm rate, the sampler's cost and the peak memory.  Prints the page and writes it to
     --out (docs/benchmarks_engine.md by default)."""
+    from app.render import bench_engine
     from numerics.bench import engine as BE
     size = "tiny" if args.tiny else "quick" if args.quick else "full"
     out = args.out if args.out is not None else (None if size != "full" else str(BE.DOC))
     use_torch = not args.no_torch and BE.torch_available()
     if not args.no_torch and not use_torch:
         print("PyTorch is not installed: the PyTorch column is skipped (pip install -e \".[bench]\")", file=sys.stderr)
-    return _write(out, lambda: BE.report(
-        size, use_torch=use_torch, progress=lambda s: print(s, file=sys.stderr, flush=True)))
+    return _write(out, lambda: bench_engine.render(BE.measure(
+        size, use_torch=use_torch, progress=lambda s: print(s, file=sys.stderr, flush=True))))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from numerics.experiments import verdicts as V
-from numerics.experiments.engine import TIE_RTOL
+from numerics.experiments.readout import TIE_RTOL
 from numerics.experiments.lag import relative_progress
 from numerics.experiments.runner import PLANS
 VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecided": "undecided",

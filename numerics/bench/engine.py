@@ -1,4 +1,4 @@
-"""Benchmark of the Table 1 training engine (``occ-companion benchmark-engine``).
+"""Benchmark of the Table 1 training engine (``occ-companion benchmark-engine``): the measurements.
 
 Per task row of Table 1 (occurrence, OR and one-head AND on their exact populations as
 ``numerics.experiments.runner.make_data`` builds them; ICL, SLR, even pairs and two-head AND on sampled
@@ -34,8 +34,8 @@ mini-batches of the runner's default size) and per d, measured side by side in o
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
 one ICL step are also measured with BLAS's default thread count, once.  The growth in d of every column is
-the least-squares exponent over the measured d.  ``report`` returns the page; the command
-(``app.commands.benchmarks``) writes it to docs/benchmarks_engine.md.
+the least-squares exponent over the measured d.  ``measure`` returns the record; ``app.render.bench_engine``
+renders the page from it, which the command (``app.commands.benchmarks``) writes to docs/benchmarks_engine.md.
 """
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ import datetime
 import io
 import math
 import os
-import platform
 import pstats
 import sys
 import time
@@ -61,6 +60,7 @@ from threadpoolctl import threadpool_limits
 from numerics.experiments import and_integral as AI
 from numerics.experiments import engine as E
 from numerics.experiments import kernels as KN
+from numerics.experiments import layout, passes, readout
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import population
 from numerics.experiments.runner import Config, exact, task_loss
@@ -205,7 +205,7 @@ def step_path(tb: E.Tokens) -> tuple:
     """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops do not take it
     (``_rows_loops`` is None), and (rows layout) whether every string is non-empty (else the backward pass
     gathers the non-empty ones)."""
-    return (tb.layout, tb.table.shape[1], E._rows_loops(tb) is None,
+    return (tb.layout, tb.table.shape[1], layout._rows_loops(tb) is None,
             tb.starts is not None and len(tb.starts) == tb.size)
 
 
@@ -252,7 +252,7 @@ def part_arms(case: Case):
     """(the arms of ``step_parts`` but the step, by name; what they write: ``shifted`` the step's shifted scores
     (M, H), ``out`` their exponentials, ``xbar`` the mean tokens, ``ga`` a score gradient), or None off the rows
     loops."""
-    oh = E._rows_loops(case.tb)
+    oh = layout._rows_loops(case.tb)
     if oh is None:
         return None
     H, D, K = TK.model_shape(case.task, case.d, case.heads)
@@ -507,22 +507,25 @@ def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, flo
     return out
 
 
+ENGINE_FILES = (E.__file__, passes.__file__, readout.__file__)
+"""The engine's modules whose lines ``line_times`` reports."""
 LINE_FUNCTIONS = ("risk_and_grad", "_risk_and_grad", "forward", "_forward_rows", "_backward_rows", "losses",
                   "_onehot_risk_and_grad", "_onehot_forward")
 """The engine functions whose lines ``line_times`` reports (the time of the helpers they call, such as
 ``_CsrProduct``, goes to the calling line)."""
 
 
-def line_times(fn, path: str, steps: int = 100, top: int = 12,
-               functions=LINE_FUNCTIONS) -> list[tuple[int, str, float, float]]:
-    """Where a call of ``fn`` spends its time, line by line in the source file ``path`` (the engine), in
-    the functions named ``functions``: a line's time is from its line event to the next event of a traced
+def line_times(fn, paths, steps: int = 100, top: int = 12,
+               functions=LINE_FUNCTIONS) -> list[tuple[str, str, float, float]]:
+    """Where a call of ``fn`` spends its time, line by line in the source files ``paths`` (the engine's
+    modules), in the functions named ``functions``: a line's time is from its line event to the next event of a traced
     frame (so a call of any other function goes to the calling line), summed per call, median over
     ``steps`` calls.
-    Returns the ``top`` lines as (line number, code, median seconds per call, share of the sum of all
+    Returns the ``top`` lines as ("file:line", code, median seconds per call, share of the sum of all
     lines' medians).  Tracing adds about a microsecond per line event, so the small lines are inflated."""
     import linecache
 
+    files = set(paths)
     per_step: list[dict] = []
     cur: dict = {}
     last = [None, 0.0]
@@ -531,13 +534,13 @@ def line_times(fn, path: str, steps: int = 100, top: int = 12,
         now = time.perf_counter()
         if last[0] is not None:
             cur[last[0]] = cur.get(last[0], 0.0) + now - last[1]
-        last[0] = frame.f_lineno if event == "line" else None
+        last[0] = (frame.f_code.co_filename, frame.f_lineno) if event == "line" else None
         last[1] = time.perf_counter()
         return local
 
     def tracer(frame, event, arg):
         code = frame.f_code
-        return local if code.co_filename == path and code.co_name in functions else None
+        return local if code.co_filename in files and code.co_name in functions else None
 
     for _ in range(steps):
         cur = {}
@@ -552,7 +555,8 @@ def line_times(fn, path: str, steps: int = 100, top: int = 12,
     med = {ln: float(np.median([st.get(ln, 0.0) for st in per_step])) for ln in lines}
     total = sum(med.values()) or 1.0
     best = sorted(med.items(), key=lambda kv: -kv[1])[:top]
-    return [(ln, linecache.getline(path, ln).strip(), t, t / total) for ln, t in best]
+    return [(f"{Path(path).name}:{ln}", linecache.getline(path, ln).strip(), t, t / total)
+            for (path, ln), t in best]
 
 
 def fit_exponent(ds, values) -> float | None:
@@ -717,7 +721,7 @@ def compiled_case(case: Case) -> E.Tokens | None:
     if case.tb.layout != "rows" or not KN.available():
         return None
     tbc = E.from_batch(case.batch, "compiled")
-    return tbc if E._onehot(tbc) is not None else None
+    return tbc if layout._onehot(tbc) is not None else None
 
 
 def readout_products(case: Case):
@@ -792,9 +796,41 @@ def check_numpy_paths(case: Case, alpha: np.ndarray, B: np.ndarray) -> None:
 def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, memory: bool = True,
           min_seconds: float = MIN_REPEAT_SECONDS, gemm_n: int = 1000) -> dict:
     """Measure every row at every d (see the module doc); returns a JSON-ready dict."""
-    def clock(fn, repeats):
-        return timed(fn, repeats, min_seconds)
+    out, default_threads = _machine(ds, repeats, use_torch, gemm_n)
+    for row, task, heads in rows:
+        res = out["rows"].setdefault(row, {})
+        for d in ds:
+            if d < TK.MIN_D[task]:
+                continue
+            with threadpool_limits(limits=1):
+                res[d] = _row_record(row, task, heads, d, repeats, min_seconds, gemm_n, out["torch"])
+            if progress:
+                progress(f"{row} d={d}: engine {res[d]['engine_1'][0] * 1e3:.3f} ms")
+    out["seeds"] = _seeds(ds, rows, repeats, min_seconds)
+    out["parts"], out["fixed_share"] = _parts_and_shares(out, ds, rows, repeats, min_seconds)
+    # two-head AND on its population by the integral, beside its sampled row
+    out["and_integral"] = {}
+    if any(r[1:] == ("AND", 2) for r in rows):
+        for d in ds:
+            with threadpool_limits(limits=1):
+                out["and_integral"][d] = [integral_step(d, n, repeats, min_seconds, t1) for t1 in (False, True)
+                                          for n in (1, RUNS)]
+    # memory across d (for its growth), data + one step, every row
+    if memory:
+        for row, task, heads in rows:
+            for d in ds:
+                if d in out["rows"][row]:
+                    with threadpool_limits(limits=1):
+                        out["rows"][row][d]["peak_bytes"] = peak_memory(row, task, heads, d, Config())
+    out["icl_default_threads"] = _icl_threads(ds[0], repeats, min_seconds, default_threads)
+    out["icl_fixed_cost"] = _icl_fixed_cost(repeats, min_seconds)
+    out["load"].append(_load())
+    return out
 
+
+def _machine(ds, repeats: int, use_torch: bool, gemm_n: int) -> tuple[dict, int]:
+    """The result's settings and the machine's figures (dgemm rates, PyTorch's version), and BLAS's default
+    thread count."""
     cfg = Config()
     out = {"ds": list(ds), "repeats": repeats, "runs": RUNS, "batch": cfg.batch, "mass_tol": cfg.mass_tol,
            "len_tol": cfg.len_tol, "torch": None, "rows": {}, "load": [_load()],
@@ -814,60 +850,65 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
         out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
     out["gemm_n"] = gemm_n
     out["blas_default_threads"] = default_threads
-    for row, task, heads in rows:
-        res = out["rows"].setdefault(row, {})
-        for d in ds:
-            if d < TK.MIN_D[task]:
-                continue
-            with threadpool_limits(limits=1):
-                t = time.process_time()
-                case = make_case(row, task, heads, d, Config())
-                build_cpu = time.process_time() - t
-                H, D, K = TK.model_shape(task, d, heads)
-                a1, B1 = initial(case, 1)
-                a8, B8 = initial(case, RUNS)
-                *e1, rate = timed_beside_dgemm(lambda: engine_step(a1, B1, case.tb, case.loss), repeats,
-                                               min_seconds, gemm_n)
-                e1 = tuple(e1)
-                e8 = clock(lambda: engine_step(a8, B8, case.tb, case.loss), repeats)
-                e8 = (e8[0] / RUNS, e8[1] / RUNS)
-                rec = {"engine_1": e1, "engine_8": e8, "flops": flop_count(case.tb, H, K),
-                       "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
-                       "build_cpu": build_cpu if case.exact else None,
-                       "sampler": None if case.exact else sampler_timed(case, repeats)}
-                # the same step and draws with the numba loops switched off, just after: what numba gains on the
-                # default path (the same bits, checked first)
-                a0, B0 = initial(case, 1, seed=2)
-                check_numpy_paths(case, a0[0], B0[0])
-                n1 = (a1.copy(), B1.copy())
-                rec["numba"] = with_and_without_loops(lambda: engine_step(*n1, case.tb, case.loss), case, repeats,
-                                                      min_seconds)
-                rec["dgemm_gflops_beside"] = rate
-                rec["flop_seconds"] = rec["flops"] / (rate * 1e9)
-                tbc = compiled_case(case)
-                if tbc is not None:
-                    a0, B0 = initial(case, 1, seed=2)
-                    rec["compiled_agreement"] = check_compiled(case, tbc, a0[0], B0[0])
-                    c1, c8 = (a1.copy(), B1.copy()), (a8.copy(), B8.copy())
-                    *c1t, crate = timed_beside_dgemm(lambda: engine_step(*c1, tbc, case.loss), repeats,
-                                                     min_seconds, gemm_n)
-                    rec["compiled_1"] = tuple(c1t)
-                    # its own bound, at the dgemm rate beside its own repeats (the machine's rate moves)
-                    rec["compiled_dgemm_beside"] = crate
-                    rec["compiled_flop_seconds"] = rec["flops"] / (crate * 1e9)
-                    t8 = clock(lambda: engine_step(*c8, tbc, case.loss), repeats)
-                    rec["compiled_8"] = (t8[0] / RUNS, t8[1] / RUNS)
-                    rec["readout_products"] = clock(readout_products(case), repeats)
-                if out["torch"]:
-                    a0, B0 = initial(case, 1, seed=2)
-                    tm = TorchModel(case.batch, case.loss, heads, D, K)
-                    rec["agreement"] = check_agreement(case, tm, a0[0], B0[0])
-                    rec["torch"] = clock(tm.stepper(a0[0], B0[0]), repeats)
-            res[d] = rec
-            if progress:
-                progress(f"{row} d={d}: engine {e1[0] * 1e3:.3f} ms")
-    # seeds in one array program against one call per seed (what the runner does)
-    out["seeds"] = {}
+    return out, default_threads
+
+
+def _row_record(row: str, task: str, heads: int, d: int, repeats: int, min_seconds: float, gemm_n: int,
+                torch_version) -> dict:
+    """One row at one d: the engine's step (1 and 8 runs), its FLOP bound, the sampler, the step without
+    the numba loops, the compiled kernel where it runs and PyTorch where it is installed."""
+    t = time.process_time()
+    case = make_case(row, task, heads, d, Config())
+    build_cpu = time.process_time() - t
+    H, D, K = TK.model_shape(task, d, heads)
+    a1, B1 = initial(case, 1)
+    a8, B8 = initial(case, RUNS)
+    *e1, rate = timed_beside_dgemm(lambda: engine_step(a1, B1, case.tb, case.loss), repeats, min_seconds, gemm_n)
+    e8 = timed(lambda: engine_step(a8, B8, case.tb, case.loss), repeats, min_seconds)
+    rec = {"engine_1": tuple(e1), "engine_8": (e8[0] / RUNS, e8[1] / RUNS), "flops": flop_count(case.tb, H, K),
+           "layout": case.tb.layout, "N": case.tb.size, "exact": case.exact,
+           "build_cpu": build_cpu if case.exact else None,
+           "sampler": None if case.exact else sampler_timed(case, repeats)}
+    # the same step and draws with the numba loops switched off, just after: what numba gains on the
+    # default path (the same bits, checked first)
+    a0, B0 = initial(case, 1, seed=2)
+    check_numpy_paths(case, a0[0], B0[0])
+    n1 = (a1.copy(), B1.copy())
+    rec["numba"] = with_and_without_loops(lambda: engine_step(*n1, case.tb, case.loss), case, repeats, min_seconds)
+    rec["dgemm_gflops_beside"] = rate
+    rec["flop_seconds"] = rec["flops"] / (rate * 1e9)
+    tbc = compiled_case(case)
+    if tbc is not None:
+        rec.update(_compiled_record(case, tbc, (a1, B1), (a8, B8), rec["flops"], repeats, min_seconds, gemm_n))
+    if torch_version:
+        a0, B0 = initial(case, 1, seed=2)
+        tm = TorchModel(case.batch, case.loss, heads, D, K)
+        rec["agreement"] = check_agreement(case, tm, a0[0], B0[0])
+        rec["torch"] = timed(tm.stepper(a0[0], B0[0]), repeats, min_seconds)
+    return rec
+
+
+def _compiled_record(case: Case, tbc: E.Tokens, one, eight, flops: float, repeats: int, min_seconds: float,
+                     gemm_n: int) -> dict:
+    """The compiled kernel's step on a row's batch (``compiled_case``), checked against the numpy kernel
+    first, from copies of the numpy kernel's parameters ``one`` (1 run) and ``eight`` (``RUNS`` runs)."""
+    a0, B0 = initial(case, 1, seed=2)
+    rec = {"compiled_agreement": check_compiled(case, tbc, a0[0], B0[0])}
+    c1, c8 = (one[0].copy(), one[1].copy()), (eight[0].copy(), eight[1].copy())
+    *c1t, crate = timed_beside_dgemm(lambda: engine_step(*c1, tbc, case.loss), repeats, min_seconds, gemm_n)
+    rec["compiled_1"] = tuple(c1t)
+    # its own bound, at the dgemm rate beside its own repeats (the machine's rate moves)
+    rec["compiled_dgemm_beside"] = crate
+    rec["compiled_flop_seconds"] = flops / (crate * 1e9)
+    t8 = timed(lambda: engine_step(*c8, tbc, case.loss), repeats, min_seconds)
+    rec["compiled_8"] = (t8[0] / RUNS, t8[1] / RUNS)
+    rec["readout_products"] = timed(readout_products(case), repeats, min_seconds)
+    return rec
+
+
+def _seeds(ds, rows, repeats: int, min_seconds: float) -> dict:
+    """Seeds in one array program against one call per seed (what the runner does), on ``SEED_ROWS``."""
+    out = {}
     for row, task, heads in rows:
         if (row, task, heads) in SEED_ROWS:
             for d in ds:
@@ -875,9 +916,14 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                     with threadpool_limits(limits=1):
                         got = [seeds_in_one_program(task, heads, d, n, repeats, min_seconds) for n in SEED_RUNS]
                         if None not in got:
-                            out["seeds"].setdefault(row, {})[d] = got
-    # ICL's step beside its parts, and every rows-loops row's step beside the same step on a small batch
-    out["parts"], out["fixed_share"] = {}, {}
+                            out.setdefault(row, {})[d] = got
+    return out
+
+
+def _parts_and_shares(out: dict, ds, rows, repeats: int, min_seconds: float) -> tuple[dict, dict]:
+    """ICL's step beside its parts (``step_parts``), and every rows-loops row's step beside the same step on
+    a small batch (``fixed_share``)."""
+    parts, shares = {}, {}
     for row, task, heads in rows:
         if (row, task, heads) in SEED_ROWS:
             for d in ds:
@@ -887,150 +933,42 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                         if task == "ICL":
                             got = step_parts(case, repeats, min_seconds)
                             if got is not None:
-                                out["parts"][d] = got
-                        if E._rows_loops(case.tb) is not None:
-                            out["fixed_share"].setdefault(row, {})[d] = [
+                                parts[d] = got
+                        if layout._rows_loops(case.tb) is not None:
+                            shares.setdefault(row, {})[d] = [
                                 fixed_share(case, n, repeats, min_seconds) for n in SHARE_RUNS]
-    # two-head AND on its population by the integral, beside its sampled row
-    out["and_integral"] = {}
-    if any(r[1:] == ("AND", 2) for r in rows):
-        for d in ds:
-            with threadpool_limits(limits=1):
-                out["and_integral"][d] = [integral_step(d, n, repeats, min_seconds, t1) for t1 in (False, True)
-                                          for n in (1, RUNS)]
-    # memory across d (for its growth), data + one step, every row
-    if memory:
-        for row, task, heads in rows:
-            for d in ds:
-                if d in out["rows"][row]:
-                    with threadpool_limits(limits=1):
-                        out["rows"][row][d]["peak_bytes"] = peak_memory(row, task, heads, d, Config())
-    # one ICL step under BLAS's default threads (the setting not to time with)
-    icl_d = ds[0]
-    case = make_case("ICL", "ICL", 1, icl_d, Config())
+    return parts, shares
+
+
+def _icl_threads(d: int, repeats: int, min_seconds: float, default_threads: int) -> dict:
+    """One ICL step under BLAS's default threads (the setting not to time with), and on one thread."""
+    case = make_case("ICL", "ICL", 1, d, Config())
     a1, B1 = initial(case, 1)
     with threadpool_limits(limits=default_threads, user_api="blas"):
-        out["icl_default_threads"] = {"d": icl_d, "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss),
-                                                                 repeats)}
+        out = {"d": d, "time": timed(lambda: engine_step(a1, B1, case.tb, case.loss), repeats, min_seconds)}
     with threadpool_limits(limits=1):
-        out["icl_default_threads"]["time_1thread"] = clock(lambda: engine_step(a1, B1, case.tb, case.loss),
-                                                           repeats)
-    # the ICL step's fixed cost: at d = FIXED_COST_D the arithmetic is negligible (a few kFLOP), so its time is
-    # that of the step's numpy and scipy calls, which every d pays
+        out["time_1thread"] = timed(lambda: engine_step(a1, B1, case.tb, case.loss), repeats, min_seconds)
+    return out
+
+
+def _icl_fixed_cost(repeats: int, min_seconds: float) -> dict:
+    """The ICL step's fixed cost: at d = FIXED_COST_D the arithmetic is negligible (a few kFLOP), so its time
+    is that of the step's numpy and scipy calls, which every d pays."""
     with threadpool_limits(limits=1):
         case = make_case("ICL", "ICL", 1, FIXED_COST_D, Config())
         a1, B1 = initial(case, 1)
         K = TK.model_shape("ICL", FIXED_COST_D, 1)[2]
-        out["icl_fixed_cost"] = {"d": FIXED_COST_D, "flops": flop_count(case.tb, 1, K),
-                                 "time": clock(lambda: engine_step(a1, B1, case.tb, case.loss), repeats)}
+        out = {"d": FIXED_COST_D, "flops": flop_count(case.tb, 1, K),
+               "time": timed(lambda: engine_step(a1, B1, case.tb, case.loss), repeats, min_seconds)}
         tbc = compiled_case(case)
         if tbc is not None:
             c1 = (a1.copy(), B1.copy())
-            out["icl_fixed_cost"]["time_compiled"] = clock(lambda: engine_step(*c1, tbc, case.loss), repeats)
-    out["load"].append(_load())
+            out["time_compiled"] = timed(lambda: engine_step(*c1, tbc, case.loss), repeats, min_seconds)
     return out
 
 
 FIXED_COST_D = 4
 """The alphabet size at which the benchmark times the ICL step's fixed cost (its calls, not its arithmetic)."""
-
-
-def _x(ratio: float) -> str:
-    """A ratio of timings with the two significant digits a shared machine's medians support (4427.5 is
-    4400x, 2.74 is 2.7x, 0.346 is 0.35x)."""
-    r = float(f"{ratio:.2g}")
-    return f"{r:.0f}x" if r >= 10 else f"{r:.1f}x" if r >= 1 else f"{r:.2g}x"
-
-
-def _x_near(ratio: float, limit: float) -> str:
-    """``_x``, with a third digit within 5 % of a target's ``limit`` (3.04 is "3.04x", not a "3.0x" marked
-    as missing the 3x target)."""
-    return f"{ratio:.3g}x" if abs(ratio / limit - 1) < 0.05 else _x(ratio)
-
-
-def fixed_cost_text(res: dict) -> str | None:
-    """The sentence that compares the ICL step's fixed cost with 3x the FLOP bound at each d (None when the
-    result has no fixed-cost measurement or no ICL row)."""
-    fc, icl = res.get("icl_fixed_cost"), res["rows"].get("ICL", {})
-    if fc is None or not icl:
-        return None
-    cost = fc["time"][1]
-    comp = fc.get("time_compiled", (None, None))[1]
-
-    def part(d, r):
-        text = (f"d = {d}: 3x the bound is {_ms(3 * r['flop_seconds'])} ms, the fixed cost alone "
-                f"{_x(cost / r['flop_seconds'])} the bound")
-        return text + (f" ({_x(comp / r['flop_seconds'])} with the compiled kernel)" if comp else "")
-    arith = fc["flops"] / (res["dgemm_gflops_1thread"] * 1e9)
-    return (f"The ICL step's fixed cost: at d = {fc['d']} ({fc['flops']:.3g} FLOPs, {arith * 1e6:.2g} us at the "
-            f"dgemm rate) one engine step takes {_ms(cost)} ms CPU"
-            + (f" ({_ms(comp)} ms with the compiled kernel)" if comp else "")
-            + ", the time of its numpy, scipy (and compiled) calls, which the step pays at every d. "
-            + "; ".join(part(d, r) for d, r in sorted(icl.items())) + ". Where the fixed cost alone is near or "
-            "above 3x the bound, no rearrangement of the same calls can meet that target.")
-
-
-def parts_text(res: dict) -> list[str]:
-    """The section on ICL's step beside its parts (``step_parts``), against the FLOP bound of the row's
-    ``engine x1`` at each d; [] without the measurement."""
-    parts, icl = res.get("parts") or {}, res["rows"].get("ICL", {})
-    got = [(d, p, icl[d]["flop_seconds"]) for d, p in sorted(parts.items()) if d in icl]
-    if not got:
-        return []
-    L = ["## ICL's step, part by part (the default kernel)", "",
-         "One run's step beside three of its parts, each timed alone, the four alternately, repeat by repeat "
-         "(`step_parts`): `exp`, numpy's exponential of the step's M shifted scores (one a token row); `products`, "
-         "the three readout products (as in the compiled kernel's table); `loops`, the three rows loops (the "
-         "shifted scores, the normalisation and scatter after a copy of the M exponentials they overwrite, the "
-         "score gradient). The default kernel takes its exponentials from numpy and its products from BLAS, and its "
-         "loops replay numpy's and scipy's operations in their order: an arrangement of its step that keeps "
-         "those calls pays `exp + products`, and loops that keep that order (one that replayed numpy's exp or "
-         "BLAS's order in its own code would still pay the M exponentials); `rest`: the step less the three "
-         "parts (the loss, f . g, the update, and every call's own cost; the loops' copy of the exponentials "
-         "is counted in `loops`). Ratios to the row's FLOP bound above (at the dgemm "
-         "rate beside its `engine x1`, an earlier moment of the run). CPU / wall medians in ms.", "",
-         "| d | M | step CPU / wall | exp | products | loops | rest (CPU) | exp + products / bound | "
-         "exp + products + loops / bound | step / bound |", "|---|---|---|---|---|---|---|---|---|---|"]
-    missed = []
-    for d, p, fb in got:
-        st, ex, pr, lo = (p[k][1] for k in ("step", "exp", "products", "loops"))
-        rest = st - ex - pr - lo
-        L.append(f"| {d} | {p['M']} | {_cw(p['step'])} | {_cw(p['exp'])} | {_cw(p['products'])} | {_cw(p['loops'])} | "
-                 f"{_ms(rest)} | {_x((ex + pr) / fb)} | {_x((ex + pr + lo) / fb)} | {_x(st / fb)} |")
-        if st > 3 * fb:  # the target missed here: what is left of 3x the bound beside what cannot move
-            left = 3 * fb - ex - pr
-            room = (f"which leaves {_ms(left)} ms within 3x the bound for the loops, the loss, the update and every "
-                    "call's own cost" if left > 0 else "more than 3x the bound by themselves")
-            missed += ["", f"At d = {d} the step takes {_x(st / fb)} the bound. numpy's exponential and the products "
-                       f"take {_x((ex + pr) / fb)}, {room}; these loops alone take {_ms(lo)} ms and the rest "
-                       f"{_ms(rest)} ms."]
-    return L + missed
-
-
-def fixed_share_text(res: dict) -> list[str]:
-    """The section on each rows-loops row's step beside the same step on a small batch (``fixed_share``); []
-    without the measurement."""
-    if not res.get("fixed_share"):
-        return []
-    L = ["## The step's fixed cost in a bank of runs", "",
-         "The runner steps a bank of runs with one call (a sweep's seed unit: 1 run; Table 1's reported seeds: 4, "
-         "one per plan; a step-size search round: 16). `small batch`: the same step, from the same parameters, on "
-         f"a batch of {SMALL_STRINGS} strings of the row's task and d that takes the same path (`step_path`: the "
-         "rows loops, every string non-empty; `rows`: its token rows). In one chunk of runs (`engine._chunk`; "
-         "`chunks`: the row's batch's) it makes the step's calls with little arithmetic; in several, it steps "
-         "the runs in slices of the row's chunk, which makes as many calls or more, though not the same ones "
-         "(an update a slice in place of the chunks' concatenations). Its time bounds from above what a step "
-         "pays for its calls, the Python interpreter's part among them, so `at most` (small batch / step) "
-         "bounds that part's share of the step. The bound is loose where the small step still does real "
-         "arithmetic: every run's update and dB work on its D x K readout whatever the batch, and at large d two "
-         "strings have many token rows. The two arms timed alternately, repeat by repeat; CPU / wall medians in ms per step (of "
-         "all the runs).", "",
-         "| row | d | runs | chunks | step CPU / wall | small batch CPU / wall | rows | at most (CPU) |",
-         "|---|---|---|---|---|---|---|---|"]
-    for row, d, x in _each(res["fixed_share"]):
-        L.append(f"| {row} | {d} | {x['runs']} | {x['chunks']} | {_cw(x['step'])} | {_cw(x['small'])} | "
-                 f"{x['rows']} | {x['small'][1] / x['step'][1]:.0%} |")
-    return L
 
 
 def _load() -> float | None:
@@ -1053,25 +991,25 @@ def targets(res: dict) -> list[dict]:
             if d0 in r and "torch" in r[d0]:
                 e, t = r[d0]["engine_1"][1], r[d0]["torch"][1]
                 out.append({"target": f"{row}: engine per step <= PyTorch at d = {d0} (CPU)",
-                            "value": f"{e * 1e3:.3g} ms vs {t * 1e3:.3g} ms (ratio {e / t:.2f})", "met": e <= t,
+                            "value": ("versus", e, t), "met": e <= t,
                             "row": row, "d": d0})
     for d in ds:
         r = rows.get("ICL", {}).get(d)
         if r:
             ratio = r["engine_1"][1] / r["flop_seconds"]
             out.append({"target": f"ICL at d = {d}: within 3x of the FLOP bound (CPU, default numpy kernel)",
-                        "value": _x_near(ratio, 3), "met": ratio <= 3, "row": "ICL", "d": d})
+                        "value": ("ratio", ratio), "met": ratio <= 3, "row": "ICL", "d": d})
             if "compiled_1" in r:
                 ratio = r["compiled_1"][1] / r["compiled_flop_seconds"]
                 ratio8 = r["compiled_8"][1] / r["compiled_flop_seconds"]
                 out.append({"target": f"ICL at d = {d}: within 3x of the FLOP bound (CPU, compiled kernel)",
-                            "value": f"{_x_near(ratio, 3)} (8 runs at once: {_x(ratio8)} per run)", "met": ratio <= 3,
+                            "value": ("ratios", ratio, ratio8), "met": ratio <= 3,
                             "row": "ICL", "d": d, "kernel": "compiled"})
     if 200 in ds and 200 in rows.get("ICL", {}):
         r = rows["ICL"][200]
         tot = r["engine_1"][1] + r["sampler"][1]
         out.append({"target": "ICL at d = 200: under 10 ms per step (CPU, engine)",
-                    "value": f"{r['engine_1'][1] * 1e3:.3g} ms (with the sampler {tot * 1e3:.3g} ms)",
+                    "value": ("with sampler", r["engine_1"][1], tot),
                     "met": r["engine_1"][1] < 0.01, "row": "ICL", "d": 200})
     for row, r in rows.items():
         dd = [d for d in ds if d in r]
@@ -1079,240 +1017,9 @@ def targets(res: dict) -> list[dict]:
             vals = [(r[d][key][1] if key == "engine_1" else r[d].get(key)) for d in dd]
             k = fit_exponent(dd, vals)
             if k is not None:
-                out.append({"target": f"{row}: {name} grows no faster than d^2", "value": f"d^{k:.2f}",
+                out.append({"target": f"{row}: {name} grows no faster than d^2", "value": ("exponent", k),
                             "met": k <= 2, "row": row, "d": max(dd)})
     return out
-
-
-def _code(line: str) -> str:
-    """A source line for a Markdown table cell: without its comment, at most 90 characters, pipes escaped."""
-    return line.split("  #")[0].strip()[:90].replace("|", "\\|")
-
-
-def _each(by_row: dict):
-    """(row, d, x) of every measurement x of a result {row: {d: [x, ...]}}, in its order."""
-    for row, by_d in by_row.items():
-        for d, xs in by_d.items():
-            for x in xs:
-                yield row, d, x
-
-
-def _cw(t) -> str:
-    """A (wall, CPU) pair of medians in seconds as "CPU / wall" in ms."""
-    return f"{_ms(t[1])} / {_ms(t[0])}"
-
-
-def _ms(x) -> str:
-    return "-" if x is None else f"{x * 1e3:.3g}"
-
-
-def render(res: dict, tg: list[dict], profiles: dict, seconds: tuple[float, float], lines: dict | None = None) -> str:
-    ds = res["ds"]
-    L = ["# Benchmark of the Table 1 engine", "",
-         f"Generated by `python3 -m numerics.bench.engine` on "
-         f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
-         f"{platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}, "
-         f"PyTorch {res['torch'] or 'absent'}, {os.cpu_count()} cores (shared); the run took "
-         f"{seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU"
-         + (f", at a load average (1 min) of {res['load'][0]:.1f} at its start and {res['load'][-1]:.1f} at its end"
-            if res.get("load") and None not in res["load"] else "") + ".", "",
-         "One training step = risk and gradients of every run on one batch, then a gradient-descent update. "
-         "Exact rows (occurrence, OR, AND (H=1)) step on the whole population of count classes "
-         f"(left-out mass {res['mass_tol']:g}, lengths to tail {res['len_tol']:g}; OR and AND in their "
-         "a/b-symmetric reduction), as `runner.make_data` builds them; sampled rows on a mini-batch of "
-         f"{res['batch']} strings. Every time is the median over {res['repeats']} repeats, in ms per run-step, "
-         "CPU / wall, with BLAS on one thread. `engine x8` is one step of 8 runs at once divided by 8. "
-         "PyTorch: `numerics.bench.engine.TorchModel` (float64, one thread, autograd), checked against the "
-         f"engine to a relative {AGREE_TOL:g} on risk and gradients before timing (`agree`: the largest "
-         "difference found). `FLOP bound`: `flop_count` (below) at the one-thread dgemm rate measured beside the "
-         "row (a dgemm after each repeat of `engine x1`, median CPU rate; `dgemm beside` in GFLOP/s), so "
-         "`engine / bound` compares the two at the same moment of the shared machine; `sampler`: drawing one "
-         "batch and its engine layout, paid once per step by the sampled rows. "
-         + ("The benchmark's process keeps its temporaries on the heap, as the processes that train Table 1's rows "
-            "and the sweep's units do (`engine.keep_temporaries_on_heap`)." if res.get("heap_setting") else
-            "glibc's allocator setting (`engine.keep_temporaries_on_heap`) was not available: the exact rows' "
-            "temporaries may be mapped afresh at every step, as they would be in a Table 1 row on this machine."),
-         "",
-         f"dgemm ({res['gemm_n']} x {res['gemm_n']}, float64): {res['dgemm_gflops_1thread']:.1f} GFLOP/s on one thread "
-         f"by CPU time at the start of the run ({res['dgemm_gflops_1thread_wall']:.1f} by wall time), "
-         f"{res['dgemm_gflops_default']:.1f} GFLOP/s by wall time with BLAS's default {res['blas_default_threads']} "
-         "threads (one a core, set for the measurement). "
-         f"One ICL engine step at d = {res['icl_default_threads']['d']}: "
-         f"{_ms(res['icl_default_threads']['time'][1])} ms CPU / {_ms(res['icl_default_threads']['time'][0])} ms "
-         f"wall with the default threads, {_ms(res['icl_default_threads']['time_1thread'][1])} / "
-         f"{_ms(res['icl_default_threads']['time_1thread'][0])} ms on one thread.", ""]
-    if not res["torch"]:
-        L += ["**PyTorch is not installed: its column is skipped** (`pip install -e \".[bench]\"`).", ""]
-    L += ["## Per step", "",
-          "| row | d | layout | N | engine x1 CPU / wall | engine x8 CPU / wall | PyTorch CPU / wall | "
-          "engine / PyTorch (CPU) | agree | FLOPs | dgemm beside | FLOP bound | engine / bound | sampler CPU / wall |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row, r in res["rows"].items():
-        for d in ds:
-            if d not in r:
-                continue
-            x = r[d]
-            e1, e8 = x["engine_1"], x["engine_8"]
-            tt = x.get("torch")
-            L.append(f"| {row} | {d} | {x['layout']} | {x['N']} | {_ms(e1[1])} / {_ms(e1[0])} | "
-                     f"{_ms(e8[1])} / {_ms(e8[0])} | "
-                     + (f"{_ms(tt[1])} / {_ms(tt[0])} | {e1[1] / tt[1]:.2f} | {x['agreement']:.0e} | "
-                        if tt else "- | - | - | ")
-                     + f"{x['flops']:.3g} | {x['dgemm_gflops_beside']:.1f} | {_ms(x['flop_seconds'])} | "
-                     f"{_x(e1[1] / x['flop_seconds'])} | "
-                     + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
-                        f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
-    plain = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "numba" in r[d]]
-    if plain:
-        L += ["", "## What numba gains on the default kernel", "",
-              "The default numpy kernel takes numba loops where numba runs (`kernels.usable`): the bag "
-              "layout's forward pass for two token types and one output (the exact rows); the rows layout's "
-              "passes over one-hot token rows (ICL, two-head AND: the scores less each string's maximum, then, "
-              "after numpy's own exponential, the normalisation and the mean tokens; the attention gradient); the "
-              "bag layout's score gradient from its pairs of types, summed in one einsum (even pairs); the "
-              "squared loss's terms (one output: every row but ICL; several: ICL); the ICL sampler's rounds "
-              "and count matrix; and the gather of a sparse table's rows into a sampled batch's layout (ICL, "
-              "two-head AND). Each does numpy's (or scipy's) "
-              "operations in numpy's order, so the results are the same bits. `numpy only` is the same step of one "
-              "run on the same batch (and the sampler on the same draws) with those loops switched off "
-              "(`kernels.numpy_paths`: the default kernel as it runs without numba); the two are timed "
-              "alternately, repeat by repeat, by the same clock (`with_and_without_loops`; the sampler draws a "
-              "fresh step each way, just after an untimed draw, the arms' order swapped every repeat), CPU and "
-              "wall medians over the table above's number of repeats in ms per run-step, gains by CPU (so `with "
-              "the loops` need not equal that table's `engine x1`, timed beside a dgemm); before timing, the risk, "
-              "gradients and outputs of one step (and the batch of one draw and its layout) are checked to be the "
-              "same bits with and without. "
-              "`gain`: numpy only / with the loops; "
-              "`step + sampler`: the gain on what a sampled row pays per step. ICL's sampler takes loops in its "
-              "draws and its layout, two-head AND's in its layout only; the other samplers' gains (SLR, even "
-              "pairs) compare the same code twice and show how far this shared machine's medians move between "
-              "two measurements.", "",
-              "| row | d | engine x1 with the loops CPU / wall | numpy only CPU / wall | gain | sampler with the loops "
-              "CPU / wall | numpy only CPU / wall | gain | step + sampler gain |",
-              "|---|---|---|---|---|---|---|---|---|"]
-        for row, d, x in plain:
-            nb = x["numba"]
-            e, n = nb["with_1"][1], nb["without_1"][1]
-            s, sn = (nb["with_sampler"] or (None, None))[1], (nb["without_sampler"] or (None, None))[1]
-            L.append(f"| {row} | {d} | {_cw(nb['with_1'])} | {_cw(nb['without_1'])} | {_x(n / e)} | "
-                     + (f"{_cw(nb['with_sampler'])} | {_cw(nb['without_sampler'])} | {_x(sn / s)} | "
-                        f"{_x((n + sn) / (e + s))} |" if s is not None else "- | - | - | - |"))
-    comp = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "compiled_1" in r[d]]
-    if comp:
-        L += ["", "## The compiled kernel (`table1 --kernel compiled`)", "",
-              "The engine's option for one-hot token rows (ICL, two-head AND): two compiled passes over the rows "
-              "(numba, `numerics/experiments/kernels.py`), each row's exponentiated score a product of "
-              "per-coordinate exponentials, the squared loss in a third loop over the outputs, the three readout "
-              "products left to BLAS. It rounds differently from "
-              f"the default numpy kernel (relative differences `agree`, checked to {AGREE_TOL:g} before timing), "
-              "so the default stays numpy, the kernel of the committed Table 1, sweep and scope results (bit for "
-              "bit). CPU and wall medians in ms per run-step, measured just after the numpy kernel's; ratios by "
-              "CPU. `FLOP bound`: the row's `flop_count` at the dgemm rate timed beside the compiled x1 repeats "
-              "(the numpy kernel's ratios are in the table above, at the rate beside its own). `readout products`: "
-              "the step's three dense products (xbar B, xbar^T g, g B^T for one run and each head, "
-              "`readout_products`) timed alone, the part of the step both kernels leave to BLAS.", "",
-              "| row | d | numpy x1 CPU / wall | compiled x1 CPU / wall | compiled / numpy | numpy x8 CPU / wall | "
-              "compiled x8 CPU / wall | FLOP bound | compiled x1 / bound | compiled x8 / bound | readout products "
-              "CPU / wall | readout products / bound | agree |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for row, d, x in comp:
-            e1, e8, c1, c8, fb = (x["engine_1"][1], x["engine_8"][1], x["compiled_1"][1], x["compiled_8"][1],
-                                  x["compiled_flop_seconds"])
-            rp = x["readout_products"][1]
-            L.append(f"| {row} | {d} | {_cw(x['engine_1'])} | {_cw(x['compiled_1'])} | {c1 / e1:.2f} | "
-                     f"{_cw(x['engine_8'])} | {_cw(x['compiled_8'])} | {_ms(fb)} | "
-                     f"{_x(c1 / fb)} | {_x(c8 / fb)} | {_cw(x['readout_products'])} | {_x(rp / fb)} | "
-                     f"{x['compiled_agreement']:.0e} |")
-    if res.get("seeds"):
-        some = next(iter(next(iter(res["seeds"].values())).values()))[0]
-        L += ["", "## Seeds in one program", "",
-              f"The runner trains each seed in its own bank: one `risk_and_grad` call per seed and step, the seed's "
-              f"runs (step sizes, plans) in it. `one program` advances the {some['seeds']} seeds' runs together "
-              "(`engine.grouped_risk_and_grad`: their batches stacked, every product of the rows layout over all "
-              "of them), checked to give the same bits as one call per seed before it is timed. Every seed has "
-              "the same number of runs here, so nothing is padded: in a bank, runs stop at different times and "
-              "the program pads the smaller groups with runs at zero, so this is its best case. Risks and gradients only (no update), from batches without their "
-              "operators (each step builds them for its fresh batches, either way); the arms timed alternately, "
-              "repeat by repeat; CPU medians in ms per run-step. `runs per seed`: 1 as in a sweep's seed unit, 4 "
-              "as in Table 1's reported seeds (one run per plan), 16 as in a step-size search round. "
-              "`gain`: one call per seed / one program (above 1: the program is faster).", "",
-              "| row | d | runs per seed | one call per seed CPU / wall | one program CPU / wall | gain (CPU) |",
-              "|---|---|---|---|---|---|"]
-        for row, d, x in _each(res["seeds"]):
-            ps, st = x["per_seed"], x["stacked"]
-            L.append(f"| {row} | {d} | {x['runs']} | {_ms(ps[1])} / {_ms(ps[0])} | "
-                     f"{_ms(st[1])} / {_ms(st[0])} | {_x(ps[1] / st[1])} |")
-    parts = parts_text(res)
-    if parts:
-        L += ["", *parts]
-    share = fixed_share_text(res)
-    if share:
-        L += ["", *share]
-    if res.get("and_integral"):
-        L += ["", "## Two-head AND on its exact population (`table1 --and-heads-data integral`)", "",
-              "One step on the population by the integral representation (`and_integral.IntegralPopulation` through "
-              "`engine.risk_and_grad`, then the update), per run-step, for one run and for "
-              f"{RUNS} runs at once (the integral takes the runs one at a time, so the two differ only by the "
-              "calls around it), beside the sampled row's step (`engine x1`, `engine x8`) plus its sampler from the "
-              "table above. Two kinds of parameters: `any` (those of `initial`, different on every symbol: the "
-              "sums run over all d symbols) and `Table 1's` (the same with every unmarked symbol given one "
-              "value, as a Table 1 row's parameters stay: the sums run over three classes, whatever d). "
-              "`nodes`: of each one-dimensional integral at the first run's parameters (the cross-head term takes "
-              "their square); these parameters are of scale 0.3, and every unit by which a head's scores spread "
-              "adds five nodes (a trained run's cost grows with its spread). The two kinds and the sampled step "
-              "are timed at different moments, with no dgemm beside them: read the ratios to about 30 % on this "
-              "shared machine. The integral's risk and gradient are the "
-              "population's to rounding (tests/test_and_integral.py), the sampled step's a mini-batch's: the "
-              "ratio is what exactness costs a step, not the same work done faster or slower. A bank of runs "
-              f"(a step-size search round, a seed's plans) shares the sampled row's batch: with {RUNS} runs, "
-              f"each pays `engine x{RUNS}` and an {RUNS}th of the sampler, while the integral is paid in full "
-              "by every run.", "",
-              f"| d | nodes | any x1 CPU / wall | any x{RUNS} CPU / wall | Table 1's x1 CPU / wall | Table 1's "
-              f"x{RUNS} CPU / wall | sampled x1 + sampler (CPU) | sampled x{RUNS} + sampler / {RUNS} (CPU, per "
-              f"run) | Table 1's / sampled, 1 run | Table 1's / sampled, {RUNS} runs |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-        for d, (one, many, one_t, many_t) in res["and_integral"].items():
-            x = res["rows"].get("AND (H=2)", {}).get(d)
-            s1 = s8 = None
-            if x and x.get("sampler"):
-                s1, s8 = x["engine_1"][1] + x["sampler"][1], x["engine_8"][1] + x["sampler"][1] / RUNS
-            L.append(f"| {d} | {one['nodes']} | {_cw(one['time'])} | {_cw(many['time'])} | {_cw(one_t['time'])} | "
-                     f"{_cw(many_t['time'])} | {_ms(s1)} | {_ms(s8)} | "
-                     + (f"{_x(one_t['time'][1] / s1)} | {_x(many_t['time'][1] / s8)} |" if s1 else "- | - |"))
-    L += ["", "## Growth in d and memory", "",
-          f"Exponent k of a least-squares fit value ~ d^k over d = {', '.join(map(str, ds))}. Memory: peak "
-          "traced allocation (tracemalloc) of building the row's data and one engine step of one run.", "",
-          "| row | engine x1 | engine x8 | PyTorch | sampler | memory | "
-          + " | ".join(f"memory at d = {d}" for d in ds) + " |",
-          "|---|---|---|---|---|---|" + "---|" * len(ds)]
-    for row, r in res["rows"].items():
-        dd = [d for d in ds if d in r]
-
-        def k(f):
-            v = fit_exponent(dd, [f(r[d]) for d in dd])
-            return "-" if v is None else f"{v:.2f}"
-        L.append(f"| {row} | {k(lambda x: x['engine_1'][1])} | {k(lambda x: x['engine_8'][1])} | "
-                 f"{k(lambda x: x['torch'][1] if x.get('torch') else None)} | "
-                 f"{k(lambda x: x['sampler'][1] if x['sampler'] else None)} | {k(lambda x: x.get('peak_bytes'))} | "
-                 + " | ".join(f"{r[d]['peak_bytes'] / 2 ** 20:.1f} MB" if d in r and "peak_bytes" in r[d]
-                              else "-" for d in ds) + " |")
-    L += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    L += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |" for t in tg]
-    fixed = fixed_cost_text(res)
-    if fixed:
-        L += ["", fixed]
-    if profiles:
-        L += ["", "## Where the time goes (cProfile, 20 engine steps of one run, top functions by own time)", ""]
-        for (row, d), top in profiles.items():
-            L.append(f"- {row}, d = {d}: " + "; ".join(f"`{w}` {s:.0%} own, {c:.0%} cumulative"
-                                                         for w, s, c in top))
-    for (row, d), top in (lines or {}).items():
-        L += ["", f"### {row} at d = {d}, line by line (`engine.py`, median over 100 calls of `risk_and_grad`, "
-              "wall time under tracing)", "", "| line | code | us per call | share |", "|---|---|---|---|"]
-        L += [f"| {ln} | `{_code(code)}` | {t * 1e6:.1f} | {sh:.0%} |" for ln, code, t, sh in top]
-    L += ["", "## The operation count", "", flop_count.__doc__.split("\n\n")[0].strip().replace("\n    ", " "),
-          "", "```", "\n".join(line.strip() for line in flop_count.__doc__.splitlines()[2:]), "```", ""]
-    return "\n".join(L)
 
 
 SIZES = {"full": dict(ds=FULL_D, repeats=7),
@@ -1322,14 +1029,24 @@ SIZES = {"full": dict(ds=FULL_D, repeats=7),
 (the occurrence row at d = 5, one repeat, no memory column: a smoke size for tests, its times mean nothing)."""
 
 
-def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
-    """Run the benchmark at ``size`` (a key of ``SIZES``), profile the rows that miss a target, and return the
-    Markdown page."""
+def measure(size: str = "full", use_torch: bool = True, progress=None) -> dict:
+    """Run the benchmark at ``size`` (a key of ``SIZES``) and profile the rows that miss a target; returns the
+    record the page is rendered from (``app.render.bench_engine.render``): ``res`` (``bench``), ``targets``,
+    ``profiles`` (``profile_top`` of each row that misses one, at most four), ``lines`` (``line_times`` of
+    ICL's step, full size only), ``seconds`` (the run's wall and CPU time) and ``finished`` (UTC)."""
     w0, c0 = time.perf_counter(), time.process_time()
     opts = dict(SIZES[size])
     ds, repeats = opts.pop("ds"), opts.pop("repeats")
     res = bench(ds, repeats, use_torch=use_torch, progress=progress, **opts)
     tg = targets(res)
+    return {"res": res, "targets": tg, "profiles": _missed_profiles(tg),
+            "lines": _icl_lines(ds) if size == "full" else {},
+            "seconds": (time.perf_counter() - w0, time.process_time() - c0),
+            "finished": datetime.datetime.now(datetime.timezone.utc)}
+
+
+def _missed_profiles(tg: list[dict]) -> dict:
+    """``profile_top`` of one step of each row (and kernel) that misses a target, at most four."""
     profiles = {}
     for t in tg:
         name = t["row"] + (" (compiled kernel)" if t.get("kernel") == "compiled" else "")
@@ -1340,24 +1057,22 @@ def report(size: str = "full", use_torch: bool = True, progress=None) -> str:
                 tb = compiled_case(case) if t.get("kernel") == "compiled" else case.tb
                 a1, B1 = initial(case, 1)
                 profiles[(name, t["d"])] = profile_top(lambda: engine_step(a1, B1, tb, case.loss))
+    return profiles
+
+
+def _icl_lines(ds) -> dict:
+    """``line_times`` of ICL's step at every d, and with the compiled kernel at the first."""
     lines = {}
-    if size == "full":
-        for d in ds:
-            with threadpool_limits(limits=1):
-                case = make_case("ICL", "ICL", 1, d, Config())
-                a1, B1 = initial(case, 1)
-                lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), E.__file__)
+    for d in ds:
         with threadpool_limits(limits=1):
-            case = make_case("ICL", "ICL", 1, ds[0], Config())
-            tbc = compiled_case(case)
-            if tbc is not None:
-                a1, B1 = initial(case, 1)
-                lines[("ICL (compiled kernel)", ds[0])] = line_times(
-                    lambda: E.risk_and_grad(a1, B1, tbc, case.loss), E.__file__)
-    return render(res, tg, profiles, (time.perf_counter() - w0, time.process_time() - c0), lines)
-
-
-if __name__ == "__main__":  # python3 -m numerics.bench.engine ARGS is occ-companion benchmark-engine ARGS
-    import importlib
-
-    sys.exit(importlib.import_module("app.cli").entry(["benchmark-engine"]))
+            case = make_case("ICL", "ICL", 1, d, Config())
+            a1, B1 = initial(case, 1)
+            lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), ENGINE_FILES)
+    with threadpool_limits(limits=1):
+        case = make_case("ICL", "ICL", 1, ds[0], Config())
+        tbc = compiled_case(case)
+        if tbc is not None:
+            a1, B1 = initial(case, 1)
+            lines[("ICL (compiled kernel)", ds[0])] = line_times(
+                lambda: E.risk_and_grad(a1, B1, tbc, case.loss), ENGINE_FILES)
+    return lines

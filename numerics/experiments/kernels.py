@@ -3,14 +3,14 @@ and loops that give numpy's own bits, taken under either kernel where numba runs
 the bag layout's forward pass, the rows layout's passes over one-hot rows, the squared loss's terms, the ICL
 sampler's rounds and counts, and the gather of a sparse table's rows into a batch's layout.
 
-The numpy path of ``engine`` makes about a dozen passes over the (token rows, runs x heads) array per step
+The numpy path of ``passes`` makes about a dozen passes over the (token rows, runs x heads) array per step
 (a CSR product for the scores, a segment maximum, an exponential per row, a segment sum, the CSR scatter
 into the mean tokens; in the backward pass a CSR gather, a subtraction, a product and the transposed CSR
 product), each a numpy or scipy call.  At ICL's sizes (7,400 rows at d = 50) the calls' fixed cost and
 glibc's scalar exponential per row set the step's time.  These loops do the same work in two passes over
-the rows, and leave the three dense readout products to BLAS (``engine``); a third loop, ``squared_loss``,
-takes the squared loss and its gradient in one pass over the outputs, where numpy's dozen calls took as long
-as one of the passes over the rows (15 against 5 us at ICL's d = 50):
+the rows, and leave the three dense readout products to BLAS (``passes``); a third loop, ``squared_loss``,
+takes the squared loss and its gradient in one pass over the outputs, in place of numpy's dozen calls, whose
+fixed costs at ICL's sizes exceed one pass over the rows:
 
 * every row is one-hot on at most P coordinates (``OneHotRows``: ICL's [e_z; e_prev], P = 2, with a padding
   slot D for rows with fewer), so its exponentiated score is a product: exp(alpha . x_i - P c) =
@@ -20,8 +20,8 @@ as one of the passes over the rows (15 against 5 us at ICL's d = 50):
 * a string whose products all underflow (sum below ``TINY``: its scores all lie ~700 below P c) is done
   again with the per-string maximum and one exponential per row, as the numpy path does;
 * rows of two coordinates (ICL's pairs) come in token order, so runs of consecutive rows share their first
-  coordinate; both loops sum a run in a register and add it to that coordinate once (at d = 50 this and
-  unsigned indices, see ``OneHotRows``, took the passes from 24 us each to 11 and 14 us);
+  coordinate; both loops sum a run in a register and add it to that coordinate once (this and unsigned
+  indices, see ``OneHotRows``, halve the passes' time);
 * non-finite parameters make non-finite exactly the strings (of the run and head) that they make non-finite
   on the numpy path: a NaN or +inf coefficient the strings that have a row on its coordinate (under +inf the
   other strings' products all underflow and the fallback keeps them finite), a -inf coefficient the strings
@@ -39,12 +39,12 @@ two paths' other summation orders overflow at different places: an entry infinit
 ``bag_forward`` is not an alternative rounding: for two token types and one output (the exact populations)
 it does the numpy path's operations in the numpy path's order, in one pass over the strings instead of
 about eight, and gives the same bits (but for the sign of a NaN, which IEEE arithmetic leaves unspecified and
-LLVM may take from the other operand); ``engine._bag_compiled`` says where it runs.  So do ``squared_terms``
-(the squared loss's elementwise terms for one output, ``engine._risk_and_dl``: every row but ICL) and, on
+LLVM may take from the other operand); ``passes._bag_compiled`` says where it runs.  So do ``squared_terms``
+(the squared loss's elementwise terms for one output, ``readout._risk_and_dl``: every row but ICL) and, on
 integers, ``icl_round`` and ``count_csr`` (``tasks.sample_icl``).  numba compiles without fast-math, so
 LLVM neither contracts a product and a sum into one rounding nor reorders them.
 
-The default kernel's passes over one-hot token rows (ICL, two-head AND; ``engine._rows_loops`` says where)
+The default kernel's passes over one-hot token rows (ICL, two-head AND; ``layout._rows_loops`` says where)
 are the same kind of loop: ``rows_forward`` (the scores less each string's maximum, then numpy's own
 exponential, then the multiplicities, the normalisation and the scatter into the mean tokens) and
 ``rows_score_grad`` (the backward pass's gather, difference, product and transposed scatter) do the numpy
@@ -57,8 +57,8 @@ to numpy's pairwise sum of the others (``_pairwise_column`` replays it: eight in
 readout products (BLAS) and f_n . g_n (einsum's own order).
 
 ``type_pairs`` takes the bag layout's score gradient for one output from its pair sums, which
-``engine._risk_and_grad`` computes for all pairs of types in one einsum on batches of at most
-``engine.PAIRS_AT_ONCE_MAX`` strings (even pairs: 28 pairs of its 8 types, one numpy call instead of 28):
+``passes._risk_and_grad`` computes for all pairs of types in one einsum on batches of at most
+``passes.PAIRS_AT_ONCE_MAX`` strings (even pairs: 28 pairs of its 8 types, one numpy call instead of 28):
 the per-pair loop's subtractions, products and sums in its order.
 """
 from __future__ import annotations
@@ -81,10 +81,9 @@ def available() -> bool:
     """Whether numba can be imported (it is imported, and the loops compiled or read from numba's cache, on
     first use only: by the compiled kernel, or by ``usable``'s trial at the first training step with the
     squared loss or on an exact population, the first ICL batch drawn, or the first layout of sparse token
-    rows built (``engine.from_batch`` asks whether the rows loops will run); with the loops loaded from the
-    cache that takes about 0.8 CPU s and 115 MB of resident memory once per process, which commands that
-    train nothing do not pay).  Looked up once per process (the lookup takes 0.08 ms, and every batch of a
-    compiled run asks)."""
+    rows built (``layout.from_batch`` asks whether the rows loops will run); even with the loops loaded from
+    the cache that costs CPU time and resident memory once per process, which commands that train nothing do
+    not pay).  Looked up once per process (every batch of a compiled run asks)."""
     return importlib.util.find_spec("numba") is not None
 
 
@@ -94,8 +93,8 @@ def usable() -> bool:
     ``squared_outputs``, ``rows_forward``, ``rows_score_grad``, ``type_pairs``, ``icl_round``,
     ``count_csr``, ``take_rows``, which the default numpy kernel takes too): numba is found, imports, and
     compiles (or loads) them, tried once per process on a tiny input.  Only then are they taken, so that a
-    numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working as
-    before, with the same results.  False, without a trial, inside ``numpy_paths``."""
+    numba that is installed but cannot import (say, one older than numpy) leaves the numpy paths working,
+    with the same results.  False, without a trial, inside ``numpy_paths``."""
     if _numpy_paths_only or not available():
         return False
     try:
@@ -194,7 +193,7 @@ class OneHotRows:
             X.sort_indices()
         M, D = X.shape
         idx = np.full((int(per.max()), M), D, np.int64)
-        # numpy's fancy indexing took 0.30 ms for the view at d = 50, the loop 0.12
+        # one compiled pass, cheaper than numpy's fancy indexing for the view
         _compiled().pad(X.indptr, X.indices, idx)
         bounds = np.append(np.asarray(starts, np.int64), M)
         return cls(idx=idx, bounds=bounds, mult=mult, D=D)
@@ -241,7 +240,7 @@ def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - 
             acc[:] = 0.0
             Z = 0.0
             if P == 2 and hi > lo:
-                # ICL's pairs (the general loop below takes 2.1-2.3x as long there, in both passes).  The rows of
+                # ICL's pairs (the general loop below is slower there, in both passes).  The rows of
                 # a string are in token order, so runs of rows share their first coordinate (two rows in three at
                 # d = 50): a run's weights are summed in a register and added to acc and Z once, not through
                 # memory row by row (a chain of stores and loads of one entry)
@@ -478,10 +477,10 @@ def count_csr(rows: np.ndarray, cols: np.ndarray, N: int, ncols: int):
 
 def _squared_terms(f, y, w, lv, dl):  # pragma: no cover - compiled
     """The squared loss's terms for one output (K = 1), numpy's operations in numpy's order (``model._squared``
-    and ``engine._risk_and_dl``), in one pass: e = f[n, r] - y[n], lv[n, r] = 0.5 (e e), dl[n, r] = e w[n].
+    and ``readout._risk_and_dl``), in one pass: e = f[n, r] - y[n], lv[n, r] = 0.5 (e e), dl[n, r] = e w[n].
     Elementwise only (no sum), so the same bits as numpy's passes (but for a NaN's sign, as ``bag_forward``)."""
     N, R = f.shape
-    if R == 1:  # one run: a loop over the strings alone, which LLVM vectorises (the nested one: 3.5x as long)
+    if R == 1:  # one run: a loop over the strings alone, which LLVM vectorises (the nested one does not)
         for n in range(N):
             e = f[n, 0] - y[n]
             lv[n, 0] = 0.5 * (e * e)
@@ -510,13 +509,13 @@ def squared_terms(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarr
 
 def _bag_forward(counts, pat, exP, V, w, fh):  # pragma: no cover - compiled
     """The bag layout's forward pass for two token types and one output, in one pass over the strings per
-    column c, with numpy's operations in numpy's order (``engine.forward``): w_t = exP[pat[n], t, c] counts[n, t],
+    column c, with numpy's operations in numpy's order (``passes.forward``): w_t = exP[pat[n], t, c] counts[n, t],
     Z = 0 + w_0 + w_1 (1 where it is 0), w_t /= Z, fh[n, c] = 0 + w_0 V[0, c] + w_1 V[1, c]; w (2, N, C).  The
     sums start from +0, as numpy's sums over the types' axis do: where both terms are -0.0 the sum is +0.0 (the
     test compares the sign of every zero).  A NaN's sign can differ from numpy's (of a sum of two NaNs of
     opposite signs, numpy keeps the first's; LLVM may swap the operands).  A pattern is read modulo 4, so that
-    no value of ``pat`` reads outside exP.  Written for T = 2 (no loop over types): the general loop over T took
-    3.5x as long at one-head AND's sizes, slower than numpy's passes."""
+    no value of ``pat`` reads outside exP.  Written for T = 2 (no loop over types): a general loop over T is
+    slower than numpy's passes at one-head AND's sizes."""
     N = counts.shape[0]
     C = V.shape[1]
     e0 = np.empty(4)
@@ -543,7 +542,7 @@ def _bag_forward(counts, pat, exP, V, w, fh):  # pragma: no cover - compiled
 
 def bag_forward(counts: np.ndarray, pat: np.ndarray, exP: np.ndarray, V: np.ndarray):
     """(w (2, N, C), fh (N, C)) of ``_bag_forward`` from counts (N, 2), the strings' presence patterns pat (N,)
-    (bit t set where counts[n, t] > 0: ``engine._patterns``), each pattern's exponentials exP (4, 2, C) and the
+    (bit t set where counts[n, t] > 0: ``layout._patterns``), each pattern's exponentials exP (4, 2, C) and the
     type values V (2, C)."""
     N = counts.shape[0]
     C = V.shape[1]
@@ -599,7 +598,7 @@ def _take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data): 
 def take_rows(indptr, indices, data, rows, *, limit: int):
     """(indptr, indices, data) of the rows ``rows`` (each in 0..len(indptr) - 2, checked by the caller) of a CSR
     matrix with int32 pointers and indices and float64 values: int32 pointers and indices, float64 values, the
-    arrays of scipy's row gather (``engine._take_rows``).  One compiled pass counts the entries (refused above
+    arrays of scipy's row gather (``layout._take_rows``).  One compiled pass counts the entries (refused above
     ``limit``, which int32 pointers must hold), a second copies them."""
     if not (indptr.dtype == indices.dtype == rows.dtype == np.int32 and data.dtype == np.float64):
         raise ValueError("take_rows wants int32 pointers, indices and rows and float64 values")
@@ -705,7 +704,7 @@ compiled sum)."""
 
 
 def _rows_shifted_scores(A, idx, bounds, S):  # pragma: no cover - compiled
-    """The numpy path's scores less their string's maximum (``engine._forward_rows``) on one-hot rows, its
+    """The numpy path's scores less their string's maximum (``passes._forward_rows``) on one-hot rows, its
     operations in its order: S[i, c] = 0 + A[j_i1, c] + A[j_i2, c] + ... (scipy's ``csr_matvec(s)`` into
     zeros: 1.0 * a is a, and the padding slot adds +0.0, which leaves a sum begun at +0 as it is), then
     S[i, c] - max over the string's rows (``np.maximum.reduceat``, which is NaN if any score is: here a NaN
@@ -740,7 +739,7 @@ def _rows_shifted_scores(A, idx, bounds, S):  # pragma: no cover - compiled
 def _rows_normalise_scatter(S, mult, heavy, idx, bounds, xbar):  # pragma: no cover - compiled
     """After numpy's exponential of ``_rows_shifted_scores``: the numpy path's rest of the forward pass over
     the rows, its operations in its order.  S[i, c] *= mult[i] on the rows ``heavy`` lists, those where
-    mult[i] != 1 (x * 1.0 is x; a pass over every row's test took a quarter of this loop's time for ICL); Z = S[lo, c] +
+    mult[i] != 1 (x * 1.0 is x; testing every row would add a pass over the rows); Z = S[lo, c] +
     the pairwise sum of the string's other rows (``np.add.reduceat``); S[i, c] /= Z (S becomes the weights);
     xbar[c, n, j] = 0 + sum over the string's rows on coordinate j, in row order, of S[i, c] (scipy's product
     with the scatter operator, whose row (n, j) lists those rows in order).  xbar (C, N_ne, D) is the layout
@@ -775,7 +774,7 @@ def _rows_normalise_scatter(S, mult, heavy, idx, bounds, xbar):  # pragma: no co
 
 
 def _rows_score_grad(U, fg, W, idx, bounds, ga):  # pragma: no cover - compiled
-    """The numpy path's attention gradient over one-hot rows (``engine._backward_rows``), its operations in
+    """The numpy path's attention gradient over one-hot rows (``passes._backward_rows``), its operations in
     its order: v = 0 + U[c, n, j_i1] + U[c, n, j_i2] + ... (the gather product), ds = (v - fg[n, c]) W[i, c],
     ga[c, j] = 0 + sum over the rows on coordinate j, in row order, of ds (the product with the rows'
     transpose).  U (C, N_ne, D), fg (N_ne, C), W (M, C) the weights, ga (C, D)."""
@@ -805,7 +804,7 @@ def _rows_score_grad(U, fg, W, idx, bounds, ga):  # pragma: no cover - compiled
 
 def _squared_outputs(f, y, w, lv, dl, buf):  # pragma: no cover - compiled
     """The squared loss's terms for K outputs, numpy's operations in numpy's order (``model._squared`` and
-    ``engine._terms_and_dl``): e = f[n, r] - y[n], lv[n, r] = 0.5 (+0 + the pairwise sum over all k of e_k e_k:
+    ``readout._terms_and_dl``): e = f[n, r] - y[n], lv[n, r] = 0.5 (+0 + the pairwise sum over all k of e_k e_k:
     numpy's ``add.reduce`` along a contiguous row gives that sum, +0 for no terms), dl[n, r] = e w[n].  buf (K, 1)
     holds a row's squares."""
     N, R, K = f.shape
@@ -833,7 +832,7 @@ def squared_outputs(f: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.nda
 
 
 def _type_pairs(V, E, ds):  # pragma: no cover - compiled
-    """The bag layout's score gradient from its pair sums (``engine._risk_and_grad``, one output), the numpy
+    """The bag layout's score gradient from its pair sums (``passes._risk_and_grad``, one output), the numpy
     loop's operations in its order: for t = 0..T - 1, s = 0..t - 1 (pair p in that order), part = (V[t, c] -
     V[s, c]) E[p, c], ds[t, c] += part, ds[s, c] -= part, from ds = 0.  V (T, C), E (P, C), ds (T, C)."""
     T, C = V.shape
