@@ -616,7 +616,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
         reported = E.risk(alpha, B, tb)[0]
         bound = loss_bound(pop.extra["dropped"], B) + rounding_bound(reported, alpha, B)
         assert abs(reported - float(ref.risk.mid())) <= bound, (reported, bound)
-        # at these points (a trained B can be larger; every committed seed is within 1e-12: tests/test_sweep.py)
+        # at these points (a trained B can be larger; every committed seed is within 1e-12: tests/experiments/test_sweep.py)
         assert bound <= 1e-12 or reported > 1, (reported, bound)
 
 

@@ -17,7 +17,7 @@ from theory import cache, compiled
 from theory import symbolic as sym
 from theory.setting import Setting
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (method, keyword values): every named form ClosedForms evaluates from its source
 NAMED = [("balanced_p", {}), ("risk_floor", {}), ("eta1_max", {}), ("kappa", {"eta_1": 0.7}),

@@ -252,7 +252,7 @@ def test_python_m_app_modules_end_in_one_line_with_the_cli_status(tmp_path, modu
     from pathlib import Path
 
     (tmp_path / "sitecustomize.py").write_text(RAISE_ON_IMPORT)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for kind, status in [("interrupt", exitcodes.INTERRUPTED), ("error", exitcodes.INTERNAL)]:
         env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{root}", OCC_TEST_RAISE=f"{during}:{kind}")
         env.pop(exitcodes.TRACEBACK_ENV, None)

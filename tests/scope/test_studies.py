@@ -14,7 +14,7 @@ import pytest
 from numerics.scope import STUDIES
 from numerics.scope import regime as RG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args, cwd, timeout=600):

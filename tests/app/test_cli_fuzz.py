@@ -111,7 +111,7 @@ REFUSED = {"sweep": [["--workers", "0"], ["--d", "x"], ["--readings", "missing.t
            "scope": [["--studies", "nosuch"], ["--workers", "0"], ["--store", "a_file"], ["--out", "a_file"],
                      ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]]}
 """sweep and scope: lists refused before any unit runs (a run starts a dask cluster; the kill loop and
-tests/test_sweep.py run them)."""
+tests/experiments/test_sweep.py run them)."""
 
 
 @st.composite

@@ -1,5 +1,5 @@
 """The Table 1 experiment layers: engine (against the dense model), exact populations, the extending grid,
-the plateau rule and the lag measures (the verdicts: tests/test_experiment_verdicts.py)."""
+the plateau rule and the lag measures (the verdicts: tests/experiments/test_verdicts.py)."""
 from __future__ import annotations
 
 import math

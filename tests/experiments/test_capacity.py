@@ -32,7 +32,7 @@ def _pattern_params(c: C.Ceiling, s: float) -> Params:
 @pytest.mark.parametrize("task,d,H", [("occurrence", 4, 1), ("OR", 6, 1), ("AND", 3, 2)])
 def test_exact_zero_ceilings_are_reached_by_their_pattern(task, d, H):
     """The stated pattern, at finite scale s, has population risk falling to 0 (class-reduced population,
-    which tests/test_tasks.py checks against the full sum); a wrong pattern would stall above 0."""
+    which tests/experiments/test_tasks.py checks against the full sum); a wrong pattern would stall above 0."""
     c = C.ceiling(task, d, H)
     assert c.kind.startswith("exact infimum") and c.lower == 0 and c.upper < 1e-20 and c.accuracy == 1.0
     pop = population(task, d, mass_tol=1e-6, len_tol=1e-8)

@@ -18,7 +18,7 @@ from numerics.experiments import runner as RN
 from numerics.experiments import sweep as SW
 from theory.validation import SettingError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = """
 [sweep]
 tasks = ["occurrence", "even_pairs"]

@@ -13,7 +13,7 @@ from app import memwatch as MW
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOLD = ("import sys, time, numpy as np; a = np.ones(int(sys.argv[1]) * 125_000); time.sleep(1.5); "
         "print(a.sum())")  # holds argv[1] MB for 1.5 s
 

@@ -14,7 +14,7 @@ from app.cli import build_parser, main
 from app.render.formatting import supported_digits
 from app.progress import progress_factory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BAD_FLAGS = [
     (["run", "--steps", "-1"], "--steps"),
@@ -373,7 +373,7 @@ def test_ctrl_c_around_the_end_of_a_command_prints_no_traceback():
     times (at most 30 s; from a fraction of a second on an idle machine to several seconds under load).
     Every run ends 0 or 130 and leaves SIGINT and SIGTERM ignored, nothing escapes ``guarded``, and stderr
     holds only the one-line interruption messages."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", _POUNDED, "30"], cwd=root, capture_output=True, text=True,
                          timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -404,7 +404,7 @@ sys.exit(C.guarded(["x"]))
 def test_a_ctrl_c_during_interpreter_shutdown_does_not_change_the_status():
     """After ``guarded``, SIGINT is SIG_IGN, which Python keeps at shutdown (a Python handler, even one that
     drops the signal, is put back to the default one there, and the Ctrl-C would kill the process)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", _SHUTDOWN], cwd=root, capture_output=True, text=True,
                          timeout=120)
     assert (out.returncode, out.stderr) == (0, ""), (out.returncode, out.stderr[-2000:])
