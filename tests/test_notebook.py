@@ -11,6 +11,7 @@ nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a Jupyter kernel
 def test_walkthrough_notebook_executes():
     nb = nbformat.read(ROOT / "notebooks" / "walkthrough.ipynb", as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",

@@ -112,6 +112,7 @@ def _numpy_openblas() -> bool:
     return any(i.get("internal_api") == "openblas" and "numpy" in i.get("filepath", "") for i in threadpool_info())
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.skipif(not _numpy_openblas() or len(__import__("os").sched_getaffinity(0)) < 2,
                     reason="numpy without OpenBLAS, or one core to run on")
 def test_a_program_loads_numpy_with_one_blas_thread_and_passes_nothing_on():
@@ -366,6 +367,7 @@ print(json.dumps({"statuses": sorted(statuses), "left_ignored": sorted(left), "r
 """
 
 
+@pytest.mark.slow  # subprocesses
 def test_ctrl_c_around_the_end_of_a_command_prints_no_traceback():
     """The kill loop's failure (a Ctrl-C while ``entry`` set SIGINT to SIG_IGN made Python print "OSError:
     Signal 2 ignored due to race condition" with a traceback), forced: another process sends SIGINT as fast

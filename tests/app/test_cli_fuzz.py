@@ -194,6 +194,7 @@ FUZZ = settings(max_examples=max(1, 25 * settings.default.max_examples // 100),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
+@pytest.mark.slow  # the fuzz
 @pytest.mark.parametrize("command", sorted(FLAGS))
 def test_cli_fuzz(command):
     @FUZZ

@@ -236,6 +236,7 @@ sys.meta_path.insert(0, Raise())
 exactly there, in a real ``python3 -m`` process."""
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("module,args,during", [
     ("app", ["run", "--help"], "theory"),             # the package's own imports
     ("app.commands.table1", ["--help"], "app.io"),             # the body of a module run as a program

@@ -42,6 +42,8 @@ from app.cli import main
 from app.io import complete_result, recover
 from app.render.report import CLAIMS_BEGIN, CLAIMS_END
 
+pytestmark = pytest.mark.slow  # every test kills commands many times over
+
 KILLS = int(os.environ.get("OCC_KILLS", "50")) * (8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1)
 PARALLEL = 3
 

@@ -370,7 +370,7 @@ def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
     ("AND", 3, 2, {}, (2, 3)),   # limit pattern: theta, one row per head over the token classes a, b, u
     ("OR", 4, 1, {}, (1, 3)),
     ("AND", 3, 1, {}, (1, 3)),   # finite scores beat every pattern: beta, one head
-    ("even_pairs", 4, 1, {"even_pairs_embedding": "adjacent"}, (1, 9)),
+    pytest.param("even_pairs", 4, 1, {"even_pairs_embedding": "adjacent"}, (1, 9), marks=pytest.mark.slow),
 ])
 def test_ceiling_tie_margins_come_from_a_readout_per_head(monkeypatch, task, d, heads, options, shape):
     """The ceilings' accuracy takes its tie margin from the readout laid out per head (heads, values), as

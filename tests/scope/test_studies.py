@@ -91,6 +91,7 @@ def test_registry_names_the_five_studies_each_with_its_two_modules():
         assert callable(render.markdown) and callable(render.figure)
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("args, words", [
     (["--studies", "nosuch"], "unknown study 'nosuch'"),
     (["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
