@@ -23,6 +23,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 from functools import partial
@@ -225,8 +226,11 @@ def _process_row(label: str, args: list[str], target: str, repeat: int = 3, cpu_
             f"{target} | {_verdict(ok)} |")
 
 
-TEST_COMMAND = ("-m", "pytest", "-q", "-n", "auto", "checks", "tests")
-"""README's test command (run from the checkout)."""
+TEST_COMMAND = ("-m", "pytest", "-q", "-n", "auto", "-m", "slow or not slow", "checks", "tests")
+"""README's test command (run from the checkout): every tier, the ``slow`` one included."""
+
+TIERS_HEADING = "## Test tiers"
+"""The page's hand-maintained section of each test tier's time (``kept_tiers_section``)."""
 
 
 def suite_seconds(cold: bool = False) -> str:
@@ -261,6 +265,16 @@ def carried_suite_section(doc: Path) -> list[str]:
     when = f" of {date.group(1)}" if date else ""
     return [body[0], "", f"Carried over from the page{when} that this one replaces: `--keep-suite` did not run "
             "the suite again.", *body[1:], ""]
+
+
+def kept_tiers_section(doc: Path) -> list[str]:
+    """The "Test tiers" section of the page ``doc`` being replaced, as it stands (measured and written by hand:
+    the tiers are timed apart from this benchmark), or no lines when that page has none."""
+    import re
+
+    text = doc.read_text() if doc.exists() else ""
+    section = re.search(rf"^{TIERS_HEADING}\n.*?(?=^## |\Z)", text, re.S | re.M)
+    return [] if section is None else [*section.group(0).rstrip().splitlines(), ""]
 
 
 def _digits(x, ref) -> str:
@@ -472,8 +486,11 @@ def run(dims=(50, 500, 10_000), quick: bool = False, tiny: bool = False, keep_su
             lines += ["", *carried_suite_section(DOC)]
         else:
             lines += ["", "## Test command", "", "| command | wall time | target |", "|---|---|---|",
-                      f"| `python3 {' '.join(TEST_COMMAND)}`, warm derivation cache | {suite_seconds()} | < 40 s |",
+                      f"| `python3 {shlex.join(TEST_COMMAND)}`, warm derivation cache | {suite_seconds()} | < 40 s |",
                       f"| the same, empty derivation cache (a clean CI machine) | {suite_seconds(cold=True)} | < 40 s |"]
+        tiers = kept_tiers_section(DOC)
+        if tiers:
+            lines += ["", *tiers]
     lines += ["", *recorded_experiment_runs(), ""]
     return lines
 
