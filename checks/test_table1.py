@@ -29,6 +29,7 @@ def _free_of_artefacts(row, plans):
     return [a for a in V.artefacts(row, plans) if "ceiling" not in a and "representable" not in a]
 
 
+@pytest.mark.slow  # the quick Table 1 run
 @pytest.mark.parametrize("name", ["occurrence", "OR"])
 def test_three_phase_matches_joint(quick, name):
     row = quick["rows"][name]
@@ -42,6 +43,7 @@ def test_three_phase_matches_joint(quick, name):
         assert e - slack > margin
 
 
+@pytest.mark.slow  # the quick Table 1 run
 def test_attention_only_stays_at_the_start(quick):
     """Zero start: B stays 0, the attention gradient is 0, the risk stays R(0, 0) = 1/2 (squared loss, y = +-1,
     f = 0) on every exact row, whatever its step size (the search finds it insensitive); control: three-phase

@@ -1,4 +1,4 @@
-"""The child side of tests/test_kill_loop.py, run in processes of a multiprocessing fork server.
+"""The child side of tests/app/test_kill_loop.py, run in processes of a multiprocessing fork server.
 
 The fork server is a clean single-threaded process that imported this module once (imports and the
 SymPy derivations warm), so each child starts in milliseconds and is never forked from a test worker

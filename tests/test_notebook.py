@@ -28,6 +28,7 @@ def _stderr(nb) -> str:
                    and o.get("name") == "stderr")
 
 
+@pytest.mark.slow  # a Jupyter kernel
 def test_walkthrough_notebook_executes():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     # the kernel starts as from a user's Jupyter: without the SYMPY_GROUND_TYPES this process pinned when it

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 from pathlib import Path
 
 import mpmath
@@ -50,6 +52,9 @@ def render(record: dict) -> str:
     lines += ["", *taylor_model_rows(record["taylor"])]
     if not quick:
         lines += ["", *(carried_suite_section(DOC) if record["keep_suite"] else _suite(record["suite"]))]
+        tiers = kept_tiers_section(DOC)
+        if tiers:
+            lines += ["", *tiers]
     lines += ["", *recorded_experiment_runs(), ""]
     return "\n".join(lines)
 
@@ -231,7 +236,7 @@ def _suite(suite: dict) -> list[str]:
     def took(x):
         return f"{x[0]:.1f} s ({x[1]})"
     return ["## Test command", "", "| command | wall time | target |", "|---|---|---|",
-            f"| `python3 {' '.join(TEST_COMMAND)}`, warm derivation cache | {took(suite['warm'])} | < 40 s |",
+            f"| `python3 {shlex.join(TEST_COMMAND)}`, warm derivation cache | {took(suite['warm'])} | < 40 s |",
             f"| the same, empty derivation cache (a clean CI machine) | {took(suite['cold'])} | < 40 s |"]
 
 
@@ -251,11 +256,21 @@ def _verdict(ok: bool | None) -> str:
     return "-" if ok is None else "yes" if ok else "**no**"
 
 
+TIERS_HEADING = "## Test tiers"
+"""The page's hand-maintained section of each test tier's time (``kept_tiers_section``)."""
+
+
+def kept_tiers_section(doc: Path) -> list[str]:
+    """The "Test tiers" section of the page ``doc`` being replaced, as it stands (measured and written by hand:
+    the tiers are timed apart from this benchmark), or no lines when that page has none."""
+    text = doc.read_text() if doc.exists() else ""
+    section = re.search(rf"^{TIERS_HEADING}\n.*?(?=^## |\Z)", text, re.S | re.M)
+    return [] if section is None else [*section.group(0).rstrip().splitlines(), ""]
+
+
 def carried_suite_section(doc: Path) -> list[str]:
     """The "Test command" section of the page ``doc`` being replaced, marked as carried over (``--keep-suite``:
     the suite is not run again, e.g. on a machine shared with other jobs, where it would also slow them)."""
-    import re
-
     text = doc.read_text() if doc.exists() else ""
     section = re.search(r"^## Test command\n.*?(?=^## |\Z)", text, re.S | re.M)
     date = re.search(r"^Date (\S+?);", text, re.M)

@@ -167,8 +167,8 @@ def run_process(args: list[str], repeat: int = 3, warm: bool = False) -> dict:
             "status": status, "repeat": repeat}
 
 
-TEST_COMMAND = ("-m", "pytest", "-q", "-n", "auto", "checks", "tests")
-"""README's test command (run from the checkout)."""
+TEST_COMMAND = ("-m", "pytest", "-q", "-n", "auto", "-m", "slow or not slow", "checks", "tests")
+"""README's test command (run from the checkout): every tier, the ``slow`` one included."""
 
 
 def suite_seconds(cold: bool = False) -> tuple[float, str]:

@@ -192,6 +192,7 @@ def test_float_enumeration_from_the_disk_cache_is_bit_identical(tmp_path, monkey
     assert file_value("numerics.theorem.series", ("test", 0), lambda: -1, keep=lambda v: True, max_files=2) == -1
 
 
+@pytest.mark.slow  # a subprocess
 def test_a_start_with_the_enumeration_cached_does_not_import_scipy_special(tmp_path):
     """The regime's moments from a warm cache need no scipy.special (a third of the main job's start-up);
     the cold start imports it to build the weights."""

@@ -14,7 +14,7 @@ import pytest
 from numerics.scope import STUDIES
 from numerics.scope import regime as RG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args, cwd, timeout=600):
@@ -91,6 +91,7 @@ def test_registry_names_the_five_studies_each_with_its_two_modules():
         assert callable(render.markdown) and callable(render.figure)
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("args, words", [
     (["--studies", "nosuch"], "unknown study 'nosuch'"),
     (["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),

@@ -16,7 +16,7 @@ import sympy as sp
 from theory import cache, catalogue
 from theory import symbolic as sym
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # cheap derivations (about a second fresh) covering an expression, a polylog sum and a tuple of matrices
 # of double sums; test_every_catalogue_form_survives_the_cache_round_trip covers every other form

@@ -236,6 +236,7 @@ sys.meta_path.insert(0, Raise())
 exactly there, in a real ``python3 -m`` process."""
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("module,args,during", [
     ("app", ["run", "--help"], "theory"),             # the package's own imports
     ("app.commands.table1", ["--help"], "app.io"),             # the body of a module run as a program
@@ -252,7 +253,7 @@ def test_python_m_app_modules_end_in_one_line_with_the_cli_status(tmp_path, modu
     from pathlib import Path
 
     (tmp_path / "sitecustomize.py").write_text(RAISE_ON_IMPORT)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for kind, status in [("interrupt", exitcodes.INTERRUPTED), ("error", exitcodes.INTERNAL)]:
         env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{root}", OCC_TEST_RAISE=f"{during}:{kind}")
         env.pop(exitcodes.TRACEBACK_ENV, None)

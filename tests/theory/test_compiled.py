@@ -17,7 +17,7 @@ from theory import cache, compiled
 from theory import symbolic as sym
 from theory.setting import Setting
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (method, keyword values): every named form ClosedForms evaluates from its source
 NAMED = [("balanced_p", {}), ("risk_floor", {}), ("eta1_max", {}), ("kappa", {"eta_1": 0.7}),
@@ -60,6 +60,7 @@ def test_the_source_cache_shares_the_derivation_key():
     assert cache.light_key("theory.symbolic") == cache.cache_key("theory.symbolic")
 
 
+@pytest.mark.slow  # subprocesses
 def test_run_imports_no_sympy_once_the_forms_are_cached(tmp_path):
     """The main job, its forms cached (by a first run), imports neither SymPy nor pyplot (--no-plot)."""
     args = ["run", "--d", "5", "--no-plot", "--quiet", "--out", str(tmp_path)]

@@ -2,7 +2,7 @@
 gradients and outputs as the numpy path and the dense model to 1e-12 (relative), on random batches with
 several runs and heads, both ICL losses, empty strings, repeated tokens, rows of one, two and three
 coordinates; its underflow fallback; non-finite parameters; the option's validation and its record in a run's
-results (its finite differences: tests/test_experiments.py)."""
+results (its finite differences: tests/experiments/test_engine.py)."""
 from __future__ import annotations
 
 import json

@@ -136,7 +136,7 @@ def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
     string touches fewer than D coordinates.  The rows' part is 4z + 3M for one-hot rows (lookups and adds)
     and 8z + 2M for general ones; an explicit zero stored in the rows changes nothing."""
     batch = BE.TK.sample(task, d, 40, np.random.default_rng(3))
-    if empty:  # strings 3 and 10 emptied, as in tests/test_experiments.py
+    if empty:  # strings 3 and 10 emptied, as in tests/experiments/test_engine.py
         m = batch.m.tolil()
         m[3], m[10] = 0, 0
         batch.m = m.tocsr()

@@ -14,7 +14,7 @@ from app.cli import build_parser, main
 from app.render.formatting import supported_digits
 from app.progress import progress_factory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BAD_FLAGS = [
     (["run", "--steps", "-1"], "--steps"),
@@ -112,6 +112,7 @@ def _numpy_openblas() -> bool:
     return any(i.get("internal_api") == "openblas" and "numpy" in i.get("filepath", "") for i in threadpool_info())
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.skipif(not _numpy_openblas() or len(__import__("os").sched_getaffinity(0)) < 2,
                     reason="numpy without OpenBLAS, or one core to run on")
 def test_a_program_loads_numpy_with_one_blas_thread_and_passes_nothing_on():
@@ -366,6 +367,7 @@ print(json.dumps({"statuses": sorted(statuses), "left_ignored": sorted(left), "r
 """
 
 
+@pytest.mark.slow  # subprocesses
 def test_ctrl_c_around_the_end_of_a_command_prints_no_traceback():
     """The kill loop's failure (a Ctrl-C while ``entry`` set SIGINT to SIG_IGN made Python print "OSError:
     Signal 2 ignored due to race condition" with a traceback), forced: another process sends SIGINT as fast
@@ -373,7 +375,7 @@ def test_ctrl_c_around_the_end_of_a_command_prints_no_traceback():
     times (at most 30 s; from a fraction of a second on an idle machine to several seconds under load).
     Every run ends 0 or 130 and leaves SIGINT and SIGTERM ignored, nothing escapes ``guarded``, and stderr
     holds only the one-line interruption messages."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", _POUNDED, "30"], cwd=root, capture_output=True, text=True,
                          timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -404,7 +406,7 @@ sys.exit(C.guarded(["x"]))
 def test_a_ctrl_c_during_interpreter_shutdown_does_not_change_the_status():
     """After ``guarded``, SIGINT is SIG_IGN, which Python keeps at shutdown (a Python handler, even one that
     drops the signal, is put back to the default one there, and the Ctrl-C would kill the process)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", _SHUTDOWN], cwd=root, capture_output=True, text=True,
                          timeout=120)
     assert (out.returncode, out.stderr) == (0, ""), (out.returncode, out.stderr[-2000:])

@@ -8,7 +8,7 @@ import pytest
 from theory.claims import CLAIMS, claim, claims_markdown
 from theory.validation import SettingError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("c", CLAIMS, ids=lambda c: c.key)

@@ -32,7 +32,7 @@ def _pattern_params(c: C.Ceiling, s: float) -> Params:
 @pytest.mark.parametrize("task,d,H", [("occurrence", 4, 1), ("OR", 6, 1), ("AND", 3, 2)])
 def test_exact_zero_ceilings_are_reached_by_their_pattern(task, d, H):
     """The stated pattern, at finite scale s, has population risk falling to 0 (class-reduced population,
-    which tests/test_tasks.py checks against the full sum); a wrong pattern would stall above 0."""
+    which tests/experiments/test_tasks.py checks against the full sum); a wrong pattern would stall above 0."""
     c = C.ceiling(task, d, H)
     assert c.kind.startswith("exact infimum") and c.lower == 0 and c.upper < 1e-20 and c.accuracy == 1.0
     pop = population(task, d, mass_tol=1e-6, len_tol=1e-8)
@@ -370,7 +370,7 @@ def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
     ("AND", 3, 2, {}, (2, 3)),   # limit pattern: theta, one row per head over the token classes a, b, u
     ("OR", 4, 1, {}, (1, 3)),
     ("AND", 3, 1, {}, (1, 3)),   # finite scores beat every pattern: beta, one head
-    ("even_pairs", 4, 1, {"even_pairs_embedding": "adjacent"}, (1, 9)),
+    pytest.param("even_pairs", 4, 1, {"even_pairs_embedding": "adjacent"}, (1, 9), marks=pytest.mark.slow),
 ])
 def test_ceiling_tie_margins_come_from_a_readout_per_head(monkeypatch, task, d, heads, options, shape):
     """The ceilings' accuracy takes its tie margin from the readout laid out per head (heads, values), as

@@ -50,6 +50,7 @@ def test_unwritable_out_is_refused_before_any_work(tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # trains, re-renders and resumes Table 1 runs
 def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     argv = ["--quick", "--tasks", "occurrence,even_pairs", "--seeds", "1", "--max-steps", "60", "--jobs", "1",

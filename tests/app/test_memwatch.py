@@ -13,7 +13,7 @@ from app import memwatch as MW
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOLD = ("import sys, time, numpy as np; a = np.ones(int(sys.argv[1]) * 125_000); time.sleep(1.5); "
         "print(a.sum())")  # holds argv[1] MB for 1.5 s
 
@@ -23,6 +23,7 @@ def _spawn(code: str, *args: str) -> str:
     return f"import subprocess, sys; sys.exit(subprocess.call([sys.executable, '-c', {code!r}, *{list(args)!r}]))"
 
 
+@pytest.mark.slow  # subprocesses
 def test_watch_sees_a_grandchild_holding_memory_and_bounds_it_from_both_sides(tmp_path):
     """A grandchild of the command holding 300 MB (the tree is walked, not only the command's children): the
     sampled PSS peak and the summed high-water marks bracket it, the log has one line per sample and ends with
@@ -89,6 +90,7 @@ def test_sigterm_to_the_watcher_reaches_the_command_and_the_summary_is_written(t
     assert json.loads(log.read_text().splitlines()[-1])["summary"]["returncode"] == -15
 
 
+@pytest.mark.slow  # subprocesses
 def test_two_ctrl_c_still_wait_for_the_command_and_write_the_summary(tmp_path):
     """Ctrl-C twice at the terminal (SIGINT to the whole group): the command handles the first and exits 7 after a
     second; the watcher neither dies on the second nor loses the summary."""

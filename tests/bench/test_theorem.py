@@ -158,6 +158,25 @@ def test_keep_suite_carries_the_test_command_section_over_marked(tmp_path):
     assert "Not measured" in carried_suite_section(page)[2]
 
 
+def test_the_hand_maintained_tiers_section_is_kept_as_it_stands(tmp_path):
+    """The "Test tiers" section of the replaced page comes back line for line, from its heading to the next
+    section (not into it), and a page without one gives no lines; the README command the page times runs every
+    tier."""
+    from app.render.bench_theorem import kept_tiers_section
+    from numerics.bench.theorem import TEST_COMMAND
+
+    tiers = ["## Test tiers", "", "Measured by hand.", "", "| tier | CPU s |", "|---|---|", "| fast | 40 |"]
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\n## Test command\n\n| `pytest` | 12.0 s |\n\n" + "\n".join(tiers)
+                    + "\n\n\n## Experiment runs\n\n| run |\n")
+    assert kept_tiers_section(page) == [*tiers, ""]
+    page.write_text("# Benchmarks\n\n## Test command\n\n| `pytest` | 12.0 s |\n\n## Experiment runs\n")
+    assert kept_tiers_section(page) == []
+    assert kept_tiers_section(tmp_path / "absent.md") == []
+    i = TEST_COMMAND.index("-m", 2)  # the marker expression after "-m pytest"
+    assert TEST_COMMAND[i + 1] == "slow or not slow" and TEST_COMMAND[-2:] == ("checks", "tests")
+
+
 # ------------------------------------------------------------------------------------------------
 # the command lines (app.commands.benchmarks): the output discipline of every command (issue 18)
 

@@ -111,7 +111,7 @@ REFUSED = {"sweep": [["--workers", "0"], ["--d", "x"], ["--readings", "missing.t
            "scope": [["--studies", "nosuch"], ["--workers", "0"], ["--store", "a_file"], ["--out", "a_file"],
                      ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]]}
 """sweep and scope: lists refused before any unit runs (a run starts a dask cluster; the kill loop and
-tests/test_sweep.py run them)."""
+tests/experiments/test_sweep.py run them)."""
 
 
 @st.composite
@@ -194,6 +194,7 @@ FUZZ = settings(max_examples=max(1, 25 * settings.default.max_examples // 100),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
+@pytest.mark.slow  # the fuzz
 @pytest.mark.parametrize("command", sorted(FLAGS))
 def test_cli_fuzz(command):
     @FUZZ

@@ -18,7 +18,7 @@ from numerics.experiments import runner as RN
 from numerics.experiments import sweep as SW
 from theory.validation import SettingError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = """
 [sweep]
 tasks = ["occurrence", "even_pairs"]
@@ -150,6 +150,7 @@ def test_key_covers_the_version_and_the_configuration():
 # the sweep on a cluster
 
 
+@pytest.mark.slow  # the reference sweep on a dask cluster
 def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     """Each cell of the sweep (units trained per plan, shared between readings) equals runner.run of the same
     reading (all plans trained together): same chosen step sizes, risks equal to rounding."""
@@ -217,6 +218,7 @@ def _interrupt_then_kill(where: Path):
     return first, set(store.keys())
 
 
+@pytest.mark.slow  # dask clusters
 def test_sweep_interrupted_then_killed_resumes_training_only_what_was_missing(reference, tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops cleanly with status 130 and
     keeps every finished unit; a SIGKILL later loses only the units in flight; the resumed sweep trains only
@@ -245,6 +247,7 @@ def test_sweep_interrupted_then_killed_resumes_training_only_what_was_missing(re
     assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
 
 
+@pytest.mark.slow  # dask clusters
 def test_corrupt_store_entries_are_retrained_not_used(reference, tmp_path):
     shutil.copytree(reference / "store", tmp_path / "store")
     (tmp_path / "tiny.toml").write_text(TINY)
@@ -266,6 +269,7 @@ def test_corrupt_store_entries_are_retrained_not_used(reference, tmp_path):
     assert all(store.get(k, json.loads(store.path(k).read_text())["spec"]) is not None for k in keys)
 
 
+@pytest.mark.slow  # dask clusters
 def test_two_concurrent_sweeps_into_one_store_stay_consistent(reference, tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -295,6 +299,7 @@ def _scheduler_address(sched_file, deadline):
     raise AssertionError(f"no scheduler address in {sched_file} by the deadline")
 
 
+@pytest.mark.slow  # a dask scheduler and worker
 def test_scheduler_address_runs_on_a_separate_worker_with_the_same_results(reference, tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -321,6 +326,7 @@ def test_scheduler_address_runs_on_a_separate_worker_with_the_same_results(refer
                 p.wait()
 
 
+@pytest.mark.slow  # a dask cluster
 def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     from distributed import Client, LocalCluster
 
@@ -349,6 +355,7 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
         assert verdicts and all(v["verdict"] == "refused" and v["category"] == "training failed" for v in verdicts)
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("args, words", [
     (["--d", "9"], "--d 9"),
     (["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
@@ -366,6 +373,7 @@ def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     assert not (tmp_path / "store").exists() or args[0] == "--out"
 
 
+@pytest.mark.slow  # the reference sweep on a dask cluster
 def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
     r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(reference / "store"), "--out", "out",
              "--no-train", "--quiet", cwd=tmp_path, timeout=120)
@@ -536,6 +544,7 @@ def square_or_fail(args: dict) -> dict:
     return {"square": args["x"] ** 2, "pid": os.getpid()}
 
 
+@pytest.mark.slow  # a dask cluster
 def test_call_units_are_stored_resumed_and_a_failing_one_is_recorded(tmp_path):
     from distributed import Client, LocalCluster
 

@@ -293,7 +293,7 @@ def _arb_class_weights(task, d, pop, stride=1):
     return np.array(got), ref
 
 
-@pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
+@pytest.mark.parametrize("task", ["occurrence", "OR", pytest.param("AND", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("d,stride", [(50, 1), (200, 13)])
 def test_population_weights_are_within_their_stated_relative_error(task, d, stride):
     """Every class weight (every 13th at d = 200) of the populations the runner trains on, at its default
@@ -308,7 +308,7 @@ def test_population_weights_are_within_their_stated_relative_error(task, d, stri
     assert worst <= WEIGHT_RELATIVE_ERROR, worst
 
 
-@pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
+@pytest.mark.parametrize("task", ["occurrence", "OR", pytest.param("AND", marks=pytest.mark.slow)])
 def test_dropped_bounds_the_left_out_mass_from_above_and_closely(task):
     """``dropped`` is summed from its parts, not taken as 1 - sum(w): against the true left-out mass, 1 minus
     the kept classes' arb weights, at d = 50 and the runner's tolerances, it is an upper bound and within 10 %
@@ -338,6 +338,7 @@ def test_dropped_is_positive_and_below_1e_14_at_d_200(task, merged):
     assert 0 < pop.extra["dropped"] <= 1e-14
 
 
+@pytest.mark.slow  # exact rational weights of AND's classes
 def test_dropped_of_the_unmerged_two_symbol_population_bounds_its_exact_left_out_mass():
     """The unmerged AND population (three counts per class, the union bound over a's and b's count tails)
     at d = 5: ``dropped`` against 1 minus the kept classes' exact rational weights."""
@@ -349,7 +350,8 @@ def test_dropped_of_the_unmerged_two_symbol_population_bounds_its_exact_left_out
     assert float(true) <= pop.extra["dropped"] <= 2.5 * float(true)
 
 
-@pytest.mark.parametrize("task,merged,d", [("occurrence", False, 5), ("OR", True, 12), ("AND", False, 5),
+@pytest.mark.parametrize("task,merged,d", [("occurrence", False, 5), ("OR", True, 12),
+                                          pytest.param("AND", False, 5, marks=pytest.mark.slow),
                                           ("AND", True, 8)])
 def test_dropped_parts_are_the_exact_tails_they_stand_for(task, merged, d):
     """At small d in exact rationals (of the float p and q): the length tail is (1 - p)^n_max; the count tails
@@ -431,7 +433,8 @@ def _classes_before_cut(task, d, len_tol, merged=False, exact=False, weights=Tru
     return out
 
 
-@pytest.mark.parametrize("task,d,mass_tol", [("occurrence", 7, 1e-5), ("OR", 6, 1e-3), ("AND", 5, 1e-3)])
+@pytest.mark.parametrize("task,d,mass_tol", [("occurrence", 7, 1e-5), ("OR", 6, 1e-3),
+                                             pytest.param("AND", 5, 1e-3, marks=pytest.mark.slow)])
 def test_mass_cut_drops_the_lightest_classes_up_to_mass_tol(task, d, mass_tol):
     classes = sorted(_classes_before_cut(task, d, 1e-6), key=lambda cw: cw[1])
     total, cut = 0.0, len(classes)
@@ -448,7 +451,8 @@ def test_mass_cut_drops_the_lightest_classes_up_to_mass_tol(task, d, mass_tol):
     assert np.allclose(pop.weights, got, rtol=WEIGHT_RELATIVE_ERROR, atol=0)
 
 
-@pytest.mark.parametrize("task,merged", [("occurrence", False), ("AND", False), ("AND", True)])
+@pytest.mark.parametrize("task,merged", [("occurrence", False), pytest.param("AND", False, marks=pytest.mark.slow),
+                                         ("AND", True)])
 def test_mass_cut_in_chunks_equals_the_cut_in_one_pass(task, merged, monkeypatch):
     import numerics.experiments.population as P
 
@@ -616,11 +620,11 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
         reported = E.risk(alpha, B, tb)[0]
         bound = loss_bound(pop.extra["dropped"], B) + rounding_bound(reported, alpha, B)
         assert abs(reported - float(ref.risk.mid())) <= bound, (reported, bound)
-        # at these points (a trained B can be larger; every committed seed is within 1e-12: tests/test_sweep.py)
+        # at these points (a trained B can be larger; every committed seed is within 1e-12: tests/experiments/test_sweep.py)
         assert bound <= 1e-12 or reported > 1, (reported, bound)
 
 
-@pytest.mark.parametrize("task,d", [("occurrence", 50), ("OR", 50), ("AND", 20)])
+@pytest.mark.parametrize("task,d", [("occurrence", 50), ("OR", 50), pytest.param("AND", 20, marks=pytest.mark.slow)])
 def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum(task, d):
     """The reported risk (``engine.risk``) of the runner's populations against the same classes summed in arb
     at 120 bits, with arb weights (P(n) P(c | n), AND's label shares) and arb outputs from the exact symmetric

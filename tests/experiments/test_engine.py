@@ -1,5 +1,5 @@
 """The Table 1 experiment layers: engine (against the dense model), exact populations, the extending grid,
-the plateau rule and the lag measures (the verdicts: tests/test_experiment_verdicts.py)."""
+the plateau rule and the lag measures (the verdicts: tests/experiments/test_verdicts.py)."""
 from __future__ import annotations
 
 import math
@@ -571,6 +571,7 @@ def test_segments_equal_numpy_unique_on_sorted_string_indices():
             assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+@pytest.mark.slow  # a subprocess
 def test_temporaries_on_the_heap_stop_the_page_faults_of_population_steps():
     """A step of 8 runs on OR's exact population at d = 50 (22,513 classes, temporaries of 1-3 MB): in a fresh
     process glibc maps and unmaps those temporaries at every step (about 2,000 page faults a step when this

@@ -17,7 +17,7 @@ check does not trust the implementation's own completion marker.
 
 The benchmarks run at their ``--tiny`` size; ``sweep`` and ``scope`` render from a results store that the
 module's fixture fills once (a tiny readings file; two quick studies), so no dask cluster starts in a killed
-child (kills while units train are ``tests/test_sweep.py``'s).  ``scope`` shares one store between all its
+child (kills while units train are ``tests/experiments/test_sweep.py``'s).  ``scope`` shares one store between all its
 children, as concurrent users do (the store is only read); ``sweep`` gets a fresh copy of the store for every
 run, since each run appends its record to the store's run log, which its pages list.  After every kill the
 store is checked too: every unit entry parses and matches its digest, no unit is lost or changed, no temporary
@@ -41,6 +41,8 @@ import pytest
 from app.cli import main
 from app.io import complete_result, recover
 from app.render.report import CLAIMS_BEGIN, CLAIMS_END
+
+pytestmark = pytest.mark.slow  # every test kills commands many times over
 
 KILLS = int(os.environ.get("OCC_KILLS", "50")) * (8 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1)
 PARALLEL = 3
@@ -200,7 +202,7 @@ def _fill_stores(base: Path) -> None:
         READINGS[variant] = base / f"readings_{variant}.toml"
         READINGS[variant].write_text(TINY_READINGS + axes)
     STORES["sweep"] = base / "sweep-store"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-m", "app", "sweep", "--readings", str(READINGS["A"]), "--store",
                            str(STORES["sweep"]), "--out", str(base / "sweep-out"), "--workers", "1", "--quiet"],
                           env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=600)
