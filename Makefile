@@ -32,7 +32,7 @@ run: $(STAMP)
 	occ-companion run $(ARGS)
 
 test: $(STAMP)
-	python3 -m pytest -q -n auto checks tests
+	python3 -m pytest -q -n auto -m 'slow or not slow' checks tests
 
 setup: $(STAMP)
 
