@@ -250,20 +250,34 @@ def test_corrupt_store_entries_are_retrained_not_used(reference, tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
     store = SW.Store(tmp_path / "store")
     keys = store.keys()
-    # a result changed behind its digest, and a file cut short
+    # a result changed behind its digest, a file cut short, and bytes that are not UTF-8
     changed = store.path(keys[0])
     entry = json.loads(changed.read_text())
     entry["result"] = json.loads(json.dumps(entry["result"]).replace("0.", "0.9", 1))
     changed.write_text(json.dumps(entry))
     cut = store.path(keys[1])
     cut.write_text(cut.read_text()[:100])
+    store.path(keys[2]).write_bytes(b"\x00\xff garbage")
     r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--quiet", "--workers", "1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     counts = json.loads((tmp_path / "out" / "sweep.json").read_text())["counts"]
-    assert counts["corrupt_retrained"] == 2 and counts["trained"] == 2
-    assert len(list((tmp_path / "store" / "corrupt").iterdir())) == 2
+    assert counts["corrupt_retrained"] == 3 and counts["trained"] == 3
+    assert len(list((tmp_path / "store" / "corrupt").iterdir())) == 3
     assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
     assert all(store.get(k, json.loads(store.path(k).read_text())["spec"]) is not None for k in keys)
+
+
+def test_a_store_entry_that_is_not_utf8_is_moved_aside_as_corrupt(tmp_path):
+    store = SW.Store(tmp_path / "store")
+    spec = {"kind": "call", "fn": "m:f", "args": {}}
+    key = SW.key_of(spec)
+    store.put(key, spec, {"result": {"x": 1.5}, "cpu_s": 0.0, "wall_s": 0.0})
+    assert store.get(key, spec)["result"] == {"x": 1.5}
+    store.path(key).write_bytes(b"\x00\xff garbage")
+    assert store.get(key, spec) is None and not store.path(key).exists()
+    assert store.corrupt_found == [key] and len(list((tmp_path / "store" / "corrupt").iterdir())) == 1
+    (tmp_path / "store" / "runs.jsonl").write_bytes(b'{"event": "start"}\n\xff\xfe\n')
+    assert store.runs() == [{"event": "start"}]
 
 
 def test_two_concurrent_sweeps_into_one_store_stay_consistent(reference, tmp_path):

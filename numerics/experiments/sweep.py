@@ -21,7 +21,7 @@ instead of returning results of the old code.
 
 Store (``Store``): one JSON file per finished unit, ``<store>/units/<key[:2]>/<key>.json``, written atomically
 (temporary sibling, fsync, rename), holding the spec, the result and the SHA-256 of the result.  An entry whose
-file does not parse, whose spec differs from the one asked for, or whose digest does not match is *corrupt*:
+file is not UTF-8 or does not parse, whose spec differs from the one asked for, or whose digest does not match is *corrupt*:
 it is moved to ``<store>/corrupt/`` and the unit is trained again.  Two sweeps may share a store: each entry
 is written whole by one rename, and both writers of a unit write the same deterministic result.
 
@@ -237,14 +237,14 @@ class Store:
         """The stored entry of the unit, or None when it is missing or corrupt (a corrupt one is moved aside)."""
         p = self.path(key)
         try:
-            text = p.read_text()
+            data = p.read_bytes()
         except FileNotFoundError:
             return None
         try:
-            entry = json.loads(text)
+            entry = json.loads(data.decode("utf-8"))
             ok = (entry["format"] == STORE_FORMAT and entry["key"] == key and canonical(entry["spec"]) == canonical(spec)
                   and hashlib.sha256(canonical(entry["result"]).encode()).hexdigest() == entry["digest"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
             ok = False
         if ok:
             return entry
@@ -281,10 +281,10 @@ class Store:
             os.close(fd)
 
     def runs(self) -> list[dict]:
-        """Every record of the sweep invocations on this store, starts and ends (lines that do not parse are
-        skipped; ``app.render.sweep.invocations`` pairs them)."""
+        """Every record of the sweep invocations on this store, starts and ends (lines that do not parse, or are
+        not UTF-8, are skipped; ``app.render.sweep.invocations`` pairs them)."""
         try:
-            lines = (self.root / "runs.jsonl").read_text().splitlines()
+            lines = (self.root / "runs.jsonl").read_bytes().decode("utf-8", errors="replace").splitlines()
         except FileNotFoundError:
             return []
         out = []
