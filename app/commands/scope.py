@@ -1,12 +1,12 @@
-"""`occ-companion scope`: how far the theorem reaches once its simplifications are relaxed (issue 19).
+"""`occ-companion scope`: how far the theorem reaches once its simplifications are relaxed.
 
 Five studies (``numerics.scope.STUDIES``): regime (how conservative the step-size regime is), kqv (key, query
 and value matrices), sgd (stochastic gradients), laws (other length laws and the logistic loss), samples (the
-sample-complexity constant).  Each study's units run as generic units of the sweep runner
-(``numerics.experiments.sweep``): the same content-addressed results store (--store, shared with the sweep,
-keyed by each unit's function, arguments, the package version and a digest of the computing code), the same
-dask execution loop (a LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it
-stopped and a finished one re-renders without computing.
+sample-complexity constant).  Each study's units run as generic units of ``numerics.units``, as the sweep's
+do: the same content-addressed results store (--store, shared with the sweep, keyed by each unit's function,
+arguments, the package version and a digest of the code the study's module imports), the same dask execution
+loop (a LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it stopped and a
+finished one re-renders without computing.
 
 Writes into --out: scope.json (per study its full configuration, summary, unit counts and failures; the
 version, commit, command and timings), scope.md (one section per study: a table and a one-paragraph verdict)
@@ -72,77 +72,44 @@ def selected(requested: tuple[str, ...] | None) -> list[str]:
     return list(STUDIES) if requested is None else list(requested)
 
 
-def plan(names: list[str], quick: bool, version: str) -> dict:
-    """Per study: its configuration and its units as {unit name: (store key, spec)}."""
-    from numerics.experiments import sweep as SW
-    from numerics.scope import computation, unit_function
-
-    out = {}
-    for name in names:
-        mod = computation(name)
-        cfg = mod.config(quick)
-        units = {}
-        for uname, args in mod.units(cfg).items():
-            spec = SW.call_spec(unit_function(name), args, version)
-            units[uname] = (SW.key_of(spec), spec)
-        out[name] = {"module": mod, "config": cfg, "units": units}
-    return out
-
-
-def summarise(name: str, entry: dict, outcome) -> dict:
-    """The study's record in scope.json: configuration, summary of the units that finished, failures."""
-    results, failed = {}, {}
-    for uname, (key, _) in entry["units"].items():
-        if key in outcome.results:
-            results[uname] = outcome.results[key]
-        elif key in outcome.failed:
-            failed[uname] = outcome.failed[key]["error"]
-        else:
-            failed[uname] = outcome.skipped.get(key, "not run")
-    return {"title": entry["module"].TITLE, "config": entry["config"], "units": len(entry["units"]),
-            "failed": failed, "summary": entry["module"].summarise(entry["config"], results),
-            "units_cpu_s": sum(outcome.unit_cpu.get(k, 0.0) for k, _ in entry["units"].values())}
-
-
 def main_args(args: argparse.Namespace) -> int:
-    from numerics.experiments import runner as RN
-    from numerics.experiments import sweep as SW
+    from numerics import units
+    from numerics.scope.studies import run_studies
 
     from app.render import scope as scope_docs
     from app.checkout import git_commit
-    from app.commands.sweep import Cluster, Progress, check_cluster_options, check_store, interrupted
+    from app.commands.sweep import Progress, check_cluster_options, check_store, interrupted
 
     check_cluster_options(args)
     names = selected(args.studies)
     if not names:
         raise SettingError("no study is on this checkout")
-    version = RN.package_version()
-    studies = plan(names, args.quick, version)
+    version = units.package_version()
     check_store(args.store)
-    store = SW.Store(args.store)
+    store = units.Store(args.store)
     rest = sys.argv[sys.argv.index("scope") + 1:] if "scope" in sys.argv else []
     command = ["occ-companion", "scope", *rest]
     commit, dirty = git_commit()
-    specs = {key: spec for entry in studies.values() for key, spec in entry["units"].values()}
     with OutputFolder(args.out, result="scope", owns=OWNS) as out:
-        cluster = Cluster(args)
+        cluster = units.Cluster(args.scheduler, args.workers)
         progress = Progress(args.quiet, "scope")
         cpu0, started = time.process_time(), time.time()
         try:
-            outcome = SW.execute_calls(specs, store, cluster.connect, progress)
+            n_units, outcome, studies = run_studies(names, args.quick, store, cluster, progress, version)
         except KeyboardInterrupt:
             return interrupted("scope", args.store, args.out, "unit")
+        except units.SchedulerUnreachable as exc:
+            raise SettingError(f"--scheduler {exc}") from None
         finally:
             progress.close()
-            cluster.close()
-        record = {"suite": "occurrence-companion", "version": version, "code": SW.code_digest(), "commit": commit, "dirty": dirty,
-                  "command": command, "quick": args.quick, "store": str(args.store),
-                  "scheduler": cluster.describe("unit"), "workers": cluster.workers, "units": len(specs),
+        record = {"suite": "occurrence-companion", "version": version, "code": units.code_digest(), "commit": commit,
+                  "dirty": dirty, "command": command, "quick": args.quick, "store": str(args.store),
+                  "scheduler": cluster.describe("unit"), "workers": cluster.workers, "units": n_units,
                   "trained": len(outcome.trained),
                   "reused": len(outcome.reused), "failed": len(outcome.failed), "wall_s": time.time() - started,
                   "units_cpu_s": sum(outcome.unit_cpu.values()),
                   "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "studies": {name: summarise(name, entry, outcome) for name, entry in studies.items()}}
+                  "studies": studies}
         record["driver_cpu_s"] = time.process_time() - cpu0
         with out.transaction() as tx:
             paths = [tx.write_text("scope.json", scope_docs.dumps(record))]

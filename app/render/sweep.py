@@ -21,24 +21,11 @@ VERDICTS = ("holds", "does not hold", "undecided", "refused")
 CATEGORIES = tuple(c for c, _ in SW.REASONS) + ("other",)
 
 
-def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
-    """The summary of a finished (or partly failed) sweep; ``_cells`` and ``_tidy`` (not saved in sweep.json)
-    carry the cell results and tidy records for the pages and tables written beside it."""
-    cells, cell_results, tidy, incomplete = [], {}, [], []
-    for reading, d in p.cells():
-        res = SW.cell_results(p, outcome, reading, d)
-        not_run = sorted(name for name, why in res["missing_rows"].items() if any(w.endswith("not run") for w in why))
-        if not_run:  # units missing from the store (a render-only run, or a sweep stopped early)
-            incomplete.append({"reading": reading, "d": d, "rows_missing": not_run})
-            continue
-        verdicts = SW.cell_verdicts(res)
-        lag = {name: {m: {k: row["lag"][m][k] for k in ("t_half_att", "t_half_out", "ratio", "resolution")}
-                      for m in row["lag"]} for name, row in res["rows"].items()}
-        risks = {name: {pl: pr["risk"] for pl, pr in row["plans"].items()} for name, row in res["rows"].items()}
-        cells.append({"reading": reading, "d": d, "verdicts": verdicts, "lag": lag, "risk": risks,
-                      "missing_rows": res["missing_rows"]})
-        cell_results[(reading, d)] = res
-        tidy += SW.tidy_rows(res, reading, d)
+def summarise(sweep: SW.Sweep) -> dict:
+    """The summary of a finished (or partly failed) sweep (``numerics.experiments.sweep.run_sweep``); ``_cells``
+    and ``_tidy`` (not saved in sweep.json) carry the cell results and tidy records for the pages and tables
+    written beside it."""
+    p, outcome = sweep.plan, sweep.outcome
     unit_cpu = sum(outcome.unit_cpu.values())
     specs = {**p.searches, **p.ceilings}
     seed_search = {kk: sk for (sk, _), kk in outcome.seed_keys.items()}  # a seed unit's search: same task and d
@@ -48,22 +35,21 @@ def summarise(p: SW.Plan, outcome: SW.Outcome, store: SW.Store) -> dict:
         if spec is not None:
             key = f"d={spec['config']['d']} {spec['task']}" + (f" (H={spec['heads']})" if spec["task"] == "AND" else "")
             cpu_by[key] = cpu_by.get(key, 0.0) + c
-    runs = invocations([r for r in store.runs() if r.get("readings_sha256") == p.grid.sha256
-                        and r.get("version") == p.version and r.get("code") == p.code])
+    runs = invocations(sweep.runs)
     failures = [{"key": k, "kind": f["spec"]["kind"], "task": f["spec"]["task"], "heads": f["spec"]["heads"],
                  "plan": f["spec"].get("plan"), "d": f["spec"]["config"]["d"], "error": f["error"],
                  "traceback": f["traceback"]} for k, f in outcome.failed.items()]
-    return {"suite": "occurrence-companion", "version": p.version, "code": p.code, "readings_file": p.grid.to_dict(),
-            "run_config": {k: v for k, v in SW.config_spec(p.grid.run_config(p.grid.d[0], p.grid.tasks)).items()
-                           if k != "d"}, "default_reading": p.grid.default,
+    cells, incomplete = sweep.cells, sweep.incomplete
+    return {"suite": "occurrence-companion", "version": p.version, "code": sweep.code,
+            "readings_file": p.grid.to_dict(), "run_config": sweep.run_config, "default_reading": p.grid.default,
             "counts": {"cells": len(cells), "incomplete_cells": len(incomplete), "searches": len(p.searches), "ceilings": len(p.ceilings),
                        "trained": len(outcome.trained), "reused": len(outcome.reused), "failed": len(outcome.failed),
                        "skipped": len(outcome.skipped), "corrupt_retrained": len(outcome.corrupt)},
             "wall_s": outcome.wall_s, "trained_cpu_s": outcome.cpu_s, "units_cpu_s": unit_cpu,
             "units_cpu_s_by": dict(sorted(cpu_by.items())), "runs": runs,
             "runs_wall_s": recorded_wall_s(runs),
-            "failures": failures, "cells": cells, "incomplete_cells": incomplete, "_cells": cell_results,
-            "_tidy": tidy}
+            "failures": failures, "cells": cells, "incomplete_cells": incomplete, "_cells": sweep.results,
+            "_tidy": sweep.tidy}
 
 
 def recorded_wall_s(runs: list[dict]) -> float:

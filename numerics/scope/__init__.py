@@ -4,15 +4,16 @@ Each study NAME of ``STUDIES`` is two modules: ``numerics.scope.NAME`` (computat
 ``config(quick) -> dict`` (every parameter, JSON-ready), ``units(cfg) -> {unit name: args}`` (independent
 units of seconds to minutes each), ``unit(args) -> dict`` (deterministic given its args, seeds included) and
 ``summarise(cfg, results) -> dict`` (the study's numbers and a ``verdict`` dict); and ``app.render.scope_studies.NAME``
-(presentation only) with ``markdown(summary) -> str`` and ``figure(summary, path)``.  ``app.commands.scope`` runs every
-unit as a generic unit of the sweep runner (``numerics.experiments.sweep.call_spec``).
+(presentation only) with ``markdown(summary) -> str`` and ``figure(summary, path)``.  ``numerics.scope.studies``
+runs every unit as a generic unit of ``numerics.units``.  This package module imports nothing of the suite: it
+is imported with every study module, so it is part of the code every study's store key covers.
 """
 from __future__ import annotations
 
 import importlib
 
 STUDIES = ("regime", "kqv", "sgd", "laws", "samples")
-"""The five studies, in the issue's order: 1 the step-size regime, 2 key-query-value, 3 stochastic gradients,
+"""The five studies, in their order on the page: 1 the step-size regime, 2 key-query-value, 3 stochastic gradients,
 4 length laws and losses, 5 the sample-complexity constant."""
 
 

@@ -194,9 +194,8 @@ def _fill_stores(base: Path) -> None:
     import subprocess
     import sys
 
-    from app.commands import scope
-    from numerics.experiments import runner as RN
-    from numerics.experiments import sweep as SW
+    from numerics import units
+    from numerics.scope import studies
 
     for variant, axes in AXES.items():
         READINGS[variant] = base / f"readings_{variant}.toml"
@@ -208,10 +207,10 @@ def _fill_stores(base: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     STORES["scope"] = base / "scope-store"
-    store = SW.Store(STORES["scope"])
-    for entry in scope.plan(["kqv", "regime"], True, RN.package_version()).values():
+    store = units.Store(STORES["scope"])
+    for entry in studies.plan(["kqv", "regime"], True, units.package_version()).values():
         for key, spec in entry["units"].values():
-            store.put(key, spec, SW.run_unit(spec))
+            store.put(key, spec, units.run_unit(spec))
     STORE_CONTENT.update({name: _store_content(path) for name, path in STORES.items()})
 
 
@@ -219,9 +218,9 @@ def _store_content(store: Path) -> dict:
     """{unit file: its bytes} of a results store, after checking every entry: it parses, names its own key and
     matches its digest; nothing else (a temporary file, a quarantined entry) is in the store; every line of
     the run log parses."""
-    from numerics.experiments import sweep as SW
+    from numerics import units
 
-    units = {}
+    found = {}
     for path in sorted(store.rglob("*")):
         rel = str(path.relative_to(store))
         if path.is_dir():
@@ -233,9 +232,9 @@ def _store_content(store: Path) -> dict:
         assert rel.startswith("units/") and rel.endswith(".json") and not path.name.startswith("."), f"store: {rel}"
         entry = json.loads(path.read_bytes())
         assert entry["key"] == path.stem and entry["digest"] == hashlib.sha256(
-            SW.canonical(entry["result"]).encode()).hexdigest(), f"store: {rel} does not match its digest"
-        units[rel] = path.read_bytes()
-    return units
+            units.canonical(entry["result"]).encode()).hexdigest(), f"store: {rel} does not match its digest"
+        found[rel] = path.read_bytes()
+    return found
 
 
 class References:

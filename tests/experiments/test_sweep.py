@@ -1,5 +1,6 @@
-"""The readings sweep (issue 16): readings files, unit projection, equality with table1's runner, the store
-(resume, corruption, concurrent sweeps), the dask cluster (LocalCluster and --scheduler), failures and bad input."""
+"""The readings sweep: readings files, unit projection, store keys that follow the code a unit imports,
+equality with table1's runner, the store (resume, corruption, concurrent sweeps), the dask cluster
+(LocalCluster and --scheduler), failures and bad input."""
 from __future__ import annotations
 
 import json
@@ -9,13 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from numerics import units
 from numerics.experiments import readings as RD
 from numerics.experiments import runner as RN
 from numerics.experiments import sweep as SW
+from numerics.experiments import sweep_units
 from theory.validation import SettingError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +73,7 @@ def reference(tmp_path_factory):
 # readings files
 
 
-def test_shipped_readings_file_spans_the_axes_the_issue_names():
+def test_shipped_readings_file_spans_the_protocols_axes():
     g = RD.load()
     assert len(g.readings) >= 24
     values = {f: {getattr(r, f) for r in g.readings.values()} for f in ("k2", "joint_steps", "optimizer", "budget")}
@@ -141,9 +145,10 @@ def test_key_covers_the_version_and_the_configuration():
     assert set(a.searches).isdisjoint(b.searches)
     c = SW.plan(g, version="1", code="0" * 16)              # same version, other code: nothing shared
     assert set(a.searches).isdisjoint(c.searches) and set(a.ceilings).isdisjoint(c.ceilings)
-    assert SW.key_of(SW.call_spec("m:f", {}, "1")) != SW.key_of(SW.call_spec("m:f", {}, "1", code="0" * 16))
+    assert units.key_of(units.call_spec("m:f", {}, "1", code="1" * 16)) != \
+        units.key_of(units.call_spec("m:f", {}, "1", code="0" * 16))
     spec = next(iter(a.searches.values()))
-    assert SW.key_of({**spec, "config": {**spec["config"], "batch": 65}}) != SW.key_of(spec)
+    assert units.key_of({**spec, "config": {**spec["config"], "batch": 65}}) != units.key_of(spec)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -167,8 +172,7 @@ def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     assert not tidy.duplicated(["reading", "d", "row", "plan", "seed"]).any()
     from threadpoolctl import threadpool_limits
     for name in g.readings:
-        cfg = g.run_config(8, g.tasks, name)
-        cfg.jobs = 1
+        cfg = replace(g.run_config(8, g.tasks, name), jobs=1)
         with threadpool_limits(1):
             ref = RN.run(cfg, quiet=True)
         for row_name, row in ref["rows"].items():
@@ -187,7 +191,7 @@ def _start(where: Path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for_units(store: SW.Store, proc, n: int) -> None:
+def _wait_for_units(store: units.Store, proc, n: int) -> None:
     deadline = time.time() + 240
     while len(store.keys()) < n and proc.poll() is None and time.time() < deadline:
         time.sleep(0.1)
@@ -198,7 +202,7 @@ def _interrupt_then_kill(where: Path):
     after each), or None when either run finished before its signal reached it (a race a loaded machine can
     lose: the driver may store its units in a burst just before it ends), so the caller tries again."""
     (where / "tiny.toml").write_text(TINY)
-    store = SW.Store(where / "store")
+    store = units.Store(where / "store")
     proc = _start(where)
     _wait_for_units(store, proc, 4)
     os.killpg(proc.pid, signal.SIGINT)
@@ -251,20 +255,21 @@ def test_sweep_interrupted_then_killed_resumes_training_only_what_was_missing(re
 def test_corrupt_store_entries_are_retrained_not_used(reference, tmp_path):
     shutil.copytree(reference / "store", tmp_path / "store")
     (tmp_path / "tiny.toml").write_text(TINY)
-    store = SW.Store(tmp_path / "store")
+    store = units.Store(tmp_path / "store")
     keys = store.keys()
-    # a result changed behind its digest, and a file cut short
+    # a result changed behind its digest, a file cut short, and bytes that are not UTF-8
     changed = store.path(keys[0])
     entry = json.loads(changed.read_text())
     entry["result"] = json.loads(json.dumps(entry["result"]).replace("0.", "0.9", 1))
     changed.write_text(json.dumps(entry))
     cut = store.path(keys[1])
     cut.write_text(cut.read_text()[:100])
+    store.path(keys[2]).write_bytes(b"\x00\xff garbage")
     r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--quiet", "--workers", "1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     counts = json.loads((tmp_path / "out" / "sweep.json").read_text())["counts"]
-    assert counts["corrupt_retrained"] == 2 and counts["trained"] == 2
-    assert len(list((tmp_path / "store" / "corrupt").iterdir())) == 2
+    assert counts["corrupt_retrained"] == 3 and counts["trained"] == 3
+    assert len(list((tmp_path / "store" / "corrupt").iterdir())) == 3
     assert _tidy(tmp_path / "out").equals(_tidy(reference / "out"))
     assert all(store.get(k, json.loads(store.path(k).read_text())["spec"]) is not None for k in keys)
 
@@ -279,7 +284,7 @@ def test_two_concurrent_sweeps_into_one_store_stay_consistent(reference, tmp_pat
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-    store = SW.Store(tmp_path / "store")
+    store = units.Store(tmp_path / "store")
     for k in store.keys():
         entry = json.loads(store.path(k).read_text())
         assert store.get(k, entry["spec"]) is not None
@@ -290,7 +295,7 @@ def test_two_concurrent_sweeps_into_one_store_stay_consistent(reference, tmp_pat
 
 def _scheduler_address(sched_file, deadline):
     """The address in a dask scheduler file, once the scheduler has written it whole: the file can
-    exist, empty or half-written, before its JSON is complete (CI once read '' here)."""
+    exist, empty or half-written, before its JSON is complete."""
     while time.time() < deadline:
         try:
             return json.loads(sched_file.read_text())["address"]
@@ -333,17 +338,17 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
     g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     g.tasks = ("occurrence",)
     p = SW.plan(g)
-    real = SW.UNITS["search"]
+    real = sweep_units.search
 
     def broken(spec):
         if spec["plan"] == "attention_only":
             raise FloatingPointError("injected")
         return real(spec)
 
-    monkeypatch.setitem(SW.UNITS, "search", broken)
+    monkeypatch.setattr(sweep_units, "search", broken)   # the in-process worker resolves the patched function
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
-        out = SW.execute(p, SW.Store(tmp_path / "store"), lambda: client)
+        out = SW.execute(p, units.Store(tmp_path / "store"), lambda: client)
     assert len(out.failed) == 1 and "injected" in next(iter(out.failed.values()))["error"]
     assert len(out.trained) == len(p.searches) + len(p.ceilings) - 1 + sum(
         len(p.seeds(k)) for k in p.searches if k not in out.failed)
@@ -465,15 +470,15 @@ def test_code_digest_at_a_commit_is_the_digest_of_its_checkout():
     would not), and a commit whose code differs gives another digest."""
     if not _git_reads("HEAD"):
         pytest.skip("not a git checkout")
-    clean = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *SW.CODE_PACKAGES],
+    clean = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *units.CODE_PACKAGES],
                            capture_output=True, text=True, check=True).stdout == ""
     if not clean:
         pytest.skip("numerics/ or theory/ has uncommitted changes")
-    assert SW.code_digest_at("HEAD", ROOT) == SW.code_digest()
+    assert units.code_digest_at("HEAD", ROOT) == units.code_digest()
     changed = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "HEAD~1", "--", "numerics/*.py",
                               "numerics/*.toml"], capture_output=True, text=True).stdout.strip()
     if changed and _git_reads(changed + "~1"):
-        assert SW.code_digest_at(changed, ROOT) != SW.code_digest_at(changed + "~1", ROOT)
+        assert units.code_digest_at(changed, ROOT) != units.code_digest_at(changed + "~1", ROOT)
 
 
 def test_the_digest_orders_paths_part_by_part():
@@ -481,23 +486,22 @@ def test_the_digest_orders_paths_part_by_part():
     where a name holds a character below "/" ("-", "."): sorted as strings, this tree's files would come in the
     same order, so only names like these tell the two apart."""
     names = ["pkg/a.py", "pkg/a/b.py", "pkg/a-b.py", "pkg/b.toml"]
-    assert SW._in_digest_order(names) == ["pkg/a/b.py", "pkg/a-b.py", "pkg/a.py", "pkg/b.toml"]
-    assert sorted(names) != SW._in_digest_order(names)
+    assert units._in_digest_order(names) == ["pkg/a/b.py", "pkg/a-b.py", "pkg/a.py", "pkg/b.toml"]
+    assert sorted(names) != units._in_digest_order(names)
 
 
 def test_committed_sweep_was_rendered_from_the_code_of_its_recorded_commit():
-    """docs/sweep/sweep.json records the commit that rendered it (clean) and the code digest of its units (part
-    of every unit's key): the two agree, so checking out that commit and rendering with --no-train from a store
-    of the same units rebuilds the pages."""
+    """docs/sweep/sweep.json records the commit that rendered it (clean) and the code digest of that checkout
+    (``units.code_digest``): the two agree, so the pages name the code that rendered them."""
     summary = json.loads((ROOT / "docs" / "sweep" / "sweep.json").read_text())
     assert summary["dirty"] is False
     if not _git_reads(summary["commit"]):
         pytest.skip(f"the clone does not hold commit {summary['commit'][:12]}")
-    assert SW.code_digest_at(summary["commit"], ROOT) == summary["code"]
+    assert units.code_digest_at(summary["commit"], ROOT) == summary["code"]
 
 
 def test_committed_sweep_bounds_its_exact_population_risks():
-    """The committed sweep ran on the populations of the engine issue's bound (tolerances 1e-16): every reported
+    """The committed sweep ran on exact populations within tolerances of 1e-16: every reported
     seed of an exact-population row (occurrence, OR) in tidy.parquet records both bounds on its population
     risk, the left-out mass's and the rounding allowance's, and they sum to at most 1e-12 on every seed (the
     largest, occurrence's output-only run at d = 200 under the default reading, 4.9e-13); sampled rows record
@@ -549,9 +553,9 @@ def test_call_units_are_stored_resumed_and_a_failing_one_is_recorded(tmp_path):
     from distributed import Client, LocalCluster
 
     fn = f"{__name__}:square_or_fail"
-    specs = {SW.key_of(s): s for s in (SW.call_spec(fn, {"x": x}) for x in (2, 3, -1))}
+    specs = {units.key_of(s): s for s in (units.call_spec(fn, {"x": x}) for x in (2, 3, -1))}
     bad = next(k for k, s in specs.items() if s["args"]["x"] < 0)
-    store = SW.Store(tmp_path / "store")
+    store = units.Store(tmp_path / "store")
     connected = []
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -559,69 +563,124 @@ def test_call_units_are_stored_resumed_and_a_failing_one_is_recorded(tmp_path):
             connected.append(1)
             return client
 
-        first = SW.execute_calls(specs, store, connect)
+        first = units.execute_calls(specs, store, connect)
         assert sorted(first.results[k]["square"] for k in first.trained) == [4, 9]
         assert list(first.failed) == [bad] and "ValueError: negative x = -1" in first.failed[bad]["error"]
         assert set(store.keys()) == set(specs) - {bad}
-        again = SW.execute_calls(specs, store, connect)     # resume: only the failed unit is run again
+        again = units.execute_calls(specs, store, connect)  # resume: only the failed unit is run again
         assert sorted(again.reused) == sorted(set(specs) - {bad}) and again.trained == [] and list(again.failed) == [bad]
         assert len(connected) == 2
-    stored_only = SW.execute_calls(specs, store, None)      # render only: nothing trained, the missing unit listed
+    stored_only = units.execute_calls(specs, store, None)   # render only: nothing trained, the missing unit listed
     assert stored_only.skipped == {bad: "not in the store (not trained: render only)"}
     assert {k: v["square"] for k, v in stored_only.results.items()} == {k: first.results[k]["square"] for k in first.trained}
-    other = SW.call_spec(fn, {"x": 2}, version="0.0.0")     # the key covers the version
-    assert SW.key_of(other) not in specs
+    other = units.call_spec(fn, {"x": 2}, version="0.0.0")  # the key covers the version
+    assert units.key_of(other) not in specs
 
 
 @pytest.mark.parametrize("fn, words", [("nomodule", "module:name"), ("numerics.nothing_here:f", "not found"),
-                                        ("numerics.experiments.sweep:STORE_FORMAT", "not callable")])
+                                        ("numerics.units:STORE_FORMAT", "not callable")])
 def test_call_units_refuse_a_bad_function_reference(fn, words):
     with pytest.raises(SettingError, match=words):
-        SW.resolve(fn)
+        units.resolve(fn)
 
 
 def test_call_spec_refuses_arguments_that_are_not_json():
     with pytest.raises(TypeError):
-        SW.call_spec("numerics.experiments.sweep:canonical", {"x": object()})
+        units.call_spec("numerics.units:canonical", {"x": object()})
 
 
-def test_code_digest_follows_every_source_file_of_the_computing_packages(tmp_path, monkeypatch):
-    """An edit of any .py or .toml file under numerics/ or theory/ (here: copies of both packages) changes the
-    digest that every unit's key holds, and an edit elsewhere does not."""
-    import importlib
-    import shutil
-    import sys
+def _copy_code(tmp_path) -> dict:
+    """Copies of the computing packages under ``tmp_path`` ({package: its folder}, as ``units`` takes roots)."""
+    roots = {}
+    for pkg, root in units.package_roots().items():
+        roots[pkg] = tmp_path / pkg
+        shutil.copytree(root, roots[pkg], ignore=shutil.ignore_patterns("__pycache__"))
+    return roots
 
-    for pkg in SW.CODE_PACKAGES:
-        shutil.copytree(Path(importlib.import_module(pkg).__file__).parent, tmp_path / pkg,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new))
+
+
+def test_code_digest_follows_every_source_file_of_the_computing_packages(tmp_path):
+    """The provenance digest: an edit of any .py or .toml file under numerics/ or theory/ (here: copies of both
+    packages) changes it, and an edit elsewhere does not."""
+    roots = _copy_code(tmp_path)
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "x.py").write_text("x = 1\n")
-
-    def digest():
-        saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] in SW.CODE_PACKAGES}
-        monkeypatch.syspath_prepend(str(tmp_path))
-        try:
-            SW.code_digest.cache_clear()
-            return SW.code_digest()
-        finally:
-            for k in [k for k in sys.modules if k.split(".")[0] in SW.CODE_PACKAGES]:
-                del sys.modules[k]
-            sys.modules.update(saved)
-            monkeypatch.undo()
-            SW.code_digest.cache_clear()
-
-    base = digest()
-    assert base == SW.code_digest()                                   # the copy is the installed code
+    base = units.code_digest(roots)
+    assert base == units.code_digest()                                # the copy is the installed code
     (tmp_path / "app" / "x.py").write_text("x = 2\n")
-    assert digest() == base                                           # presentation code is not in it
+    assert units.code_digest(roots) == base                           # presentation code is not in it
     for rel in ("numerics/experiments/verdicts.py", "theory/claims.toml"):
         f = tmp_path / rel
         old = f.read_bytes()
         f.write_bytes(old + b"\n")
-        assert digest() != base, rel
+        assert units.code_digest(roots) != base, rel
         f.write_bytes(old)
-    assert digest() == base
+    assert units.code_digest(roots) == base
+
+
+def test_training_unit_keys_follow_the_code_they_import_not_its_text_or_place(tmp_path):
+    """The code digest in every training unit's key (``units.unit_code`` of the units' module), on copies of
+    the packages: docstrings, comments, layout, a verdict rule and a module moved to another folder (its
+    importer's import line with it) leave it; one constant or one operator changed in a module the units
+    import changes it."""
+    roots = _copy_code(tmp_path)
+    root = SW.UNIT_MODULE
+    base = units.unit_code(root, roots)
+    assert base == units.unit_code(root) == SW.plan(RD.parse(__import__("tomllib").loads(TINY), "t", TINY)).code
+    runner, lag = tmp_path / "numerics/experiments/runner.py", tmp_path / "numerics/experiments/lag.py"
+    text = runner.read_text()
+    doc = text.index('"""') + 3
+    runner.write_text(text[:doc] + "Reworded. " + text[doc:] + "\n\n# a comment at the end\n")
+    _edit(runner, "def package_version() -> str:\n", "def package_version() -> str:  # a comment\n\n")
+    _edit(lag, "from numerics.experiments import engine as E\n", "from numerics.experiments import (\n    engine as E,\n)\n")
+    _edit(tmp_path / "numerics/experiments/verdicts.py", "MATCH_SHARE = 0.1", "MATCH_SHARE = 0.2")  # a rule
+    assert units.unit_code(root, roots) == base
+    # lag.py moved to numerics/theorem/, the runner importing it from there
+    (tmp_path / "numerics/theorem/lag.py").write_text(lag.read_text())
+    lag.unlink()
+    _edit(runner, "from numerics.experiments import lag as L\n", "from numerics.theorem import lag as L\n")
+    assert units.unit_code(root, roots) == base
+    moved = tmp_path / "numerics/theorem/lag.py"
+    for path, old, new in [(moved, "r >= 0.5", "r >= 0.25"), (moved, "r >= 0.5", "r > 0.5"),
+                           (tmp_path / "numerics/experiments/engine.py", "SUM_BLOCK = ", "SUM_BLOCK = 1 + ")]:
+        kept = path.read_text()
+        path.write_text(kept.replace(old, new, 1))
+        assert old in kept and units.unit_code(root, roots) != base, (path.name, old, new)
+        path.write_text(kept)
+    assert units.unit_code(root, roots) == base
+
+
+def test_unit_keys_follow_the_data_file_beside_a_module_and_not_its_comments(tmp_path):
+    """A module's data file (theory/claims.toml, read by theory.claims, which the regime study imports) is in
+    the key with its parsed content: a comment leaves the key, a changed value changes it."""
+    roots = _copy_code(tmp_path)
+    study = "numerics.scope.regime"
+    base = units.unit_code(study, roots)
+    claims = tmp_path / "theory" / "claims.toml"
+    text = claims.read_text()
+    claims.write_text("# a comment\n" + text)
+    assert units.unit_code(study, roots) == base
+    first = text.index('= "') + 3
+    claims.write_text(text[:first] + "x" + text[first:])
+    assert units.unit_code(study, roots) != base
+
+
+def test_a_store_entry_that_is_not_utf8_is_moved_aside_as_corrupt(tmp_path):
+    store = units.Store(tmp_path / "store")
+    spec = {"kind": "call", "fn": "m:f", "args": {}}
+    key = units.key_of(spec)
+    store.put(key, spec, {"result": {"x": 1.5}, "cpu_s": 0.0, "wall_s": 0.0})
+    assert store.get(key, spec)["result"] == {"x": 1.5}
+    store.path(key).write_bytes(b"\x00\xff garbage")
+    assert store.get(key, spec) is None and not store.path(key).exists()
+    assert store.corrupt_found == [key] and len(list((tmp_path / "store" / "corrupt").iterdir())) == 1
+    (tmp_path / "store" / "runs.jsonl").write_bytes(b'{"event": "start"}\n\xff\xfe\n')
+    assert store.runs() == [{"event": "start"}]
 
 
 def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():

@@ -1,5 +1,5 @@
-"""`occ-companion scope` (issue 19): the study registry, the command's checks before work, and the studies
-of this branch (regime, laws) called in-process at small sizes."""
+"""`occ-companion scope`: the study registry, the command's checks before work, and the regime and laws
+studies called in-process at small sizes."""
 from __future__ import annotations
 
 import importlib

@@ -1,0 +1,76 @@
+"""The training units of the readings sweep (``numerics.experiments.sweep``), one function per kind, each run
+on a worker on its spec (``numerics.units.run_unit``):
+
+* ``search``: one plan's step-size search for one row at one d under one reading (``runner.search`` on the
+  tuning seeds);
+* ``seed``: that plan trained on one reported seed at the chosen step sizes and measured (``runner.report_seed``);
+* ``ceiling``: the row's capacity ceiling (``capacity.ceiling``; it depends on neither reading nor seed).
+
+This module is the root of the units' store keys (``numerics.units.unit_code``): what it imports, transitively,
+is the code their results depend on, so it imports the runner and nothing of the verdicts or the presentation.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from numerics.experiments import engine as E
+from numerics.experiments import runner as RN
+from numerics.experiments.protocol import Reading
+
+PROJECTED = {"three_phase": ("joint_steps",), "joint": ("k1", "k2", "phase2_cap"),
+             "output_only": ("k1", "k2", "phase2_cap", "joint_steps"),
+             "attention_only": ("k1", "k2", "phase2_cap", "joint_steps")}
+"""Reading fields a plan does not use (``relevant``; the constants of the optimizers not chosen are ignored too)."""
+CONFIG_FIELDS_OUT = ("tasks", "seeds", "and_heads", "jobs", "reading")
+"""Config fields that are not part of a unit's spec (the unit names its own row, seed and reading)."""
+
+
+def relevant(reading: Reading, plan: str) -> dict:
+    """The reading's fields that the plan's training depends on; the others set to the protocol's defaults
+    (and the name dropped), so that readings differing only there share the plan's units."""
+    base = Reading()
+    out = reading.to_dict()
+    out.pop("name")
+    ignored = list(PROJECTED[plan])
+    if reading.optimizer != "momentum":
+        ignored.append("momentum")
+    if reading.optimizer != "adam":
+        ignored += ["adam_beta1", "adam_beta2", "adam_eps"]
+    for f in ignored:
+        out[f] = getattr(base, f)
+    return out
+
+
+def config_spec(cfg: RN.Config) -> dict:
+    """The run configuration's fields that enter a unit's spec."""
+    return {k: v for k, v in cfg.to_dict().items() if k not in CONFIG_FIELDS_OUT}
+
+
+def config(spec: dict, reading: dict, tasks=None) -> RN.Config:
+    """The run configuration of a unit: its spec's configuration under ``reading``, with ``tasks``."""
+    cfg = replace(RN.Config.from_dict(dict(spec["config"])), reading=Reading.from_dict({**reading, "name": "unit"}))
+    return cfg if tasks is None else replace(cfg, tasks=tasks)
+
+
+def setup() -> None:
+    """The worker's preparation before a unit: the engine's temporaries kept on the heap
+    (``engine.keep_temporaries_on_heap``; where memory comes from does not enter the arithmetic)."""
+    E.keep_temporaries_on_heap()
+
+
+def search(spec: dict) -> dict:
+    cfg = config(spec, spec["reading"], (spec["task"],))
+    found = RN.search(spec["task"], spec["heads"], cfg, plans=(spec["plan"],))
+    return {"search": found[spec["plan"]], "steps": found["_steps"]}
+
+
+def seed(spec: dict) -> dict:
+    cfg = config(spec, spec["reading"], (spec["task"],))
+    res = RN.report_seed(spec["task"], spec["heads"], spec["seed"], cfg, {spec["plan"]: spec["chosen"]})
+    info = RN.make_data(spec["task"], spec["heads"], spec["seed"], cfg).info if spec["seed"] == 0 else {}
+    return {"seed_result": res[spec["plan"]], "data": {k: v for k, v in info.items() if not hasattr(v, "shape")}}
+
+
+def ceiling(spec: dict) -> dict:
+    cfg = config(spec, Reading().to_dict(), (spec["task"],))
+    return {"ceiling": RN.ceiling_of(spec["task"], cfg.d, spec["heads"], RN.task_loss(spec["task"], cfg), cfg)}
