@@ -12,7 +12,7 @@ Fields of a :class:`Derivation`:
 * ``expr``: the derived SymPy expression (what gets evaluated);
 * ``display``: LaTeX of the right-hand side as a paper would write it, when SymPy's own printing of
   ``expr`` is not grouped well; then ``form`` is the same grouping as a SymPy expression, and
-  ``tests/test_catalogue.py`` checks symbolically that ``form`` equals ``expr``.
+  ``tests/theory/test_catalogue.py`` checks symbolically that ``form`` equals ``expr``.
 
 >>> [d.key for d in all_derivations()][:3]
 ['prob_negative', 'balanced_p', 'L1']

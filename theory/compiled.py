@@ -6,7 +6,7 @@ text, the names of the mpmath functions it calls and the symbols it needs, as pl
 cache beside the derivations (``theory.cache.light_value``, same key: versions, ground types, the hash
 of theory/symbolic.py).  A command whose forms are cached then imports neither SymPy nor the
 derivations, and ``function`` rebuilds the very function lambdify made (same code, same mpmath
-functions, so the same values to the last bit; tests/test_symbolic_cache.py checks it).
+functions, so the same values to the last bit; tests/theory/test_cache.py checks it).
 
 ``rational`` evaluates a form that is a rational function of d exactly, as a Fraction (the balancing p).
 

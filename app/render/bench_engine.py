@@ -329,7 +329,7 @@ def _and_integral(res: dict) -> list[str]:
               "adds five nodes (a trained run's cost grows with its spread). The two kinds and the sampled step "
               "are timed at different moments, with no dgemm beside them: read the ratios to about 30 % on this "
               "shared machine. The integral's risk and gradient are the "
-              "population's to rounding (tests/test_and_integral.py), the sampled step's a mini-batch's: the "
+              "population's to rounding (tests/experiments/test_and_integral.py), the sampled step's a mini-batch's: the "
               "ratio is what exactness costs a step, not the same work done faster or slower. A bank of runs "
               f"(a step-size search round, a seed's plans) shares the sampled row's batch: with {RUNS} runs, "
               f"each pays `engine x{RUNS}` and an {RUNS}th of the sampler, while the integral is paid in full "

@@ -40,7 +40,7 @@ absolute error is a few eps (1 + sum_h max |B_h|)^2, and no relative accuracy is
 same holds for the gradient, checked in long double at p = 1e-6 as well).
 Checked against exhaustive sums over count vectors at d = 3 and 4 (every symbol its own parameters; the
 gradient by the complex step), the engine's class population at d = 6, and the same sums in long double at
-p = 1e-6 (tests/test_and_integral.py).
+p = 1e-6 (tests/experiments/test_and_integral.py).
 """
 from __future__ import annotations
 
@@ -251,7 +251,7 @@ def _classes(alpha: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     """The columns ``_sums`` takes, (alpha, B, mult): those of the classes a, b and the rest with their sizes
     when every head's scores and readouts are equal on the d - 2 unmarked symbols (as every Table 1 row's are:
     its start is, and the population gradient keeps it so), so that the sums take three columns whatever d, to
-    the same rounding (tests/test_and_integral.py); else every symbol's, mult None."""
+    the same rounding (tests/experiments/test_and_integral.py); else every symbol's, mult None."""
     d = alpha.shape[1]
     if d <= 3 or not (np.all(alpha[:, 3:] == alpha[:, 2:3]) and np.all(B[:, 3:] == B[:, 2:3])):
         return alpha, B, None

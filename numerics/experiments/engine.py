@@ -51,7 +51,7 @@ def uniform_mean_token_moment(tb: Tokens, block: int | None = None) -> np.ndarra
     d = 200: 10^6 x 200, 4.8 GB for the whole product and its temporaries), both are computed in blocks of ``block``
     columns of B = I (a multiple of ``MOMENT_ALIGN``; the last block takes a remainder narrower than that), only
     the blocks on or below the diagonal: every entry is then the same sum, over the same strings in the same
-    order, as in the whole product, and the moment is bit-identical to it (tests/test_experiments.py checks this
+    order, as in the whole product, and the moment is bit-identical to it (tests/experiments/test_engine.py checks this
     with ==).  The products run on one BLAS thread, as table1's rows and the sweep's units do
     (``runner.run_row``): with several threads the whole product's bits depend on how BLAS shares its rows among
     them, and on a shared machine its threads spin on these thin products.  Another summation order (the moment

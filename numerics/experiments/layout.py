@@ -221,7 +221,7 @@ def _rows_loops(tb: Tokens):
     takes them: one group of one-hot sparse rows whose entries are in the order of its score product (sorted,
     or at most two a row, whose sum does not depend on their order), and numba usable (``kernels.usable``,
     asked at every call, so that ``kernels.numpy_paths`` reaches it).  The loops do the numpy path's
-    operations in its order, so they give its bits (``tests/test_rows_loops.py``); None elsewhere."""
+    operations in its order, so they give its bits (``tests/experiments/test_engine_rows_loops.py``); None elsewhere."""
     if tb.kernel != "numpy" or tb.groups != 1 or not sp.issparse(tb.rows) or not KN.usable():
         return None
     view = tb.__dict__.get("_rows_loops")
@@ -372,7 +372,7 @@ def stack(parts: list[Tokens]) -> Tokens:
     """S batches of ``stackable`` token rows as one batch of S N strings (``Tokens.groups`` = S): the rows,
     strings and targets of batch s after those of batches 0 .. s - 1, every row in its own string's block of
     the operators (``_row_operators``).  A run of group s then sees in each product of the rows layout the
-    same entries, in the same order, as on batch s alone: the same bits (tests/test_grouped.py).  Only
+    same entries, in the same order, as on batch s alone: the same bits (tests/experiments/test_engine_grouped.py).  Only
     ``engine.grouped_risk_and_grad`` steps a stack (``engine.risk`` and ``engine.risk_and_grad`` refuse one)."""
     if not stackable(parts):
         raise SettingError("stack takes two or more batches of one-hot token rows of the same size, "

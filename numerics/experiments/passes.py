@@ -143,7 +143,7 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens, loops)
     # for one head a strided view, not a contiguous copy: the products below round by their operands'
     # layout (a contiguous copy moves dB's last bits at R = 3 with empty strings)
     # (one head: g_t itself, which the products take with the same bits as the broadcast's reshape of it (its
-    # strides differ only on axes of length 1; tests/test_rows_loops.py), without the call)
+    # strides differ only on axes of length 1; tests/experiments/test_engine_rows_loops.py), without the call)
     g_ne = g_t if H == 1 else np.broadcast_to(g_t[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
     gB = fw.V.transpose(0, 2, 1) @ g_ne                                               # (RH, D, K)
     U = g_ne @ B.reshape(R * H, D, K).transpose(0, 2, 1)                              # (RH, N_ne, D)
@@ -250,7 +250,7 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     # M_ts with M_ts = sum_n w_tn w_sn g_n, one pass over the strings per pair of the bag's few types, and no
     # cancellation beyond the gradient's own.  (As V_t . dV_t - sum_n w_tn fh_n . g_n, two sums of size |f| |g|
     # cancelled to the gradient, it erred by 9e-12 on an alpha entry of 2.2e-6 of occurrence's d = 200
-    # population at |alpha| = 20, |B| = 12: tests/test_tasks.py.)
+    # population at |alpha| = 20, |B| = 12: tests/experiments/test_tasks.py.)
     T = fw.w.shape[0]
     dV = np.einsum("tnc,nc->tc", fw.w, gh[..., 0])[..., None] if K == 1 else np.einsum("tnc,nck->tck", fw.w, gh)
     if K == 1 and T > 2 and g.shape[0] <= PAIRS_AT_ONCE_MAX and KN.usable():
@@ -271,7 +271,7 @@ PAIRS_AT_ONCE_MAX = 4096
 """The bag layout's score gradient takes every pair of types in one einsum on batches of at most this many
 strings (even pairs' sampled batches, and the unmerged class populations of three types up to that size).  One
 einsum over the stacked pairs gives each pair's sum the bits of its own call where the reduction over the strings
-fits numpy's iterator buffer (8192 elements) in one piece (``tests/test_rows_loops.py`` holds the two to the same
+fits numpy's iterator buffer (8192 elements) in one piece (``tests/experiments/test_engine_rows_loops.py`` holds the two to the same
 bits up to this size); on longer ones the buffering can split them differently, and the last bits move."""
 
 

@@ -12,7 +12,7 @@ Weights (stated): P(n) = p exp((n - 1) log1p(-p)) times binomial probabilities (
 Boost's, measured to 2.4e-14 relative, where the old difference of ``gammaln`` terms lost up to 2e-11 at
 n ~ 7,000): P(c | n) for one marked count, P(c_a + c_b | n) P(c_a | c_a + c_b) for two.
 ``WEIGHT_RELATIVE_ERROR`` states their relative error, checked against arb on every class at d = 50 and on
-classes spread over lengths and counts at d = 200 (tests/test_tasks.py).
+classes spread over lengths and counts at d = 200 (tests/experiments/test_tasks.py).
 
 Truncation (stated, parameters): lengths n <= n_max with tail mass P(n > n_max) = (1 - p)^n_max <=
 ``len_tol``; counts above the binomial 1 - 1e-16 quantile are left out (mass < 1e-16 per length, and per
@@ -44,7 +44,7 @@ QUANTILE_TAIL = 1e-16
 
 WEIGHT_RELATIVE_ERROR = 1e-13
 """Stated relative error of every class weight (P(n) times binomial probabilities in float64); the largest
-measured against arb is 2.4e-14 (tests/test_tasks.py holds to it every class of the runner's occurrence, OR
+measured against arb is 2.4e-14 (tests/experiments/test_tasks.py holds to it every class of the runner's occurrence, OR
 and AND populations at d = 50, and every 13th class at d = 200)."""
 
 SPLIT_C = 55
@@ -232,7 +232,7 @@ def rounding_bound(risk: float, alpha: np.ndarray, B: np.ndarray) -> float:
     of f_max = sum over heads of max |B| (a weighted mean of readout entries whose weights are exponentials of
     scores of size up to a_max = max |alpha|, each rounded relative to its argument), which moves its loss by
     |y - f| |df| and the risk by at most that times sqrt(2 risk) (Cauchy-Schwarz, the weights summing to at
-    most 1).  tests/test_tasks.py holds the reported risks of occurrence, OR and AND to it against arb sums
+    most 1).  tests/experiments/test_tasks.py holds the reported risks of occurrence, OR and AND to it against arb sums
     over the same classes, up to |alpha| = 20 and |B| = 12, and occurrence's to it plus the truncation bound
     against the integral representation's arb balls."""
     u = np.finfo(float).eps / 2

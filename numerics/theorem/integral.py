@@ -8,7 +8,7 @@ and Delta = beta_a - beta_b.  Under the length law P(n) = p q^(n - lo) (lo = 1, 
 
 The attention weight on the marked class is w = c u / (r + c u), so on a string with c >= 1 (label +1)
 f - y = B + c u Delta / (r + c u) with B = beta_b - 1, and each quantity the risk and gradient need is a
-polynomial in 1 / (r + c u) of degree at most 3 (partial fractions in r; tests/test_integral.py checks
+polynomial in 1 / (r + c u) of degree at most 3 (partial fractions in r; tests/theorem/test_integral.py checks
 them with SymPy).  The three sums that remain are turned into integrals with
 
     1 / (r + a)^(k+1) = (1/k!) int_0^inf v^k e^(-(r + a) v) dv,
@@ -28,7 +28,7 @@ meromorphic, so a ball that meets a pole comes back non-finite and is subdivided
 the tail beyond V bounded in closed form (Li_{-j}(z) <= Li_{-j}(X) e^(-u v) and 1/(1 - x e^-v) <=
 1/(1 - x)) and added to the radius: every value is an enclosure, **certified** like the arb series.
 The cost does not depend on d (the same at d = 50 and at d = 10^6); the series of
-``numerics.theorem.series`` stays the reference, and the two are compared in tests/test_integral.py.  With
+``numerics.theorem.series`` stays the reference, and the two are compared in tests/theorem/test_integral.py.  With
 ``taylor_order``, calls near an earlier one are answered from a certified Taylor model in u
 (``TaylorModel``; docs/integral.md).
 

@@ -152,7 +152,7 @@ def _nbinom():
     scipy.stats costs over a second of import time, most of the main job's start-up; the Boost ufuncs
     that its ``nbinom`` calls live in scipy.special._ufuncs and are used directly (isf rounded up to the
     integer quantile, as rv_discrete does).  A SciPy without them falls back to scipy.stats;
-    tests/test_series.py checks both agree.
+    tests/theorem/test_series.py checks both agree.
     """
     try:
         from scipy.special._ufuncs import _nbinom_isf, _nbinom_pmf
