@@ -337,11 +337,6 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
         mine.bounds = np.array([0, mine.idx.shape[1]])
 
 
-def test_table1_kernel_choices_are_the_engine_kernels():
-    from app.commands import table1
-    assert table1.KERNELS == E.KERNELS
-
-
 def test_kernel_option_is_checked_before_any_work(monkeypatch):
     with pytest.raises(SettingError, match="kernel must be one of"):
         RN.Config(kernel="fast").validate()

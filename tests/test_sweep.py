@@ -167,7 +167,7 @@ def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     from threadpoolctl import threadpool_limits
     for name in g.readings:
         cfg = g.run_config(8, g.tasks, name)
-        cfg.jobs = 1
+        cfg = __import__("dataclasses").replace(cfg, jobs=1)
         with threadpool_limits(1):
             ref = RN.run(cfg, quiet=True)
         for row_name, row in ref["rows"].items():

@@ -38,7 +38,7 @@ import math
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -143,9 +143,9 @@ def config_spec(cfg: RN.Config) -> dict:
 
 def _config(spec: dict, reading: dict, tasks=None) -> RN.Config:
     cfg = RN.Config.from_dict(dict(spec["config"]))
-    cfg.reading = Reading.from_dict({**reading, "name": "unit"})
+    cfg = replace(cfg, reading=Reading.from_dict({**reading, "name": "unit"}))
     if tasks is not None:
-        cfg.tasks = tasks
+        cfg = replace(cfg, tasks=tasks)
     return cfg
 
 
@@ -168,20 +168,20 @@ def run_unit(spec: dict) -> dict:
 
 def _search(spec: dict) -> dict:
     cfg = _config(spec, spec["reading"], (spec["task"],))
-    found = RN.search(spec["task"], spec["heads"], cfg, plans=(spec["plan"],))
+    found = RN.search(RN.Row.of(cfg, spec["task"], spec["heads"]), plans=(spec["plan"],))
     return {"search": found[spec["plan"]], "steps": found["_steps"]}
 
 
 def _seed(spec: dict) -> dict:
     cfg = _config(spec, spec["reading"], (spec["task"],))
-    res = RN.report_seed(spec["task"], spec["heads"], spec["seed"], cfg, {spec["plan"]: spec["chosen"]})
-    info = RN.make_data(spec["task"], spec["heads"], spec["seed"], cfg).info if spec["seed"] == 0 else {}
+    res = RN.report_seed(RN.Row.of(cfg, spec["task"], spec["heads"]), spec["seed"], {spec["plan"]: spec["chosen"]})
+    info = RN.make_data(RN.Row.of(cfg, spec["task"], spec["heads"]), spec["seed"]).info if spec["seed"] == 0 else {}
     return {"seed_result": res[spec["plan"]], "data": {k: v for k, v in info.items() if not hasattr(v, "shape")}}
 
 
 def _ceiling(spec: dict) -> dict:
     cfg = _config(spec, Reading().to_dict(), (spec["task"],))
-    return {"ceiling": RN.ceiling_of(spec["task"], cfg.d, spec["heads"], RN.task_loss(spec["task"], cfg), cfg)}
+    return {"ceiling": RN.ceiling_of(RN.Row.of(cfg, spec["task"], spec["heads"]))}
 
 
 def _call(spec: dict) -> dict:
@@ -320,8 +320,8 @@ class Plan:
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
         cfg = _config(spec, spec["reading"], (spec["task"],))
-        cfg.seeds = self.grid.seeds
-        return RN.reported_seeds(spec["task"], spec["heads"], cfg)
+        cfg = replace(cfg, seeds=self.grid.seeds)
+        return RN.reported_seeds(RN.Row.of(cfg, spec["task"], spec["heads"]))
 
     def seed_spec(self, skey: str, seed: int, chosen: dict) -> dict:
         return {**self.searches[skey], "kind": "seed", "seed": seed, "chosen": chosen}
@@ -342,7 +342,7 @@ def plan(grid: Grid, version: str | None = None, code: str | None = None) -> Pla
         reading = grid.readings[rname]
         cfg = out.cell_config(rname, d, tasks)
         cspec = config_spec(cfg)
-        for name, task, heads in RN.rows(cfg):
+        for name, task, heads in ((row.name, row.task, row.heads) for row in RN.rows(cfg)):
             cspec_c = {"kind": "ceiling", "version": version, "code": code, "config": cspec, "task": task, "heads": heads}
             ckey = key_of(cspec_c)
             out.ceilings[ckey] = cspec_c
@@ -592,7 +592,7 @@ def cell_results(p: Plan, out: Outcome, reading: str, d: int) -> dict:
                 break
         if not data:
             data = {"p": RN.TK.length_parameter(info["task"], d)}
-        row = RN.assemble_row(name, info["task"], info["heads"], cfg, found, per_plan,
+        row = RN.assemble_row(RN.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
                               out.results[info["ceiling"]]["ceiling"], data)
         row["tuning_steps"] = steps
         rows[name] = row
