@@ -508,7 +508,7 @@ def test_grid_all_diverged_steps_down_on_every_axis():
     assert g.pending == sorted([(-2, -1), (-2, 0), (-2, 1), (-1, -2), (0, -2), (1, -2)])
     assert g.extensions == {(0, -1): 1, (0, 1): 0, (1, -1): 1, (1, 1): 0}
     g.record({p: None for p in g.pending})
-    # each face is built from the points at the lowest offset of its axis (the tried set is now a cross)
+    # each face is built from the points at the lowest offset of its axis (the tried set is a cross here)
     assert g.pending == sorted([(-3, -1), (-3, 0), (-3, 1), (-1, -3), (0, -3), (1, -3)])
     assert g.extensions[(0, -1)] == 2
     g.record({p: None for p in g.pending})

@@ -573,10 +573,8 @@ def test_segments_equal_numpy_unique_on_sorted_string_indices():
 
 def test_temporaries_on_the_heap_stop_the_page_faults_of_population_steps():
     """A step of 8 runs on OR's exact population at d = 50 (22,513 classes, temporaries of 1-3 MB): in a fresh
-    process glibc maps and unmaps those temporaries at every step (about 2,000 page faults a step when this
-    test was written, 9.1 against 2.8 ms a step); after ``keep_temporaries_on_heap`` the steps fault no page.
-    (One-head AND's single run faulted as much before its forward pass was compiled, and no longer does.)
-    Each case in a process of its own (the allocator's state is per process)."""
+    process glibc maps and unmaps those temporaries at every step (thousands of page faults a step); after
+    ``keep_temporaries_on_heap`` the steps fault no page.  Each case in a process of its own (the allocator's state is per process)."""
     import subprocess
     import sys
 
@@ -609,7 +607,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
     """The results' cpu_s is the rows' CPU plus the driver's own: rows trained in the driver's process (one job)
-    are not counted again through its process time (they were, twice); rows resumed from an interrupted run
+    are not counted a second time through its process time; rows resumed from an interrupted run
     count with their recorded time."""
     import time as _time
 
@@ -622,7 +620,7 @@ def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
     monkeypatch.setattr(RN, "run_row", lambda row: burn(row.name))
     cfg = RN.Config.quick(tasks=("occurrence", "OR"), jobs=1)
     done = {"OR": {"name": "OR", "cpu_s": 5.0}}
-    # the driver's own work (here its callback, 0.3 s a row) counts once too
+    # the driver's own work (here its callback, burning CPU at each row) counts once too
     res = RN.run(cfg, quiet=True, done=done, on_row=lambda partial: burn("") and None)
     rows = sum(r["cpu_s"] for r in res["rows"].values())
     assert rows >= 5.3 and res["rows"]["OR"]["cpu_s"] == 5.0

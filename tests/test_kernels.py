@@ -193,7 +193,7 @@ def test_pairs_whose_first_coordinates_recur_out_of_order():
 
 
 def test_each_kernel_builds_only_its_own_view_of_the_rows():
-    """The numpy path's CSR operators (0.4 ms a batch at d = 50, 1.1 ms at d = 200, more than a step) are built
+    """The numpy path's CSR operators (costing more than a step to build) are built
     for neither kernel's one-hot batch where numba runs, neither with the layout nor by a step: the compiled
     kernel takes its one-hot view, the numpy kernel the same-bits loops' view.  Inside ``numpy_paths`` a step
     of the numpy kernel builds them on demand."""

@@ -219,7 +219,7 @@ def test_docs_table1_is_generated_from_the_example_run():
 def test_committed_exact_rows_bound_every_risk_to_1e_12():
     """Every reported seed of every exact row in the committed runs (d = 50, theory-52, d = 200, AND on the
     integral at d = 50 and 200) records both bounds on its population risk, the left-out mass's and the rounding
-    allowance's, and they sum to at most 1e-12 (the engine issue's bound); every run records the tolerances it
+    allowance's, and they sum to at most 1e-12 (the engine's stated bound); every run records the tolerances it
     used.  The rows on the integral record each seed's quadrature estimate (an estimate, not a bound), far below
     the seeds' spread."""
     from app.render import table1_docs

@@ -56,8 +56,8 @@ MAX_D = 400
 exact populations grow linearly in d and take minutes to build beyond a few hundred."""
 MAX_STEPS = 10**6
 """Largest --max-steps: 200 times the default cap; every plan of every seed keeps a snapshot per evaluation
-(``bank.snapshot_steps``: a set of max-steps / eval_every steps), and at the engine's fastest step (about 0.1
-ms, docs/benchmarks_engine.md) one plan of one seed at this cap takes minutes."""
+(``bank.snapshot_steps``: a set of max-steps / eval_every steps), and even at the engine's fastest step
+(docs/benchmarks_engine.md) one plan of one seed at this cap takes minutes."""
 MAX_SEEDS = 1000
 """Largest --seeds and --tuning-seeds: each seed trains every plan of every row again."""
 

@@ -5,7 +5,7 @@ the reported seeds at the chosen step sizes, and measure them.
 (``protocol.Reading``), the step-size search of every plan, and per reported seed the held-out risk and
 accuracy, the stopping step and status (converged / capped / diverged), the risk curve, and the three lag
 measures of joint GD (``lag``); rows carry their capacity ceiling (``capacity``).  Verdicts are taken from
-this dict by ``verdicts``; rendering is in app/commands/table1.py.
+this dict by ``verdicts``; rendering is in app/render/table1.py.
 
 Data (``make_data``): exact populations of count classes for occurrence and OR and one-head AND (their
 a/b-symmetric reduction, exact from the zero start: ``population.population(merged=True)``), truncated to a
@@ -42,11 +42,11 @@ ICL_LOSSES = ("squared", "cross_entropy")
 EXACT_MASS_TOL = 1e-16
 """Left-out probability mass of the exact populations, lengths and light classes each (about 2e-16 left out
 in all; the bound it puts on every risk, left-out mass times the largest loss, is recorded per row beside the
-rounding allowance).  At 1e-15 one seed of docs/sweep (occurrence, output-only, d = 200, output weights up to
-37) had a truncation bound of 1.5e-12 (1.8e-12 with the allowance), above the 1e-12 of issue 15; at 1e-16 the
-truncation part stays under 1e-12 while |f| < 99 (5e-13 at |f| = 70), and the populations have 11-13 % more
-classes.  The sweep rerun at 1e-16 bounds that seed by 4.9e-13 (1.5e-13 of it the truncation's), the largest
-of its exact seeds."""
+rounding allowance).  At this mass the truncation part of the bound stays under the 1e-12 target while
+|f| < 99 (5e-13 at |f| = 70), for populations with 11-13 % more classes than at 1e-15.  A mass of 1e-15 would
+bound one seed of docs/sweep (occurrence, output-only, d = 200, output weights up to 37) by 1.5e-12 of
+truncation alone; at 1e-16 that seed's whole bound is 4.9e-13 (1.5e-13 of it the truncation's), the largest of
+the sweep's exact seeds."""
 
 
 @dataclass(frozen=True)
@@ -297,8 +297,8 @@ def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data
 
 def search(row: Row, plans=PLANS) -> dict:
     """Each plan's step sizes, chosen on the tuning seeds by the extending grid of the reading
-    (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed (the seeds
-    advanced by one array program, ``engine.grouped_risk_and_grad``, were mostly slower:
+    (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed (advancing
+    the seeds by one array program, ``engine.grouped_risk_and_grad``, is mostly slower:
     docs/benchmarks_engine.md, "Seeds in one program").
 
     A point's score is the mean over the tuning seeds of its final validation risk (None when any seed
@@ -409,8 +409,8 @@ def report_seed(row: Row, seed: int, chosen: dict) -> dict:
 
 def run_row(row: Row) -> dict:
     """Search, report and summarise one row (a picklable job for the process pool), with BLAS on one thread
-    (rows run in parallel processes; BLAS threads on top of them only spin: 25x slower at d = 100), and the
-    engine's temporaries kept on the heap (``engine.keep_temporaries_on_heap``)."""
+    (rows run in parallel processes; BLAS threads on top of them only spin), and the engine's temporaries kept
+    on the heap (``engine.keep_temporaries_on_heap``)."""
     from threadpoolctl import threadpool_limits
 
     E.keep_temporaries_on_heap()
