@@ -12,6 +12,8 @@ convergence and one learning rate for joint GD, both plans reach the same risk o
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from numerics.experiments import runner as RN
@@ -61,10 +63,9 @@ def test_recorded_configuration_reruns_to_the_same_numbers():
     import json
 
     cfg = RN.Config.quick(tasks=("occurrence", "SLR"), seeds=2, jobs=1)
-    cfg.reading = cfg.reading.with_(max_steps=40)
+    cfg = replace(cfg, reading=cfg.reading.with_(max_steps=40))
     first = json.loads(json.dumps(RN.run(cfg, quiet=True)))
-    again = RN.Config.from_dict(first["config"])
-    again.jobs = 2
+    again = replace(RN.Config.from_dict(first["config"]), jobs=2)
     second = json.loads(json.dumps(RN.run(again, quiet=True)))
     assert first["config"] | {"jobs": 2} == second["config"]
     for name in first["rows"]:

@@ -17,17 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from theory.files import atomic_write_text
 from theory.validation import SettingError
 
+from numerics.experiments import protocol, tasks
+
 from app import exitcodes
 from app.io import OutputFolder
 from app.options import int_at_least, workers_option
 
-TASK_NAMES = ("occurrence", "OR", "AND", "ICL", "SLR", "even_pairs")
-READING_NAMES = ("default", "theory-52", "k2-5", "k2-20", "separate", "momentum", "adam")
 OWNS = ("table1.json", "table1.md", "table1_*.png")
 """The artifacts of a table1 result (stale ones of an earlier run are removed when a new result commits)."""
 PARTIAL = ".occ-table1.partial.json"
@@ -35,13 +36,13 @@ PARTIAL = ".occ-table1.partial.json"
 
 
 def _task_list(text: str) -> tuple[str, ...]:
-    lower = {t.lower(): t for t in TASK_NAMES}
+    lower = {t.lower(): t for t in tasks.TASKS}
     out = []
     for n in (t.strip() for t in text.split(",")):
         if not n:
             continue
         if n.lower() not in lower:
-            raise argparse.ArgumentTypeError(f"unknown task {n!r}; choose from {','.join(TASK_NAMES)}")
+            raise argparse.ArgumentTypeError(f"unknown task {n!r}; choose from {','.join(tasks.TASKS)}")
         if lower[n.lower()] in out:
             raise argparse.ArgumentTypeError(f"task {lower[n.lower()]} is listed twice")
         out.append(lower[n.lower()])
@@ -55,13 +56,29 @@ MAX_D = 400
 exact populations grow linearly in d and take minutes to build beyond a few hundred."""
 MAX_STEPS = 10**6
 """Largest --max-steps: 200 times the default cap; every plan of every seed keeps a snapshot per evaluation
-(``bank.snapshot_steps``: a set of max-steps / eval_every steps), and at the engine's fastest step (about 0.1
-ms, docs/benchmarks_engine.md) one plan of one seed at this cap takes minutes."""
+(``bank.snapshot_steps``: a set of max-steps / eval_every steps), and even at the engine's fastest step
+(docs/benchmarks_engine.md) one plan of one seed at this cap takes minutes."""
 MAX_SEEDS = 1000
 """Largest --seeds and --tuning-seeds: each seed trains every plan of every row again."""
-KERNELS = ("numpy", "compiled")
-"""``--kernel``'s choices: ``numerics.experiments.engine.KERNELS``, written here so that building the parser does
-not import the engine (a test holds the two equal)."""
+
+
+class EngineKernels(Sequence):
+    """``--kernel``'s choices, ``numerics.experiments.engine.KERNELS``, read from the engine when the choices are
+    first used (to check a value or write the help): building the parser, which every command does, does not
+    import the engine."""
+
+    def _names(self) -> tuple[str, ...]:
+        from numerics.experiments.engine import KERNELS
+        return KERNELS
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+KERNEL_CHOICES = EngineKernels()
 TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
                   "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel", "and_heads_data")
 
@@ -82,12 +99,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``table1`` subcommand and set its ``func``."""
     p = subparsers.add_parser("table1", help="rebuild Table 1 (six tasks, four plans, attention-lag measures)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small run (d = 8, 3 seeds, cap 400 steps; about a minute)")
+    size, budget = protocol.QUICK_SIZE, protocol.QUICK_BUDGET
+    p.add_argument("--quick", action="store_true", help=f"small run (d = {size['d']}, {size['seeds']} seeds, cap "
+                                                        f"{budget['max_steps']} steps; about a minute)")
     p.add_argument("--tasks", type=_task_list, default=None,
-                   help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
+                   help=f"comma-separated subset of {','.join(tasks.TASKS)} (default: all)")
     p.add_argument("--seeds", type=int_at_least(1, MAX_SEEDS), default=None, help="reported seeds (default 5)")
     p.add_argument("--d", type=int_at_least(1), default=None, help="alphabet size (default 50)")
-    p.add_argument("--reading", choices=READING_NAMES, default=None,
+    p.add_argument("--reading", choices=tuple(protocol.READINGS), default=None,
                    help="named reading of the protocol (default: default; see docs/table1.md)")
     p.add_argument("--max-steps", type=int_at_least(2, MAX_STEPS), default=None, help="budget cap of every plan (default 5000)")
     p.add_argument("--budget", choices=["plateau", "fixed"], default=None,
@@ -106,7 +125,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
                    help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
                         "(the first protocol's pair tokens, which it cannot)")
-    p.add_argument("--kernel", choices=KERNELS, default=None,
+    p.add_argument("--kernel", choices=KERNEL_CHOICES, default=None,
                    help="engine loops on one-hot token rows (ICL, two-head AND): 'numpy' (default; the rounding of "
                         "the committed results) or 'compiled' (numba; faster ICL and two-head AND steps, other "
                         "rounding; docs/benchmarks_engine.md)")
@@ -141,13 +160,10 @@ def _check_conflicts(args: argparse.Namespace) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The run configuration of the parsed flags (SettingError naming the flag on bad input)."""
-    from numerics.experiments import protocol as PR
-    from numerics.experiments import runner as RN
+    from numerics.experiments import runner
 
     if args.rerun is not None:
-        cfg = RN.Config.from_dict(_load(args.rerun)["config"])
-        cfg.jobs = args.jobs
-        return cfg.validate()
+        return runner.Config.from_dict({**_load(args.rerun)["config"], "jobs": args.jobs}).validate()
     over = {"jobs": args.jobs}
     for name in ("tasks", "seeds", "d"):
         if getattr(args, name) is not None:
@@ -160,23 +176,19 @@ def config_from_args(args: argparse.Namespace):
         over["kernel"] = args.kernel
     if args.and_heads_data is not None:
         over["and_heads_data"] = args.and_heads_data
-    cfg = RN.Config.quick(**over) if args.quick else RN.Config(**over)
-    reading = PR.reading(args.reading) if args.reading else cfg.reading
-    if args.quick and args.reading:
-        reading = reading.with_(max_steps=min(reading.max_steps, 400), eval_every=10, patience=8, phase2_cap=100)
+    for t in args.tasks or tasks.TASKS:  # the defaults of d (quick or not) suit every task
+        if args.d is not None and args.d < tasks.MIN_D[t]:
+            raise SettingError(f"--d {args.d} is too small for task {t} (needs --d >= {tasks.MIN_D[t]})")
     changes = {k: v for k, v in (("max_steps", args.max_steps), ("budget", args.budget), ("k1", args.k1),
                                  ("k2", args.k2), ("joint_steps", args.joint_steps), ("optimizer", args.optimizer),
                                  ("tuning_seeds", args.tuning_seeds)) if v is not None}
-    if changes:
-        try:
-            reading = reading.with_(**changes)
-        except SettingError as exc:
-            raise SettingError(f"{exc} (flags {', '.join('--' + k.replace('_', '-') for k in changes)})") from None
-    cfg.reading = reading
-    for t in cfg.tasks:
-        if cfg.d < RN.TK.MIN_D[t]:
-            raise SettingError(f"--d {cfg.d} is too small for task {t} (needs --d >= {RN.TK.MIN_D[t]})")
-    return cfg.validate()
+    try:
+        return runner.Config.build(quick=args.quick, reading=args.reading, reading_changes=changes, **over)
+    except SettingError as exc:
+        # the flags set nothing else a configuration can refuse: --d is checked above, the rest by the parser
+        if not changes:
+            raise
+        raise SettingError(f"{exc} (flags {', '.join('--' + k.replace('_', '-') for k in changes)})") from None
 
 
 def _load(path: Path) -> dict:
@@ -210,7 +222,7 @@ def main_args(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
         return status(results)
     cfg = config_from_args(args)
-    from numerics.experiments import runner as RN
+    from numerics.experiments import runner
 
     from app.checkout import git_commit
     rest = sys.argv[sys.argv.index("table1") + 1:] if "table1" in sys.argv else []
@@ -222,11 +234,10 @@ def main_args(args: argparse.Namespace) -> int:
         if done:
             print(f"resuming: {len(done)} finished rows kept from {partial}", file=sys.stderr)
 
-        def save(name, row):
-            done[name] = row
-            atomic_write_text(partial, json.dumps({"config": cfg.to_dict(), "rows": done}, allow_nan=False))
+        def save(record):
+            atomic_write_text(partial, json.dumps(record, allow_nan=False))
 
-        results = RN.run(cfg, quiet=args.quiet, command=command, on_row=save, done=dict(done))
+        results = runner.run(cfg, quiet=args.quiet, command=command, on_row=save, done=done)
         import datetime
         results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -239,20 +250,14 @@ def main_args(args: argparse.Namespace) -> int:
 
 
 def _resume(partial: Path, cfg) -> dict:
-    """Finished rows of an interrupted run with the same configuration (else nothing).  A setting the saved
-    configuration does not name (it predates the setting) is that setting's default."""
+    """Finished rows of an interrupted run with the same configuration (``runner.resumed_rows``), else nothing."""
+    from numerics.experiments import runner
+
     try:
         data = json.loads(partial.read_text())
     except (OSError, ValueError):
         return {}
-    saved, now = data.get("config"), cfg.to_dict()
-    if not isinstance(saved, dict) or not set(saved) <= set(now):
-        return {}
-    try:
-        same = type(cfg).from_dict(saved).to_dict() == now
-    except (TypeError, ValueError, SettingError):
-        return {}
-    return dict(data.get("rows", {})) if same else {}
+    return runner.resumed_rows(cfg, data)
 
 
 def status(results: dict) -> int:

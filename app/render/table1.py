@@ -146,7 +146,7 @@ def reading_line(reading: dict) -> str:
 
 def kernel_note(cfg: dict) -> str:
     """", engine kernel compiled" for a run on the compiled kernel; nothing for the default (numpy) kernel,
-    which results from before the option have without naming it."""
+    which results that do not name a kernel ran on."""
     kernel = cfg.get("kernel", "numpy")
     return "" if kernel == "numpy" else f", engine kernel {kernel}"
 
@@ -158,7 +158,7 @@ def integral_rows(results: dict) -> list[str]:
 
 def and_data_note(results: dict) -> str:
     """", <rows> on its exact population by the integral" for a run with such rows; nothing otherwise (the
-    option's default, sampled, and results from before it)."""
+    option's default, sampled, and results that do not name it)."""
     rows = integral_rows(results)
     return f", {' and '.join(rows)} on the exact population by the integral" if rows else ""
 
@@ -283,8 +283,8 @@ def figures(results: dict, tx) -> list[Path]:
             else:
                 ax.text(0.5, 0.5, "no ground-truth direction stated" if "alignment" in title else "no joint run",
                         transform=ax.transAxes, ha="center")
-        # fixed margins that fit these labels at this size: tight_layout drew every figure once more to
-        # measure them (3 of the 8 CPU s the seven figures took)
+        # fixed margins that fit these labels at this size: tight_layout would draw every figure once more to
+        # measure them
         fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.93, wspace=0.25)
         paths.append(tx.write(f"table1_{slug(name)}.png", partial(_save_png, fig)))
         plt.close(fig)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from numerics.experiments import verdicts as V
-from numerics.experiments.protocol import READINGS
+from numerics.experiments.protocol import QUICK_BUDGET, QUICK_SIZE, READINGS
 
 from app.render import table1 as TR
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ verdicts are about this reconstruction, not about the paper's runs.
 
 ```
 occ-companion table1                        # d = 50, 5 reported seeds, the default reading (about {minutes} min on 2 cores)
-occ-companion table1 --quick                # d = 8, 3 seeds, budget cap 400 (about a minute)
+occ-companion table1 --quick                # d = {quick_d}, {quick_seeds} seeds, budget cap {quick_cap} (about a minute)
 occ-companion table1 --reading theory-52    # the first protocol's reading (phases (1, 1), 52 steps, separate grids)
 occ-companion table1 --from-json results/table1.json   # re-render, no training
 occ-companion table1 --rerun results/table1.json       # train the recorded configuration again
@@ -142,7 +142,9 @@ def page(results: dict, sweep: dict | None = None) -> str:
                 "protocol's readings below are its axes; the sweep's full results (tidy tables as CSV and Parquet, "
                 "every verdict, heat maps, one page per reading) are in [sweep/](sweep/).", "",
                 SR.robustness_markdown(sweep, link_prefix="sweep/"), ""]
-    lines = [INTRO.format(minutes=minutes, sweep_time=sweep_time).rstrip("\n") + "\n", *lead, "## Tasks", "", task_table(),
+    intro = INTRO.format(minutes=minutes, sweep_time=sweep_time, quick_d=QUICK_SIZE["d"],
+                         quick_seeds=QUICK_SIZE["seeds"], quick_cap=QUICK_BUDGET["max_steps"])
+    lines = [intro.rstrip("\n") + "\n", *lead, "## Tasks", "", task_table(),
              PROTOCOL.format(batch=cfg["batch"], val_size=cfg["val_size"], test_size=cfg["test_size"],
                              readings=", ".join(f"`{k}`" for k in READINGS if k != "default"), **r),
              f"## Example run (d = {cfg['d']}, {cfg['seeds']} reported seeds, reading `{r['name']}`)", "",

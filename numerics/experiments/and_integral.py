@@ -1,11 +1,10 @@
 """The population risk of AND under the squared loss for any parameters of the one-hot attention model, by the
-integral representation: the route towards an exact population for two-head AND (issue 15), whose class
-population (c_a, c_b, the rest) has 9.4 million classes at d = 50 and costs 2.25 s a step.  The risk and its
-gradient (``population_risk_and_grad``: 2.0-3.1 CPU ms for two heads at d = 50 as the host's load goes, 7.3 at
-d = 200, 31 at d = 1000; the risk with its error estimate 1.6 ms at d = 50).  When every head's parameters are
-equal on the unmarked symbols, as a Table 1 row's stay (``_classes``), the sums run over the three classes a, b
-and the rest: 1.5 ms for two heads whatever d (50 to 10^4).  ``IntegralPopulation`` is the runner's data for
-two-head AND under ``table1 --and-heads-data integral``.
+integral representation: an exact population for two-head AND, whose class population (c_a, c_b, the rest)
+has 9.4 million classes at d = 50, too many to step on.  The risk and its gradient
+(``population_risk_and_grad``) cost a sum over the integral's nodes and the d symbols; when every head's
+parameters are equal on the unmarked symbols, as a Table 1 row's stay (``_classes``), the sums run over the
+three classes a, b and the rest, whatever d.  ``IntegralPopulation`` is the runner's data for two-head AND
+under ``table1 --and-heads-data integral``.
 
 The model: H heads over one-hot tokens, head h's output F_h = sum_i e^{alpha_h[z_i]} B_h[z_i] / S_h with
 S_h = sum_i e^{alpha_h[z_i]}, f = sum_h F_h; tokens i.i.d. uniform over the d symbols, lengths n ~ Geometric(p)
@@ -32,7 +31,7 @@ are taken less their maximum (F_h does not change), so max e^alpha = 1.  The nod
 in t, s = exp(t - e^{t0 - t}) with t0 = log p - ``TAIL_MARGIN`` (``_nodes``): x = t above t0, where the
 integrands change (G' near s ~ p, z_t near s ~ e^{-alpha_t}), while below it the tail towards s = 0, where every
 integrand is smooth in s (analytic in a disc around 0), is crossed in a few nodes; from s = ``LOWEST`` p to
-45 / min e^alpha (where every z_t < 3e-20).  That takes 69-184 nodes at d = 50 where equal steps in x took 265-370,
+45 / min e^alpha (where every z_t < 3e-20).  That takes 69-184 nodes at d = 50 where equal steps in x take 265-370,
 at the same accuracy (measured: ``TAIL_MARGIN``); the 2-D term's sums over the symbols are matrix products.  The
 trapezoid error is estimated by the same sum at twice the step (every other node, the same integrands): an
 estimate, not a bound.  Rounding: 1 - q w is formed as p + q (1 - w) from -expm1, so small p costs no accuracy; the
@@ -148,7 +147,7 @@ def _sums(alpha: np.ndarray, B: np.ndarray, p: float, s: np.ndarray, ws: np.ndar
             k1 = ws[:, None] * g1v
             k2 = ws[:, None] * g2(v) * a * sc
             K = np.concatenate((k1, k1 * sc, k2), axis=1).T @ Zh
-            K1, K1s, K2 = K[:4], K[4:8], K[8:]  # (4, n) each (np.split takes 25 us)
+            K1, K1s, K2 = K[:4], K[4:8], K[8:]  # (4, n) each (slices: np.split costs more)
             cm = c[:, None] * M.T
             ga[h] += (cm * (uh * K1 - uh * eh * K1s - eh * K2)).sum(axis=0)
             gB[h] += (cm * K1).sum(axis=0) * eh

@@ -188,7 +188,7 @@ def population(task: str, d: int, mass_tol: float = 1e-8, len_tol: float = 1e-12
             one_symbol = np.where(c >= 2, np.exp2(1.0 - c), 1.0)  # every marked token a, or every one b
             both = 1.0 - one_symbol
             # the -1 share of a class with c >= SPLIT_C is at most 2^-54 of it: left out, its mass counted in
-            # dropped (as 1 - (1 - 2^(1 - c)) it was 0 in float, and those shares were lost uncounted)
+            # dropped (computed as 1 - (1 - 2^(1 - c)) it would be 0 in float, and the share lost uncounted)
             split_mass = math.fsum((w * one_symbol)[c >= SPLIT_C].tolist())
             counts = np.concatenate([counts, counts])
             w = np.concatenate([w * both, np.where(c >= SPLIT_C, 0.0, w * one_symbol)])

@@ -123,6 +123,19 @@ every plan, joint GD on separate step grids) run under this protocol's step-size
 chosen on the reported seed 0, are kept in docs/example_table1/legacy-52/."""
 
 
+QUICK_SIZE = {"d": 8, "seeds": 3, "batch": 32, "val_size": 256, "test_size": 512}
+"""The run-configuration fields of a quick run (``runner.Config.quick``, ``table1 --quick``): a small alphabet,
+few seeds and small sets, for a run of about a minute."""
+QUICK_BUDGET = {"max_steps": 400, "eval_every": 10, "patience": 8, "phase2_cap": 100}
+"""The reading fields of a quick run (``quick_reading``): a budget cap of at most ``max_steps`` steps, checked
+more often."""
+
+
+def quick_reading(r: Reading) -> Reading:
+    """``r`` shortened to a quick run: ``QUICK_BUDGET``, its cap the smaller of the two caps."""
+    return r.with_(**{**QUICK_BUDGET, "max_steps": min(r.max_steps, QUICK_BUDGET["max_steps"])})
+
+
 def reading(name: str) -> Reading:
     """The named reading (SettingError listing the names otherwise)."""
     if name not in READINGS:

@@ -5,7 +5,7 @@ the reported seeds at the chosen step sizes, and measure them.
 (``protocol.Reading``), the step-size search of every plan, and per reported seed the held-out risk and
 accuracy, the stopping step and status (converged / capped / diverged), the risk curve, and the three lag
 measures of joint GD (``lag``); rows carry their capacity ceiling (``capacity``).  Verdicts are taken from
-this dict by ``verdicts``; rendering is in app/commands/table1.py.
+this dict by ``verdicts``; rendering is in app/render/table1.py.
 
 Data (``make_data``): exact populations of count classes for occurrence and OR and one-head AND (their
 a/b-symmetric reduction, exact from the zero start: ``population.population(merged=True)``), truncated to a
@@ -19,7 +19,7 @@ import math
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from numerics.experiments import and_integral as AI
 from numerics.experiments import bank as BK
 from numerics.experiments import engine as E
 from numerics.experiments import lag as L
+from numerics.experiments import protocol as PR
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import expand, loss_bound, marked_symbols, population, rounding_bound
 from numerics.experiments.grid import GridSearch
@@ -41,16 +42,17 @@ ICL_LOSSES = ("squared", "cross_entropy")
 EXACT_MASS_TOL = 1e-16
 """Left-out probability mass of the exact populations, lengths and light classes each (about 2e-16 left out
 in all; the bound it puts on every risk, left-out mass times the largest loss, is recorded per row beside the
-rounding allowance).  At 1e-15 one seed of docs/sweep (occurrence, output-only, d = 200, output weights up to
-37) had a truncation bound of 1.5e-12 (1.8e-12 with the allowance), above the 1e-12 of issue 15; at 1e-16 the
-truncation part stays under 1e-12 while |f| < 99 (5e-13 at |f| = 70), and the populations have 11-13 % more
-classes.  The sweep rerun at 1e-16 bounds that seed by 4.9e-13 (1.5e-13 of it the truncation's), the largest
-of its exact seeds."""
+rounding allowance).  At this mass the truncation part of the bound stays under the 1e-12 target while
+|f| < 99 (5e-13 at |f| = 70), for populations with 11-13 % more classes than at 1e-15.  A mass of 1e-15 would
+bound one seed of docs/sweep (occurrence, output-only, d = 200, output weights up to 37) by 1.5e-12 of
+truncation alone; at 1e-16 that seed's whole bound is 4.9e-13 (1.5e-13 of it the truncation's), the largest of
+the sweep's exact seeds."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
-    """Every parameter of a Table 1 run besides the reading (all recorded in the results)."""
+    """Every parameter of a Table 1 run besides the reading (all recorded in the results).  Frozen: a changed
+    configuration is a new one (``dataclasses.replace``), so a row's configuration is the run's."""
 
     tasks: tuple = TK.TASKS
     d: int = 50
@@ -76,11 +78,23 @@ class Config:
 
     @classmethod
     def quick(cls, **overrides) -> "Config":
-        """The small configuration of ``--quick`` (d = 8, 3 seeds, budget 400 steps)."""
-        base = dict(d=8, seeds=3, batch=32, val_size=256, test_size=512,
-                    reading=Reading(name="quick", max_steps=400, eval_every=10, patience=8, phase2_cap=100))
-        base.update(overrides)
-        return cls(**base)
+        """The small configuration of a quick run (``protocol.QUICK_SIZE``, the reading "quick": the
+        protocol's default shortened by ``protocol.quick_reading``), with ``overrides``."""
+        return cls(**{**PR.QUICK_SIZE, "reading": PR.quick_reading(Reading(name="quick")), **overrides})
+
+    @classmethod
+    def build(cls, quick: bool = False, reading: str | None = None, reading_changes: dict | None = None,
+              **values) -> Config:
+        """The validated configuration of a new run: the defaults (``quick``: the quick configuration) with
+        ``values``, under the named reading (None: the configuration's own), shortened to a quick run when
+        both are given, with ``reading_changes`` made to its fields."""
+        base = cls.quick(**values) if quick else cls(**values)
+        r = base.reading
+        if reading is not None:
+            r = PR.quick_reading(PR.reading(reading)) if quick else PR.reading(reading)
+        if reading_changes:
+            r = r.with_(**reading_changes)
+        return replace(base, reading=r).validate()
 
     def validate(self) -> "Config":
         unknown = [t for t in self.tasks if t not in TK.TASKS]
@@ -131,15 +145,6 @@ class Config:
 # rows, data, starts
 
 
-def rows(cfg: Config) -> list[tuple[str, str, int]]:
-    """(row name, task, heads), in table order; AND has one row per head count."""
-    out = []
-    for t in TK.TASKS:
-        if t in cfg.tasks:
-            out += [(f"AND (H={h})", t, h) for h in cfg.and_heads] if t == "AND" else [(t, t, 1)]
-    return out
-
-
 def exact(task: str, heads: int, cfg: Config) -> bool:
     """Rows trained on the exact population: occurrence, OR and one-head AND (zero start, so the a/b
     symmetry of OR and AND holds along the whole run)."""
@@ -157,6 +162,39 @@ def integral(task: str, heads: int, cfg: Config) -> bool:
 
 def task_loss(task: str, cfg: Config) -> str:
     return cfg.icl_loss if task == "ICL" else "squared"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the table (task, head count) under a run's configuration, built once (``Row.of``) and handed
+    whole to the functions of the row: what they read of the task and the configuration, and how the row's
+    data is made (``exact``: the exact population; ``integral``: AND's population by the integral)."""
+
+    name: str
+    task: str
+    heads: int
+    d: int
+    loss: str
+    kernel: str
+    exact: bool
+    integral: bool
+    config: Config
+
+    @classmethod
+    def of(cls, cfg: Config, task: str, heads: int = 1) -> Row:
+        """The row of ``task`` with ``heads`` heads (AND's rows are named by their head count)."""
+        return cls(name=f"AND (H={heads})" if task == "AND" else task, task=task, heads=heads, d=cfg.d,
+                   loss=task_loss(task, cfg), kernel=cfg.kernel, exact=exact(task, heads, cfg),
+                   integral=integral(task, heads, cfg), config=cfg)
+
+
+def rows(cfg: Config) -> list[Row]:
+    """The rows of the configuration, in table order; AND has one row per head count."""
+    out = []
+    for t in TK.TASKS:
+        if t in cfg.tasks:
+            out += [Row.of(cfg, t, h) for h in cfg.and_heads] if t == "AND" else [Row.of(cfg, t)]
+    return out
 
 
 @dataclass
@@ -179,38 +217,41 @@ class Data:
         return self._test
 
 
-def make_data(task: str, heads: int, seed: int, cfg: Config) -> Data:
-    if exact(task, heads, cfg):
-        pop = population(task, cfg.d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
-        tb = E.from_batch(pop, cfg.kernel)
+def make_data(row: Row, seed: int) -> Data:
+    """The data of one seed of the row."""
+    task, d, kernel, cfg = row.task, row.d, row.kernel, row.config
+    if row.exact:
+        pop = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
+        tb = E.from_batch(pop, kernel)
         return Data(lambda t: tb, tb, lambda: tb, True, dict(pop.extra))
     tid = TK.TASKS.index(task)
-    p = TK.length_parameter(task, cfg.d)
+    p = TK.length_parameter(task, d)
 
     def draw(purpose: int, size: int, step: int = 0):
         # each purpose (0 training, 1 validation, 2 test) draws from its own generator: building one set or not
         # leaves the others' strings unchanged
-        return TK.sample(task, cfg.d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
+        return TK.sample(task, d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
                          even_pairs_embedding=cfg.even_pairs_embedding)
 
-    if integral(task, heads, cfg):
-        pop = AI.IntegralPopulation(cfg.d, p)
+    if row.integral:
+        pop = AI.IntegralPopulation(d, p)
         info = {"p": p, "kind": "integral", "accuracy": f"on the {cfg.test_size} sampled strings of the test set"}
         return Data(lambda t: pop, pop,
-                    lambda: AI.IntegralPopulation(cfg.d, p, E.from_batch(draw(2, cfg.test_size), cfg.kernel)),
+                    lambda: AI.IntegralPopulation(d, p, E.from_batch(draw(2, cfg.test_size), kernel)),
                     False, info)
     info = {"p": p}
     if task == "SLR":
-        info["k"], info["v"] = TK.slr_directions(cfg.d, seed)   # the test batch's own k*, v* (sample_slr)
-    return Data(lambda t: E.from_batch(draw(0, cfg.batch, t), cfg.kernel),
-                E.from_batch(draw(1, cfg.val_size), cfg.kernel),
-                lambda: E.from_batch(draw(2, cfg.test_size), cfg.kernel), False, info)
+        info["k"], info["v"] = TK.slr_directions(d, seed)   # the test batch's own k*, v* (sample_slr)
+    return Data(lambda t: E.from_batch(draw(0, cfg.batch, t), kernel),
+                E.from_batch(draw(1, cfg.val_size), kernel),
+                lambda: E.from_batch(draw(2, cfg.test_size), kernel), False, info)
 
 
-def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+def initial_params(row: Row, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The start of a row: zero for one head; for more heads seeded normal values of scale init_scale
     (symmetric over the unmarked symbols on occurrence, OR and AND)."""
-    H, D, K = TK.model_shape(task, cfg.d, heads, even_pairs_embedding=cfg.even_pairs_embedding)
+    task, heads, d, cfg = row.task, row.heads, row.d, row.config
+    H, D, K = TK.model_shape(task, d, heads, even_pairs_embedding=cfg.even_pairs_embedding)
     if heads == 1 or cfg.init_scale == 0:
         return np.zeros((H, D)), np.zeros((H, D, K))
     rng = np.random.default_rng([seed, 99])
@@ -218,7 +259,7 @@ def initial_params(task: str, heads: int, seed: int, cfg: Config) -> tuple[np.nd
         k = marked_symbols(task)
         a = cfg.init_scale * rng.standard_normal((heads, k + 1, 1))
         b = cfg.init_scale * rng.standard_normal((heads, k + 1, K))
-        return expand(a, cfg.d, k)[..., 0], expand(b, cfg.d, k)
+        return expand(a, d, k)[..., 0], expand(b, d, k)
     p = Model(H, D, K).init(cfg.init_scale, seed)
     return p.alpha, p.B
 
@@ -246,29 +287,29 @@ def _program(plan: str, lrs: dict, label: dict) -> BK.Program:
     return BK.Program(plan=plan, lr_out=out, lr_att=att, label=label)
 
 
-def _train(task, heads, seed, cfg, programs, record=False, data=None):
-    data = data or make_data(task, heads, seed, cfg)
-    a0, b0 = initial_params(task, heads, seed, cfg)
+def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):
+    data = data or make_data(row, seed)
+    a0, b0 = initial_params(row, seed)
     R = len(programs)
     return BK.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
-                         task_loss(task, cfg), cfg.reading, record=record), data
+                         row.loss, row.config.reading, record=record), data
 
 
-def search(task: str, heads: int, cfg: Config, plans=PLANS) -> dict:
+def search(row: Row, plans=PLANS) -> dict:
     """Each plan's step sizes, chosen on the tuning seeds by the extending grid of the reading
-    (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed (the seeds
-    advanced by one array program, ``engine.grouped_risk_and_grad``, were mostly slower:
+    (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed (advancing
+    the seeds by one array program, ``engine.grouped_risk_and_grad``, is mostly slower:
     docs/benchmarks_engine.md, "Seeds in one program").
 
     A point's score is the mean over the tuning seeds of its final validation risk (None when any seed
     diverged).  Returns per plan: the chosen rates, every tried point with its score, ``edge`` (the sides of
     the grid the choice still sits at), ``insensitive`` and ``all_diverged``."""
-    r = cfg.reading
-    loss = task_loss(task, cfg)
-    tune = [TUNING_SEED_BASE + i for i in range(1 if exact(task, heads, cfg) else r.tuning_seeds)]
-    datas = {s: make_data(task, heads, s, cfg) for s in tune}
+    r = row.config.reading
+    loss = row.loss
+    tune = [TUNING_SEED_BASE + i for i in range(1 if row.exact else r.tuning_seeds)]
+    datas = {s: make_data(row, s) for s in tune}
     lam = output_curvature(datas[tune[0]].val, loss)
-    a0, b0 = initial_params(task, heads, tune[0], cfg)
+    a0, b0 = initial_params(row, tune[0])
     flat = r.tol * float(E.risk(a0[None], b0[None], datas[tune[0]].val, loss)[0])
     centres = {ax: base_grid(ax, lam, r)[(r.grid_points - 1) // 2] for ax in ("out", "att")}
     searches = {p: GridSearch(len(plan_axes(p, r)), r.grid_points, r.max_extensions, flat) for p in plans}
@@ -278,7 +319,7 @@ def search(task: str, heads: int, cfg: Config, plans=PLANS) -> dict:
                     for p, g in searches.items() for pt in g.pending]
         scores: dict = {}
         for s in tune:
-            recs, _ = _train(task, heads, s, cfg, programs, data=datas[s])
+            recs, _ = _train(row, s, programs, data=datas[s])
             for rec in recs:
                 key = (rec.program.label["plan"], rec.program.label["point"])
                 scores.setdefault(key, []).append(None if rec.failed else rec.final_val)
@@ -315,12 +356,12 @@ def curve_subset(steps: list[int], points: int) -> list[int]:
     return sorted({steps[0], *[steps[i] for i in idx], steps[-1]})
 
 
-def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> dict:
+def report_seed(row: Row, seed: int, chosen: dict) -> dict:
     """Train the chosen step sizes of every plan on one reported seed and measure them."""
-    loss = task_loss(task, cfg)
+    loss, cfg = row.loss, row.config
     plans = [p for p in PLANS if chosen.get(p) is not None]
     programs = [_program(p, chosen[p], {"plan": p}) for p in plans]
-    recs, data = _train(task, heads, seed, cfg, programs, record=True)
+    recs, data = _train(row, seed, programs, record=True)
     out = {}
     for rec in recs:
         plan = rec.program.plan
@@ -354,7 +395,7 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
         if plan == "joint" and not rec.diverged:
             fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
             func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
-            align = L.alignment_curves(task, cfg.d, rec.snapshots, fsteps, data.info)
+            align = L.alignment_curves(row.task, row.d, rec.snapshots, fsteps, data.info)
             res["function"] = func
             res["alignment"] = align
             res["lag"] = L.measures(fsteps, rec.alpha_dist, rec.B_dist, func, align)
@@ -366,39 +407,37 @@ def report_seed(task: str, heads: int, seed: int, cfg: Config, chosen: dict) -> 
 # one row, and the table
 
 
-def run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
+def run_row(row: Row) -> dict:
     """Search, report and summarise one row (a picklable job for the process pool), with BLAS on one thread
-    (rows run in parallel processes; BLAS threads on top of them only spin: 25x slower at d = 100), and the
-    engine's temporaries kept on the heap (``engine.keep_temporaries_on_heap``)."""
+    (rows run in parallel processes; BLAS threads on top of them only spin), and the engine's temporaries kept
+    on the heap (``engine.keep_temporaries_on_heap``)."""
     from threadpoolctl import threadpool_limits
 
     E.keep_temporaries_on_heap()
     with threadpool_limits(limits=1):
-        return _run_row(cfg_dict, name, task, heads)
+        return _run_row(row)
 
 
-def _run_row(cfg_dict: dict, name: str, task: str, heads: int) -> dict:
+def _run_row(row: Row) -> dict:
     cpu0, wall0 = time.process_time(), time.time()
-    cfg = Config.from_dict(cfg_dict)
-    found = search(task, heads, cfg)
+    found = search(row)
     tuning_steps = found.pop("_steps")
     chosen = {p: found[p]["chosen"] for p in PLANS}
-    per_seed = [report_seed(task, heads, s, cfg, chosen) for s in reported_seeds(task, heads, cfg)]
-    data_info = (make_data(task, heads, 0, cfg).info if exact(task, heads, cfg) or integral(task, heads, cfg)
-                 else {"p": TK.length_parameter(task, cfg.d)})
-    row = assemble_row(name, task, heads, cfg, found, {p: [ps[p] for ps in per_seed if p in ps] for p in PLANS},
-                       ceiling_of(task, cfg.d, heads, task_loss(task, cfg), cfg), data_info)
-    return row | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
+    per_seed = [report_seed(row, s, chosen) for s in reported_seeds(row)]
+    data_info = (make_data(row, 0).info if row.exact or row.integral
+                 else {"p": TK.length_parameter(row.task, row.d)})
+    out = assemble_row(row, found, {p: [ps[p] for ps in per_seed if p in ps] for p in PLANS}, ceiling_of(row),
+                       data_info)
+    return out | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
 
 
-def reported_seeds(task: str, heads: int, cfg: Config) -> list[int]:
+def reported_seeds(row: Row) -> list[int]:
     """The reported seeds of a row: seed 0 alone on an exact population (every seed would train the same
     run), else 0, ..., seeds - 1."""
-    return [0] if exact(task, heads, cfg) else list(range(cfg.seeds))
+    return [0] if row.exact else list(range(row.config.seeds))
 
 
-def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per_plan: dict, ceiling: dict,
-                 data_info: dict) -> dict:
+def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info: dict) -> dict:
     """The row of a results dict from its parts: each plan's search (``search``), its reported-seed results
     (``report_seed``, per plan in seed order), the capacity ceiling and the data's description."""
     plans = {}
@@ -430,19 +469,19 @@ def assemble_row(name: str, task: str, heads: int, cfg: Config, found: dict, per
                       "resolution": max(v["resolution"] for v in vals),
                       "resolution_per_seed": [v["resolution"] for v in vals]}
     data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
-    return {"name": name, "task": task, "heads": heads, "loss": task_loss(task, cfg), "exact": exact(task, heads, cfg),
-            "seeds_run": reported_seeds(task, heads, cfg), "data": data_info, "plans": plans, "lag": lag,
+    return {"name": row.name, "task": row.task, "heads": row.heads, "loss": row.loss, "exact": row.exact,
+            "seeds_run": reported_seeds(row), "data": data_info, "plans": plans, "lag": lag,
             "ceiling": ceiling}
 
 
-def ceiling_of(task: str, d: int, heads: int, loss: str, cfg: Config) -> dict:
+def ceiling_of(row: Row) -> dict:
     """The row's capacity ceiling (``capacity.ceiling``: bounds on the best population risk the model class
     reaches) as a dict, or the reason it could not be computed."""
     from numerics.experiments.capacity import ceiling
 
-    opts = {"even_pairs_embedding": cfg.even_pairs_embedding} if task == "even_pairs" else {}
+    opts = {"even_pairs_embedding": row.config.even_pairs_embedding} if row.task == "even_pairs" else {}
     try:
-        return ceiling(task, d, heads, loss=loss, **opts).to_dict()
+        return ceiling(row.task, row.d, row.heads, loss=row.loss, **opts).to_dict()
     except SettingError as exc:
         return {"error": str(exc)}
 
@@ -468,41 +507,58 @@ def package_version() -> str:
         return "unknown"
 
 
+def resumed_rows(cfg: Config, partial) -> dict:
+    """The finished rows of a saved partial record (what ``run`` hands ``on_row``) that a run of ``cfg`` keeps:
+    all of them when the record's configuration is ``cfg``, else none.  A setting the saved configuration does
+    not name (it predates the setting) is that setting's default; one this version does not know makes it
+    another configuration."""
+    saved, now = partial.get("config") if isinstance(partial, dict) else None, cfg.to_dict()
+    if not isinstance(saved, dict) or not set(saved) <= set(now):
+        return {}
+    try:
+        same = Config.from_dict(saved).to_dict() == now
+    except (TypeError, ValueError, SettingError):
+        return {}
+    return dict(partial.get("rows", {})) if same else {}
+
+
 def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=None, done: dict | None = None) -> dict:
-    """Every row of the table (rows in parallel over ``cfg.jobs`` processes); ``on_row(name, row)`` is
-    called as each row finishes (e.g. to save partial results); rows already in ``done`` (finished rows of
-    an interrupted run of the same configuration) are not trained again."""
+    """Every row of the table (rows in parallel over ``cfg.jobs`` processes); ``on_row(partial)`` is called as
+    each row finishes with the partial record ``{"config": ..., "rows": the finished rows}`` (e.g. to save it;
+    ``resumed_rows`` reads it back); rows already in ``done`` (finished rows of an interrupted run of the same
+    configuration) are not trained again."""
     from tqdm import tqdm
 
     cfg.validate()
     started, cpu0 = time.time(), time.process_time()
     cfg_dict = cfg.to_dict()
     done = dict(done or {})
-    todo = sorted((r for r in rows(cfg) if r[0] not in done), key=lambda r: -COST[r[1]] * r[2])
+    table = rows(cfg)
+    todo = sorted((r for r in table if r.name not in done), key=lambda r: -COST[r.task] * r.heads)
     bar = tqdm(total=len(todo), desc="Table 1 rows", disable=quiet or not sys.stderr.isatty(), unit="row")
 
-    def finish(row):
-        done[row["name"]] = row
+    def finish(result):
+        done[result["name"]] = result
         bar.update()
-        bar.set_postfix_str(row["name"])
+        bar.set_postfix_str(result["name"])
         if on_row is not None:
-            on_row(row["name"], row)
+            on_row({"config": cfg_dict, "rows": done})
 
     in_process = 0.0  # CPU of rows trained in this process, which process_time() below counts already
     if cfg.jobs == 1:
-        for name, task, heads in todo:
-            row = run_row(cfg_dict, name, task, heads)
-            in_process += row["cpu_s"]
-            finish(row)
+        for row in todo:
+            result = run_row(row)
+            in_process += result["cpu_s"]
+            finish(result)
     else:
         with ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
-            pending = {pool.submit(run_row, cfg_dict, n, t, h) for n, t, h in todo}
+            pending = {pool.submit(run_row, row) for row in todo}
             while pending:
                 fin, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in fin:
                     finish(fut.result())
     bar.close()
-    ordered = {name: done[name] for name, _, _ in rows(cfg)}
+    ordered = {row.name: done[row.name] for row in table}
     return {"suite": "occurrence-companion", "version": package_version(), "command": command or sys.argv,
             "config": cfg_dict, "reading": cfg.reading.to_dict(), "elapsed_s": time.time() - started,
             "cpu_s": sum(r["cpu_s"] for r in ordered.values()) + time.process_time() - cpu0 - in_process,

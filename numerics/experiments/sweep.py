@@ -63,7 +63,7 @@ class Plan:
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
         cfg = replace(SU.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds)
-        return RN.reported_seeds(spec["task"], spec["heads"], cfg)
+        return RN.reported_seeds(RN.Row.of(cfg, spec["task"], spec["heads"]))
 
     def seed_spec(self, skey: str, seed: int, chosen: dict) -> dict:
         return {**self.searches[skey], "kind": "seed", "fn": _fn("seed"), "seed": seed, "chosen": chosen}
@@ -85,7 +85,7 @@ def plan(grid: Grid, version: str | None = None, code: str | None = None) -> Pla
         reading = grid.readings[rname]
         cfg = out.cell_config(rname, d, tasks)
         cspec = SU.config_spec(cfg)
-        for name, task, heads in RN.rows(cfg):
+        for name, task, heads in ((row.name, row.task, row.heads) for row in RN.rows(cfg)):
             cspec_c = {"kind": "ceiling", "fn": _fn("ceiling"), "version": version, "code": code, "config": cspec,
                        "task": task, "heads": heads}
             ckey = units.key_of(cspec_c)
@@ -292,7 +292,7 @@ def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
                 break
         if not data:
             data = {"p": RN.TK.length_parameter(info["task"], d)}
-        row = RN.assemble_row(name, info["task"], info["heads"], cfg, found, per_plan,
+        row = RN.assemble_row(RN.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
                               out.results[info["ceiling"]]["ceiling"], data)
         row["tuning_steps"] = steps
         rows[name] = row

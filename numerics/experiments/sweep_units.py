@@ -60,17 +60,18 @@ def setup() -> None:
 
 def search(spec: dict) -> dict:
     cfg = config(spec, spec["reading"], (spec["task"],))
-    found = RN.search(spec["task"], spec["heads"], cfg, plans=(spec["plan"],))
+    found = RN.search(RN.Row.of(cfg, spec["task"], spec["heads"]), plans=(spec["plan"],))
     return {"search": found[spec["plan"]], "steps": found["_steps"]}
 
 
 def seed(spec: dict) -> dict:
     cfg = config(spec, spec["reading"], (spec["task"],))
-    res = RN.report_seed(spec["task"], spec["heads"], spec["seed"], cfg, {spec["plan"]: spec["chosen"]})
-    info = RN.make_data(spec["task"], spec["heads"], spec["seed"], cfg).info if spec["seed"] == 0 else {}
+    row = RN.Row.of(cfg, spec["task"], spec["heads"])
+    res = RN.report_seed(row, spec["seed"], {spec["plan"]: spec["chosen"]})
+    info = RN.make_data(row, spec["seed"]).info if spec["seed"] == 0 else {}
     return {"seed_result": res[spec["plan"]], "data": {k: v for k, v in info.items() if not hasattr(v, "shape")}}
 
 
 def ceiling(spec: dict) -> dict:
     cfg = config(spec, Reading().to_dict(), (spec["task"],))
-    return {"ceiling": RN.ceiling_of(spec["task"], cfg.d, spec["heads"], RN.task_loss(spec["task"], cfg), cfg)}
+    return {"ceiling": RN.ceiling_of(RN.Row.of(cfg, spec["task"], spec["heads"]))}

@@ -212,8 +212,8 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
     matrix (a dense one has d^2 columns: 330 MB for 1024 strings at d = 200).
 
     ``compiled``: each round of the rejection loop as one compiled loop (``kernels.icl_round``) where numba
-    runs, else in numpy (``_icl_round``); the same draws and the same integers either way (at d = 50 the
-    numpy round's two dozen calls took 0.2 ms a round, about five rounds a batch)."""
+    runs, else in numpy (``_icl_round``, two dozen numpy calls a round, about five rounds a batch); the same
+    draws and the same integers either way."""
     from numerics.experiments import kernels as KN
 
     p = length_parameter("ICL", d)
@@ -277,8 +277,8 @@ def _icl_round(raw: np.ndarray, nk: np.ndarray, ok_: np.ndarray, d: int):
 def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int, compiled: bool = False):
     """The (N, cells) CSR matrix of the counts of the pairs (rows, cols): canonical (sorted indices, no
     duplicates), float counts, the same arrays as ``csr_matrix((ones, (rows, cols))).sum_duplicates()``.
-    ``compiled``: by ``kernels.count_csr`` (two counting sorts: 0.08 instead of 0.17 ms for ICL's 9,000 pairs
-    at d = 50), else by ``np.unique`` of the pairs' keys."""
+    ``compiled``: by ``kernels.count_csr`` (two counting sorts, faster than sorting the keys), else by
+    ``np.unique`` of the pairs' keys."""
     import scipy.sparse as sp
     if compiled:
         from numerics.experiments import kernels as KN
@@ -288,7 +288,7 @@ def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int, compil
         r, c = np.divmod(key, cells)
         indptr = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(np.bincount(r, minlength=N), out=indptr[1:])
-    dt = csr_index_dtype(N, cells, c.size)  # (int64 ones scipy would scan and copy: 0.1 ms)
+    dt = csr_index_dtype(N, cells, c.size)  # (int64 ones scipy would scan and copy)
     m = sp.csr_matrix((np.asarray(count, float), c.astype(dt), indptr.astype(dt)), shape=(N, cells))
     m.has_canonical_format = True
     return m
@@ -297,7 +297,7 @@ def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int, compil
 @lru_cache(maxsize=32)
 def slr_directions(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The key k* and value v* of SLR: orthonormal, drawn from the task seed (QR of a Gaussian d x 2).  Kept
-    per (d, seed), read-only (every batch of a run asks: 0.1 of its 2.5 ms at d = 50)."""
+    per (d, seed), read-only (every batch of a run asks)."""
     q, _ = np.linalg.qr(np.random.default_rng([seed, 7]).standard_normal((d, 2)))
     q.flags.writeable = False  # (its columns, views as ever, read-only with it)
     return q[:, 0], q[:, 1]

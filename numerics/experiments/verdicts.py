@@ -141,7 +141,7 @@ def lag_verdict(row: dict, measure: str) -> dict:
     out = {"row": row["name"], "claim": claim, "measure": measure, "plans": ["joint"]}
     reasons = artefacts(row, ("joint",))
     m = row["lag"].get(measure)
-    if measure == "alignment" and row["task"] == "AND":  # results of runs made before AND lost its alignment
+    if measure == "alignment" and row["task"] == "AND":  # AND has no alignment measure; a results file may hold one
         m = None
     if m is None:
         return out | {"verdict": "refused", "reasons": reasons + [f"no {measure} measure for this task"], "evidence": ""}

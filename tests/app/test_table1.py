@@ -32,6 +32,62 @@ def test_table1_bad_input_names_the_flag(argv, flag, capsys, tmp_path):
     assert not out.exists()
 
 
+def _table1_parser():
+    import argparse
+
+    from app.commands import table1
+    return table1.add_parser(argparse.ArgumentParser().add_subparsers())
+
+
+def _action(parser, flag):
+    return next(a for a in parser._actions if flag in a.option_strings)
+
+
+def test_task_choices_are_the_tasks_of_the_task_module(monkeypatch):
+    """--tasks takes the task names of ``tasks.TASKS`` (any case), a name it gains included."""
+    from app.commands import table1
+
+    assert table1._task_list(",".join(t.lower() for t in TK.TASKS)) == TK.TASKS
+    monkeypatch.setattr(TK, "TASKS", (*TK.TASKS, "XOR"))
+    args = _table1_parser().parse_args(["--tasks", "xor,OR"])
+    assert args.tasks == ("XOR", "OR")
+
+
+def test_reading_choices_are_the_named_readings_of_the_protocol(monkeypatch):
+    """--reading takes the names of ``protocol.READINGS``, in order, a name it gains included."""
+    from numerics.experiments import protocol
+
+    assert list(_action(_table1_parser(), "--reading").choices) == list(protocol.READINGS)
+    monkeypatch.setattr(protocol, "READINGS", {**protocol.READINGS, "k2-50": protocol.Reading(name="k2-50", k2=50)})
+    assert _table1_parser().parse_args(["--reading", "k2-50"]).reading == "k2-50"
+
+
+def test_kernel_choices_are_the_engine_kernels(monkeypatch, capsys):
+    """--kernel takes the names of ``engine.KERNELS``, in order, a name it gains included, and its help and its
+    error list them."""
+    parser = _table1_parser()
+    assert list(_action(parser, "--kernel").choices) == list(E.KERNELS)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--kernel", "fast"])
+    assert "(choose from 'numpy', 'compiled')" in capsys.readouterr().err
+    monkeypatch.setattr(E, "KERNELS", (*E.KERNELS, "fast"))
+    assert parser.parse_args(["--kernel", "fast"]).kernel == "fast"
+    assert "{numpy,compiled,fast}" in parser.format_help()
+
+
+def test_quick_help_states_the_quick_configuration(monkeypatch):
+    """--quick's help is written from ``protocol.QUICK_SIZE`` and ``QUICK_BUDGET``, the sizes a quick run
+    uses."""
+    from numerics.experiments import protocol
+
+    cfg = RN.Config.quick()
+    help_text = " ".join(_action(_table1_parser(), "--quick").help.split())
+    assert help_text.startswith(f"small run (d = {cfg.d}, {cfg.seeds} seeds, cap {cfg.reading.max_steps} steps;")
+    monkeypatch.setitem(protocol.QUICK_SIZE, "d", 9)
+    assert _action(_table1_parser(), "--quick").help.startswith("small run (d = 9, ")
+    assert RN.Config.quick().d == 9
+
+
 @pytest.mark.parametrize("content", ["[1, 2]", "null", '{"rows": {}, "config": {}}', '{"rows": [], "config": {}}',
                                      '{"rows": {"x": {"plans": 3}}, "config": {"d": 5}, "reading": {}}'])
 def test_malformed_results_files_are_refused_before_writing(tmp_path, capsys, content):
@@ -164,7 +220,7 @@ def test_docs_table1_is_generated_from_the_example_run():
 def test_committed_exact_rows_bound_every_risk_to_1e_12():
     """Every reported seed of every exact row in the committed runs (d = 50, theory-52, d = 200, AND on the
     integral at d = 50 and 200) records both bounds on its population risk, the left-out mass's and the rounding
-    allowance's, and they sum to at most 1e-12 (the engine issue's bound); every run records the tolerances it
+    allowance's, and they sum to at most 1e-12 (the engine's stated bound); every run records the tolerances it
     used.  The rows on the integral record each seed's quadrature estimate (an estimate, not a bound), far below
     the seeds' spread."""
     from app.render import table1_docs

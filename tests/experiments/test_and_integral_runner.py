@@ -138,20 +138,21 @@ def test_a_run_the_integral_refuses_keeps_its_last_parameters_and_is_recorded_as
         assert np.isnan(E.risk(alpha, B * 1e160, pop)).all() and pop.refusal(alpha[0], B[0] * 1e160)
         assert np.isnan(E.risk_and_grad(alpha, B * 1e160, pop, with_f=False)[0]).all()
     cfg, _ = _row("integral", train=False)
-    start = RN.initial_params("AND", 2, 0, cfg)
+    row = RN.Row.of(cfg, "AND", 2)
+    start = RN.initial_params(row, 0)
     wide = (start[0] + np.where(np.arange(cfg.d) == 0, 201.0, 0.0), start[1])
-    monkeypatch.setattr(RN, "initial_params", lambda task, heads, seed, c: wide if seed == 0 else start)
+    monkeypatch.setattr(RN, "initial_params", lambda row, seed: wide if seed == 0 else start)
     chosen = {"three_phase": {"out": 0.5, "att": 10.0}, "joint": {"out": 0.5}, "output_only": {"out": 0.5},
               "attention_only": {"att": 10.0}}
-    out = RN.report_seed("AND", 2, 0, cfg, chosen)
+    out = RN.report_seed(row, 0, chosen)
     json.dumps(out, allow_nan=False)
     for plan, res in out.items():
         assert res["diverged"] and res["integral_refused"] and res["steps"] == 1, plan  # stopped at its first
         assert res["alpha_dist"] == [0.0, 0.0] and res["B_dist"] == [0.0, 0.0]
-    fine = RN.report_seed("AND", 2, 1, cfg, chosen)
+    fine = RN.report_seed(row, 1, chosen)
     assert not any(r["diverged"] or r["integral_refused"] for r in fine.values())
-    row = RN.assemble_row("AND (H=2)", "AND", 2, cfg, {p: {"chosen": chosen[p]} for p in chosen},
-                          {p: [out[p], fine[p]] for p in chosen}, {}, {})
+    row = RN.assemble_row(row, {p: {"chosen": chosen[p]} for p in chosen}, {p: [out[p], fine[p]] for p in chosen},
+                          {}, {})
     assert row["plans"]["joint"]["integral_refused"] == [0] and row["plans"]["joint"]["diverged"] == [0]
     row["plans"]["joint"]["search"] = {"all_diverged": False, "edge": []}
     why = V.artefacts(row, ("joint",))
@@ -172,7 +173,7 @@ def _row(kind, train=True, tuning_seeds=1):
     reading = Reading(name="quick", max_steps=30, eval_every=5, patience=4, phase2_cap=10, tuning_seeds=tuning_seeds,
                       grid_points=3, max_extensions=0)
     cfg = RN.Config.quick(tasks=("AND",), and_heads=(2,), seeds=2, and_heads_data=kind, reading=reading).validate()
-    return cfg, RN._run_row(cfg.to_dict(), "AND (H=2)", "AND", 2) if train else None
+    return cfg, RN._run_row(RN.Row.of(cfg, "AND", 2)) if train else None
 
 
 def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_several_seeds():
@@ -191,7 +192,7 @@ def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_severa
         estimates = []
         for res in pr["seeds"]:
             seed = res["seed"]
-            a0, b0 = RN.initial_params("AND", 2, seed, cfg)
+            a0, b0 = RN.initial_params(RN.Row.of(cfg, "AND", 2), seed)
             start = AI.population_risk(a0, b0, cfg.d).risk
             assert res["curve"]["risk"][0] == start and res["val_curve"]["risk"][0] == start, plan
             # the test set: the sampler's stream 2 of the seed (not the validation stream, 1)
@@ -200,7 +201,7 @@ def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_severa
             acc = E.risk_and_accuracy(a0[None], b0[None], E.from_batch(draw))[1][0]
             assert res["curve"]["acc"][0] == acc
             # the estimate at the run's last parameters (the same run trained again)
-            (rec,), data = RN._train("AND", 2, seed, cfg, programs, record=True)
+            (rec,), data = RN._train(RN.Row.of(cfg, "AND", 2), seed, programs, record=True)
             if not rec.diverged:
                 assert res["quadrature_estimate"] == data.test.error_estimate(rec.final_alpha, rec.final_B) > 0
                 tested += 1

@@ -320,7 +320,7 @@ def test_sampled_data_builds_its_test_set_on_first_use_and_the_same_one():
     SLR's recorded k*, v* are that batch's own."""
     cfg = RN.Config.quick(tasks=("ICL", "SLR"))
     for task in ("ICL", "SLR"):
-        data = RN.make_data(task, 1, 3, cfg)
+        data = RN.make_data(RN.Row.of(cfg, task), 3)
         assert data._test is None
         direct = TK.sample(task, cfg.d, cfg.test_size, np.random.default_rng([3, TK.TASKS.index(task), 2, 0]), seed=3)
         want = E.from_batch(direct)
@@ -338,10 +338,10 @@ def test_bank_runs_its_programs_and_stops_by_the_rule():
     phases end at k1 and after k2 steps."""
     cfg = RN.Config.quick(tasks=("occurrence",))
     r = cfg.reading.with_(k2=3)
-    data = RN.make_data("occurrence", 1, 0, cfg)
+    data = RN.make_data(RN.Row.of(cfg, "occurrence"), 0)
     progs = [BK.Program("three_phase", 2.0, 256.0), BK.Program("joint", 2.0, 2.0), BK.Program("output_only", 2.0, 0.0),
              BK.Program("attention_only", 0.0, 64.0)]
-    a0, b0 = RN.initial_params("occurrence", 1, 0, cfg)
+    a0, b0 = RN.initial_params(RN.Row.of(cfg, "occurrence"), 0)
     recs = BK.train_bank(np.repeat(a0[None], 4, 0), np.repeat(b0[None], 4, 0), progs, data.train, data.val,
                          "squared", r, record=True)
     assert all(rec.converged or rec.capped for rec in recs)
@@ -359,7 +359,7 @@ def test_functional_lag_on_trajectories_with_a_known_answer():
     the order reverses the answer; with attention frozen the attention gain is 0 and has no t_half."""
     d = 8
     cfg = RN.Config.quick(tasks=("occurrence",), d=d)
-    test = RN.make_data("occurrence", 1, 0, cfg).test
+    test = RN.make_data(RN.Row.of(cfg, "occurrence"), 0).test
     a_final = np.zeros((1, d))
     a_final[0, 0] = 4.0
     b_final = -np.ones((1, d, 1))
@@ -574,10 +574,8 @@ def test_segments_equal_numpy_unique_on_sorted_string_indices():
 @pytest.mark.slow  # a subprocess
 def test_temporaries_on_the_heap_stop_the_page_faults_of_population_steps():
     """A step of 8 runs on OR's exact population at d = 50 (22,513 classes, temporaries of 1-3 MB): in a fresh
-    process glibc maps and unmaps those temporaries at every step (about 2,000 page faults a step when this
-    test was written, 9.1 against 2.8 ms a step); after ``keep_temporaries_on_heap`` the steps fault no page.
-    (One-head AND's single run faulted as much before its forward pass was compiled, and no longer does.)
-    Each case in a process of its own (the allocator's state is per process)."""
+    process glibc maps and unmaps those temporaries at every step (thousands of page faults a step); after
+    ``keep_temporaries_on_heap`` the steps fault no page.  Each case in a process of its own (the allocator's state is per process)."""
     import subprocess
     import sys
 
@@ -610,21 +608,21 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
     """The results' cpu_s is the rows' CPU plus the driver's own: rows trained in the driver's process (one job)
-    are not counted again through its process time (they were, twice); rows resumed from an interrupted run
+    are not counted a second time through its process time; rows resumed from an interrupted run
     count with their recorded time."""
     import time as _time
 
-    def burn(cfg_dict, name, task, heads):
+    def burn(name):
         t0 = _time.process_time()
         while _time.process_time() - t0 < 0.3:
             pass
         return {"name": name, "cpu_s": _time.process_time() - t0}
 
-    monkeypatch.setattr(RN, "run_row", burn)
+    monkeypatch.setattr(RN, "run_row", lambda row: burn(row.name))
     cfg = RN.Config.quick(tasks=("occurrence", "OR"), jobs=1)
     done = {"OR": {"name": "OR", "cpu_s": 5.0}}
-    # the driver's own work (here its callback, 0.3 s a row) counts once too
-    res = RN.run(cfg, quiet=True, done=done, on_row=lambda name, row: burn(None, name, None, None) and None)
+    # the driver's own work (here its callback, burning CPU at each row) counts once too
+    res = RN.run(cfg, quiet=True, done=done, on_row=lambda partial: burn("") and None)
     rows = sum(r["cpu_s"] for r in res["rows"].values())
     assert rows >= 5.3 and res["rows"]["OR"]["cpu_s"] == 5.0
     assert rows + 0.3 <= res["cpu_s"] <= rows + 0.5
@@ -732,7 +730,7 @@ def test_a_trained_accuracy_does_not_depend_on_the_rounding_of_its_ties():
     plain-sign accuracy by the tied mass (0.0395; the control), and leaves the reported accuracy
     (``risk_and_accuracy``, ties at the stated rule) and its tied mass unchanged."""
     cfg = RN.Config(tasks=("OR",), d=10)
-    recs, data = RN._train("OR", 1, 0, cfg, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
+    recs, data = RN._train(RN.Row.of(cfg, "OR"), 0, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
     A, B, tb = recs[0].final_alpha[None], recs[0].final_B[None], data.test
     assert B[0, 0, 0, 0] / B[0, 0, 2, 0] == pytest.approx(-4.0, rel=1e-14)  # beta_a / beta_u = -(d/2 - 1)
     f = E.forward(A, B, tb).f[:, 0, 0]
@@ -759,7 +757,7 @@ def test_tie_margins_are_per_run_and_scale_with_the_tokens_l1_norm():
     the margin doubles, so class outputs 0.9e-9 x S apart (S = sum_t w_t |x_t|_1, between 1.5 and 2 here)
     tie on every string, where a margin for one-hot tokens would tie none."""
     cfg = RN.Config(tasks=("OR",), d=10)
-    recs, data = RN._train("OR", 1, 0, cfg, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
+    recs, data = RN._train(RN.Row.of(cfg, "OR"), 0, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
     B0, A0, tb = recs[0].final_B, recs[0].final_alpha, data.test
     one = E.risk_and_accuracy(A0[None], B0[None], tb)[2][0]
     both = E.risk_and_accuracy(np.stack([A0, A0]), np.stack([B0, 1e6 * B0]), tb)[2]
@@ -787,5 +785,46 @@ def test_a_plans_tied_mass_is_the_largest_of_its_seeds():
            "converged": True, "steps": 10}
     per_plan = {"output_only": [rec | {"seed": 0, "test_acc_tied": 0.1}, rec | {"seed": 1, "test_acc_tied": 0.3},
                                 rec | {"seed": 2, "test_acc_tied": 0.2}]}
-    row = RN.assemble_row("ICL", "ICL", 1, RN.Config(tasks=("ICL",), d=5), found, per_plan, {}, {})
+    row = RN.assemble_row(RN.Row.of(RN.Config(tasks=("ICL",), d=5), "ICL"), found, per_plan, {}, {})
     assert row["plans"]["output_only"]["acc_tied"] == 0.3 and row["plans"]["joint"]["acc_tied"] is None
+
+
+def test_a_configuration_is_frozen_and_changed_by_replace():
+    """A run's configuration cannot be changed in place (a row holds the run's own); ``dataclasses.replace``
+    makes the changed one and leaves the first as it was."""
+    import dataclasses
+
+    cfg = RN.Config.quick(tasks=("occurrence",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.jobs = 1
+    other = dataclasses.replace(cfg, jobs=1)
+    assert other.jobs == 1 and cfg.jobs == 2 and RN.rows(cfg)[0].config is cfg
+
+
+def test_rows_carry_what_their_functions_read_of_the_configuration():
+    """``rows``: each row built once from the configuration, in table order, with its name, the task's loss
+    (ICL's the configured one), the alphabet size, the kernel and how its data is made (exact: occurrence, OR
+    and one-head AND; the integral: AND with two heads under and_heads_data="integral")."""
+    cfg = RN.Config(d=9, icl_loss="cross_entropy", kernel="numpy", and_heads=(2, 1), and_heads_data="integral")
+    got = [(r.name, r.task, r.heads, r.loss, r.exact, r.integral) for r in RN.rows(cfg)]
+    assert got == [("occurrence", "occurrence", 1, "squared", True, False), ("OR", "OR", 1, "squared", True, False),
+                   ("AND (H=2)", "AND", 2, "squared", False, True), ("AND (H=1)", "AND", 1, "squared", True, False),
+                   ("ICL", "ICL", 1, "cross_entropy", False, False), ("SLR", "SLR", 1, "squared", False, False),
+                   ("even_pairs", "even_pairs", 1, "squared", False, False)]
+    assert all(r.d == 9 and r.kernel == "numpy" and r.config is cfg for r in RN.rows(cfg))
+    zero = RN.rows(RN.Config(tasks=("AND",), init_scale=0.0, and_heads_data="integral"))
+    assert [(r.exact, r.integral) for r in zero] == [(True, False), (True, False)]  # a zero start keeps symmetry
+
+
+def test_a_quick_run_shortens_the_named_reading():
+    """``Config.build``: a quick run is ``Config.quick``'s sizes; under a named reading that reading with the
+    quick budget (its cap the smaller one), under no name the quick reading; reading changes come last."""
+    from numerics.experiments import protocol
+
+    assert RN.Config.build(quick=True) == RN.Config.quick()
+    adam = RN.Config.build(quick=True, reading="adam").reading
+    assert adam == protocol.READINGS["adam"].with_(**protocol.QUICK_BUDGET)
+    t52 = RN.Config.build(quick=True, reading="theory-52", reading_changes={"k1": 2}).reading
+    assert (t52.name, t52.max_steps, t52.eval_every, t52.k1) == ("theory-52", 52, 10, 2)
+    full = RN.Config.build(reading="adam")
+    assert full.reading == protocol.READINGS["adam"] and full.d == RN.Config().d

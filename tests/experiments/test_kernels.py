@@ -193,7 +193,7 @@ def test_pairs_whose_first_coordinates_recur_out_of_order():
 
 
 def test_each_kernel_builds_only_its_own_view_of_the_rows():
-    """The numpy path's CSR operators (0.4 ms a batch at d = 50, 1.1 ms at d = 200, more than a step) are built
+    """The numpy path's CSR operators (costing more than a step to build) are built
     for neither kernel's one-hot batch where numba runs, neither with the layout nor by a step: the compiled
     kernel takes its one-hot view, the numpy kernel the same-bits loops' view.  Inside ``numpy_paths`` a step
     of the numpy kernel builds them on demand."""
@@ -335,11 +335,6 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
         mine.uidx[0, 0] = 0
     with pytest.raises(AttributeError):
         mine.bounds = np.array([0, mine.idx.shape[1]])
-
-
-def test_table1_kernel_choices_are_the_engine_kernels():
-    from app.commands import table1
-    assert table1.KERNELS == E.KERNELS
 
 
 def test_kernel_option_is_checked_before_any_work(monkeypatch):

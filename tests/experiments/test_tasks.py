@@ -297,8 +297,8 @@ def _arb_class_weights(task, d, pop, stride=1):
 @pytest.mark.parametrize("d,stride", [(50, 1), (200, 13)])
 def test_population_weights_are_within_their_stated_relative_error(task, d, stride):
     """Every class weight (every 13th at d = 200) of the populations the runner trains on, at its default
-    tolerances, against arb: within WEIGHT_RELATIVE_ERROR (the old gammaln differences were 2e-11 off at
-    d = 200, and Boost's (1 - q)^n at c = 0 7e-13 off at n = 1,945)."""
+    tolerances, against arb: within WEIGHT_RELATIVE_ERROR (differences of gammaln are 2e-11 off at d = 200,
+    and Boost's (1 - q)^n at c = 0 7e-13 off at n = 1,945: neither would pass)."""
     from numerics.experiments.runner import Config
     cfg = Config()
     pop = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
@@ -330,8 +330,8 @@ def test_dropped_bounds_the_left_out_mass_from_above_and_closely(task):
 @pytest.mark.parametrize("task,merged", [("occurrence", False), ("OR", True), ("AND", True)])
 def test_dropped_is_positive_and_below_1e_14_at_d_200(task, merged):
     """At d = 200 and the runner's tolerances ``dropped`` is positive and below 1e-14 (1 - sum of the kept
-    weights, its old value, is within the weights' own error there, up to 1e-13 of the total: with the old
-    gammaln weights it was negative for OR and AND)."""
+    weights is within the weights' own error there, up to 1e-13 of the total: with gammaln-difference weights
+    it is negative for OR and AND)."""
     from numerics.experiments.runner import Config
     cfg = Config()
     pop = population(task, 200, cfg.mass_tol, cfg.len_tol, merged=merged)
@@ -380,7 +380,7 @@ def test_dropped_parts_are_the_exact_tails_they_stand_for(task, merged, d):
 def test_and_classes_keep_both_label_shares_or_count_the_one_left_out():
     """The merged AND population splits each class (c, rest) with c >= 2 into its +1 share 1 - 2^(1 - c) and
     its -1 share 2^(1 - c), in that ratio, both kept up to c = SPLIT_C - 1; from SPLIT_C on the -1 share (at
-    most 2^-54 of the class; as 1 - (1 - 2^(1 - c)) it was 0 and lost uncounted) is left out and its mass is
+    most 2^-54 of the class; as 1 - (1 - 2^(1 - c)) it would be 0 and lost uncounted) is left out and its mass is
     ``split_mass``, a part of ``dropped``."""
     from numerics.experiments.population import SPLIT_C
     from numerics.experiments.runner import Config
@@ -492,7 +492,7 @@ def test_population_memory_is_that_of_the_weights_and_their_order():
     finally:
         tracemalloc.stop()
         population.cache_clear()
-    assert peak < 22 * before  # 17.9 now; 44 for the old all-classes cut, 26 for this one without chunks
+    assert peak < 22 * before  # 44 for a cut over all classes at once, 26 for this one without chunks
 
 
 # ------------------------------------------------------------------------------------------------
@@ -587,7 +587,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
     """The exact population the runner trains occurrence on (its default mass and length tolerances, through
     the engine) against the integral representation's arb balls (numerics.theorem.integral, cost independent of d)
     at symmetric points, from the zero start to large scores: risk and every gradient coordinate within
-    1e-12 (the engine issue's bound), at |alpha| = 20, |B| = 12 within 1e-12 of its size (the gradient's
+    1e-12 (the engine's stated bound), at |alpha| = 20, |B| = 12 within 1e-12 of its size (the gradient's
     entries are 5.5 there and 2e-12 off); the reported risk within the truncation bound plus the
     stated rounding allowance, which sum to at most 1e-12 at risks below 1."""
     from numerics.experiments import engine as E
@@ -631,7 +631,7 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
     parameters: within ``rounding_bound`` at points up to |alpha| = 20 and |B| = 12 (risks up to 72).  The
     errors measured are at most 4e-14, the allowance 2.8e-13 to 4.8e-11: it is conservative (its blocked-sum
     term alone is 4.5e-13 times the risk), and not looser than 1e4 times an error above 1e-15.  Weights off by
-    1e-12 relative (the old gammaln weights were off by up to 2e-11) exceed it at the zero start."""
+    1e-12 relative (gammaln-difference weights are off by up to 2e-11) exceed it at the zero start."""
     import flint
     from numerics.experiments import engine as E
     from numerics.experiments.population import rounding_bound
@@ -672,8 +672,8 @@ def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
     P (f - y) w_a w_u (beta_a - beta_u), an entry of 5e-7 (d = 50) or 2e-6 (d = 200) made of terms of size
     |f| |f - y| ~ 130.  Against the same sum taken term by term in float with w_u = r e^-3 / (c e^20 + r e^-3)
     (no cancellation) and added exactly (math.fsum): within 1e-13 relative (measured 3.6e-15), and within 1e-14
-    relative of itself with the classes in another order (measured 1.4e-15).  Summed as beta . dV - sum w f g, the
-    old form, it was 3.6e-7 relative off at d = 50 (the control below) and 4e-6 at d = 200, and moved by 4e-6
+    relative of itself with the classes in another order (measured 1.4e-15).  Summed as beta . dV - sum w f g
+    instead, it is 3.6e-7 relative off at d = 50 (the control below) and 4e-6 at d = 200, and moves by 4e-6
     with the order."""
     from numerics.experiments import engine as E
 

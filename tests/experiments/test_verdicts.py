@@ -508,7 +508,7 @@ def test_grid_all_diverged_steps_down_on_every_axis():
     assert g.pending == sorted([(-2, -1), (-2, 0), (-2, 1), (-1, -2), (0, -2), (1, -2)])
     assert g.extensions == {(0, -1): 1, (0, 1): 0, (1, -1): 1, (1, 1): 0}
     g.record({p: None for p in g.pending})
-    # each face is built from the points at the lowest offset of its axis (the tried set is now a cross)
+    # each face is built from the points at the lowest offset of its axis (the tried set is a cross here)
     assert g.pending == sorted([(-3, -1), (-3, 0), (-3, 1), (-1, -3), (0, -3), (1, -3)])
     assert g.extensions[(0, -1)] == 2
     g.record({p: None for p in g.pending})
@@ -624,7 +624,7 @@ def test_functional_curves_reset_one_block_of_the_final_model():
     engine's risk of each pair; more than 16 pairs, so the evaluation runs in chunks."""
     d = 6
     cfg = RN.Config.quick(tasks=("occurrence",), d=d)
-    test = RN.make_data("occurrence", 1, 0, cfg).test
+    test = RN.make_data(RN.Row.of(cfg, "occurrence"), 0).test
     rng = np.random.default_rng(1)
     steps = [0, 3, 5, 9, 12, 20, 31]
     snaps = {s: (rng.standard_normal((1, d)), rng.standard_normal((1, d, 1))) for s in steps}
