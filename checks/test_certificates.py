@@ -16,9 +16,9 @@ import pytest
 from flint import arb, ctx
 
 from app.commands.prove import main as prove_main
-from numerics.theorem import certify as C
+from numerics.theorem import certify
 from theory import catalogue
-from theory import symbolic as sym
+from theory import symbolic
 from theory.setting import Setting
 
 MP_DPS = 60
@@ -48,11 +48,11 @@ def _needed(expr):
 @pytest.mark.parametrize("d", [3, 5, 50])
 def test_every_closed_form_ball_contains_the_60_digit_value(d):
     setting = Setting(d)
-    cf = C.ArbClosedForms(setting, PREC)
+    cf = certify.ArbClosedForms(setting, PREC)
     exprs = [(der.key, der.expr) for der in catalogue.all_derivations("positive")]
-    exprs += [("eta1_max", sym.eta1_max("positive")), ("eta2_min", sym.eta2_min("positive")), ("u_min", sym.u_min("positive"))]
+    exprs += [("eta1_max", symbolic.eta1_max("positive")), ("eta2_min", symbolic.eta2_min("positive")), ("u_min", symbolic.u_min("positive"))]
     for key, expr in exprs:
-        expr = expr if hasattr(expr, "free_symbols") else sym.sp.sympify(expr)
+        expr = expr if hasattr(expr, "free_symbols") else symbolic.sp.sympify(expr)
         vals = _needed(expr)
         ball = cf.expr(expr, **vals)
         assert ball.is_finite() and ball.rad() < arb(2) ** -100 * (1 + abs(ball)), (key, ball)
@@ -61,16 +61,16 @@ def test_every_closed_form_ball_contains_the_60_digit_value(d):
 
 def test_alpha0_risk_quadratic_contains_the_60_digit_value():
     setting = Setting(10)
-    cf = C.ArbClosedForms(setting, PREC)
+    cf = certify.ArbClosedForms(setting, PREC)
     ball = cf.risk_alpha0(VALUES["beta_a"], VALUES["beta_b"])
-    ref = mp_reference(sym.uniform_attention_risk("positive"), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
+    ref = mp_reference(symbolic.uniform_attention_risk("positive"), setting, beta_a=VALUES["beta_a"], beta_b=VALUES["beta_b"])
     assert contains_mp(ball, ref)
 
 
 def test_a_shifted_zero_radius_ball_is_caught():
     setting = Setting(50)
-    cf = C.ArbClosedForms(setting, PREC)
-    for expr in (sym.uniform_attention_min_risk("positive"), sym.attention_gap_rate("positive"), sym.inverse_length_moment(2, "positive")):
+    cf = certify.ArbClosedForms(setting, PREC)
+    for expr in (symbolic.uniform_attention_min_risk("positive"), symbolic.attention_gap_rate("positive"), symbolic.inverse_length_moment(2, "positive")):
         vals = _needed(expr)
         ball = cf.expr(expr, **vals)
         ref = mp_reference(expr, setting, **vals)
@@ -83,26 +83,26 @@ def test_a_shifted_zero_radius_ball_is_caught():
 def test_a_shrunk_floor_makes_the_trajectory_certificate_fail():
     """Raise c(d) by the smallest margin of the trajectory: UNDECIDED; by twice that: FAIL."""
     setting = Setting(3)
-    cf = C.ArbClosedForms(setting, PREC)
-    plan = C.choose_plan(setting, cf, Fraction(1, 1000), steps=20)
+    cf = certify.ArbClosedForms(setting, PREC)
+    plan = certify.choose_plan(setting, cf, Fraction(1, 1000), steps=20)
     c = cf.output_only_floor(balanced=True)
-    good = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], c)
+    good = certify._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], c)
     assert good.status == "PASS"
     with ctx.workprec(PREC):
         edge_c, bad_c = c + good.ball.mid(), c + 2 * good.ball.mid()
-    edge = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], edge_c)
+    edge = certify._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], edge_c)
     assert edge.status == "UNDECIDED"  # the worst margin straddles 0: not decided either way
-    bad = C._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], bad_c)
+    bad = certify._trajectory_above_floor("output_only", 3, cf, plan.trajectories["output_only"], bad_c)
     assert bad.status == "FAIL"
 
 
 def test_to_arb_refuses_inexact_constants_and_unknown_nodes():
-    with pytest.raises(C.SettingError):
-        C.to_arb(sym.sp.Float(0.1) * sym.d, {sym.d: arb(3)})
-    with pytest.raises(C.SettingError):
-        C.to_arb(sym.sp.gamma(sym.d), {sym.d: arb(3)})
-    with pytest.raises(C.SettingError):
-        C.to_arb(sym.d + sym.p, {sym.d: arb(3)})
+    with pytest.raises(certify.SettingError):
+        certify.to_arb(symbolic.sp.Float(0.1) * symbolic.d, {symbolic.d: arb(3)})
+    with pytest.raises(certify.SettingError):
+        certify.to_arb(symbolic.sp.gamma(symbolic.d), {symbolic.d: arb(3)})
+    with pytest.raises(certify.SettingError):
+        certify.to_arb(symbolic.d + symbolic.p, {symbolic.d: arb(3)})
 
 
 class _StandIn:
@@ -136,11 +136,11 @@ class _StandIn:
 def test_series_items_pass_with_balls_and_fail_when_shifted():
     setting = Setting(3)
     eps = Fraction(1, 1000)
-    cf = C.ArbClosedForms(setting, PREC)
-    plan = C.choose_plan(setting, cf, eps, steps=5)
-    ok = C.certify_series_items(setting, eps, plan, cf, _StandIn(setting))
+    cf = certify.ArbClosedForms(setting, PREC)
+    plan = certify.choose_plan(setting, cf, eps, steps=5)
+    ok = certify.certify_series_items(setting, eps, plan, cf, _StandIn(setting))
     assert [c.status for c in ok] == ["PASS", "PASS"], [c.line() for c in ok]
-    shifted = C.certify_series_items(setting, eps, plan, cf, _StandIn(setting, shift=float(eps)))
+    shifted = certify.certify_series_items(setting, eps, plan, cf, _StandIn(setting, shift=float(eps)))
     assert shifted[1].status == "FAIL"
 
 
@@ -148,9 +148,9 @@ def test_series_items_with_the_arb_series_of_this_checkout():
     """With the arb series of this checkout the end point and T_min are certified (balls, PASS)."""
     setting = Setting(3)
     eps = Fraction(1, 1000)
-    cf = C.ArbClosedForms(setting, PREC)
-    plan = C.choose_plan(setting, cf, eps, steps=5)
-    items = C.certify_series_items(setting, eps, plan, cf, C.arb_series_evaluator(setting, PREC))
+    cf = certify.ArbClosedForms(setting, PREC)
+    plan = certify.choose_plan(setting, cf, eps, steps=5)
+    items = certify.certify_series_items(setting, eps, plan, cf, certify.arb_series_evaluator(setting, PREC))
     assert [c.status for c in items] == ["PASS", "PASS"], [c.line() for c in items]
     assert all(isinstance(c.ball, arb) for c in items)
 
@@ -162,10 +162,10 @@ def test_series_items_with_the_integral_representation_agree_with_the_arb_series
 
     setting = Setting(5)
     eps = Fraction(1, 1000)
-    cf = C.ArbClosedForms(setting, PREC)
-    plan = C.choose_plan(setting, cf, eps, steps=5)
-    series = C.certify_series_items(setting, eps, plan, cf, C.arb_series_evaluator(setting, PREC))
-    integral = C.certify_series_items(setting, eps, plan, cf, IntegralEvaluator(setting, prec_bits=PREC))
+    cf = certify.ArbClosedForms(setting, PREC)
+    plan = certify.choose_plan(setting, cf, eps, steps=5)
+    series = certify.certify_series_items(setting, eps, plan, cf, certify.arb_series_evaluator(setting, PREC))
+    integral = certify.certify_series_items(setting, eps, plan, cf, IntegralEvaluator(setting, prec_bits=PREC))
     assert [c.status for c in integral] == [c.status for c in series] == ["PASS", "PASS"]
     for a, b in zip(integral, series):
         assert a.ball.overlaps(b.ball) and a.ball.rad() <= b.ball.rad() * 10
@@ -184,7 +184,7 @@ def test_prove_at_large_d_runs_on_the_integral_representation(tmp_path, capsys):
 def test_ball_json_encloses_the_ball():
     with ctx.workprec(PREC):
         x = arb(1) / 3
-        mid, rad = C.ball_json(x)
+        mid, rad = certify.ball_json(x)
         assert arb(mid, rad).contains(x)
 
 
@@ -197,7 +197,7 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
     keys = {c["claim"] for c in data["certificates"]}
     assert keys == {"three_phase", "output_only", "attention_then_output", "attention_only", "finite_sample"}
     for c in data["certificates"]:
-        assert c["status"] in C.STATUSES
+        assert c["status"] in certify.STATUSES
         if c["status"] == "PASS" and c["ball"] is not None:
             assert len(c["ball"]) == 2 and c["ball"][1] >= 0
     assert out.count("\n") >= len(data["certificates"])
@@ -208,10 +208,10 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
 
 def test_claim_verdict_is_the_worst_item():
     def item(status):
-        return C.Certificate("output_only", "x", 3, None, "-", status)
-    assert C.claim_verdict([item("PASS"), item("FAIL"), item("SKIP")]) == "FAIL"
-    assert C.claim_verdict([item("SKIP")]) == "SKIP"
-    assert C.claim_verdict([item("PASS"), item("SKIP")]) == "PASS"
+        return certify.Certificate("output_only", "x", 3, None, "-", status)
+    assert certify.claim_verdict([item("PASS"), item("FAIL"), item("SKIP")]) == "FAIL"
+    assert certify.claim_verdict([item("SKIP")]) == "SKIP"
+    assert certify.claim_verdict([item("PASS"), item("SKIP")]) == "PASS"
 
 
 @pytest.mark.parametrize("argv, flag", [(["--d", "2"], "--d"), (["--d", "3,x"], "--d"),
@@ -229,26 +229,26 @@ def test_prove_refuses_bad_flags_before_work(argv, flag, tmp_path, capsys):
 
 def test_three_valued_comparisons():
     with ctx.workprec(PREC):
-        assert [C.below(arb(1, 0.5), 2), C.below(arb(3, 0.5), 2), C.below(arb(2, 0.5), 2)] == \
+        assert [certify.below(arb(1, 0.5), 2), certify.below(arb(3, 0.5), 2), certify.below(arb(2, 0.5), 2)] == \
             ["PASS", "FAIL", "UNDECIDED"]
-        assert [C.above(arb(3, 0.5), 2), C.above(arb(1, 0.5), 2), C.above(arb(2, 0.5), 2)] == \
+        assert [certify.above(arb(3, 0.5), 2), certify.above(arb(1, 0.5), 2), certify.above(arb(2, 0.5), 2)] == \
             ["PASS", "FAIL", "UNDECIDED"]
         # an exact point on the threshold: the strict inequality is certainly false
-        assert C.below(arb(2), 2) == "FAIL" and C.above(arb(2), 2) == "FAIL"
-    assert C.both("PASS", "UNDECIDED") == "UNDECIDED" and C.both("UNDECIDED", "FAIL") == "FAIL"
-    assert C.both("PASS", "PASS") == "PASS"
+        assert certify.below(arb(2), 2) == "FAIL" and certify.above(arb(2), 2) == "FAIL"
+    assert certify.both("PASS", "UNDECIDED") == "UNDECIDED" and certify.both("UNDECIDED", "FAIL") == "FAIL"
+    assert certify.both("PASS", "PASS") == "PASS"
 
     def item(status):
-        return C.Certificate("output_only", "x", 3, None, "-", status)
-    assert C.claim_verdict([item("PASS"), item("UNDECIDED"), item("SKIP")]) == "UNDECIDED"
-    assert C.claim_verdict([item("FAIL"), item("UNDECIDED")]) == "FAIL"
+        return certify.Certificate("output_only", "x", 3, None, "-", status)
+    assert certify.claim_verdict([item("PASS"), item("UNDECIDED"), item("SKIP")]) == "UNDECIDED"
+    assert certify.claim_verdict([item("FAIL"), item("UNDECIDED")]) == "FAIL"
 
 
 class _EndPointBall:
     """The arb series, except that the risk at the plan's end point is replaced by ``ball``."""
 
     def __init__(self, setting, final, ball):
-        self.ev = C.arb_series_evaluator(setting, PREC)
+        self.ev = certify.arb_series_evaluator(setting, PREC)
         self.final, self.ball = (final.alpha_a, final.alpha_b, final.beta_a, final.beta_b), ball
 
     def evaluate_symmetric(self, *point):
@@ -265,8 +265,8 @@ class _EndPointBall:
 def plan3():
     setting = Setting(3)
     eps = Fraction(1, 1000)
-    cf = C.ArbClosedForms(setting, PREC)
-    return setting, eps, cf, C.choose_plan(setting, cf, eps, steps=5)
+    cf = certify.ArbClosedForms(setting, PREC)
+    return setting, eps, cf, certify.choose_plan(setting, cf, eps, steps=5)
 
 
 def test_an_end_point_ball_straddling_floor_plus_epsilon_is_undecided(plan3):
@@ -280,7 +280,7 @@ def test_an_end_point_ball_straddling_floor_plus_epsilon_is_undecided(plan3):
     for (mid, rad), status in expect.items():
         with ctx.workprec(PREC):
             ball = arb(mid, rad)
-        items = C.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, ball))
+        items = certify.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, ball))
         assert items[1].status == status, (mid, rad, items[1].line())
 
 
@@ -300,10 +300,10 @@ def _independent_S_eigenvalues(setting, alpha_a, alpha_b):
 @pytest.mark.parametrize("d", [3, 5])
 def test_phase3_curvature_balls_are_the_smallest_and_largest_eigenvalues(d, plan3):
     setting = Setting(d)
-    cf = C.ArbClosedForms(setting, PREC)
-    plan = plan3[3] if d == 3 else C.choose_plan(setting, cf, Fraction(1, 1000), steps=2)
+    cf = certify.ArbClosedForms(setting, PREC)
+    plan = plan3[3] if d == 3 else certify.choose_plan(setting, cf, Fraction(1, 1000), steps=2)
     start = plan.trajectories["three_phase"].points[2]
-    lo, hi = C.phase3_curvature(C.arb_series_evaluator(setting, PREC), d, start.alpha_a, start.alpha_b, PREC)
+    lo, hi = certify.phase3_curvature(certify.arb_series_evaluator(setting, PREC), d, start.alpha_a, start.alpha_b, PREC)
     ref = _independent_S_eigenvalues(setting, start.alpha_a, start.alpha_b)
     assert ref[1] - ref[0] > 1e-3  # distinct, so swapping them cannot go unnoticed
     assert abs(float(lo.mid()) - ref[0]) < 1e-9 and abs(float(hi.mid()) - ref[1]) < 1e-9, (lo, hi, ref)
@@ -316,9 +316,9 @@ def test_T_min_ball_uses_lambda_min(plan3):
 
     setting, eps, cf, plan = plan3
     start = plan.trajectories["three_phase"].points[2]
-    items = C.certify_series_items(setting, eps, plan, cf, C.arb_series_evaluator(setting, PREC))
+    items = certify.certify_series_items(setting, eps, plan, cf, certify.arb_series_evaluator(setting, PREC))
     lam = _independent_S_eigenvalues(setting, start.alpha_a, start.alpha_b)[0]
-    r0 = float(C.arb_series_evaluator(setting, PREC).evaluate_symmetric(
+    r0 = float(certify.arb_series_evaluator(setting, PREC).evaluate_symmetric(
         start.alpha_a, start.alpha_b, start.beta_a, start.beta_b).risk.mid())
     t_ref = math.log(r0 / (float(eps) / 2)) / (-2 * math.log(1 - plan.eta_3 * lam))
     t_ball = items[0].ball
@@ -338,23 +338,23 @@ def test_T_min_needs_the_gap_of_the_point_reached(plan3):
         assert arb(pts[2].alpha_a - pts[2].alpha_b) < cf.u_min(eps).log()
     short = dataclasses.replace(plan, trajectories={**plan.trajectories,
                                                     "three_phase": dataclasses.replace(traj, points=pts)})
-    items = C.certify_series_items(setting, eps, short, cf, C.arb_series_evaluator(setting, PREC))
+    items = certify.certify_series_items(setting, eps, short, cf, certify.arb_series_evaluator(setting, PREC))
     assert items[0].status == "FAIL", items[0].line()
 
 
 def test_floor_is_infimum_certificate_fails_for_a_wrong_floor():
     setting = Setting(5)
-    cf = C.ArbClosedForms(setting, PREC)
-    status, minimum = C.floor_is_infimum(cf)
+    cf = certify.ArbClosedForms(setting, PREC)
+    status, minimum = certify.floor_is_infimum(cf)
     assert status == "PASS" and minimum.overlaps(cf.output_only_floor())
     with ctx.workprec(PREC):  # the minimum over beta of the quadratic, checked at its minimiser and nearby
         assert cf.risk_alpha0(0, 0) > minimum
 
-    class Shifted(C.ArbClosedForms):
+    class Shifted(certify.ArbClosedForms):
         def output_only_floor(self, balanced=False):
             with ctx.workprec(PREC):
                 return super().output_only_floor(balanced) + arb("1e-20")
-    assert C.floor_is_infimum(Shifted(setting, PREC))[0] == "FAIL"
+    assert certify.floor_is_infimum(Shifted(setting, PREC))[0] == "FAIL"
 
 
 def test_prove_exit_statuses_follow_the_verdicts(tmp_path, monkeypatch, capsys):
@@ -363,11 +363,11 @@ def test_prove_exit_statuses_follow_the_verdicts(tmp_path, monkeypatch, capsys):
 
     def fake(status):
         def certify_claims(d, eps, **kw):
-            return [C.Certificate(cl.key, "x", d, None, "-", status) for cl in C.CLAIMS]
+            return [certify.Certificate(cl.key, "x", d, None, "-", status) for cl in certify.CLAIMS]
         return certify_claims
     for status, code in (("PASS", exitcodes.DONE), ("FAIL", exitcodes.CLAIM_FAILED),
                          ("UNDECIDED", exitcodes.UNDECIDED)):
-        monkeypatch.setattr(C, "certify_claims", fake(status))
+        monkeypatch.setattr(certify, "certify_claims", fake(status))
         assert prove_main(["--d", "3", "--out", str(tmp_path)]) == code, status
         data = json.loads((tmp_path / "certificate.json").read_text())
         assert data["exit_status"] == code and data["all_pass"] == (status == "PASS")
@@ -388,7 +388,7 @@ def test_closed_form_items_are_named_and_rest_on_their_balls(plan3):
     """Each closed-form certificate at d = 3 under its name (the JSON's ``item`` and ``test``, which ``prove``'s
     readers select by), with the ball its verdict rests on; the verdict re-read from that ball."""
     setting, eps, cf, plan = plan3
-    items = C.certify_closed_form_items(setting, eps, plan, PREC)
+    items = certify.certify_closed_form_items(setting, eps, plan, PREC)
     half, zero = arb(1) / 2, arb(0)
     e1, e2 = plan.eta_1, plan.eta_2
     expected = [  # claim, item, test, what the ball must satisfy
@@ -416,10 +416,10 @@ def test_closed_form_items_are_named_and_rest_on_their_balls(plan3):
     with ctx.workprec(PREC):
         for c, (*_, holds) in zip(items, expected):
             assert isinstance(c.ball, arb) and holds(c.ball) and c.status == "PASS", c.line()
-    assert C._verdict(True) == "PASS" and C._verdict(False) == "FAIL"
-    with pytest.raises(C.SettingError, match=r"^the certificates are stated for the default length law "
+    assert certify._verdict(True) == "PASS" and certify._verdict(False) == "FAIL"
+    with pytest.raises(certify.SettingError, match=r"^the certificates are stated for the default length law "
                                              r"\(lengths='positive'\)$"):
-        C.certify_closed_form_items(Setting(3, lengths="nonnegative"), eps, plan, PREC)
+        certify.certify_closed_form_items(Setting(3, lengths="nonnegative"), eps, plan, PREC)
 
 
 def test_closed_form_items_fail_when_their_balls_cross_the_threshold(plan3, monkeypatch):
@@ -433,22 +433,22 @@ def test_closed_form_items_fail_when_their_balls_cross_the_threshold(plan3, monk
     wrong = {"phase 1: dR/dbeta_a at 0": small, "phase 1: dR/dbeta_b at 0": -small,
              "phase 2: dR/dalpha_a at (0, beta1)": small, "phase 2: dR/dalpha_b at (0, beta1)": -small,
              "kappa(eta_1)": -small, "eta1_max": plan.eta_1 - small, "eta2_min": plan.eta_2 + small}
-    zero_gradients = C.ArbClosedForms.zero_gradients
+    zero_gradients = certify.ArbClosedForms.zero_gradients
     with ctx.workprec(PREC):
-        ball = {k: C.arb_of(v) for k, v in wrong.items()}
-    monkeypatch.setattr(C.ArbClosedForms, "zero_gradients", lambda self: {
+        ball = {k: certify.arb_of(v) for k, v in wrong.items()}
+    monkeypatch.setattr(certify.ArbClosedForms, "zero_gradients", lambda self: {
         **zero_gradients(self), "grad_beta_a": ball["phase 1: dR/dbeta_a at 0"],
         "grad_beta_b": ball["phase 1: dR/dbeta_b at 0"]})
-    monkeypatch.setattr(C.ArbClosedForms, "phase2_gradient", lambda self, eta_1: (
+    monkeypatch.setattr(certify.ArbClosedForms, "phase2_gradient", lambda self, eta_1: (
         ball["phase 2: dR/dalpha_a at (0, beta1)"], ball["phase 2: dR/dalpha_b at (0, beta1)"]))
-    monkeypatch.setattr(C.ArbClosedForms, "kappa", lambda self, eta_1: ball["kappa(eta_1)"])
-    monkeypatch.setattr(C.ArbClosedForms, "eta1_max", lambda self: ball["eta1_max"])
-    monkeypatch.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball["eta2_min"])
-    status = {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}
+    monkeypatch.setattr(certify.ArbClosedForms, "kappa", lambda self, eta_1: ball["kappa(eta_1)"])
+    monkeypatch.setattr(certify.ArbClosedForms, "eta1_max", lambda self: ball["eta1_max"])
+    monkeypatch.setattr(certify.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball["eta2_min"])
+    status = {c.item: c.status for c in certify.certify_closed_form_items(setting, eps, plan, PREC)}
     assert {k: status[k] for k in wrong} == dict.fromkeys(wrong, "FAIL")
     assert all(s == "PASS" for k, s in status.items() if k not in wrong), status
     for eta_1, expect in [(0.0, "FAIL"), (0.5, "PASS")]:  # eta1_max's ball (plan.eta_1 - 1/1000) is above both
-        items = C.certify_closed_form_items(setting, eps, dataclasses.replace(plan, eta_1=eta_1), PREC)
+        items = certify.certify_closed_form_items(setting, eps, dataclasses.replace(plan, eta_1=eta_1), PREC)
         assert [c.status for c in items if c.item == "eta1_max"] == [expect]
 
 
@@ -470,24 +470,24 @@ def _items_with(monkeypatch, plan3, **balls):
     def ball(lo, hi):  # exact end points (the upper one when hi = 0, else the lower; arb rounds radii up)
         with ctx.workprec(PREC):
             if lo == hi:
-                return C.arb_of(lo)
+                return certify.arb_of(lo)
             x = arb(0, float(Fraction(hi - lo) / 2))
-            return x - x.rad() + C.arb_of(hi) if hi == 0 else x + x.rad() + C.arb_of(lo)
+            return x - x.rad() + certify.arb_of(hi) if hi == 0 else x + x.rad() + certify.arb_of(lo)
 
     with monkeypatch.context() as m:
         if "log_u" in balls:
-            m.setattr(C.ArbClosedForms, "u_min", lambda self, epsilon: _Log(ball(*balls["log_u"])))
-            m.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: C.arb_of(plan.eta_2 / 2))
+            m.setattr(certify.ArbClosedForms, "u_min", lambda self, epsilon: _Log(ball(*balls["log_u"])))
+            m.setattr(certify.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: certify.arb_of(plan.eta_2 / 2))
         if "eta2_min" in balls:
-            m.setattr(C.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball(*balls["eta2_min"]))
+            m.setattr(certify.ArbClosedForms, "eta2_min", lambda self, epsilon, eta_1: ball(*balls["eta2_min"]))
         if "c" in balls:
             c_bal, c_gen = (ball(*b) for b in balls["c"])
-            m.setattr(C.ArbClosedForms, "output_only_floor", lambda self, balanced=False: c_bal if balanced else c_gen)
+            m.setattr(certify.ArbClosedForms, "output_only_floor", lambda self, balanced=False: c_bal if balanced else c_gen)
         if "grad_alpha" in balls:
-            zero_gradients = C.ArbClosedForms.zero_gradients
+            zero_gradients = certify.ArbClosedForms.zero_gradients
             g = ball(*balls["grad_alpha"])
-            m.setattr(C.ArbClosedForms, "zero_gradients", lambda self: {**zero_gradients(self), "grad_alpha_a": g})
-        return {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}
+            m.setattr(certify.ArbClosedForms, "zero_gradients", lambda self: {**zero_gradients(self), "grad_alpha_a": g})
+        return {c.item: c.status for c in certify.certify_closed_form_items(setting, eps, plan, PREC)}
 
 
 def test_closed_form_items_are_three_valued_at_their_thresholds(plan3, monkeypatch):
@@ -524,18 +524,18 @@ def test_certificate_line_json_and_ball_json():
     ball with radius 0."""
     with ctx.workprec(PREC):
         third = arb(1) / 3
-    c = C.Certificate("output_only", "item", 3, third, "> 0", "PASS", prec_bits=PREC)
+    c = certify.Certificate("output_only", "item", 3, third, "> 0", "PASS", prec_bits=PREC)
     assert c.line().split() == ["output_only", "d=3", "item", *third.str(12, radius=True).split(), ">", "0", "PASS"]
     assert "+/-" in c.line() and c.line().endswith("PASS")
-    noted = C.Certificate("output_only", "item", 3, None, "> 0", "FAIL", "why")
+    noted = certify.Certificate("output_only", "item", 3, None, "> 0", "FAIL", "why")
     assert noted.line().split()[3] == "-" and noted.line().endswith("FAIL  (why)")
-    assert c.as_json() == {"claim": "output_only", "item": "item", "d": 3, "ball": C.ball_json(third), "test": "> 0",
+    assert c.as_json() == {"claim": "output_only", "item": "item", "d": 3, "ball": certify.ball_json(third), "test": "> 0",
                            "status": "PASS", "note": "", "prec_bits": PREC}
-    mid, rad = C.ball_json(third)
+    mid, rad = certify.ball_json(third)
     assert mid == 1 / 3 and 0 < rad < 1e-16 and arb(mid, rad).contains(third)
-    assert C.ball_json(C.arb_of(Fraction(3, 4))) == [0.75, 0.0] and C.ball_json(None) is None
+    assert certify.ball_json(certify.arb_of(Fraction(3, 4))) == [0.75, 0.0] and certify.ball_json(None) is None
     with pytest.raises(ValueError, match="status"):
-        C.Certificate("output_only", "item", 3, None, "> 0", "pass")
+        certify.Certificate("output_only", "item", 3, None, "> 0", "pass")
 
 
 def test_trajectory_certificate_refuses_a_moving_alpha_and_reports_the_worst_point(plan3):
@@ -548,10 +548,10 @@ def test_trajectory_certificate_refuses_a_moving_alpha_and_reports_the_worst_poi
     c = cf.output_only_floor(balanced=True)
     for moved in [{"alpha_a": 1e-3}, {"alpha_b": -1e-3}]:
         points = [traj.points[0], dataclasses.replace(traj.points[1], **moved), *traj.points[2:]]
-        cert = C._trajectory_above_floor("output_only", 3, cf, dataclasses.replace(traj, points=points), c)
+        cert = certify._trajectory_above_floor("output_only", 3, cf, dataclasses.replace(traj, points=points), c)
         assert (cert.claim, cert.item, cert.d, cert.ball, cert.test, cert.status) == (
             "output_only", "trajectory risk > c(d)", 3, None, "alpha = 0 at every point", "FAIL") and cert.note
-    cert = C._trajectory_above_floor("output_only", 3, cf, traj, c)
+    cert = certify._trajectory_above_floor("output_only", 3, cf, traj, c)
     with ctx.workprec(PREC):
         margins = [cf.risk_alpha0(pt.beta_a, pt.beta_b) - c for pt in traj.points]
     assert len({float(m.lower()) for m in margins}) == len(margins) > 2
@@ -562,11 +562,11 @@ def test_trajectory_certificate_refuses_a_moving_alpha_and_reports_the_worst_poi
 def test_floor_is_infimum_needs_a_positive_definite_hessian(coeffs):
     """A quadratic with no linear terms whose constant is c(d) itself, so its critical value overlaps c(d):
     with H_11 < 0, or with det H < 0, it has no minimum and the certificate must FAIL."""
-    cf = C.ArbClosedForms(Setting(3), PREC)
+    cf = certify.ArbClosedForms(Setting(3), PREC)
     c = cf.output_only_floor()
     cf._coeffs = [((2, 0), arb(coeffs[(2, 0)])), ((1, 1), arb(0)), ((0, 2), arb(coeffs[(0, 2)])),
                   ((1, 0), arb(0)), ((0, 1), arb(0)), ((0, 0), c)]
-    status, minimum = C.floor_is_infimum(cf)
+    status, minimum = certify.floor_is_infimum(cf)
     assert minimum.overlaps(c) and status == "FAIL"
 
 
@@ -576,11 +576,11 @@ def test_series_tol_and_arb_evaluator_precision():
     from numerics.theorem.evaluators import INTEGRAL_FROM_D
     from numerics.theorem.integral import IntegralEvaluator
 
-    assert C.series_tol(Fraction(1, 1000), 128) == 1e-12 and C.series_tol(1e-12, 128) == 1e-12 / 1000
-    assert C.series_tol(Fraction(1, 10**300), 128) == 2.0 ** -128 and C.series_tol(1e-12, 30) == 2.0 ** -30
-    big = C.arb_evaluator(Setting(INTEGRAL_FROM_D), 200)
+    assert certify.series_tol(Fraction(1, 1000), 128) == 1e-12 and certify.series_tol(1e-12, 128) == 1e-12 / 1000
+    assert certify.series_tol(Fraction(1, 10**300), 128) == 2.0 ** -128 and certify.series_tol(1e-12, 30) == 2.0 ** -30
+    big = certify.arb_evaluator(Setting(INTEGRAL_FROM_D), 200)
     assert isinstance(big, IntegralEvaluator) and big.prec_bits == 200
-    small = C.arb_evaluator(Setting(5), 200)
+    small = certify.arb_evaluator(Setting(5), 200)
     assert (small.context, small.prec_bits, small.tol) == ("arb", 200, 1e-12)
 
 
@@ -589,7 +589,7 @@ class _NotBalls:
     end-point risk; floats in the curvature evaluations 0-2 still give balls, as they meet arb constants)."""
 
     def __init__(self, setting, which):
-        self.ev, self.which, self.calls = C.arb_series_evaluator(setting, PREC), which, 0
+        self.ev, self.which, self.calls = certify.arb_series_evaluator(setting, PREC), which, 0
 
     def evaluate_symmetric(self, *point):
         res, self.calls = self.ev.evaluate_symmetric(*point), self.calls + 1
@@ -605,7 +605,7 @@ class _NotBalls:
 @pytest.mark.parametrize("which", [3, 4])
 def test_series_items_refuse_values_that_are_not_balls(plan3, which):
     setting, eps, cf, plan = plan3
-    items = C.certify_series_items(setting, eps, plan, cf, _NotBalls(setting, which))
+    items = certify.certify_series_items(setting, eps, plan, cf, _NotBalls(setting, which))
     assert [(c.claim, c.item, c.d, c.ball, c.test, c.status) for c in items] == [
         ("three_phase", "T_min", 3, None, "T >= T_min", "UNDECIDED"),
         ("three_phase", "end-point risk", 3, None, "< epsilon", "UNDECIDED")]
@@ -617,22 +617,22 @@ def test_float_upper_and_the_closed_forms_refusals():
     itself a double); ArbClosedForms refuses, by name, what its closed forms are not derived for."""
     with ctx.workprec(PREC):
         for x in (arb(1) / 3, -arb(1) / 3, -arb(1) / 5, arb(2) / 3 + arb(0, 1e-30), arb(0.5, 0.25), arb(-0.5, 0.25)):
-            up = C._float_upper(x)
+            up = certify._float_upper(x)
             assert arb(up) > x and not arb(math.nextafter(up, -math.inf)) > x
-        assert C._float_upper(arb(0.5)) == math.nextafter(0.5, math.inf)
-        assert C._float_upper(arb(-0.5)) == math.nextafter(-0.5, math.inf)  # a negative upper end that is a double
+        assert certify._float_upper(arb(0.5)) == math.nextafter(0.5, math.inf)
+        assert certify._float_upper(arb(-0.5)) == math.nextafter(-0.5, math.inf)  # a negative upper end that is a double
     for bad in (52, 53.0, True):
-        with pytest.raises(C.SettingError, match=rf"^prec_bits must be an integer >= 53, got {bad!r}$"):
-            C.ArbClosedForms(Setting(3), bad)
-    with pytest.raises(C.SettingError, match="^the closed forms certified here are derived for the squared loss$"):
-        C.ArbClosedForms(Setting(3, loss="logistic"))
-    with pytest.raises(C.SettingError, match=r"^closed forms are stated for p < 1 \(at p = 1 every string has length 1\)$"):
-        C.ArbClosedForms(Setting(2))
-    with pytest.raises(C.SettingError, match=r"^unknown symbol\(s\) \['zeta'\]; expected some of \["):
-        C.ArbClosedForms(Setting(3)).expr(sym.d, zeta=1)
-    quarter = C.ArbClosedForms(Setting(3, p=0.25)).p_exact
+        with pytest.raises(certify.SettingError, match=rf"^prec_bits must be an integer >= 53, got {bad!r}$"):
+            certify.ArbClosedForms(Setting(3), bad)
+    with pytest.raises(certify.SettingError, match="^the closed forms certified here are derived for the squared loss$"):
+        certify.ArbClosedForms(Setting(3, loss="logistic"))
+    with pytest.raises(certify.SettingError, match=r"^closed forms are stated for p < 1 \(at p = 1 every string has length 1\)$"):
+        certify.ArbClosedForms(Setting(2))
+    with pytest.raises(certify.SettingError, match=r"^unknown symbol\(s\) \['zeta'\]; expected some of \["):
+        certify.ArbClosedForms(Setting(3)).expr(symbolic.d, zeta=1)
+    quarter = certify.ArbClosedForms(Setting(3, p=0.25)).p_exact
     assert quarter == Fraction(1, 4) and type(quarter) is Fraction
-    assert C.ArbClosedForms(Setting(3, p=Fraction(1, 3))).p_exact == Fraction(1, 3)
+    assert certify.ArbClosedForms(Setting(3, p=Fraction(1, 3))).p_exact == Fraction(1, 3)
 
 
 def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monkeypatch):
@@ -646,26 +646,26 @@ def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monke
     start = plan.trajectories["three_phase"].points[2]
     F = Fraction
     with ctx.workprec(PREC):
-        gap = C.arb_of(start.alpha_a) - C.arb_of(start.alpha_b)
-        lam0, lam_max0 = C.phase3_curvature(C.arb_series_evaluator(setting, PREC), 3, start.alpha_a, start.alpha_b,
+        gap = certify.arb_of(start.alpha_a) - certify.arb_of(start.alpha_b)
+        lam0, lam_max0 = certify.phase3_curvature(certify.arb_series_evaluator(setting, PREC), 3, start.alpha_a, start.alpha_b,
                                             PREC)
     a = F(1, 1024)
 
     def ball(lo, hi):  # the lower end point exact (eta_3 lambda_max rounds the upper one up)
         with ctx.workprec(PREC):
             if lo == hi:
-                return C.arb_of(lo)
+                return certify.arb_of(lo)
             x = arb(0, float(F(hi - lo) / 2))
-            return x + x.rad() + C.arb_of(lo)
+            return x + x.rad() + certify.arb_of(lo)
 
     def T_min(lam=None, lam_max=None, eta_3=1.0, log_u=None, T=None):
         with monkeypatch.context() as m:
-            m.setattr(C, "phase3_curvature", lambda *args: (lam if lam is not None else lam0,
+            m.setattr(certify, "phase3_curvature", lambda *args: (lam if lam is not None else lam0,
                                                             lam_max if lam_max is not None else lam_max0))
             if log_u is not None:
-                m.setattr(C.ArbClosedForms, "u_min", lambda self, epsilon: _Log(log_u))
+                m.setattr(certify.ArbClosedForms, "u_min", lambda self, epsilon: _Log(log_u))
             p = dataclasses.replace(plan, eta_3=eta_3, T=plan.T if T is None else T)
-            return C.certify_series_items(setting, eps, p, cf, C.arb_series_evaluator(setting, PREC))[0]
+            return certify.certify_series_items(setting, eps, p, cf, certify.arb_series_evaluator(setting, PREC))[0]
 
     expect = [  # the replaced quantities, the T_min item's status
         ({"lam_max": ball(F(1), F(1))}, "PASS"),
@@ -692,22 +692,22 @@ def test_T_min_certificate_is_three_valued_in_its_curvature_and_gap(plan3, monke
     for mid, status in [(float(eps) * 1.2, "FAIL"), (float(eps) * 0.8, "PASS")]:
         with ctx.workprec(PREC):
             b = arb(mid, float(eps) / 10)
-        end = C.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, b))[1]
-        assert end.status == status and end.note == (C.FLOAT_PLAN_NOTE if status == "FAIL" else "")
+        end = certify.certify_series_items(setting, eps, plan, cf, _EndPointBall(setting, final, b))[1]
+        assert end.status == status and end.note == (certify.FLOAT_PLAN_NOTE if status == "FAIL" else "")
 
 
 def test_certify_claims_retries_only_what_is_undecided():
     """At d = 3, epsilon = 1/1000 every item is decided at the default precision, so none is retried: each records
     DEFAULT_PREC_BITS; at 53 bits an item left open is certified again at doubled precision (106, 212, ...) and
     records the precision that decided it.  The finite-sample row is the statistical SKIP."""
-    items = C.certify_claims(3, Fraction(1, 1000), steps=5)
-    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {C.DEFAULT_PREC_BITS}
+    items = certify.certify_claims(3, Fraction(1, 1000), steps=5)
+    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {certify.DEFAULT_PREC_BITS}
     assert all(c.status == "PASS" for c in items if c.claim != "finite_sample")
     fs = [c for c in items if c.claim == "finite_sample"]
     assert [(c.item, c.d, c.ball, c.test, c.status, c.note) for c in fs] == [
         ("held-out risk with N = ceil(30 d ln d)", 3, None, "statistical", "SKIP",
          "a sampling claim: estimated in checks/test_finite_sample.py, not certified")]
-    low = C.certify_claims(3, Fraction(1, 10**14), steps=5, prec_bits=53)
+    low = certify.certify_claims(3, Fraction(1, 10**14), steps=5, prec_bits=53)
     precs = {c.prec_bits for c in low if c.claim != "finite_sample"}
     assert precs <= {53 * 2 ** k for k in range(6)} and max(precs) > 53
     assert all(c.status != "UNDECIDED" or "undecided at" in c.note for c in low)
@@ -730,13 +730,13 @@ def test_choose_plan_takes_the_documented_step_sizes_and_runs_them():
     from numerics.theorem.series import SeriesEvaluator
 
     setting, eps = Setting(3), Fraction(1, 1000)
-    plan = C.choose_plan(setting, C.ArbClosedForms(setting, PREC), eps, steps=5)
+    plan = certify.choose_plan(setting, certify.ArbClosedForms(setting, PREC), eps, steps=5)
     mp_cf = ClosedForms(setting, dps=50)
     e1max = float(mp_cf.eta1_max())
     assert abs(plan.eta_1 - e1max / 2) <= 1e-15 * e1max, (plan.eta_1, e1max)
     e2min = float(mp_cf.eta2_min(eps, plan.eta_1))
     assert e2min > 1  # the margin is visible: eta2_min > 0 at d = 3, epsilon = 1/1000
-    assert e2min * (1 + C.ETA2_MARGIN) <= plan.eta_2 <= e2min * (1 + C.ETA2_MARGIN) * (1 + 1e-14), (plan.eta_2, e2min)
+    assert e2min * (1 + certify.ETA2_MARGIN) <= plan.eta_2 <= e2min * (1 + certify.ETA2_MARGIN) * (1 + 1e-14), (plan.eta_2, e2min)
     assert plan.eta_3 == 1.0
 
     def close(x, y):
@@ -786,11 +786,11 @@ def test_choose_plan_takes_T_from_the_evaluator_it_is_given(plan3):
 
     setting, eps, cf, plan = plan3
     half = _ScaledCurvature(setting, 0.5)
-    slow = C.choose_plan(setting, cf, eps, 2, evaluator=half)
+    slow = certify.choose_plan(setting, cf, eps, 2, evaluator=half)
     T = three_phase_regime(setting, float(eps), slow.eta_1, eta_2=slow.eta_2, eta_3=1.0, evaluator=half).T_min
     assert slow.T == T > plan.T, (slow.T, T, plan.T)
-    with pytest.raises(C.SettingError, match=r"^the float regime found no positive phase-3 curvature; cannot choose T$"):
-        C.choose_plan(setting, cf, eps, 2, evaluator=_ScaledCurvature(setting, -1.0))
+    with pytest.raises(certify.SettingError, match=r"^the float regime found no positive phase-3 curvature; cannot choose T$"):
+        certify.choose_plan(setting, cf, eps, 2, evaluator=_ScaledCurvature(setting, -1.0))
 
 
 def test_attention_only_item_needs_beta_to_stay_zero(plan3):
@@ -805,9 +805,9 @@ def test_attention_only_item_needs_beta_to_stay_zero(plan3):
         points = [traj.points[0], dataclasses.replace(traj.points[1], **moved), *traj.points[2:]]
         p = dataclasses.replace(plan, trajectories={**plan.trajectories,
                                                     "attention_only": dataclasses.replace(traj, points=points)})
-        status = {c.item: c.status for c in C.certify_closed_form_items(setting, eps, p, PREC)}
+        status = {c.item: c.status for c in certify.certify_closed_form_items(setting, eps, p, PREC)}
         assert status[item] == "FAIL", moved
-    assert {c.item: c.status for c in C.certify_closed_form_items(setting, eps, plan, PREC)}[item] == "PASS"
+    assert {c.item: c.status for c in certify.certify_closed_form_items(setting, eps, plan, PREC)}[item] == "PASS"
 
 
 def test_T_min_count_is_the_ceiling_of_the_upper_end_and_zero_below_half_epsilon(plan3, monkeypatch):
@@ -818,24 +818,24 @@ def test_T_min_count_is_the_ceiling_of_the_upper_end_and_zero_below_half_epsilon
 
     setting, eps, cf, plan = plan3
     start = plan.trajectories["three_phase"].points[2]
-    ev = C.arb_series_evaluator(setting, PREC)
+    ev = certify.arb_series_evaluator(setting, PREC)
     with ctx.workprec(PREC):
-        lam0, lam_max0 = C.phase3_curvature(ev, 3, start.alpha_a, start.alpha_b, PREC)
+        lam0, lam_max0 = certify.phase3_curvature(ev, 3, start.alpha_a, start.alpha_b, PREC)
         lo, hi = Fraction(float(lam0.mid())) * Fraction(9, 10), Fraction(float(lam0.mid())) * Fraction(11, 10)
-        wide = arb(0, float((hi - lo) / 2)) + C.arb_of((hi + lo) / 2)  # contains [lo, hi]
+        wide = arb(0, float((hi - lo) / 2)) + certify.arb_of((hi + lo) / 2)  # contains [lo, hi]
     with monkeypatch.context() as m:
-        m.setattr(C, "phase3_curvature", lambda *args: (wide, lam_max0))
-        t_ball = C.certify_series_items(setting, eps, plan, cf, ev)[0].ball
+        m.setattr(certify, "phase3_curvature", lambda *args: (wide, lam_max0))
+        t_ball = certify.certify_series_items(setting, eps, plan, cf, ev)[0].ball
         low, high = math.ceil(float(t_ball.lower())), math.ceil(float(t_ball.upper()))
         assert low < high, t_ball
         for T, status in [(low, "UNDECIDED"), (high - 1, "UNDECIDED"), (high, "PASS")]:
-            item = C.certify_series_items(setting, eps, dataclasses.replace(plan, T=T), cf, ev)[0]
+            item = certify.certify_series_items(setting, eps, dataclasses.replace(plan, T=T), cf, ev)[0]
             assert item.status == status and item.test == f"T >= ceil(upper) = {high}, gap >= log u_min", (T, item.line())
     big = Fraction(1, 2)
     with ctx.workprec(PREC):
         r0 = ev.evaluate_symmetric(start.alpha_a, start.alpha_b, start.beta_a, start.beta_b).risk
-        assert r0 - cf.risk_floor() < C.arb_of(big / 2)  # the excess at the phase-3 start is below epsilon / 2
-    item = C.certify_series_items(setting, big, dataclasses.replace(plan, T=0), cf, ev)[0]
+        assert r0 - cf.risk_floor() < certify.arb_of(big / 2)  # the excess at the phase-3 start is below epsilon / 2
+    item = certify.certify_series_items(setting, big, dataclasses.replace(plan, T=0), cf, ev)[0]
     assert item.status == "PASS" and item.test == "T >= ceil(upper) = 0, gap >= log u_min", item.line()
     assert item.ball.upper() < 0
 
@@ -854,8 +854,8 @@ def test_certify_claims_works_at_the_precision_it_is_asked_for():
         return IntegralEvaluator(setting, prec_bits=prec_bits)
 
     eps = Fraction(1, 1000)
-    items = C.certify_claims(3, eps, steps=5, prec_bits=256, series_evaluator=factory)
-    assert asked == [(256, C.series_tol(eps, 256))]
+    items = certify.certify_claims(3, eps, steps=5, prec_bits=256, series_evaluator=factory)
+    assert asked == [(256, certify.series_tol(eps, 256))]
     series = {c.item.split(" (")[0]: c for c in items if c.item.startswith(("T_min", "end-point"))}
     assert set(series) == {"T_min", "end-point risk"}
     for c in series.values():
@@ -868,7 +868,7 @@ class _WideRisk:
     T_min item (log of the start excess) are undecided at every precision."""
 
     def __init__(self, setting, prec_bits, tol):
-        self.ev = C.arb_series_evaluator(setting, prec_bits, tol)
+        self.ev = certify.arb_series_evaluator(setting, prec_bits, tol)
 
     def evaluate_symmetric(self, *point):
         res = self.ev.evaluate_symmetric(*point)
@@ -889,7 +889,7 @@ def test_certify_claims_retries_up_to_the_cap_and_says_so():
         asked.append(prec_bits)
         return _WideRisk(setting, prec_bits, tol)
 
-    items = C.certify_claims(3, Fraction(1, 1000), steps=5, prec_bits=64, max_prec_bits=256, series_evaluator=factory)
+    items = certify.certify_claims(3, Fraction(1, 1000), steps=5, prec_bits=64, max_prec_bits=256, series_evaluator=factory)
     assert asked == [64, 128, 256]
     cap = "undecided at 256 bits (the retry cap is 256): raise --prec-bits or --max-prec-bits"
     undecided = {c.item.split(" (")[0]: c for c in items if c.status == "UNDECIDED"}
@@ -907,13 +907,13 @@ def test_certify_claims_takes_epsilon_exactly_and_refuses_d_below_3():
     from decimal import Decimal
 
     def rows(items):
-        return [(c.claim, c.item, c.test, c.status, c.note, C.ball_json(c.ball)) for c in items]
+        return [(c.claim, c.item, c.test, c.status, c.note, certify.ball_json(c.ball)) for c in items]
 
-    exact = rows(C.certify_claims(3, Fraction(1, 1000), steps=5))
-    assert rows(C.certify_claims(3, Decimal("0.001"), steps=5)) == exact
-    assert rows(C.certify_claims(3, "1/1000", steps=5)) == exact
-    with pytest.raises(C.SettingError, match=r"^--d: the claims are stated for d >= 3, got 2$"):
-        C.certify_claims(2, Fraction(1, 1000))
+    exact = rows(certify.certify_claims(3, Fraction(1, 1000), steps=5))
+    assert rows(certify.certify_claims(3, Decimal("0.001"), steps=5)) == exact
+    assert rows(certify.certify_claims(3, "1/1000", steps=5)) == exact
+    with pytest.raises(certify.SettingError, match=r"^--d: the claims are stated for d >= 3, got 2$"):
+        certify.certify_claims(2, Fraction(1, 1000))
 
 
 def test_certify_claims_default_steps_are_proves():
@@ -926,6 +926,6 @@ def test_certify_claims_default_steps_are_proves():
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
     steps = int(parser.parse_args(["prove"]).steps)
-    items = {c.claim: c.item for c in C.certify_claims(3, Fraction(1, 1000)) if c.item.startswith("min over")}
+    items = {c.claim: c.item for c in certify.certify_claims(3, Fraction(1, 1000)) if c.item.startswith("min over")}
     assert items == {"output_only": f"min over {steps + 1} points of R - c(d)",
                      "attention_then_output": f"min over {steps + 2} points of R - c(d)"}

@@ -18,8 +18,7 @@ from checks.strategies import evaluator, examples, lengths_st, setting
 from numerics.theorem.closed_forms import ClosedForms, to_mpf
 from numerics.theorem.montecarlo import estimate
 from numerics.theorem.series import SeriesEvaluator
-from theory import symbolic as sym
-
+from theory import symbolic
 general_p = st.floats(min_value=0.05, max_value=0.95)
 
 
@@ -51,7 +50,7 @@ def test_inverse_length_moments_match_series_with_tail_bound(s_, p, lengths):
     st_ = setting(5, lengths, p=p)
     with mpmath.workdps(40):
         cf = ClosedForms(st_, dps=40)
-        closed = cf.expr(sym.inverse_length_moment(s_, lengths))
+        closed = cf.expr(symbolic.inverse_length_moment(s_, lengths))
         N = max(1, math.ceil(15 * math.log(10) / -math.log1p(-p)))  # tail about 1e-15, far above precision
         partial, tail = cf.inverse_length_moment_series(s_, N)
         slack = mpmath.mpf(10) ** -35
@@ -67,7 +66,7 @@ def test_inverse_length_moments_match_series_with_tail_bound(s_, p, lengths):
 @examples(10)
 def test_share_moments_match_brute_force(k, d, p, lengths):
     """E[r^k] to 20 digits: also guards against any double-precision leak in the mpmath evaluation."""
-    closed = ClosedForms(setting(d, lengths, p=p), dps=40).expr(sym.ratio_moment(k, lengths))
+    closed = ClosedForms(setting(d, lengths, p=p), dps=40).expr(symbolic.ratio_moment(k, lengths))
 
     def cond(n):
         if n == 0:
@@ -91,7 +90,7 @@ def test_share_moments_match_brute_force(k, d, p, lengths):
 def test_zero_init_gradients(loss, d, p, lengths):
     ev = evaluator(d, lengths, loss, p)
     res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
-    zg = sym.zero_init_gradients(lengths, loss)
+    zg = symbolic.zero_init_gradients(lengths, loss)
     cf = ClosedForms(setting(d, lengths, loss, p))
     assert abs(float(res.grad_beta[0]) - float(cf.expr(zg["grad_beta_a"]))) <= res.grad_bound
     assert abs(float(res.grad_beta[1]) - float(cf.expr(zg["grad_beta_b"]))) <= res.grad_bound
@@ -111,11 +110,11 @@ def test_phase2_attention_gradient(d, p, lengths, eta_1):
     assert abs(b1a - (-eta_1 * float(z.grad_beta[0]))) <= eta_1 * z.grad_bound
     assert abs(b1b - (-eta_1 * float(z.grad_beta[1]))) <= eta_1 * z.grad_bound
     res = ev.evaluate_symmetric(0.0, 0.0, b1a, b1b)
-    ga, gb = sym.phase2_attention_gradient(lengths)
+    ga, gb = symbolic.phase2_attention_gradient(lengths)
     assert abs(float(res.grad_alpha[0]) - float(cf.expr(ga, eta_1=eta_1))) <= res.grad_bound + 1e-14
     assert abs(float(res.grad_alpha[1]) - float(cf.expr(gb, eta_1=eta_1))) <= res.grad_bound + 1e-14
     # the uniform-attention risk quadratic at beta^(1)
-    R = cf.expr(sym.uniform_attention_risk(lengths), beta_a=b1a, beta_b=b1b)
+    R = cf.expr(symbolic.uniform_attention_risk(lengths), beta_a=b1a, beta_b=b1b)
     assert abs(float(res.risk) - float(R)) <= res.risk_bound + 1e-14
 
 
@@ -216,14 +215,14 @@ def test_phase3_closed_form_matches_iterated_descent(d, eta_1, eta_2, eta_3, T):
     b0 = np.array([[after2.beta_a], [after2.beta_b]])
 
     def closed(expr):
-        fn = sp.lambdify([*sym.phase3_symbols(), sym.eta3], expr, modules="numpy")
+        fn = sp.lambdify([*symbolic.phase3_symbols(), symbolic.eta3], expr, modules="numpy")
         return np.asarray(fn(Mn, mn.reshape(2, 1), D, b0, eta_3)).ravel()
 
     fin = traj.final
-    assert np.allclose(closed(sym.phase3_closed_form(sp.Integer(T))), [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
+    assert np.allclose(closed(symbolic.phase3_closed_form(sp.Integer(T))), [fin.beta_a, fin.beta_b], rtol=1e-9, atol=1e-9)
     # the per-coordinate output gradient there, closed form vs the series
     res = ev.evaluate_symmetric(fin.alpha_a, fin.alpha_b, fin.beta_a, fin.beta_b)
-    grad_T = closed(sym.phase3_gradient(sp.Integer(T)))
+    grad_T = closed(symbolic.phase3_gradient(sp.Integer(T)))
     assert np.allclose(grad_T, [float(g) for g in res.grad_beta], rtol=0, atol=1e-9)
 
 
@@ -243,13 +242,13 @@ def test_phase3_series_matches_the_evaluator(lengths, d, gap):
     n_grid, c_grid = (a.ravel() for a in np.meshgrid(np.arange(1, N + 1), np.arange(0, N + 1), indexing="ij"))
     keep = c_grid <= n_grid
     n_grid, c_grid = n_grid[keep].astype(float), c_grid[keep].astype(float)
-    M, m = sym.phase3_series(lengths)
+    M, m = symbolic.phase3_series(lengths)
     q = evaluator(d, lengths).quadratic_moments(gap, 0.0)
     Mn, mn, bound = q.M, q.m, q.bound
     for entry, value in ((M[0, 0], Mn[0][0]), (M[0, 1], Mn[0][1]), (M[1, 1], Mn[1][1]), (m[0], mn[0]), (m[1], mn[1])):
         summand = entry
         while isinstance(summand, sp.Sum):
             summand = summand.function
-        fn = sp.lambdify((sym.n_, sym.c_, sym.d, sym.p, sym.u), summand, modules=[{"binomial": binom}, "numpy"])
+        fn = sp.lambdify((symbolic.n_, symbolic.c_, symbolic.d, symbolic.p, symbolic.u), summand, modules=[{"binomial": binom}, "numpy"])
         total = float(np.sum(fn(n_grid, c_grid, d, p, math.exp(gap))))
         assert abs(total - float(value)) <= bound + tail + 1e-13

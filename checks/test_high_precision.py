@@ -17,7 +17,7 @@ import sympy as sp
 
 from numerics.theorem.closed_forms import ClosedForms
 from theory import catalogue
-from theory import symbolic as sym
+from theory import symbolic
 from theory.setting import Setting
 
 DPS = 40
@@ -105,7 +105,7 @@ def test_every_catalogue_entry_matches_sympy_evalf(d, lengths, p):
     for der in catalogue.all_derivations(lengths):
         if {str(x) for x in sp.sympify(der.expr).free_symbols} - {"d", "p"}:
             continue
-        reference = sp.sympify(der.expr).subs({sym.d: d, sym.p: p_exact}).evalf(60)
+        reference = sp.sympify(der.expr).subs({symbolic.d: d, symbolic.p: p_exact}).evalf(60)
         with mpmath.workdps(60):
             ref = mpmath.mpf(str(sp.re(reference)))
         assert _close(cf.value(der.key), ref), der.key
@@ -130,7 +130,7 @@ def test_uniform_attention_risk_at_40_digits(d, lengths):
     cf = ClosedForms(Setting(d, lengths=lengths), dps=DPS)
     b_a, b_b = Fraction(7, 5), Fraction(-3, 4)
     symmetric = cf.uniform_attention_risk([b_a] + [b_b] * (d - 1))
-    assert _close(symmetric, cf.expr(sym.uniform_attention_risk(lengths), beta_a=b_a, beta_b=b_b))
+    assert _close(symmetric, cf.expr(symbolic.uniform_attention_risk(lengths), beta_a=b_a, beta_b=b_b))
     beta = [Fraction(1, 2)] + [Fraction(k - 2, 3) for k in range(d - 1)]
     swapped = [beta[0]] + beta[:0:-1]
     assert _close(cf.uniform_attention_risk(beta), cf.uniform_attention_risk(swapped))

@@ -16,9 +16,8 @@ import sys
 import pytest
 import sympy as sp
 
-from theory import proofs as P
-
-d, p, x = P.sym.d, P.sym.p, P.X
+from theory import proofs
+d, p, x = proofs.symbolic.d, proofs.symbolic.p, proofs.X
 
 
 @pytest.fixture
@@ -26,12 +25,12 @@ def derived(monkeypatch):
     """``derived(name, expr)``: theory.symbolic's derivation ``name`` returns ``expr`` for the rest of the test."""
 
     def use(name, expr):
-        monkeypatch.setattr(P.sym, name, lambda *args, **kwargs: expr)
-        P.clear_caches()
+        monkeypatch.setattr(proofs.symbolic, name, lambda *args, **kwargs: expr)
+        proofs.clear_caches()
 
-    P.clear_caches()
+    proofs.clear_caches()
     yield use
-    P.clear_caches()  # before monkeypatch restores the derivations: no proof of a replaced one stays cached
+    proofs.clear_caches()  # before monkeypatch restores the derivations: no proof of a replaced one stays cached
 
 
 def _assert_labelled(result):
@@ -59,8 +58,8 @@ def _step(result, start):
 
 
 def test_balancing_p_states_each_step_it_showed():
-    P.clear_caches()
-    r = P.prove_balancing_p()
+    proofs.clear_caches()
+    r = proofs.prove_balancing_p()
     assert r.passed
     assert _step(r, "0 < p = ").endswith(": shown")
 
@@ -69,7 +68,7 @@ def test_balancing_root_outside_0_1_fails_at_the_range_step(derived):
     """P(y = -1) = p x / (p x + x + 1) (x = d - 1) is Moebius with its 1/2-root at p = d/(d-1) > 1: the gap and
     the uniqueness steps hold, and only the range step 0 < p < 1 (its p < 1 half) refuses it."""
     derived("prob_no_marked", p * (d - 1) / (p * (d - 1) + d))
-    r = P.prove_balancing_p(d / (d - 1))
+    r = proofs.prove_balancing_p(d / (d - 1))
     assert not r.passed
     assert r.steps[0].endswith("simplifies to 0")
     assert _step(r, "0 < p = ").endswith(": not shown")
@@ -81,7 +80,7 @@ def test_balancing_p_refuses_a_non_moebius_p_with_two_roots(derived):
     d > 3: p = 1/x is not the only root.  Its numerator is quadratic in p: no Moebius argument applies (not even
     one that reads only the linear and constant coefficients), so uniqueness is not shown."""
     derived("prob_no_marked", sp.Rational(1, 2) + (p * (d - 1) - 1) * (p * (d - 1) - 2) / (2 * (d - 1) ** 2))
-    r = P.prove_balancing_p(1 / (d - 1))
+    r = proofs.prove_balancing_p(1 / (d - 1))
     assert not r.passed
     assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
     assert r.steps[-1] == "P(y=-1) is not a Moebius function of p: uniqueness not shown"
@@ -92,7 +91,7 @@ def test_balancing_p_proves_an_affine_p(derived):
     nonzero): p = 1/(d - 1) is its only 1/2-root, and the proof must show it (the determinant a e - b c read
     with the right coefficients)."""
     derived("prob_no_marked", (p + 1) * (d - 1) / (2 * d))
-    r = P.prove_balancing_p(1 / (d - 1))
+    r = proofs.prove_balancing_p(1 / (d - 1))
     assert r.passed, r.steps
     assert _step(r, "P(y=-1) = ").endswith(": shown")
 
@@ -108,7 +107,7 @@ def test_balancing_p_range_is_shown_on_all_of_d_gt_2(derived, p0):
     0 < p half fails); both lie in (0, 1) for d > 3.  The gap and uniqueness steps hold; the range step must refuse
     them on all of x = d - 1 > 1 (with d = x + 1, both halves on x > 1, not x > 2), and the proof FAIL."""
     derived("prob_no_marked", _affine_with_root(p0))
-    r = P.prove_balancing_p(p0)
+    r = proofs.prove_balancing_p(p0)
     assert not r.passed
     assert r.steps[0].endswith("simplifies to 0")
     assert _step(r, "0 < p = ").endswith(": not shown")
@@ -120,7 +119,7 @@ def test_balancing_p_determinant_must_be_nonzero_on_all_of_d_gt_2(derived):
     1/2 for every p: there the root is not unique.  Its determinant 2 x^2 (x - 2) vanishes at x = 2; the uniqueness
     step must refuse it (its sign read on x > 1 with d = x + 1, and every condition required), and say so."""
     derived("prob_no_marked", ((d - 3) * (d - 1) * p + 2) / (2 * (d - 1)))
-    r = P.prove_balancing_p(1 / (d - 1))
+    r = proofs.prove_balancing_p(1 / (d - 1))
     assert not r.passed
     assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
     assert _step(r, "P(y=-1) = ").endswith(": not shown")
@@ -138,7 +137,7 @@ def test_balancing_p_denominator_must_keep_its_sign_on_0_1(derived, pm, p0):
     pole there, and is not monotone on [0, 1].  The uniqueness step must refuse both (the sign at p = 0 and at p = 1,
     each on x > 1), and the proof FAIL."""
     derived("prob_no_marked", pm)
-    r = P.prove_balancing_p(p0)
+    r = proofs.prove_balancing_p(p0)
     assert not r.passed
     assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
     assert _step(r, "P(y=-1) = ").endswith(": not shown")
@@ -149,7 +148,7 @@ def test_balancing_p_refuses_a_denominator_quadratic_in_p(derived):
     d > 3.  Its numerator is linear in p but its denominator is quadratic: not a Moebius function (the degree of the
     denominator in p must be checked, and be at most 1), so uniqueness is not shown."""
     derived("prob_no_marked", p * (d - 1) / (p**2 * (d - 1) ** 2 - p * (d - 1) + 2))
-    r = P.prove_balancing_p(1 / (d - 1))
+    r = proofs.prove_balancing_p(1 / (d - 1))
     assert not r.passed
     assert r.steps[0].endswith("simplifies to 0") and _step(r, "0 < p = ").endswith(": shown")
     assert r.steps[-1] == "P(y=-1) is not a Moebius function of p: uniqueness not shown"
@@ -166,14 +165,14 @@ def test_balancing_p_proves_other_moebius_functions(derived, pm, p0):
     (0, 1): the proof must show each (every coefficient read as the right one, the determinant of either sign
     accepted, the denominator read at p = 0 and p = 1 only)."""
     derived("prob_no_marked", pm)
-    r = P.prove_balancing_p(p0)
+    r = proofs.prove_balancing_p(p0)
     assert r.passed, r.steps
     assert _step(r, "P(y=-1) = ").endswith(": shown")
 
 
 def test_balancing_p_result_names_its_method_domain_and_claim():
-    P.clear_caches()
-    r = P.prove_balancing_p()
+    proofs.clear_caches()
+    r = proofs.prove_balancing_p()
     assert r.passed
     _assert_labelled(r)
 
@@ -183,8 +182,8 @@ def test_balancing_p_result_names_its_method_domain_and_claim():
 
 
 def test_phase1_signs_states_each_step_it_showed():
-    P.clear_caches()
-    r = P.prove_phase1_signs()
+    proofs.clear_caches()
+    r = proofs.prove_phase1_signs()
     assert r.passed
     assert _step(r, "in eta1_max = ").endswith(": shown")
     assert r.steps[-1].endswith("(= d: shown)")
@@ -195,7 +194,7 @@ def test_phase1_eta1_max_needs_1_over_d_to_be_the_largest_on_all_of_d_gt_2(deriv
     other one is, and eta1_max is not d there.  The gradient signs hold; the step '1/d exceeds the others for
     x > 1' must refuse it (on x > 1, not x > 2, and 1/d - a, not 1/d + a, is the margin), and the proof FAIL."""
     derived("eta1_max", 1 / sp.Max(1 / d, 1 / d - (d - 3) / d**2))
-    r = P.prove_phase1_signs()
+    r = proofs.prove_phase1_signs()
     assert not r.passed
     assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
     assert _step(r, "in eta1_max = ").endswith(": not shown")
@@ -206,7 +205,7 @@ def test_phase1_eta1_max_is_compared_at_the_p_under_test(derived):
     not d.  At the default p = 1/(d - 1) the comparison would hold (p/2 < 1/d), so the step must substitute the
     p under test."""
     derived("eta1_max", 1 / sp.Max(1 / d, p / 2))
-    r = P.prove_phase1_signs(sp.Rational(1, 2))
+    r = proofs.prove_phase1_signs(sp.Rational(1, 2))
     assert not r.passed
     assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
     assert _step(r, "in eta1_max = ").endswith(": not shown")
@@ -216,9 +215,9 @@ def test_phase1_gradient_of_beta_a_is_signed_at_the_p_under_test(derived):
     """With dR/dbeta_a(0) = (p (d - 1) - 2)/d, negative at the default p = 1/(d - 1) but 1/d > 0 at p = 3/(d - 1),
     the claim dR/dbeta_a(0) < 0 is false at p = 3/(d - 1) (dR/dbeta_b(0) > 0 and eta1_max = d hold there): the sign
     must be read at the p under test, and the proof FAIL, saying eta1_max = d is not shown."""
-    g = P.sym.zero_init_gradients(P.LAW)
+    g = proofs.symbolic.zero_init_gradients(proofs.LAW)
     derived("zero_init_gradients", {**g, "grad_beta_a": (p * (d - 1) - 2) / d})
-    r = P.prove_phase1_signs(3 / (d - 1))
+    r = proofs.prove_phase1_signs(3 / (d - 1))
     assert not r.passed
     assert _step(r, "dR/dbeta_a(0) = ").endswith("sign 1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
     assert _step(r, "in eta1_max = ").endswith(": shown")
@@ -232,9 +231,9 @@ def test_phase1_gradient_of_beta_a_is_signed_at_the_p_under_test(derived):
 def test_phase1_gradient_signs_are_shown_on_all_of_d_gt_2(derived, name, grad, signs_shown):
     """A phase-1 gradient of the right sign only for d > 3, of the wrong one for 2 < d < 3: its sign is not shown on
     x = d - 1 > 1 (it would be on x > 2), and the proof must FAIL."""
-    g = P.sym.zero_init_gradients(P.LAW)
+    g = proofs.symbolic.zero_init_gradients(proofs.LAW)
     derived("zero_init_gradients", {**g, name: grad})
-    r = P.prove_phase1_signs()
+    r = proofs.prove_phase1_signs()
     assert not r.passed
     sa, sb = _step(r, "dR/dbeta_a(0) = "), _step(r, "dR/dbeta_b(0) = ")
     assert (sa.endswith("sign -1"), sb.endswith("sign 1")) == signs_shown
@@ -246,8 +245,8 @@ def test_phase1_eta1_max_is_evaluated_at_the_p_under_test(derived):
     """With eta1_max = p (d - 1) / Max(1/d, ...) (the derived one times p (d - 1)), eta1_max is d at the default
     p = 1/(d - 1) but d (d - 1)/2 at p = 1/2, where the gradient signs and '1/d is the largest term' hold: the value
     must be taken at the p under test, and the proof FAIL."""
-    derived("eta1_max", p * (d - 1) * P.sym.eta1_max(P.LAW))
-    r = P.prove_phase1_signs(sp.Rational(1, 2))
+    derived("eta1_max", p * (d - 1) * proofs.symbolic.eta1_max(proofs.LAW))
+    r = proofs.prove_phase1_signs(sp.Rational(1, 2))
     assert not r.passed
     assert _step(r, "dR/dbeta_a(0) = ").endswith("sign -1") and _step(r, "dR/dbeta_b(0) = ").endswith("sign 1")
     assert _step(r, "in eta1_max = ").endswith(": shown")
@@ -255,8 +254,8 @@ def test_phase1_eta1_max_is_evaluated_at_the_p_under_test(derived):
 
 
 def test_phase1_signs_result_names_its_method_domain_and_claim():
-    P.clear_caches()
-    r = P.prove_phase1_signs()
+    proofs.clear_caches()
+    r = proofs.prove_phase1_signs()
     assert r.passed
     _assert_labelled(r)
 
@@ -268,8 +267,8 @@ def test_phase1_signs_result_names_its_method_domain_and_claim():
 def test_output_floor_with_a_denominator_of_no_sign_fails_at_that_step():
     """c = 1/(d - 3) is negative for 2 < d < 3: its numerator 1 is positive, its denominator x - 2 is not
     positive on x > 1, and the denominator step says so."""
-    P.clear_caches()
-    r = P.prove_output_floor_positive(1 / (d - 3))
+    proofs.clear_caches()
+    r = proofs.prove_output_floor_positive(1 / (d - 3))
     assert not r.passed
     assert _step(r, "D > 0 for x > 1").endswith(": not shown")
 
@@ -277,8 +276,8 @@ def test_output_floor_with_a_denominator_of_no_sign_fails_at_that_step():
 def test_output_floor_states_each_step_it_showed():
     """On the derived c(d) (PASS) the denominator step says it was shown, and the result names its method, domain
     and statement (app/commands/prove.py formats the domain and the method with a width: a None there would not print)."""
-    P.clear_caches()
-    r = P.prove_output_floor_positive()
+    proofs.clear_caches()
+    r = proofs.prove_output_floor_positive()
     assert r.passed
     assert _step(r, "D > 0 for x > 1").endswith(": shown")
     _assert_labelled(r)
@@ -289,8 +288,8 @@ def test_output_floor_needs_the_numerator_positive_on_all_of_d_gt_2():
     at x = 1+ and for x > 8/5 (so on all of x > 2, d > 3) but negative on 7/5 < x < 8/5 (d in (2.4, 2.6)).  The
     numerator step must be on x > 1, not x > 2: it refuses N (its derivative is negative at x = 1+) and the
     proof FAILs."""
-    P.clear_caches()
-    r = P.prove_output_floor_positive(((d - sp.Rational(5, 2)) ** 2 - sp.Rational(1, 100)) / d)
+    proofs.clear_caches()
+    r = proofs.prove_output_floor_positive(((d - sp.Rational(5, 2)) ** 2 - sp.Rational(1, 100)) / d)
     assert not r.passed
     assert _step(r, "D > 0 for x > 1").endswith(": shown")
     assert r.steps[-1].endswith("at x = 1+ is -1: not shown >= 0"), r.steps
@@ -299,14 +298,14 @@ def test_output_floor_needs_the_numerator_positive_on_all_of_d_gt_2():
 # ----------------------------------------------------------------------------------------------
 # prove_floor_is_infimum
 
-ba, bb = P.sym.beta_a, P.sym.beta_b
+ba, bb = proofs.symbolic.beta_a, proofs.symbolic.beta_b
 
 
 def test_floor_infimum_refuses_a_risk_that_is_not_quadratic(derived):
     """A risk of degree 3 in beta (unbounded below) on the symmetric plane: the Hessian argument does not apply,
     and the proof says so and FAILs (as a result of this claim, with its steps)."""
     derived("uniform_attention_risk", ba**3 + bb**2 + sp.Rational(1, 2))
-    r = P.prove_floor_is_infimum(sp.Rational(1, 2))
+    r = proofs.prove_floor_is_infimum(sp.Rational(1, 2))
     assert not r.passed and r.claim == "floor_is_infimum"
     assert r.steps[0].startswith("R(0, beta) is an expectation of squares")
     assert r.steps[-1] == "R(0, beta) on the symmetric plane has degree 3, not 2"
@@ -323,7 +322,7 @@ def test_floor_infimum_proves_the_minimum_of_other_convex_quadratics(derived, ri
     """The proof on strictly convex quadratics with a known minimum, some without a cross term or a linear term:
     a missing coefficient is 0, and the minimum q0 - b.H^-1 b / 2 is found."""
     derived("uniform_attention_risk", sp.expand(risk))
-    r = P.prove_floor_is_infimum(minimum)
+    r = proofs.prove_floor_is_infimum(minimum)
     assert r.passed, r.steps
     assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: shown")
 
@@ -338,7 +337,7 @@ def test_floor_infimum_needs_a_positive_definite_hessian(derived, risk, value):
     value that q0 - b.H^-1 b / 2 gives (with the saddle's H, or with the missing beta_b^2 coefficient read as
     anything but 0: as 1, H would be positive definite).  H_11 > 0 holds; the det H step refuses it, whatever the identity step says."""
     derived("uniform_attention_risk", sp.expand(risk))
-    r = P.prove_floor_is_infimum(value)
+    r = proofs.prove_floor_is_infimum(value)
     assert not r.passed
     i = r.steps.index("det H > 0:")
     assert "not shown" in " ".join(r.steps[i + 1:-1]) or "could not show" in " ".join(r.steps[i + 1:-1]), r.steps
@@ -347,9 +346,9 @@ def test_floor_infimum_needs_a_positive_definite_hessian(derived, risk, value):
 
 def test_floor_infimum_refuses_the_floor_minus_1():
     """c(d) - 1 is not the infimum: the identity step must find q0 - b.H^-1 b / 2 - (c - 1) = 1 not zero."""
-    P.clear_caches()
-    c = P.sym.uniform_attention_min_risk(P.LAW)
-    r = P.prove_floor_is_infimum(c - 1)
+    proofs.clear_caches()
+    c = proofs.symbolic.uniform_attention_min_risk(proofs.LAW)
+    r = proofs.prove_floor_is_infimum(c - 1)
     assert not r.passed
     assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: not shown")
 
@@ -358,8 +357,8 @@ def test_floor_infimum_states_each_step_it_showed():
     """On the derived risk and c(d) (PASS): the hand-argued reduction to symmetric beta comes first, then the two
     Hessian steps, each shown, then the identity; and the result names its method, domain and statement
     (app/commands/prove.py formats the domain and the method with a width: a None there would not print)."""
-    P.clear_caches()
-    r = P.prove_floor_is_infimum()
+    proofs.clear_caches()
+    r = proofs.prove_floor_is_infimum()
     assert r.passed
     assert r.steps[0].startswith("R(0, beta) is an expectation of squares"), r.steps
     i, j = r.steps.index("H_11 > 0:"), r.steps.index("det H > 0:")
@@ -379,7 +378,7 @@ def test_floor_infimum_checks_the_hessian_on_all_of_d_gt_2(derived, risk, refuse
     R is unbounded below there, so 1/4, the value at beta = 0, is not its infimum for every d > 2).  One Hessian
     step holds on all of x > 1; the other must be checked on x > 1, not x > 2, and refuse it."""
     derived("uniform_attention_risk", sp.expand(risk))
-    r = P.prove_floor_is_infimum(sp.Rational(1, 4))
+    r = proofs.prove_floor_is_infimum(sp.Rational(1, 4))
     assert not r.passed
     assert r.steps[r.steps.index(refused) + 1].endswith("at x = 1+ is -1: not shown >= 0"), r.steps
     assert " > 0 for x > 1: every factor positive" in r.steps[r.steps.index(shown) + 1], r.steps
@@ -390,7 +389,7 @@ def test_floor_infimum_needs_a_unique_minimiser(derived):
     """R = beta_b^2 + 1/4 does not depend on beta_a: its infimum 1/4 is attained on a whole line, not at a unique
     beta, and H_11 = 0 (a missing beta_a^2 coefficient is 0, not 1): the proof must FAIL."""
     derived("uniform_attention_risk", bb**2 + sp.Rational(1, 4))
-    r = P.prove_floor_is_infimum(sp.Rational(1, 4))
+    r = proofs.prove_floor_is_infimum(sp.Rational(1, 4))
     assert not r.passed
     h11_steps = " ".join(r.steps[r.steps.index("H_11 > 0:") + 1 : r.steps.index("det H > 0:")])
     assert "could not show 0 > 0" in h11_steps, r.steps
@@ -400,9 +399,9 @@ def test_floor_infimum_needs_a_unique_minimiser(derived):
 def test_floor_infimum_refuses_minus_the_floor():
     """-c(d) is not the infimum (c(d) > 0): the identity step must test q0 - b.H^-1 b / 2 - (-c) = 2 c, not
     q0 - b.H^-1 b / 2 + (-c) = 0, in both of its tests (the polynomial one and simplify)."""
-    P.clear_caches()
-    c = P.sym.uniform_attention_min_risk(P.LAW)
-    r = P.prove_floor_is_infimum(-c)
+    proofs.clear_caches()
+    c = proofs.symbolic.uniform_attention_min_risk(proofs.LAW)
+    r = proofs.prove_floor_is_infimum(-c)
     assert not r.passed
     assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: not shown")
 
@@ -412,8 +411,8 @@ def test_floor_infimum_identity_falls_back_on_simplify(derived):
     identity test (_is_zero) does not see it, and simplify must be allowed to decide it on its own."""
     derived("uniform_attention_risk", ba**2 + bb**2 + sp.Rational(1, 4))
     c = (sp.sin(d) ** 2 + sp.cos(d) ** 2) / 4
-    assert not P._is_zero(P._with_x(sp.Rational(1, 4) - c))  # the fallback is what this input reaches
-    r = P.prove_floor_is_infimum(c)
+    assert not proofs._is_zero(proofs._with_x(sp.Rational(1, 4) - c))  # the fallback is what this input reaches
+    r = proofs.prove_floor_is_infimum(c)
     assert r.passed, r.steps
     assert _step(r, "q0 - b.H^-1 b / 2 - c(d)").endswith("identically: shown")
 
@@ -428,9 +427,9 @@ def test_kappa_symbolic_endpoint_is_shown_on_all_of_d_gt_2():
     states. Li_2 >= z gives Q >= x (x - 2) (x + 1) (x = d - 1), positive only for x > 2, so the endpoint step on
     x > 1 must refuse it and the proof FAIL (a step run on x > 2, d > 3, would pass it). ``_kappa_with_end`` is
     in the section of prove_kappa_positive_bnb."""
-    P.clear_caches()
+    proofs.clear_caches()
     z = 1 - 1 / (d - 1)
-    r = P.prove_kappa_positive_symbolic(_kappa_with_end(sp.polylog(2, z) - z + d - 3))
+    r = proofs.prove_kappa_positive_symbolic(_kappa_with_end(sp.polylog(2, z) - z + d - 3))
     assert not r.passed
     assert sp.N((sp.polylog(2, z) - z + d - 3).subs(d, sp.Rational(21, 10))) < 0  # the claim is false at d = 2.1
     assert "Q(0):" in r.steps, r.steps
@@ -442,13 +441,13 @@ def test_kappa_symbolic_endpoint_is_shown_on_all_of_d_gt_2():
 def test_kappa_symbolic_reports_each_step_and_the_range_it_ran_on():
     """On 0 < eta_1 <= 10 d (false at d = 3) the proof FAILs, and its result states that range (as
     ``_range_label`` names it) and keeps every step: the linearity step, Q(0), then the endpoint."""
-    P.clear_caches()
-    r = P.prove_kappa_positive_symbolic(range_factor=10)
+    proofs.clear_caches()
+    r = proofs.prove_kappa_positive_symbolic(range_factor=10)
     assert not r.passed
     _assert_labelled(r)
-    assert P._range_label(10) in r.shown
+    assert proofs._range_label(10) in r.shown
     assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|")
-    endpoint = f"Q(eta_1 = {P._range_label(10)}):"
+    endpoint = f"Q(eta_1 = {proofs._range_label(10)}):"
     assert "Q(0):" in r.steps and endpoint in r.steps, r.steps
     assert r.steps.index("Q(0):") < r.steps.index(endpoint)
 
@@ -459,7 +458,7 @@ def test_kappa_symbolic_reports_each_step_and_the_range_it_ran_on():
 
 def _kappa_with_end(q_end):
     """kappa = eta_1 (1 + eta_1 (q_end(d) - 1) / d): Q(0) = 1 > 0 and Q(eta_1 = d) = q_end(d)."""
-    e = P.sym.eta1
+    e = proofs.symbolic.eta1
     return e * (1 + e * (q_end - 1) / d)
 
 
@@ -467,8 +466,8 @@ def test_kappa_bnb_needs_a_tail_bound_for_large_d():
     """Q(eta_1 = d) = 3/2 - Li_2(1 - 1/(d - 1)): positive for d up to 10 (the boxes certify it), negative for
     large d (Li_2 -> pi^2/6 > 3/2).  Its Li_2 coefficient is negative, so the Li_2 >= 0 tail bound does not
     apply: the proof must FAIL, not rest on the boxes alone."""
-    P.clear_caches()
-    r = P.prove_kappa_positive_bnb(_kappa_with_end(sp.Rational(3, 2) - sp.polylog(2, 1 - 1 / (d - 1))))
+    proofs.clear_caches()
+    r = proofs.prove_kappa_positive_bnb(_kappa_with_end(sp.Rational(3, 2) - sp.polylog(2, 1 - 1 / (d - 1))))
     assert not r.passed
     assert any(s.startswith("-2*x*polylog") and " > 0 on x in [2, 9]: " in s for s in r.steps), r.steps
     assert "for d >= 10: the Li_2 >= 0 bound does not apply" in r.steps
@@ -477,8 +476,8 @@ def test_kappa_bnb_needs_a_tail_bound_for_large_d():
 def test_kappa_bnb_pieces_are_the_boxes_from_d_3_to_10_and_the_tail_from_10():
     """The two pieces the proof reports are the ones it ran: boxes on x in [2, 9] (d in [3, 10], as its method
     says) and the tail bound from x = 9 on; together they cover the domain it states, d >= 3."""
-    P.clear_caches()
-    r = P.prove_kappa_positive_bnb()
+    proofs.clear_caches()
+    r = proofs.prove_kappa_positive_bnb()
     assert r.passed
     assert "pieces x in [2, 9] and x >= 9 cover every d >= 3: yes" in r.steps
     assert any(" > 0 on x in [2, 9]: " in s for s in r.steps)
@@ -491,12 +490,12 @@ def test_kappa_bnb_tail_bound_must_be_shown_positive():
     """Q(eta_1 = d) = Li_2(z) + (21 - d)/10: positive for d up to 10 (the boxes certify it), negative for large d
     (Li_2 < pi^2/6 < 2). Its Li_2 coefficient is positive, so the tail bound applies, and it is Q >= the rest,
     which the step prints; that rest is negative for large d, and the tail step must refuse it."""
-    P.clear_caches()
+    proofs.clear_caches()
     kappa = _kappa_with_end(sp.polylog(2, 1 - 1 / (d - 1)) + (21 - d) / 10)
-    r = P.prove_kappa_positive_bnb(kappa)
+    r = proofs.prove_kappa_positive_bnb(kappa)
     assert not r.passed
     assert "boxes certified by arb" in _step_containing(r, " > 0 on x in [2, 9]: "), r.steps  # not the boxes' FAIL
-    rest = P._split_li2(P._kappa_endpoints(kappa, 1)[1])[1]
+    rest = proofs._split_li2(proofs._kappa_endpoints(kappa, 1)[1])[1]
     tail = _step(r, "for d >= 10: Q >= ")
     printed = tail[len("for d >= 10: Q >= "):].split(" (Li_2 coefficient")[0]
     bound = sp.sympify(printed, locals={"x": x})
@@ -507,11 +506,11 @@ def test_kappa_bnb_tail_bound_must_be_shown_positive():
 def test_kappa_bnb_reports_each_step_and_the_range_it_ran_on():
     """On 0 < eta_1 <= 10 d (false at d = 3) the proof FAILs, its result states that range (as ``_range_label``
     names it), and it keeps every step: the linearity step and Q(0) before the boxes."""
-    P.clear_caches()
-    r = P.prove_kappa_positive_bnb(range_factor=10)
+    proofs.clear_caches()
+    r = proofs.prove_kappa_positive_bnb(range_factor=10)
     assert not r.passed
     _assert_labelled(r)
-    assert P._range_label(10) in r.shown
+    assert proofs._range_label(10) in r.shown
     assert r.steps[0].startswith("kappa = eta_1 Q(eta_1) / |den|") and "Q(0):" in r.steps
     assert r.steps.index("Q(0):") < r.steps.index(_step_containing(r, "counterexample: f("))  # the boxes' FAIL
 
@@ -524,8 +523,8 @@ def test_regime_positive_states_each_step_it_showed():
     """The proof (PASS) keeps every step: B_2 and u_min first, then the bound 4 B_2 - 12 >= 0 and the two proofs it
     rests on; and it names its method, domain and statement (app/commands/prove.py formats the domain and the method with a
     width: a None there would not print)."""
-    P.clear_caches()
-    r = P.prove_regime_positive()
+    proofs.clear_caches()
+    r = proofs.prove_regime_positive()
     assert r.passed
     assert r.steps[0].startswith("B_2 = ") and r.steps[0].endswith("u_min^2 = 4 B_2 / epsilon"), r.steps
     assert _step(r, "4 B_2 - 12 >= 0 for x >= 2").endswith(":")
@@ -539,23 +538,23 @@ def test_regime_positive_states_each_step_it_showed():
 
 
 def test_attention_only_refuses_an_unknown_loss_by_name():
-    P.clear_caches()
+    proofs.clear_caches()
     with pytest.raises(ValueError, match="'hinge'"):
-        P.prove_attention_only("hinge")
+        proofs.prove_attention_only("hinge")
 
 
 def test_attention_only_states_a_false_value_not_shown():
-    P.clear_caches()
-    r = P.prove_attention_only("squared", sp.Rational(1, 3))
+    proofs.clear_caches()
+    r = proofs.prove_attention_only("squared", sp.Rational(1, 3))
     assert not r.passed and r.steps[-1].endswith("= 1/3: not shown")
-    r = P.prove_attention_only("squared")
+    r = proofs.prove_attention_only("squared")
     assert r.passed and r.steps[-1].endswith("= 1/2: shown")
 
 
 def test_attention_only_default_loss_is_the_squared_loss():
     """The signature's default loss is the squared loss: called without arguments, the proof shows R(0, 0) = 1/2."""
-    P.clear_caches()
-    r = P.prove_attention_only()
+    proofs.clear_caches()
+    r = proofs.prove_attention_only()
     assert r.passed and r.steps[-1].endswith("= 1/2: shown")
 
 
@@ -572,19 +571,19 @@ def patched(monkeypatch):
     """``patched(name, fn)``: theory.proofs' ``name`` is ``fn`` for the rest of the test (caches cleared)."""
 
     def use(name, fn):
-        monkeypatch.setattr(P, name, fn)
-        P.clear_caches()
+        monkeypatch.setattr(proofs, name, fn)
+        proofs.clear_caches()
 
-    P.clear_caches()
+    proofs.clear_caches()
     yield use
-    P.clear_caches()  # before monkeypatch restores the functions: no control run with them stays cached
+    proofs.clear_caches()  # before monkeypatch restores the functions: no control run with them stays cached
 
 
 def _refused_on_x_gt_1(patched, control, last_step):
     """Run ``control`` with li2_lower_bound recording its (q, x, a): the control must be refused, its last step
     ending with ``last_step``, its labels stated, and li2_lower_bound called once, on x > 1 (the domain the
     controls state). Returns the q it was called with."""
-    calls, real = [], P.li2_lower_bound
+    calls, real = [], proofs.li2_lower_bound
     patched("li2_lower_bound", lambda q, xx, a: calls.append((q, xx, a)) or real(q, xx, a))
     r = control()
     assert not r.passed
@@ -599,17 +598,17 @@ def test_li2_step_control_is_false_and_only_the_coefficient_check_refuses_it(pat
     """q = 1 - Li_2(1 - 1/x) on x > 1 is false (q(100) < 0: Li_2 -> pi^2/6 > 1). The proof refuses it at the
     Li_2 coefficient check (coefficient -1); with that check alone answering "positive" (for the test only), the
     bound q >= 1 - z = 1/x goes through and the control is proved: the check is what stops it."""
-    q = _refused_on_x_gt_1(patched, P.li2_step_control, "not shown positive: the lower bound does not apply")
+    q = _refused_on_x_gt_1(patched, proofs.li2_step_control, "not shown positive: the lower bound does not apply")
     assert sp.N(q.subs(x, 100)) < 0
 
-    real_sign_on = P._sign_on
+    real_sign_on = proofs._sign_on
 
     def coefficient_check_off(expr, xx, a):
         # the caller's code object: li2_lower_bound (under mutmut, x_li2_lower_bound__mutmut_orig or a mutant)
         return 1 if "li2_lower_bound" in sys._getframe(1).f_code.co_name else real_sign_on(expr, xx, a)
 
     patched("_sign_on", coefficient_check_off)
-    r = P.li2_step_control()
+    r = proofs.li2_step_control()
     assert r.passed, r.steps
 
 
@@ -621,7 +620,7 @@ def test_li2_tight_control_is_refused_only_by_the_bound_li2_ge_z(patched):
     """q = Li_2(z) - z - 1/(100 x), z = 1 - 1/x, is false near x = 1 (Li_2(z) - z ~ z^2/4 -> 0). Its Li_2
     coefficient 1 is positive, and the bound Li_2 >= z leaves q >= -1/(100 x): the positivity step refuses
     that, on x > 1, the domain the control states."""
-    q = _refused_on_x_gt_1(patched, P.li2_tight_control, "not shown >= 0")
+    q = _refused_on_x_gt_1(patched, proofs.li2_tight_control, "not shown >= 0")
     assert sp.N(q.subs(x, sp.Rational(101, 100))) < 0
 
 
@@ -635,14 +634,14 @@ def test_li2_tight_control_is_proved_by_a_bound_too_large_by_its_margin(patched,
     is e(x) - 1/(100 x): the control is proved when e(x) > 1/(100 x) for every x > 1 (e = 1/100), and refused when
     e is smaller somewhere (near x = 1, or everywhere): it tells Li_2 >= z from a bound too large by its margin
     1/(100 x), and from no smaller excess."""
-    real_split = P._split_li2
+    real_split = proofs._split_li2
 
     def looser(expr):
         split = real_split(expr)
         return None if split is None else (split[0], split[1] + split[0] * excess)
 
     patched("_split_li2", looser)
-    r = P.li2_tight_control()
+    r = proofs.li2_tight_control()
     assert r.passed is proved, r.steps
 
 
@@ -658,7 +657,7 @@ def test_alpha0_risk_coefficients_rebuild_the_symmetric_risk():
     coeffs = C._alpha0_risk_coefficients("positive")
     assert all(len(m) == 2 and sum(m) <= 2 for m, _ in coeffs) and (2, 0) in dict(coeffs) and (0, 2) in dict(coeffs)
     rebuilt = sum(c * ba**i * bb**j for (i, j), c in coeffs)
-    assert sp.simplify(rebuilt - P.sym.uniform_attention_risk("positive")) == 0
+    assert sp.simplify(rebuilt - proofs.symbolic.uniform_attention_risk("positive")) == 0
 
 
 # ----------------------------------------------------------------------------------------------

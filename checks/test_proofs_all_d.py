@@ -167,7 +167,7 @@ def test_sign_on_and_prove_positive_on_known_functions():
 def test_kappa_proofs_refuse_a_kappa_of_another_form_or_negative_at_zero():
     """A kappa that is not eta_1 (A + B eta_1) / den (a cubic term) is refused, not proved; a kappa whose
     Q(0) = A is negative (kappa < 0 for small eta_1) fails its Q(0) step."""
-    d, e = P.sym.d, P.sym.eta1
+    d, e = P.symbolic.d, P.symbolic.eta1
     cubic = e * (d - 2 + e ** 2) / (d - 1)
     negative_at_zero = e * (2 - d + e / d) / (d - 1)
     for kappa in (cubic, negative_at_zero):
@@ -235,7 +235,7 @@ def test_kappa_form_and_q0_are_checked_on_all_of_x_above_1():
     """The symbolic kappa proof is for all real d > 2 (x > 1): a denominator 2d - 5 changes sign at
     d = 5/2, so kappa is refused; Q(0) = d - 3 is negative for d in (2, 3), so Q(0) fails. The steps record
     the linear form first."""
-    d, e = P.sym.d, P.sym.eta1
+    d, e = P.symbolic.d, P.symbolic.eta1
     Q, steps = P._kappa_linear(e * (1 + e) / (2 * d - 5))
     assert Q is None and steps[0].startswith("kappa not of the form"), steps
     ok0, Qd, steps = P._kappa_endpoints(e * (d - 3 + e) / (d - 1), 1)
@@ -296,7 +296,7 @@ def test_the_false_kappa_controls_are_false_where_their_docstrings_say():
     at eta_1 = d - 1 for every d and negative at eta_1 = d only near d = 3 (its root is d = 3.0265...);
     `kappa_false_at_d` is positive on (0, d - 1] and negative at eta_1 = d for every d, with a positive Li_2
     coefficient there. Signs from arb balls at points of d (the proofs' controls, not a proof)."""
-    d, e = P.sym.d, P.sym.eta1
+    d, e = P.symbolic.d, P.symbolic.eta1
     R = sp.Rational
     near3, at_d = P.kappa_false_near_d3(), P.kappa_false_at_d()
     for kappa in (near3, at_d):
@@ -320,7 +320,7 @@ def test_the_false_kappa_controls_are_false_where_their_docstrings_say():
 def test_each_control_is_the_variant_its_name_says(controls, monkeypatch):
     """The list of controls, name by name: the procedure called and the false variant the name describes
     (the arguments are recorded, not inferred from the result: some results do not show their argument)."""
-    sym, d = P.sym, P.sym.d
+    sym, d = P.symbolic, P.symbolic.d
     c = sym.uniform_attention_min_risk(P.LAW)
     kap = sym.attention_gap_rate(P.LAW)
     kap_li2 = kap.replace(sp.polylog, lambda s, z: -sp.polylog(s, z))

@@ -16,19 +16,17 @@ from dataclasses import replace
 
 import pytest
 
-from numerics.experiments import runner as RN
-from numerics.experiments import verdicts as V
-
-
+from numerics.experiments import runner
+from numerics.experiments import verdicts
 @pytest.fixture(scope="module")
 def quick() -> dict:
-    cfg = RN.Config.quick(tasks=("occurrence", "OR", "AND"), and_heads=(1,), jobs=1)
-    return RN.run(cfg, quiet=True)
+    cfg = runner.Config.quick(tasks=("occurrence", "OR", "AND"), and_heads=(1,), jobs=1)
+    return runner.run(cfg, quiet=True)
 
 
 def _free_of_artefacts(row, plans):
     """The run-level artefacts (edge, divergence, non-convergence); capacity is checked separately."""
-    return [a for a in V.artefacts(row, plans) if "ceiling" not in a and "representable" not in a]
+    return [a for a in verdicts.artefacts(row, plans) if "ceiling" not in a and "representable" not in a]
 
 
 @pytest.mark.slow  # the quick Table 1 run
@@ -37,11 +35,11 @@ def test_three_phase_matches_joint(quick, name):
     row = quick["rows"][name]
     assert row["exact"]
     assert _free_of_artefacts(row, ("three_phase", "joint", "output_only")) == []
-    e, margin, slack = V.excess(row, "three_phase", "joint")
+    e, margin, slack = verdicts.excess(row, "three_phase", "joint")
     assert e + slack <= margin
     # controls: the single-layer plans do not match joint GD on the same row
     for plan in ("output_only", "attention_only"):
-        e, margin, slack = V.excess(row, plan, "joint")
+        e, margin, slack = verdicts.excess(row, plan, "joint")
         assert e - slack > margin
 
 
@@ -62,11 +60,11 @@ def test_recorded_configuration_reruns_to_the_same_numbers():
     """The configuration recorded in the results rebuilds the same numbers (serial and parallel runs agree)."""
     import json
 
-    cfg = RN.Config.quick(tasks=("occurrence", "SLR"), seeds=2, jobs=1)
+    cfg = runner.Config.quick(tasks=("occurrence", "SLR"), seeds=2, jobs=1)
     cfg = replace(cfg, reading=cfg.reading.with_(max_steps=40))
-    first = json.loads(json.dumps(RN.run(cfg, quiet=True)))
-    again = replace(RN.Config.from_dict(first["config"]), jobs=2)
-    second = json.loads(json.dumps(RN.run(again, quiet=True)))
+    first = json.loads(json.dumps(runner.run(cfg, quiet=True)))
+    again = replace(runner.Config.from_dict(first["config"]), jobs=2)
+    second = json.loads(json.dumps(runner.run(again, quiet=True)))
     assert first["config"] | {"jobs": 2} == second["config"]
     for name in first["rows"]:
         for plan, pr in first["rows"][name]["plans"].items():

@@ -33,8 +33,7 @@ from functools import lru_cache  # applied as f = lru_cache(maxsize=None)(f) aft
 import sympy as sp
 from flint import arb, ctx, fmpq
 
-from theory import symbolic as sym
-
+from theory import symbolic
 X = sp.Symbol("x", positive=True)  # x = d - 1
 _T = sp.Symbol("t", positive=True)
 _Z = sp.Symbol("z", nonnegative=True)
@@ -212,8 +211,8 @@ def li2_lower_bound(q, x, a) -> tuple[bool, list[str]]:
 
 def _with_x(expr, p_expr=None):
     """Substitute p = p_expr (default the balancing p*(d) of the default length law), then d = x + 1."""
-    p_expr = sym.balanced_p(LAW) if p_expr is None else p_expr
-    return sp.together(sp.sympify(expr).subs(sym.p, p_expr).subs(sym.d, X + 1))
+    p_expr = symbolic.balanced_p(LAW) if p_expr is None else p_expr
+    return sp.together(sp.sympify(expr).subs(symbolic.p, p_expr).subs(symbolic.d, X + 1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -224,20 +223,20 @@ def prove_balancing_p(p_expr=None) -> ProofResult:
     """P(y = +1) = 1/2 at p = p_expr (default the derived 1/(d-1)), p in (0, 1), and no other root in
     (0, 1): P(y = -1) is a Moebius function (a p + b) / (c p + e) of p whose denominator keeps one sign
     on [0, 1] and whose determinant a e - b c is nonzero, so it is strictly monotone there. For all real d > 2."""
-    p_expr = sym.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
-    pm = sym.prob_no_marked(LAW)
-    gap = sp.simplify(pm.subs(sym.p, p_expr) - sp.Rational(1, 2))
+    p_expr = symbolic.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
+    pm = symbolic.prob_no_marked(LAW)
+    gap = sp.simplify(pm.subs(symbolic.p, p_expr) - sp.Rational(1, 2))
     steps = [f"P(y=-1) - 1/2 at p = {p_expr} simplifies to {gap}"]
-    px = p_expr.subs(sym.d, X + 1)
+    px = p_expr.subs(symbolic.d, X + 1)
     in_range = _sign_on(px, X, 1) == 1 and _sign_on(1 - px, X, 1) == 1
     steps.append(f"0 < p = {px} < 1 for x = d - 1 > 1: {'shown' if in_range else 'not shown'}")
-    num, den = (sp.expand(t.subs(sym.d, X + 1)) for t in sp.fraction(sp.together(pm)))
+    num, den = (sp.expand(t.subs(symbolic.d, X + 1)) for t in sp.fraction(sp.together(pm)))
     unique = False
-    if sp.degree(num, sym.p) <= 1 and sp.degree(den, sym.p) <= 1:
-        a, b = num.coeff(sym.p, 1), num.coeff(sym.p, 0)
-        c, e = den.coeff(sym.p, 1), den.coeff(sym.p, 0)
+    if sp.degree(num, symbolic.p) <= 1 and sp.degree(den, symbolic.p) <= 1:
+        a, b = num.coeff(symbolic.p, 1), num.coeff(symbolic.p, 0)
+        c, e = den.coeff(symbolic.p, 1), den.coeff(symbolic.p, 0)
         det = sp.factor(a * e - b * c)
-        s0, s1 = _sign_on(den.subs(sym.p, 0), X, 1), _sign_on(den.subs(sym.p, 1), X, 1)
+        s0, s1 = _sign_on(den.subs(symbolic.p, 0), X, 1), _sign_on(den.subs(symbolic.p, 1), X, 1)
         unique = s0 is not None and s0 == s1 and _sign_on(det, X, 1) in (1, -1)
         steps.append(f"P(y=-1) = ({num}) / ({den}) is Moebius in p; denominator of one sign at p = 0 and p = 1 "
                      f"(linear, so on [0, 1]); determinant {det} nonzero for x > 1: strictly monotone, one root in "
@@ -251,17 +250,17 @@ prove_balancing_p = lru_cache(maxsize=None)(prove_balancing_p)
 
 def prove_phase1_signs(p_expr=None) -> ProofResult:
     """dR/dbeta_a(0) < 0 < dR/dbeta_b(0) at p = p_expr, hence beta1_a > 0 > beta1_b and eta1_max = d."""
-    p_expr = sym.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
-    g = sym.zero_init_gradients(LAW)
+    p_expr = symbolic.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
+    g = symbolic.zero_init_gradients(LAW)
     ga, gb = _with_x(g["grad_beta_a"], p_expr), _with_x(g["grad_beta_b"], p_expr)
     sa, sb = _sign_on(ga, X, 1), _sign_on(gb, X, 1)
     steps = [f"dR/dbeta_a(0) = {ga}: sign {sa}", f"dR/dbeta_b(0) = {gb}: sign {sb}"]
-    e1_expr = sym.eta1_max(LAW)
+    e1_expr = symbolic.eta1_max(LAW)
     (mx,) = e1_expr.atoms(sp.Max)
-    others = [a for a in mx.args if sp.simplify(a - 1 / sym.d) != 0]
-    largest = len(others) == len(mx.args) - 1 and all(_sign_on(_with_x(1 / sym.d - a, p_expr), X, 1) == 1 for a in others)
+    others = [a for a in mx.args if sp.simplify(a - 1 / symbolic.d) != 0]
+    largest = len(others) == len(mx.args) - 1 and all(_sign_on(_with_x(1 / symbolic.d - a, p_expr), X, 1) == 1 for a in others)
     steps.append(f"in eta1_max = {e1_expr}: 1/d exceeds {others} for x > 1: {'shown' if largest else 'not shown'}")
-    e1 = sp.simplify(_with_x(e1_expr.subs(mx, 1 / sym.d), p_expr)) if largest else None
+    e1 = sp.simplify(_with_x(e1_expr.subs(mx, 1 / symbolic.d), p_expr)) if largest else None
     ok = sa == -1 and sb == 1 and e1 is not None and sp.simplify(e1 - (X + 1)) == 0
     steps.append(f"so eta1_max = {e1} (= d: {'shown' if ok else 'not shown'})")
     return _result("phase1_signs", "symbolic", "all real d > 2",
@@ -271,8 +270,8 @@ prove_phase1_signs = lru_cache(maxsize=None)(prove_phase1_signs)
 
 def prove_output_floor_positive(c_expr=None) -> ProofResult:
     """c(d) > 0 for all real d > 2 (default: the derived balanced floor c(d))."""
-    c_expr = sym.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
-    num, den = sp.fraction(sp.together(c_expr.subs(sym.d, X + 1)))
+    c_expr = symbolic.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
+    num, den = sp.fraction(sp.together(c_expr.subs(symbolic.d, X + 1)))
     steps = [f"c = N/D with N = {num}, D = {den} (x = d - 1)"]
     den_ok = _sign_on(den, X, 1) == 1
     steps.append(f"D > 0 for x > 1: {'shown' if den_ok else 'not shown'}")
@@ -294,9 +293,9 @@ def prove_floor_is_infimum(c_expr=None) -> ProofResult:
     q(beta_a, beta_b) (checked to be of degree 2); its Hessian H has H_11 > 0 and det H > 0 for x > 1, so q
     is strictly convex with the unique minimiser H^-1 b and minimum q0 - b.H^-1 b / 2.  (iii) That minimum
     equals c_expr identically."""
-    c_expr = sym.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
-    ba, bb = sym.beta_a, sym.beta_b
-    poly = sp.Poly(sp.expand(sym.uniform_attention_risk(LAW)), ba, bb)
+    c_expr = symbolic.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
+    ba, bb = symbolic.beta_a, symbolic.beta_b
+    poly = sp.Poly(sp.expand(symbolic.uniform_attention_risk(LAW)), ba, bb)
     steps = ["R(0, beta) is an expectation of squares of affine functions of beta (f linear in beta at "
              "alpha = 0): convex on R^d; invariant under permutations of the unmarked symbols, so by Jensen "
              "the infimum over R^d is the infimum over symmetric beta (hand-argued step, stated here)"]
@@ -327,10 +326,10 @@ def _kappa_linear(kappa_expr):
     """kappa = eta_1 * Q(eta_1) / |den| with Q linear in eta_1; returns (Q, steps) or (None, steps)."""
     num, den = sp.fraction(sp.together(sp.expand(_with_x(kappa_expr))))
     sd = _sign_on(den, X, 1)
-    poly = sp.Poly(sp.expand(num), sym.eta1)
+    poly = sp.Poly(sp.expand(num), symbolic.eta1)
     if sd is None or poly.degree() > 2 or poly.coeff_monomial(1) != 0:
         return None, [f"kappa not of the form eta_1 (A + B eta_1) / den with den of known sign (den = {den})"]
-    Q = sp.expand(sd * sp.quo(poly, sp.Poly(sym.eta1, sym.eta1)).as_expr())
+    Q = sp.expand(sd * sp.quo(poly, sp.Poly(symbolic.eta1, symbolic.eta1)).as_expr())
     return Q, [f"kappa = eta_1 Q(eta_1) / |den|, den = {sp.factor(den)} of sign {sd}, Q linear in eta_1"]
 
 
@@ -339,9 +338,9 @@ def _kappa_endpoints(kappa_expr, range_factor):
     Q, steps = _kappa_linear(kappa_expr)
     if Q is None:
         return False, None, steps
-    ok0, s0 = prove_positive(sp.factor(Q.subs(sym.eta1, 0)), X, 1)
+    ok0, s0 = prove_positive(sp.factor(Q.subs(symbolic.eta1, 0)), X, 1)
     steps += ["Q(0):"] + s0
-    return ok0, sp.expand(Q.subs(sym.eta1, range_factor * (X + 1))), steps
+    return ok0, sp.expand(Q.subs(symbolic.eta1, range_factor * (X + 1))), steps
 
 
 def _range_label(range_factor: int) -> str:
@@ -368,7 +367,7 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor=1) -> ProofResul
     whole range once Q(0) > 0 and Q(range_factor * d) > 0.  The phase-2 gradient signs are not a separate
     step: theory.symbolic defines kappa = -d/(d-1) dR/dalpha_a(0, beta1) and dR/dalpha_b = -dR/dalpha_a/(d-1)
     (softmax shift invariance), so kappa > 0 is the statement that they are (-, +)."""
-    kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
+    kappa_expr = symbolic.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False
     if Qd is not None:
@@ -386,7 +385,7 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor=1, D0: int = 10) -> P
     arb branch and bound over real d in [D_LO, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity.
     The two pieces cover every real d >= D_LO by construction (the boxes run from x = D_LO - 1 to D0 - 1, where
     the tail starts); the coverage step restates that, and can fail only if those two lines are edited apart."""
-    kappa_expr = sym.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
+    kappa_expr = symbolic.attention_gap_rate(LAW) if kappa_expr is None else sp.sympify(kappa_expr)
     ok0, Qd, steps = _kappa_endpoints(kappa_expr, range_factor)
     okd = False
     box_lo, box_hi = Fraction(D_LO - 1), Fraction(D0 - 1)  # in x = d - 1
@@ -416,7 +415,7 @@ prove_kappa_positive_bnb = lru_cache(maxsize=None)(prove_kappa_positive_bnb)
 def prove_regime_positive(eps_max=12) -> ProofResult:
     """eta1_max = d > 0; u_min(epsilon) > 1 for every epsilon < eps_max (so log u_min > 0 and
     eta2_min = log u_min / kappa > 0, kappa > 0 by ``prove_kappa_positive_symbolic``), for all d >= 3."""
-    B2 = sp.factor(_with_x(sym.shifted_second_length_moment(LAW)))
+    B2 = sp.factor(_with_x(symbolic.shifted_second_length_moment(LAW)))
     steps = [f"B_2 = {B2} at p = 1/(d-1); u_min^2 = 4 B_2 / epsilon"]
     ok_b2, more = prove_positive(sp.expand(4 * B2 - eps_max), X, 2)
     steps += [f"4 B_2 - {eps_max} >= 0 for x >= 2 (d >= 3):"] + more
@@ -478,15 +477,15 @@ def all_proofs() -> list[ProofResult]:
 def kappa_false_near_d3():
     """A false variant of kappa: positive at eta_1 = d - 1, negative at eta_1 = d only for d in [3, 3.1)
     (a proof that starts its boxes at d = 4, or stops at eta_1 = d - 1, passes it)."""
-    li = sp.polylog(2, 1 - 1 / (sym.d - 1))
-    return sym.eta1 * (sym.d - 2 + sym.eta1 * (li / 4 - 2 / (sym.d - 1) ** 2))
+    li = sp.polylog(2, 1 - 1 / (symbolic.d - 1))
+    return symbolic.eta1 * (symbolic.d - 2 + symbolic.eta1 * (li / 4 - 2 / (symbolic.d - 1) ** 2))
 
 
 def kappa_false_at_d():
     """A false variant of kappa: positive on 0 < eta_1 <= d - 1 for every d, negative at eta_1 = d; its
     Li_2 coefficient at eta_1 = d is positive, so only the endpoint decides."""
-    li = sp.polylog(2, 1 - 1 / (sym.d - 1))
-    return sym.eta1 * (sym.d - sp.Rational(1, 2) - sym.eta1 + sym.eta1 * li / (4 * sym.d))
+    li = sp.polylog(2, 1 - 1 / (symbolic.d - 1))
+    return symbolic.eta1 * (symbolic.d - sp.Rational(1, 2) - symbolic.eta1 + symbolic.eta1 * li / (4 * symbolic.d))
 
 
 def li2_step_control() -> ProofResult:
@@ -508,15 +507,15 @@ li2_tight_control = lru_cache(maxsize=None)(li2_tight_control)
 
 def mutation_controls() -> list[tuple[str, ProofResult]]:
     """The same proof procedures on false variants of the claims; each must FAIL."""
-    c = sym.uniform_attention_min_risk(LAW)
+    c = symbolic.uniform_attention_min_risk(LAW)
     c_log10 = c.replace(sp.log, lambda a: sp.log(a) / sp.log(10))
-    kap = sym.attention_gap_rate(LAW)
+    kap = symbolic.attention_gap_rate(LAW)
     kap_li2 = kap.replace(sp.polylog, lambda s, z: -sp.polylog(s, z))
     return [
-        ("p = 1/d instead of 1/(d-1)", prove_balancing_p(1 / sym.d)),
-        ("p = 1/(d+2): beta1_b > 0", prove_phase1_signs(1 / (sym.d + 2))),
+        ("p = 1/d instead of 1/(d-1)", prove_balancing_p(1 / symbolic.d)),
+        ("p = 1/(d+2): beta1_b > 0", prove_phase1_signs(1 / (symbolic.d + 2))),
         ("c(d) with log10 instead of ln (c(3) < 0)", prove_output_floor_positive(c_log10)),
-        ("c(d) + 1/d^2 as the infimum of R(0, beta)", prove_floor_is_infimum(c + 1 / sym.d**2)),
+        ("c(d) + 1/d^2 as the infimum of R(0, beta)", prove_floor_is_infimum(c + 1 / symbolic.d**2)),
         ("kappa on 0 < eta_1 <= 10 eta1_max (false at d = 3), symbolic", prove_kappa_positive_symbolic(range_factor=10)),
         ("kappa on 0 < eta_1 <= 10 eta1_max, branch and bound", prove_kappa_positive_bnb(range_factor=10)),
         ("kappa with the sign of Li_2 flipped, symbolic", prove_kappa_positive_symbolic(kap_li2)),

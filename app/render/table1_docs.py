@@ -17,7 +17,7 @@ from pathlib import Path
 from numerics.experiments import verdicts as V
 from numerics.experiments.protocol import QUICK_BUDGET, QUICK_SIZE, READINGS
 
-from app.render import table1 as TR
+from app.render import table1
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 EXAMPLE = DOCS / "example_table1"
@@ -152,17 +152,17 @@ def page(results: dict, sweep: dict | None = None) -> str:
              f"{duration(results['elapsed_s'])} wall on the 2-core machine, {duration(results['cpu_s'])} of "
              f"CPU (timing, not a test; the machine was shared). Verdicts: {counts['holds']} hold, "
              f"{counts['does not hold']} do not hold, {counts['undecided']} undecided, {counts['refused']} refused.",
-             "", "### The paper's claims", "", *TR.verdict_table(verdicts), "",
+             "", "### The paper's claims", "", *table1.verdict_table(verdicts), "",
              "### Plans", "", "Held-out risk: exact population risk on the exact rows (run once: deterministic), "
              "test-set risk otherwise (mean ± standard deviation over the reported seeds); steps: where the "
-             "stopping rule ended the run. " + TR.accuracy_note(results), "", *TR.plan_table(results), "",
-             "### Capacity ceilings", "", *TR.ceiling_table(results), "",
-             "### Attention lag under joint GD", "", *TR.lag_table(results), "", "### Figures", "",
+             "stopping rule ended the run. " + table1.accuracy_note(results), "", *table1.plan_table(results), "",
+             "### Capacity ceilings", "", *table1.ceiling_table(results), "",
+             "### Attention lag under joint GD", "", *table1.lag_table(results), "", "### Figures", "",
              "Left: held-out risk by plan (median over seeds; the dashed line is the row's capacity ceiling). "
              "Middle and right: joint GD's attention (solid) and output (dashed) progress under each measure, "
              "normalised to 1 at the end; the dotted line at 1/2 gives t_half.", ""]
     for name in results["rows"]:
-        lines.append(f"![{name}](example_table1/table1_{TR.slug(name)}.png)")
+        lines.append(f"![{name}](example_table1/table1_{table1.slug(name)}.png)")
     lines += _other_run(EXAMPLE / "theory-52" / "table1.json", "The theory's reading under this protocol (`theory-52`)",
                         "phases (1, 1), every plan exactly 52 steps, joint GD on separate grids, one tuning seed; the "
                         "rest of the protocol as above (tuning seeds apart from the reported ones, extending grids, "
@@ -204,8 +204,8 @@ def _other_run(path: Path, heading: str, what: str) -> list[str]:
     return ["", f"## {heading}", "",
             f"Command: `{shlex.join(res['command'])}` at commit {(res.get('commit') or 'unknown')[:10]} "
             f"({duration(res['elapsed_s'])} wall, {duration(res['cpu_s'])} of CPU on the shared 2-core "
-            f"machine): {what}.", "", *TR.verdict_table(V.assess(res)), "", TR.accuracy_note(res), "",
-            *TR.plan_table(res)]
+            f"machine): {what}.", "", *table1.verdict_table(V.assess(res)), "", table1.accuracy_note(res), "",
+            *table1.plan_table(res)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,14 +54,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import scipy.sparse as sp
+from scipy import sparse
 from threadpoolctl import threadpool_limits
 
-from numerics.experiments import and_integral as AI
-from numerics.experiments import engine as E
-from numerics.experiments import kernels as KN
+from numerics.experiments import and_integral
+from numerics.experiments import engine
+from numerics.experiments import kernels
 from numerics.experiments import layout, passes, readout
-from numerics.experiments import tasks as TK
+from numerics.experiments import tasks
 from numerics.experiments.population import population
 from numerics.experiments.runner import Config, exact, task_loss
 
@@ -89,8 +89,8 @@ class Case:
     task: str
     heads: int
     d: int
-    batch: TK.Batch
-    tb: E.Tokens
+    batch: tasks.Batch
+    tb: engine.Tokens
     loss: str
     exact: bool
     sampler: object = None
@@ -102,12 +102,12 @@ def make_case(row: str, task: str, heads: int, d: int, cfg: Config, seed: int = 
     loss = task_loss(task, cfg)
     if exact(task, heads, cfg):
         batch = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
-        return Case(row, task, heads, d, batch, E.from_batch(batch), loss, True)
-    tid = TK.TASKS.index(task)
+        return Case(row, task, heads, d, batch, engine.from_batch(batch), loss, True)
+    tid = tasks.TASKS.index(task)
 
-    def sampler(step: int) -> tuple[TK.Batch, E.Tokens]:
-        b = TK.sample(task, d, cfg.batch, np.random.default_rng([seed, tid, 0, step]), seed=seed)
-        return b, E.from_batch(b)
+    def sampler(step: int) -> tuple[tasks.Batch, engine.Tokens]:
+        b = tasks.sample(task, d, cfg.batch, np.random.default_rng([seed, tid, 0, step]), seed=seed)
+        return b, engine.from_batch(b)
 
     batch, tb = sampler(0)
     return Case(row, task, heads, d, batch, tb, loss, False, sampler)
@@ -115,14 +115,14 @@ def make_case(row: str, task: str, heads: int, d: int, cfg: Config, seed: int = 
 
 def initial(case: Case, runs: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Random parameters (scale PARAM_SCALE, so attention is far from uniform) of ``runs`` runs."""
-    H, D, K = TK.model_shape(case.task, case.d, case.heads)
-    rng = np.random.default_rng([seed, case.d, TK.TASKS.index(case.task), case.heads])
+    H, D, K = tasks.model_shape(case.task, case.d, case.heads)
+    rng = np.random.default_rng([seed, case.d, tasks.TASKS.index(case.task), case.heads])
     return PARAM_SCALE * rng.standard_normal((runs, H, D)), PARAM_SCALE * rng.standard_normal((runs, H, D, K))
 
 
-def engine_step(alpha: np.ndarray, B: np.ndarray, tb: E.Tokens, loss: str) -> None:
+def engine_step(alpha: np.ndarray, B: np.ndarray, tb: engine.Tokens, loss: str) -> None:
     """One training step of all runs: risks and gradients, then the gradient-descent update in place."""
-    _, ga, gB, _ = E.risk_and_grad(alpha, B, tb, loss)
+    _, ga, gB, _ = engine.risk_and_grad(alpha, B, tb, loss)
     alpha -= LR * ga
     B -= LR * gB
 
@@ -141,14 +141,14 @@ def integral_step(d: int, runs: int, repeats: int, min_seconds: float = MIN_REPE
     parameters of ``initial`` (``table1``: with every unmarked symbol given the first one's, as a Table 1 row's
     parameters stay, so the integral's sums take three classes): medians (wall, CPU) per run-step, and the nodes
     of each one-dimensional integral at the first run's start (the cross term takes their square)."""
-    pop = AI.IntegralPopulation(d, TK.length_parameter("AND", d))
+    pop = and_integral.IntegralPopulation(d, tasks.length_parameter("AND", d))
     a, B = initial(Case("AND (H=2)", "AND", 2, d, None, None, "squared", True), runs)
     if table1:
         a[..., 3:], B[..., 3:, :] = a[..., 2:3], B[..., 2:3, :]
-    nodes = AI.population_risk(a[0], B[0], d).nodes
+    nodes = and_integral.population_risk(a[0], B[0], d).nodes
 
     def step():
-        _, ga, gB, _ = E.risk_and_grad(a, B, pop, "squared", with_f=False)
+        _, ga, gB, _ = engine.risk_and_grad(a, B, pop, "squared", with_f=False)
         a[...] -= LR * ga
         B[...] -= LR * gB
 
@@ -167,13 +167,13 @@ def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
     import dataclasses
 
     cfg = Config()
-    S, tid, loss = cfg.seeds, TK.TASKS.index(task), task_loss(task, cfg)
-    raw = [E.from_batch(TK.sample(task, d, cfg.batch, np.random.default_rng([s, tid, 0, 1]), seed=s),
+    S, tid, loss = cfg.seeds, tasks.TASKS.index(task), task_loss(task, cfg)
+    raw = [engine.from_batch(tasks.sample(task, d, cfg.batch, np.random.default_rng([s, tid, 0, 1]), seed=s),
                         operators=False) for s in range(S)]
-    if not E.stackable(raw):  # (two-head AND below d = 17: a bag of few token types)
+    if not engine.stackable(raw):  # (two-head AND below d = 17: a bag of few token types)
         return None
     groups = np.repeat(np.arange(S), runs)
-    H, D, K = TK.model_shape(task, d, heads)
+    H, D, K = tasks.model_shape(task, d, heads)
     rng = np.random.default_rng([runs, d, tid, heads])
     alpha = PARAM_SCALE * rng.standard_normal((S * runs, H, D))
     B = PARAM_SCALE * rng.standard_normal((S * runs, H, D, K))
@@ -182,11 +182,11 @@ def seeds_in_one_program(task: str, heads: int, d: int, runs: int, repeats: int,
         out = []
         for s in range(S):
             idx = np.flatnonzero(groups == s)
-            out.append(E.risk_and_grad(alpha[idx], B[idx], dataclasses.replace(raw[s]), loss, with_f=False)[:3])
+            out.append(engine.risk_and_grad(alpha[idx], B[idx], dataclasses.replace(raw[s]), loss, with_f=False)[:3])
         return [np.concatenate(x) for x in zip(*out)]
 
     def stacked():
-        return E.grouped_risk_and_grad(alpha, B, [dataclasses.replace(p) for p in raw], groups, loss)
+        return engine.grouped_risk_and_grad(alpha, B, [dataclasses.replace(p) for p in raw], groups, loss)
 
     if not all(_same_bits(a, b) for a, b in zip(per_seed(), stacked())):
         raise AssertionError(f"{task} d={d}: the stacked seeds' risks or gradients differ from one call per seed")
@@ -201,7 +201,7 @@ SMALL_STRINGS = 2
 """Strings in the small batch of ``fixed_share``."""
 
 
-def step_path(tb: E.Tokens) -> tuple:
+def step_path(tb: engine.Tokens) -> tuple:
     """What decides the calls of an engine step on ``tb``: its layout, width, whether the rows loops do not take it
     (``_rows_loops`` is None), and (rows layout) whether every string is non-empty (else the backward pass
     gathers the non-empty ones)."""
@@ -209,12 +209,12 @@ def step_path(tb: E.Tokens) -> tuple:
             tb.starts is not None and len(tb.starts) == tb.size)
 
 
-def small_batch(case: Case, strings: int = SMALL_STRINGS) -> E.Tokens:
+def small_batch(case: Case, strings: int = SMALL_STRINGS) -> engine.Tokens:
     """A batch of ``strings`` strings of the case's task at its d with the case's batch's ``step_path``, drawn
     from fixed seeds until one has it; AssertionError after 1000 draws."""
     want = step_path(case.tb)
     for s in range(1000):
-        tb = E.from_batch(TK.sample(case.task, case.d, strings, np.random.default_rng([s, case.d, 41]), seed=0))
+        tb = engine.from_batch(tasks.sample(case.task, case.d, strings, np.random.default_rng([s, case.d, 41]), seed=0))
         if step_path(tb) == want:
             return tb
     raise AssertionError(f"no batch of {strings} strings of {case.task} at d = {case.d} takes its batch's path")
@@ -233,8 +233,8 @@ def fixed_share(case: Case, runs: int, repeats: int, min_seconds: float = MIN_RE
     Medians (wall s, CPU s) per step: ``{"step", "small"}``, with the runs, the small batch's strings and token
     rows and the case's chunks."""
     tiny = small_batch(case)
-    H, D, K = TK.model_shape(case.task, case.d, case.heads)
-    c = E._chunk(case.tb, H, K)
+    H, D, K = tasks.model_shape(case.task, case.d, case.heads)
+    c = engine._chunk(case.tb, H, K)
     a, B = initial(case, runs)
     pa, pB = (a.copy(), B.copy()), (a.copy(), B.copy())
 
@@ -255,10 +255,10 @@ def part_arms(case: Case):
     oh = layout._rows_loops(case.tb)
     if oh is None:
         return None
-    H, D, K = TK.model_shape(case.task, case.d, case.heads)
+    H, D, K = tasks.model_shape(case.task, case.d, case.heads)
     a, _ = initial(case, 1)
     A = np.ascontiguousarray(a.reshape(H, D))
-    loops = KN._compiled()
+    loops = kernels._compiled()
     M, N_ne = oh.idx.shape[1], oh.bounds.size - 1
     S = np.empty((M, H))
     loops.rows_shifted_scores(A, oh.uidx, oh.ubounds, S)
@@ -299,13 +299,13 @@ def step_parts(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS
 # ------------------------------------------------------------------------------------------------ FLOPs
 
 
-def _nonzero_rows(tb: E.Tokens):
+def _nonzero_rows(tb: engine.Tokens):
     """The rows layout's token rows as CSR with only its non-zero entries (explicit zeros dropped), or the
     dense array."""
     X = tb.rows
-    if not sp.issparse(X):
+    if not sparse.issparse(X):
         return X
-    X = sp.csr_array(X)
+    X = sparse.csr_array(X)
     if np.all(X.data != 0):
         return X
     X = X.copy()
@@ -313,19 +313,19 @@ def _nonzero_rows(tb: E.Tokens):
     return X
 
 
-def touched(tb: E.Tokens) -> np.ndarray:
+def touched(tb: engine.Tokens) -> np.ndarray:
     """u_n: how many coordinates each non-empty string of a rows-layout batch touches, the distinct columns
     of its rows' non-zeros (all D for dense rows)."""
     X, D = _nonzero_rows(tb), tb.table.shape[1]
     rows_per_string = np.diff(np.append(tb.starts, X.shape[0]))
-    if not sp.issparse(X):
+    if not sparse.issparse(X):
         return np.where(rows_per_string > 0, D, 0)
     string_of_row = np.repeat(np.arange(len(tb.starts), dtype=np.int64), rows_per_string)
     keys = np.unique(np.repeat(string_of_row, np.diff(X.indptr)) * D + X.indices)
     return np.bincount(keys // D, minlength=len(tb.starts))
 
 
-def flop_count(tb: E.Tokens, H: int, K: int) -> float:
+def flop_count(tb: engine.Tokens, H: int, K: int) -> float:
     """Operation count of one step of one run on the tokens' structure (a multiply-add is 2, an add, a
     multiply or an exp 1).
 
@@ -348,7 +348,7 @@ def flop_count(tb: E.Tokens, H: int, K: int) -> float:
     if tb.layout == "rows":
         X = _nonzero_rows(tb)
         M = float(X.shape[0])
-        if sp.issparse(X):
+        if sparse.issparse(X):
             z = float(X.nnz)
             rows = 4 * z + 3 * M if np.all(X.data == 1) else 8 * z + 2 * M
         else:
@@ -457,19 +457,19 @@ def with_and_without_loops(step, case: Case, repeats: int, min_seconds: float = 
     Medians (wall s, CPU s) per call: ``{"with_1", "without_1", "with_sampler", "without_sampler"}`` (the
     samplers None on exact rows)."""
     calls = _calls_for(step, min_seconds)
-    with KN.numpy_paths():
+    with kernels.numpy_paths():
         calls_np = _calls_for(step, min_seconds)
     times = {k: [] for k in ("with_1", "without_1", "with_sampler", "without_sampler")}
     for t in range(1, repeats + 1):
         times["with_1"].append(_clocked(step, calls))
-        with KN.numpy_paths():
+        with kernels.numpy_paths():
             times["without_1"].append(_clocked(step, calls_np))
         if not case.exact:  # fresh steps of their own, each timed just after an untimed draw (as in a run of
             # draws: a draw right after the step loop above, or a second draw of the same step, is not what a row
             # pays), the arms' order swapped every repeat
             for arm in (("with", "without") if t % 2 else ("without", "with")):
                 s = 2 * t + (arm == "without")
-                with KN.numpy_paths() if arm == "without" else contextlib.nullcontext():
+                with kernels.numpy_paths() if arm == "without" else contextlib.nullcontext():
                     case.sampler(10_000 + s)
                     times[f"{arm}_sampler"].append(_clocked(lambda: case.sampler(s), 1))
     return {k: _medians(v) if v else None for k, v in times.items()}
@@ -507,7 +507,7 @@ def profile_top(fn, calls: int = 20, top: int = 5) -> list[tuple[str, float, flo
     return out
 
 
-ENGINE_FILES = (E.__file__, passes.__file__, readout.__file__)
+ENGINE_FILES = (engine.__file__, passes.__file__, readout.__file__)
 """The engine's modules whose lines ``line_times`` reports."""
 LINE_FUNCTIONS = ("risk_and_grad", "_risk_and_grad", "forward", "_forward_rows", "_backward_rows", "losses",
                   "_onehot_risk_and_grad", "_onehot_forward")
@@ -591,20 +591,20 @@ class TorchModel:
     table @ B) and gathered at the token ids.  The softmax runs over the string's tokens with
     log-multiplicities and padding masked; then the loss, autograd, and the gradient-descent update."""
 
-    def __init__(self, batch: TK.Batch, loss: str, heads: int, D: int, K: int):
+    def __init__(self, batch: tasks.Batch, loss: str, heads: int, D: int, K: int):
         import torch
 
         self.torch = torch
         self.loss, self.H, self.D, self.K = loss, heads, D, K
         X = batch.X
-        if not sp.issparse(X):
+        if not sparse.issparse(X):
             X = np.asarray(X, float)
         if X.ndim == 3:  # per-string embeddings: one table row per present token
             m = np.asarray(batch.m, float)
             n_idx, pos = np.nonzero(m)
             table, tok, mult = X[n_idx, pos], np.arange(len(n_idx)), m[n_idx, pos]
         else:
-            mc = sp.csr_matrix(batch.m)
+            mc = sparse.csr_matrix(batch.m)
             mc.eliminate_zeros()
             n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
             tok, mult, table = mc.indices.astype(np.int64), mc.data.astype(float), X
@@ -621,7 +621,7 @@ class TorchModel:
         self.ids = torch.from_numpy(ids)
         self.mask = torch.from_numpy(cnt > 0)
         self.logm = torch.from_numpy(np.log(np.where(cnt > 0, cnt, 1.0)))
-        tcsr = sp.csr_matrix(table)
+        tcsr = sparse.csr_matrix(table)
         one_hot = tcsr.nnz == 0 or (np.all(tcsr.data == 1.0) and np.diff(tcsr.indptr).max() <= 2)
         if one_hot:
             P = max(1, int(np.diff(tcsr.indptr).max()))
@@ -694,7 +694,7 @@ class TorchModel:
 def check_agreement(case: Case, tm: TorchModel, alpha: np.ndarray, B: np.ndarray) -> float:
     """Largest relative difference between the engine's and PyTorch's risk and gradients at (alpha, B) of
     one run; raises AssertionError above AGREE_TOL (the timings would compare different computations)."""
-    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+    r, ga, gB, _ = engine.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
     rt, gat, gBt = tm.risk_and_grad(alpha, B)
     return _agreement("PyTorch", case, (r[0], ga[0], gB[0]), (rt, gat, gBt), (rt, gat, gBt))
 
@@ -715,12 +715,12 @@ def _agreement(other: str, case: Case, ours, theirs, scale) -> float:
 # ------------------------------------------------------------------------------------------------ compiled kernel
 
 
-def compiled_case(case: Case) -> E.Tokens | None:
+def compiled_case(case: Case) -> engine.Tokens | None:
     """The case's batch in the layout of the compiled kernel (``table1 --kernel compiled``), or None where the
     kernel does not apply (bags, dense rows) or numba is absent."""
-    if case.tb.layout != "rows" or not KN.available():
+    if case.tb.layout != "rows" or not kernels.available():
         return None
-    tbc = E.from_batch(case.batch, "compiled")
+    tbc = engine.from_batch(case.batch, "compiled")
     return tbc if layout._onehot(tbc) is not None else None
 
 
@@ -729,7 +729,7 @@ def readout_products(case: Case):
     dB_h = xbar_h^T g, U_h = g B_h^T, with xbar (H, N_ne, D), B (H, D, K), g (N_ne, K)), batched over the heads
     as the engine does: the BLAS part of a rows-layout step, which both kernels call, timed alone."""
     tb = case.tb
-    N_ne, (H, D, K) = len(tb.starts), TK.model_shape(case.task, case.d, case.heads)
+    N_ne, (H, D, K) = len(tb.starts), tasks.model_shape(case.task, case.d, case.heads)
     rng = np.random.default_rng(0)
     xbar, B, g = rng.random((H, N_ne, D)), rng.random((H, D, K)), rng.random((N_ne, K))
 
@@ -740,11 +740,11 @@ def readout_products(case: Case):
     return products
 
 
-def check_compiled(case: Case, tbc: E.Tokens, alpha: np.ndarray, B: np.ndarray) -> float:
+def check_compiled(case: Case, tbc: engine.Tokens, alpha: np.ndarray, B: np.ndarray) -> float:
     """Largest relative difference between the numpy and the compiled kernel's risk and gradients at (alpha,
     B) of one run; raises AssertionError above AGREE_TOL."""
-    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
-    rc, gac, gBc, _ = E.risk_and_grad(alpha[None], B[None], tbc, case.loss)
+    r, ga, gB, _ = engine.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+    rc, gac, gBc, _ = engine.risk_and_grad(alpha[None], B[None], tbc, case.loss)
     return _agreement("the compiled kernel", case, (r[0], ga[0], gB[0]), (rc[0], gac[0], gBc[0]), (r[0], ga, gB))
 
 
@@ -756,10 +756,10 @@ def _same_bits(a, b) -> bool:
     dtype, shape and (sparse) layout."""
     if a is None or b is None:
         return a is None and b is None
-    if sp.issparse(a) or sp.issparse(b):
-        if not (sp.issparse(a) and sp.issparse(b)) or a.format != b.format or a.shape != b.shape:
+    if sparse.issparse(a) or sparse.issparse(b):
+        if not (sparse.issparse(a) and sparse.issparse(b)) or a.format != b.format or a.shape != b.shape:
             return False
-        a, b = sp.csr_matrix(a), sp.csr_matrix(b)
+        a, b = sparse.csr_matrix(a), sparse.csr_matrix(b)
         return all(_same_bits(x, y) for x, y in ((a.indptr, b.indptr), (a.indices, b.indices), (a.data, b.data)))
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
@@ -773,7 +773,7 @@ def check_numpy_paths(case: Case, alpha: np.ndarray, B: np.ndarray) -> None:
     layout = ("counts", "mult", "starts", "seg", "nonempty", "rows")
 
     def work():
-        out = E.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
+        out = engine.risk_and_grad(alpha[None], B[None], case.tb, case.loss)
         if case.sampler is not None:
             b, tb = case.sampler(1)
             out += (b.m, b.y, b.labels, b.extra.get("n"), *(getattr(tb, f) for f in layout))
@@ -782,7 +782,7 @@ def check_numpy_paths(case: Case, alpha: np.ndarray, B: np.ndarray) -> None:
     names = ("risk", "alpha grad", "B grad", "outputs", "batch counts", "batch targets", "batch labels",
              "batch lengths", *(f"layout's {f}" for f in layout))
     loops = work()
-    with KN.numpy_paths():
+    with kernels.numpy_paths():
         plain = work()
     differ = [n for n, a, b in zip(names, loops, plain) if not _same_bits(a, b)]
     if differ or len(loops) != len(plain):
@@ -800,7 +800,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
     for row, task, heads in rows:
         res = out["rows"].setdefault(row, {})
         for d in ds:
-            if d < TK.MIN_D[task]:
+            if d < tasks.MIN_D[task]:
                 continue
             with threadpool_limits(limits=1):
                 res[d] = _row_record(row, task, heads, d, repeats, min_seconds, gemm_n, out["torch"])
@@ -836,7 +836,7 @@ def _machine(ds, repeats: int, use_torch: bool, gemm_n: int) -> tuple[dict, int]
            "len_tol": cfg.len_tol, "torch": None, "rows": {}, "load": [_load()],
            # the allocator setting of the processes that train Table 1's rows and the sweep's units: without
            # it, how fast the exact rows step depends on what this process allocated before them
-           "heap_setting": E.keep_temporaries_on_heap()}
+           "heap_setting": engine.keep_temporaries_on_heap()}
     if use_torch and torch_available():
         import torch
         torch.set_num_threads(1)
@@ -860,7 +860,7 @@ def _row_record(row: str, task: str, heads: int, d: int, repeats: int, min_secon
     t = time.process_time()
     case = make_case(row, task, heads, d, Config())
     build_cpu = time.process_time() - t
-    H, D, K = TK.model_shape(task, d, heads)
+    H, D, K = tasks.model_shape(task, d, heads)
     a1, B1 = initial(case, 1)
     a8, B8 = initial(case, RUNS)
     *e1, rate = timed_beside_dgemm(lambda: engine_step(a1, B1, case.tb, case.loss), repeats, min_seconds, gemm_n)
@@ -888,7 +888,7 @@ def _row_record(row: str, task: str, heads: int, d: int, repeats: int, min_secon
     return rec
 
 
-def _compiled_record(case: Case, tbc: E.Tokens, one, eight, flops: float, repeats: int, min_seconds: float,
+def _compiled_record(case: Case, tbc: engine.Tokens, one, eight, flops: float, repeats: int, min_seconds: float,
                      gemm_n: int) -> dict:
     """The compiled kernel's step on a row's batch (``compiled_case``), checked against the numpy kernel
     first, from copies of the numpy kernel's parameters ``one`` (1 run) and ``eight`` (``RUNS`` runs)."""
@@ -912,7 +912,7 @@ def _seeds(ds, rows, repeats: int, min_seconds: float) -> dict:
     for row, task, heads in rows:
         if (row, task, heads) in SEED_ROWS:
             for d in ds:
-                if d >= TK.MIN_D[task]:
+                if d >= tasks.MIN_D[task]:
                     with threadpool_limits(limits=1):
                         got = [seeds_in_one_program(task, heads, d, n, repeats, min_seconds) for n in SEED_RUNS]
                         if None not in got:
@@ -957,7 +957,7 @@ def _icl_fixed_cost(repeats: int, min_seconds: float) -> dict:
     with threadpool_limits(limits=1):
         case = make_case("ICL", "ICL", 1, FIXED_COST_D, Config())
         a1, B1 = initial(case, 1)
-        K = TK.model_shape("ICL", FIXED_COST_D, 1)[2]
+        K = tasks.model_shape("ICL", FIXED_COST_D, 1)[2]
         out = {"d": FIXED_COST_D, "flops": flop_count(case.tb, 1, K),
                "time": timed(lambda: engine_step(a1, B1, case.tb, case.loss), repeats, min_seconds)}
         tbc = compiled_case(case)
@@ -1067,12 +1067,12 @@ def _icl_lines(ds) -> dict:
         with threadpool_limits(limits=1):
             case = make_case("ICL", "ICL", 1, d, Config())
             a1, B1 = initial(case, 1)
-            lines[("ICL", d)] = line_times(lambda: E.risk_and_grad(a1, B1, case.tb, case.loss), ENGINE_FILES)
+            lines[("ICL", d)] = line_times(lambda: engine.risk_and_grad(a1, B1, case.tb, case.loss), ENGINE_FILES)
     with threadpool_limits(limits=1):
         case = make_case("ICL", "ICL", 1, ds[0], Config())
         tbc = compiled_case(case)
         if tbc is not None:
             a1, B1 = initial(case, 1)
             lines[("ICL (compiled kernel)", ds[0])] = line_times(
-                lambda: E.risk_and_grad(a1, B1, tbc, case.loss), ENGINE_FILES)
+                lambda: engine.risk_and_grad(a1, B1, tbc, case.loss), ENGINE_FILES)
     return lines

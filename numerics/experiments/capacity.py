@@ -56,8 +56,8 @@ from scipy.special import gammaln
 from numerics.model import Model, Params
 from theory.validation import SettingError, check_int
 
-from numerics.experiments import engine as E
-from numerics.experiments import tasks as TK
+from numerics.experiments import engine
+from numerics.experiments import tasks
 from numerics.experiments.population import marked_symbols, population
 
 LOSSES = {"ICL": ("squared", "cross_entropy")}
@@ -196,7 +196,7 @@ def _accuracy(f: np.ndarray, labels: np.ndarray, w: np.ndarray, readout) -> tupl
     (``engine.predictions`` at ``engine.tie_margin`` of the readout: per head, the values the outputs f are
     convex combinations of, any shape (heads, ...)), normalised by the total weight."""
     B = np.asarray(readout, dtype=float)
-    hits, tied = E.prediction_hits(np.asarray(f)[:, None, None], labels, E.tie_margin(B.reshape(1, B.shape[0], -1, 1)))
+    hits, tied = engine.prediction_hits(np.asarray(f)[:, None, None], labels, engine.tie_margin(B.reshape(1, B.shape[0], -1, 1)))
     return float((w * hits[:, 0]).sum() / w.sum()), float((w * tied[:, 0]).sum() / w.sum())
 
 
@@ -223,7 +223,7 @@ def and_lower_bound_terms(d: int, tail: float = 1e-14, K: int = 1):
     term.  Terms are summed for m = 1, ... until the geometric tail is below ``tail`` (dropping terms keeps a
     lower bound).  Returns (m, the bound's term at each m, g (m, members), the families as member lists).
     """
-    p = TK.length_parameter("AND", d)
+    p = tasks.length_parameter("AND", d)
     m_max = int(math.ceil(math.log(tail) / math.log1p(-p))) + 2
     m = np.arange(1, m_max + 1, dtype=float)
 
@@ -396,7 +396,7 @@ def slr_projections(d: int, N: int, rng: np.random.Generator):
     """N SLR strings reduced to what the ceiling needs, per token: (x.k*, x.v*, |x_perp|^2) (exact in law:
     the noise tokens and the signal's noise are isotropic).  Tokens of all strings are concatenated
     (flat arrays); returns (xk, xv, rp, starts) with ``starts`` the index of each string's first token."""
-    p = TK.length_parameter("SLR", d)
+    p = tasks.length_parameter("SLR", d)
     n = rng.geometric(p, N)
     starts = np.concatenate([[0], np.cumsum(n)[:-1]])
     total = int(n.sum())
@@ -404,10 +404,10 @@ def slr_projections(d: int, N: int, rng: np.random.Generator):
     xv = rng.standard_normal(total)
     rp = rng.chisquare(d - 2, total) if d > 2 else np.zeros(total)
     J = starts + rng.integers(0, n)
-    g = math.sqrt(TK.SLR_GAMMA2)
+    g = math.sqrt(tasks.SLR_GAMMA2)
     xk[J] = math.sqrt(d / 2) + g * xk[J]
     xv[J] = g * xv[J]
-    rp[J] = TK.SLR_GAMMA2 * rp[J]
+    rp[J] = tasks.SLR_GAMMA2 * rp[J]
     return xk, xv, rp, starts
 
 
@@ -423,10 +423,10 @@ def _segment_softmax_mean(score: np.ndarray, values: list[np.ndarray], starts: n
 def slr_posterior(d: int, xk, xv, rp, starts):
     """Posterior mean m(X) = E[y | X] and variance Var(y | X) of SLR: J's posterior is proportional to the
     likelihood ratio N(x_i; mu, gamma^2 I) / N(x_i; 0, I), mu = sqrt(d/2) k*."""
-    g2, mu = TK.SLR_GAMMA2, math.sqrt(d / 2)
+    g2, mu = tasks.SLR_GAMMA2, math.sqrt(d / 2)
     ell = -((xk - mu) ** 2 + xv ** 2 + rp) / (2 * g2) + (xk ** 2 + xv ** 2 + rp) / 2
     mean, second = _segment_softmax_mean(ell, [xv, xv * xv], starts)
-    var = TK.SLR_NOISE ** 2 + second - mean ** 2
+    var = tasks.SLR_NOISE ** 2 + second - mean ** 2
     return mean, np.maximum(var, 0.0)
 
 
@@ -485,7 +485,7 @@ def _slr_ceiling(d: int, heads: int, samples: int, seed: int) -> Ceiling:
 
 
 def _even_pairs_query_ceiling(d: int, heads: int) -> Ceiling:
-    p = TK.length_parameter("even_pairs", 2)
+    p = tasks.length_parameter("even_pairs", 2)
     second = (1 - p) * (2 - p) / p ** 2  # E[(n - 1)^2], n - 1 ~ Geometric on {0, 1, ...}
     method = ("construction (query embedding): alpha = s on the first-token types (1, x, q), 0 elsewhere; "
               "readout +1 on (1, x, x), -1 on (1, x, y != x), 0 elsewhere; f = y / (1 + (n - 1) e^-s), so "
@@ -498,7 +498,7 @@ def _even_pairs_query_ceiling(d: int, heads: int) -> Ceiling:
 
 def even_pairs_query_construction_risk(s: float, n_max: int = 4000) -> float:
     """The population risk of the query construction at scale s (sum over lengths, tail below 1e-15)."""
-    p = TK.length_parameter("even_pairs", 2)
+    p = tasks.length_parameter("even_pairs", 2)
     n = np.arange(1, n_max + 1, dtype=float)
     pn = p * (1 - p) ** (n - 1)
     e = (n - 1) * math.exp(-s)
@@ -515,7 +515,7 @@ def adjacent_population(mass_tol: float = 1e-4, len_tol: float = 1e-5):
     probability p (1 - p)^(n - 1) 2^-n each.  Lengths n <= n_max with (1 - p)^n_max <= len_tol, then the
     lightest classes dropped while their mass stays <= mass_tol; ``extra["dropped"]`` is the mass left out.
     """
-    p = TK.length_parameter("even_pairs", 2)
+    p = tasks.length_parameter("even_pairs", 2)
     n_max = int(math.ceil(math.log(len_tol) / math.log1p(-p)))
     rows, logw, labels = [], [], []
 
@@ -552,14 +552,14 @@ def adjacent_population(mass_tol: float = 1e-4, len_tol: float = 1e-5):
     keep = np.sort(order[~light])
     c, w, lab = c[keep], w[keep], lab[keep]
     extra = {"n_max": n_max, "classes": int(len(w)), "dropped": float(1.0 - w.sum()), "p": p}
-    return TK.Batch(np.eye(9), c, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
+    return tasks.Batch(np.eye(9), c, lab[:, None].astype(float), weights=w, labels=lab, extra=extra)
 
 
 def adjacent_certificates(M: int = 6):
     """The certificate families F(i, j), i, j <= M, of the adjacent embedding (module doc): the count classes
     a^i, b^j, {a^x b^j a^y : x + y = 2i}, {b^x a^i b^y : x + y = 2j} (positive, kappa = 1) and a^i b^j,
     b^j a^i (negative, kappa = 2).  Returns (class keys, their probabilities, families as index lists)."""
-    p = TK.length_parameter("even_pairs", 2)
+    p = tasks.length_parameter("even_pairs", 2)
 
     def prob(n, strings):
         return strings * p * (1 - p) ** (n - 1) * 2.0 ** -n
@@ -685,7 +685,7 @@ def ceiling(task: str, d: int, heads: int = 1, *, loss: str = "squared", **task_
     Carlo size, default 40000) and ``seed`` (default 0); occurrence, OR, AND ``mass_tol`` and ``len_tol``
     of the class population (defaults 1e-6 and 1e-8; AND 1e-4 and 1e-6, its population being the largest).
     """
-    TK.check_task(task, d)
+    tasks.check_task(task, d)
     heads = check_int("heads", heads)
     if loss not in LOSSES.get(task, ("squared",)):
         raise SettingError(f"the ceiling of {task} is computed for loss in "
@@ -697,7 +697,7 @@ def ceiling(task: str, d: int, heads: int = 1, *, loss: str = "squared", **task_
     if unknown:
         raise SettingError(f"unknown option(s) for {task}: {', '.join(sorted(unknown))}")
     t0 = time.perf_counter()
-    if task in TK.POPULATION_TASKS:
+    if task in tasks.POPULATION_TASKS:
         default = (1e-4, 1e-6) if task == "AND" else (1e-6, 1e-8)
         mass_tol = task_options.get("mass_tol", default[0])
         len_tol = task_options.get("len_tol", default[1])
@@ -709,7 +709,7 @@ def ceiling(task: str, d: int, heads: int = 1, *, loss: str = "squared", **task_
         out = _slr_ceiling(d, heads, samples, int(task_options.get("seed", 0)))
     else:
         emb = task_options.get("even_pairs_embedding", "query")
-        TK.check_even_pairs_embedding(emb)
+        tasks.check_even_pairs_embedding(emb)
         out = _even_pairs_query_ceiling(d, heads) if emb == "query" else _even_pairs_adjacent_ceiling(d, heads)
     out.details["seconds"] = time.perf_counter() - t0
     return out

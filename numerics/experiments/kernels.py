@@ -70,8 +70,7 @@ from functools import lru_cache
 from types import SimpleNamespace
 
 import numpy as np
-import scipy.sparse as sp
-
+from scipy import sparse
 TINY = 1e-280
 """A string's sum of exponentiated scores below this is recomputed with its own maximum (no underflow)."""
 
@@ -182,9 +181,9 @@ class OneHotRows:
     def of(cls, rows, starts: np.ndarray, mult: np.ndarray) -> "OneHotRows | None":
         """The rows of a CSR matrix whose non-zeros are all 1.0 and of which every row has one, else None
         (dense, weighted or empty rows stay on the numpy path)."""
-        if not sp.issparse(rows):
+        if not sparse.issparse(rows):
             return None
-        X = rows if sp.isspmatrix_csr(rows) else sp.csr_matrix(rows)
+        X = rows if sparse.isspmatrix_csr(rows) else sparse.csr_matrix(rows)
         per = np.diff(X.indptr)
         if X.nnz == 0 or per.min() == 0 or not np.all(X.data == 1.0):
             return None
@@ -208,7 +207,7 @@ def sorted_rows(X) -> bool:
         from scipy.sparse import _sparsetools
         return bool(_sparsetools.csr_has_sorted_indices(len(X.indptr) - 1, X.indptr, X.indices))
     except (ImportError, AttributeError, TypeError, ValueError):  # pragma: no cover - scipy without the kernel
-        return sp.csr_matrix(X).has_sorted_indices
+        return sparse.csr_matrix(X).has_sorted_indices
 
 
 def _softmax_scatter(A, idx, bounds, mult, w, inv, xbar):  # pragma: no cover - compiled

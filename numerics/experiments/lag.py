@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numerics.experiments import engine as E
+from numerics.experiments import engine
 from numerics.experiments.population import marked_symbols
 
 
@@ -47,7 +47,7 @@ def crossing(steps, values) -> tuple[int | None, int]:
     return int(s[i]), int(s[i] - s[i - 1]) if i > 0 else 0
 
 
-def functional_curves(snapshots: dict, steps: list[int], test: E.Tokens, loss: str) -> dict:
+def functional_curves(snapshots: dict, steps: list[int], test: engine.Tokens, loss: str) -> dict:
     """On ``test`` at the snapshot ``steps`` (the last one the end of the run): R(alpha_t, B_t), the final
     model with its attention from step t, R(alpha_t, B_end), and with its readout from step t,
     R(alpha_end, B_t); and the gains of each block (see module doc)."""
@@ -63,7 +63,7 @@ def functional_curves(snapshots: dict, steps: list[int], test: E.Tokens, loss: s
     risks = []
     for i in range(0, 3 * n, 16):
         chunk = [model(j) for j in range(i, min(i + 16, 3 * n))]
-        risks.append(E.risk(np.stack([a for a, _ in chunk]), np.stack([b for _, b in chunk]), test, loss))
+        risks.append(engine.risk(np.stack([a for a, _ in chunk]), np.stack([b for _, b in chunk]), test, loss))
     risks = np.concatenate(risks)
     full, att_t, out_t = risks[:n], risks[n:2 * n], risks[2 * n:]
     return {"steps": list(steps), "risk": full.tolist(), "risk_attention_at_t": att_t.tolist(),

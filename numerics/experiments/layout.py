@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-
+from scipy import sparse
 try:  # the kernels behind scipy's CSR @ dense product, called without its dispatch (see _CsrProduct)
     from scipy.sparse import _sparsetools
 except ImportError:  # pragma: no cover - a scipy without the private module: its public product
@@ -27,7 +26,7 @@ except ImportError:  # pragma: no cover - a scipy without the private module: it
 
 from theory.validation import SettingError
 
-from numerics.experiments import kernels as KN
+from numerics.experiments import kernels
 from numerics.experiments.and_integral import IntegralPopulation
 from numerics.experiments import tasks as _tasks
 from numerics.experiments.tasks import Batch, csr_index_dtype
@@ -80,7 +79,7 @@ class Tokens:
 def _sparse_if_sparse(X: np.ndarray):
     X = np.asarray(X, float)
     if X.size and np.count_nonzero(X) <= 0.25 * X.size and X.shape[0] > DENSE_BAG_MAX_TYPES:
-        return sp.csr_matrix(X)
+        return sparse.csr_matrix(X)
     return X
 
 
@@ -109,7 +108,7 @@ and, under "numpy", the passes over one-hot token rows (``_rows_loops``) are com
 def check_kernel(kernel: str) -> str:
     if kernel not in KERNELS:
         raise SettingError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-    if kernel == "compiled" and not KN.available():
+    if kernel == "compiled" and not kernels.available():
         raise SettingError('kernel "compiled" needs numba, which is not installed')
     return kernel
 
@@ -123,13 +122,13 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
     y = np.asarray(batch.y, float)
     N = y.shape[0]
     w = np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights, float)
-    X = batch.X if sp.issparse(batch.X) else np.asarray(batch.X, float)
+    X = batch.X if sparse.issparse(batch.X) else np.asarray(batch.X, float)
     segments = None
-    if sp.issparse(batch.m):
-        if sp.isspmatrix_csr(batch.m) and KN.sorted_rows(batch.m):  # the samplers' (canonical) matrices
+    if sparse.issparse(batch.m):
+        if sparse.isspmatrix_csr(batch.m) and kernels.sorted_rows(batch.m):  # the samplers' (canonical) matrices
             mc = batch.m
         else:  # a sorted copy: the caller's matrix is left as it is (flags included)
-            mc = sp.csr_matrix(batch.m, copy=True)
+            mc = sparse.csr_matrix(batch.m, copy=True)
             mc.sort_indices()
         per = np.diff(mc.indptr)
         tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
@@ -149,8 +148,8 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
     if X.ndim == 2:
-        table = X if sp.issparse(X) else _sparse_if_sparse(X)
-        rows = _take_rows(table, tok) if sp.issparse(table) else table[tok]
+        table = X if sparse.issparse(X) else _sparse_if_sparse(X)
+        rows = _take_rows(table, tok) if sparse.issparse(table) else table[tok]
     elif X.ndim == 3:
         m = np.asarray(batch.m, float)
         n_idx, pos = np.nonzero(m)
@@ -187,22 +186,22 @@ def _row_operators(tb: Tokens):
     entry the sum, over the same entries in the same order, of the group's own product."""
     ops = tb.__dict__.get("_ops")
     if ops is None:
-        score = tb.rows if sp.issparse(tb.rows) else None
+        score = tb.rows if sparse.issparse(tb.rows) else None
         if score is not None:
-            X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
+            X = tb.rows if sparse.isspmatrix_csr(tb.rows) else sparse.csr_matrix(tb.rows)
             D = X.shape[1]
             shape = (X.shape[0], len(tb.starts) * D)
             # row i's coordinates moved to its string's block, computed in the index type scipy's constructor keeps
             dt = csr_index_dtype(X.nnz, *shape)
             per_entry = np.diff(X.indptr)
             block = np.repeat((tb.seg * D).astype(dt), per_entry)
-            gather = sp.csr_matrix((X.data, np.add(X.indices, block, dtype=dt), X.indptr), shape=shape)
+            gather = sparse.csr_matrix((X.data, np.add(X.indices, block, dtype=dt), X.indptr), shape=shape)
             if tb.groups > 1:  # the score rows: each group's rows in its own block of coordinates
                 S_ = tb.groups
                 wide = (X.shape[0], S_ * D)
                 dt = csr_index_dtype(X.nnz, *wide)
                 shift = np.repeat((tb.seg // (len(tb.starts) // S_) * D).astype(dt), per_entry)
-                X = score = sp.csr_matrix((X.data, np.add(X.indices, shift, dtype=dt), X.indptr), shape=wide)
+                X = score = sparse.csr_matrix((X.data, np.add(X.indices, shift, dtype=dt), X.indptr), shape=wide)
             rows_t = _transpose(X)
             scatter = _transpose(gather)
         else:  # dense rows: their backward pass needs no gather (and no rows_t)
@@ -222,13 +221,13 @@ def _rows_loops(tb: Tokens):
     or at most two a row, whose sum does not depend on their order), and numba usable (``kernels.usable``,
     asked at every call, so that ``kernels.numpy_paths`` reaches it).  The loops do the numpy path's
     operations in its order, so they give its bits (``tests/experiments/test_engine_rows_loops.py``); None elsewhere."""
-    if tb.kernel != "numpy" or tb.groups != 1 or not sp.issparse(tb.rows) or not KN.usable():
+    if tb.kernel != "numpy" or tb.groups != 1 or not sparse.issparse(tb.rows) or not kernels.usable():
         return None
     view = tb.__dict__.get("_rows_loops")
     if view is None:  # the score rows of one group are the rows themselves (``_row_operators``)
         score = tb.rows
-        oh = KN.OneHotRows.of(score, tb.starts, tb.mult) if score.format == "csr" else None
-        ordered = oh is not None and (oh.idx.shape[0] <= 2 or KN.sorted_rows(score))
+        oh = kernels.OneHotRows.of(score, tb.starts, tb.mult) if score.format == "csr" else None
+        ordered = oh is not None and (oh.idx.shape[0] <= 2 or kernels.sorted_rows(score))
         view = tb.__dict__["_rows_loops"] = oh if ordered else False
     return view or None
 
@@ -237,7 +236,7 @@ def _fast_csr(A) -> bool:
     """Whether ``_take_rows`` and ``_transpose`` may call scipy's kernels directly on A: a CSR matrix of
     float64 values with int32 indices and pointers, which scipy keeps for its size (every batch of the tasks;
     anything else takes scipy's own path)."""
-    return (_sparsetools is not None and sp.isspmatrix_csr(A) and A.data.dtype == np.float64
+    return (_sparsetools is not None and sparse.isspmatrix_csr(A) and A.data.dtype == np.float64
             and A.indices.dtype == np.int32 and A.indptr.dtype == np.int32
             and csr_index_dtype(A.nnz, *A.shape) == np.int32)
 
@@ -254,8 +253,8 @@ def _take_rows(A, idx: np.ndarray):
     if idx.min() < 0 or idx.max() >= A.shape[0]:
         raise IndexError(f"row index out of range 0..{A.shape[0] - 1}")
     rows = idx.astype(np.int32)
-    if KN.usable():  # one compiled pass for the pointers and one for the entries: the same arrays
-        indptr, indices, data = KN.take_rows(A.indptr, A.indices, A.data, rows, limit=_tasks.INT32_MAX)
+    if kernels.usable():  # one compiled pass for the pointers and one for the entries: the same arrays
+        indptr, indices, data = kernels.take_rows(A.indptr, A.indices, A.data, rows, limit=_tasks.INT32_MAX)
     else:
         ends = np.cumsum(A.indptr[rows + 1] - A.indptr[rows], dtype=np.int64)
         total = int(ends[-1])
@@ -265,7 +264,7 @@ def _take_rows(A, idx: np.ndarray):
         indptr[1:] = ends
         indices, data = np.empty(total, dtype=np.int32), np.empty(total)
         _sparsetools.csr_row_index(rows.size, rows, A.indptr, A.indices, A.data, indices, data)
-    return sp.csr_matrix((data, indices, indptr), shape=(rows.size, A.shape[1]), copy=False)
+    return sparse.csr_matrix((data, indices, indptr), shape=(rows.size, A.shape[1]), copy=False)
 
 
 def _transpose(A):
@@ -277,7 +276,7 @@ def _transpose(A):
     M, N = A.shape
     indptr, indices, data = np.empty(N + 1, dtype=np.int32), np.empty(A.nnz, dtype=np.int32), np.empty(A.nnz)
     _sparsetools.csr_tocsc(M, N, A.indptr, A.indices, A.data, indptr, indices, data)
-    out = sp.csr_matrix((data, indices, indptr), shape=(N, M), copy=False)
+    out = sparse.csr_matrix((data, indices, indptr), shape=(N, M), copy=False)
     out.has_sorted_indices = True
     return out
 
@@ -306,7 +305,7 @@ def _dense_scatter(rows: np.ndarray, starts: np.ndarray):
     dt = csr_index_dtype(N_ne * D, M, data.size)  # (int64 ones scipy would scan and copy)
     indptr = np.zeros(N_ne * D + 1, dt)
     np.cumsum(per_row, out=indptr[1:])
-    return sp.csr_matrix((data, indices.astype(dt, copy=False), indptr), shape=(N_ne * D, M))
+    return sparse.csr_matrix((data, indices.astype(dt, copy=False), indptr), shape=(N_ne * D, M))
 
 
 def _onehot(tb: Tokens):
@@ -315,7 +314,7 @@ def _onehot(tb: Tokens):
     if tb.kernel != "compiled":
         return None
     if "_onehot" not in tb.__dict__:
-        tb.__dict__["_onehot"] = KN.OneHotRows.of(tb.rows, tb.starts, tb.mult)
+        tb.__dict__["_onehot"] = kernels.OneHotRows.of(tb.rows, tb.starts, tb.mult)
     return tb.__dict__["_onehot"]
 
 
@@ -329,7 +328,7 @@ class _CsrProduct:
 
     def __init__(self, A):
         self.A = A
-        fast = _sparsetools is not None and sp.isspmatrix_csr(A) and A.data.dtype == np.float64
+        fast = _sparsetools is not None and sparse.isspmatrix_csr(A) and A.data.dtype == np.float64
         self.args = (A.shape[0], A.shape[1], A.indptr, A.indices, A.data) if fast else None
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
@@ -363,7 +362,7 @@ def stackable(parts: list[Tokens]) -> bool:
     if len(parts) < 2 or any(isinstance(p, IntegralPopulation) for p in parts):
         return False
     first = parts[0]
-    return all(p.layout == "rows" and p.kernel == "numpy" and p.groups == 1 and sp.issparse(p.rows)
+    return all(p.layout == "rows" and p.kernel == "numpy" and p.groups == 1 and sparse.issparse(p.rows)
                and p.size == first.size and len(p.starts) == p.size and p.rows.shape[1] == first.rows.shape[1]
                for p in parts)
 
@@ -377,13 +376,13 @@ def stack(parts: list[Tokens]) -> Tokens:
     if not stackable(parts):
         raise SettingError("stack takes two or more batches of one-hot token rows of the same size, "
                            "none with an empty string, on the numpy kernel")
-    Xs = [p.rows if sp.isspmatrix_csr(p.rows) else sp.csr_matrix(p.rows) for p in parts]
+    Xs = [p.rows if sparse.isspmatrix_csr(p.rows) else sparse.csr_matrix(p.rows) for p in parts]
     N, D = parts[0].size, Xs[0].shape[1]
     M = np.cumsum([0] + [X.shape[0] for X in Xs])
     nnz = np.cumsum([0] + [X.nnz for X in Xs])
     dt = csr_index_dtype(int(nnz[-1]), int(M[-1]), len(parts) * N * D)
     indptr = np.concatenate([np.zeros(1, dt)] + [X.indptr[1:].astype(dt) + nnz[i] for i, X in enumerate(Xs)])
-    rows = sp.csr_matrix((np.concatenate([X.data for X in Xs]), np.concatenate([X.indices for X in Xs]).astype(dt),
+    rows = sparse.csr_matrix((np.concatenate([X.data for X in Xs]), np.concatenate([X.indices for X in Xs]).astype(dt),
                           indptr), shape=(int(M[-1]), D))
     labels = None if parts[0].labels is None else np.concatenate([np.asarray(p.labels) for p in parts])
     return Tokens(table=parts[0].table, y=np.concatenate([p.y for p in parts]),

@@ -15,11 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-
+from scipy import sparse
 from theory.validation import SettingError
 
-from numerics.experiments import kernels as KN
+from numerics.experiments import kernels
 from numerics.experiments.layout import Tokens, _onehot, _patterns, _row_operators, _rows_loops
 from numerics.experiments.readout import _risk_and_dl
 
@@ -49,7 +48,7 @@ def _forward_rows(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loops) -> Forwar
         Wt, xbar, _, f = _onehot_forward(alpha, B, tb, oh)
         return Forward(f=f, fh=None, w=Wt, V=xbar)
     if loops is not None:  # the same operations in the same order in two loops around numpy's exponential
-        Wt, xbar = KN.rows_forward(alpha.reshape(R * H, D), loops)                    # (M, RH), (RH, N_ne, D)
+        Wt, xbar = kernels.rows_forward(alpha.reshape(R * H, D), loops)                    # (M, RH), (RH, N_ne, D)
         return _readout(xbar, B, tb, Wt)
     _, _, _, reps, heavy, (rows_p, scatter_p, _, _) = _row_operators(tb)
     G = tb.groups
@@ -87,7 +86,7 @@ def _onehot_forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens, oh):
     string (no array of the numpy path's layout (N, R, H, K) is built)."""
     R, H, D = alpha.shape
     K = B.shape[-1]
-    Wt, xbar = KN.softmax_scatter(alpha.reshape(R * H, D), oh)
+    Wt, xbar = kernels.softmax_scatter(alpha.reshape(R * H, D), oh)
     fhe = xbar @ B.reshape(R * H, D, K)                                               # (RH, N_ne, K)
     f = (fhe if H == 1 else fhe.reshape(R, H, -1, K).sum(axis=1)).transpose(1, 0, 2)  # (N_ne, R, K)
     if f.shape[0] < tb.size:
@@ -105,14 +104,14 @@ def _onehot_risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: st
     K = B.shape[-1]
     Wt, xbar, fhe, f = _onehot_forward(alpha, B, tb, oh)
     if loss == "squared" and fhe.shape[1] == tb.size:  # one compiled pass (a third of numpy's calls' time)
-        r, g_c = KN.squared_loss(fhe, tb.y, tb.weights, H)                            # g_c (RH, N, K)
+        r, g_c = kernels.squared_loss(fhe, tb.y, tb.weights, H)                            # g_c (RH, N, K)
     else:
         r, g = _risk_and_dl(f, tb, loss)                                              # g (N, R, K)
         g_t = (g if fhe.shape[1] == tb.size else g[tb.nonempty]).transpose(1, 0, 2)   # (R, N_ne, K)
         g_c = g_t if H == 1 else np.repeat(g_t, H, axis=0)                            # (RH, N_ne, K)
     Bc = B.reshape(R * H, D, K)
     gB = xbar.transpose(0, 2, 1) @ g_c                                                # (RH, D, K)
-    ga = KN.score_grad(g_c @ Bc.transpose(0, 2, 1), fhe, g_c, Wt, oh)                 # (RH, D)
+    ga = kernels.score_grad(g_c @ Bc.transpose(0, 2, 1), fhe, g_c, Wt, oh)                 # (RH, D)
     return r, ga.reshape(R, H, D), gB.reshape(R, H, D, K), f
 
 
@@ -157,17 +156,17 @@ def _backward_rows(fw: Forward, B: np.ndarray, g: np.ndarray, tb: Tokens, loops)
         for c in range(R * H):  # per (run, head): the summation order of the per-run path
             fg[:, c] = np.einsum("nk,nk->n", fh[:, c], g_ne[c])
     if loops is not None:  # the sparse branch's operations in its order, in one loop over the rows
-        return KN.rows_score_grad(U, fg, fw.w, loops).reshape(R, H, D), gB.reshape(R, H, D, K)
-    if sp.issparse(tb.rows):
+        return kernels.rows_score_grad(U, fg, fw.w, loops).reshape(R, H, D), gB.reshape(R, H, D, K)
+    if sparse.issparse(tb.rows):
         _, _, _, reps, _, (_, _, gather_p, rows_t_p) = _row_operators(tb)
-    if sp.issparse(tb.rows) and G > 1:  # group s's strings and runs: rows s N D .., columns its C H runs
+    if sparse.issparse(tb.rows) and G > 1:  # group s's strings and runs: rows s N D .., columns its C H runs
         CH = R * H // G
         vg = gather_p(np.ascontiguousarray(U.reshape(G, CH, N_ne * D).transpose(0, 2, 1)).reshape(-1, CH))
         vg -= np.repeat(fg.reshape(N_ne, G, CH).transpose(1, 0, 2).reshape(-1, CH), reps, axis=0)
         ds = np.multiply(vg, fw.w, out=vg)
         ga = rows_t_p(ds).reshape(G, D, CH).transpose(0, 2, 1)                       # (G, CH, D)
         return ga.reshape(R, H, D), gB.reshape(R, H, D, K)
-    if sp.issparse(tb.rows):
+    if sparse.issparse(tb.rows):
         vg = gather_p(U.reshape(R * H, N_ne * D).T)                                   # (M, RH)
         vg -= np.repeat(fg, reps, axis=0)
         ds = np.multiply(vg, fw.w, out=vg)
@@ -204,7 +203,7 @@ def forward(alpha: np.ndarray, B: np.ndarray, tb: Tokens) -> Forward:
     exP = np.where(bits[:, :, None], np.exp(np.minimum(S_tab[None] - topP[:, None], 0.0)), 0.0)
     V = V_tab.reshape(T, R * H, K)
     if _bag_compiled(T, K):  # the same operations in the same order, in one pass: the same bits
-        w, fh = KN.bag_forward(counts, pat, exP, V[:, :, 0])
+        w, fh = kernels.bag_forward(counts, pat, exP, V[:, :, 0])
     else:
         w = np.empty((T, N, R * H))
         for t in range(T):
@@ -227,7 +226,7 @@ def _bag_compiled(T: int, K: int) -> bool:
     operations in numpy's order (its sums over the two types too, from +0 up), so it gives numpy's bits
     (tested, to the sign of every zero; only a NaN's sign may differ) and no result changes.  The numpy path
     makes about eight passes over (types, strings, runs) arrays, the loop one."""
-    return K == 1 and T == 2 and KN.usable()
+    return K == 1 and T == 2 and kernels.usable()
 
 
 def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
@@ -253,12 +252,12 @@ def _risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str):
     # population at |alpha| = 20, |B| = 12: tests/experiments/test_tasks.py.)
     T = fw.w.shape[0]
     dV = np.einsum("tnc,nc->tc", fw.w, gh[..., 0])[..., None] if K == 1 else np.einsum("tnc,nck->tck", fw.w, gh)
-    if K == 1 and T > 2 and g.shape[0] <= PAIRS_AT_ONCE_MAX and KN.usable():
+    if K == 1 and T > 2 and g.shape[0] <= PAIRS_AT_ONCE_MAX and kernels.usable():
         # every pair's sum in one einsum (the same sums as one call a pair, bit for bit, on so few strings),
         # then the loop's differences, products and sums in its order (``kernels.type_pairs``)
         t_of, s_of = np.tril_indices(T, -1)                                         # the loop's order of pairs
         E = np.einsum("pnc,nc->pc", fw.w[t_of] * fw.w[s_of], gh[..., 0])           # (T (T - 1) / 2, RH)
-        ds = KN.type_pairs(fw.V[:, :, 0], E)
+        ds = kernels.type_pairs(fw.V[:, :, 0], E)
     else:
         ds = _type_pairs_loop(fw, gh, T, K)
     G_V, G_s = dV.reshape(dV.shape[0], -1), ds

@@ -8,7 +8,7 @@ import numpy as np
 from theory.validation import SettingError
 
 from numerics.model import loss_terms
-from numerics.experiments import kernels as KN
+from numerics.experiments import kernels
 from numerics.experiments.layout import Tokens
 
 
@@ -35,13 +35,13 @@ def _risk_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.n
 
 def _terms_and_dl(f: np.ndarray, tb: Tokens, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """The losses (N, R) and their weighted gradients d risk / d f (N, R, K) of ``_risk_and_dl``."""
-    if loss == "squared" and f.shape[2] == 1 and tb.y.shape[1] == 1 and KN.usable():
+    if loss == "squared" and f.shape[2] == 1 and tb.y.shape[1] == 1 and kernels.usable():
         # one output: numpy's elementwise passes as one compiled pass, the same bits (``kernels.squared_terms``)
-        lv, dl = KN.squared_terms(f[:, :, 0], tb.y[:, 0], tb.weights)
+        lv, dl = kernels.squared_terms(f[:, :, 0], tb.y[:, 0], tb.weights)
         return lv, dl[:, :, None]
-    if loss == "squared" and tb.y.shape[1] == f.shape[2] and KN.usable():
+    if loss == "squared" and tb.y.shape[1] == f.shape[2] and kernels.usable():
         # several outputs (ICL): the same in one pass, numpy's pairwise sum over the outputs replayed
-        return KN.squared_outputs(f, tb.y, tb.weights)
+        return kernels.squared_outputs(f, tb.y, tb.weights)
     lv, dl = losses(f, tb, loss)
     return lv, np.multiply(dl, tb.weights[:, None, None], out=dl)
 

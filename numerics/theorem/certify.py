@@ -31,7 +31,7 @@ import sympy as sp
 from flint import arb, ctx, fmpq
 
 from numerics.theorem.closed_forms import ClosedFormsBase, require_geometric
-from theory import symbolic as sym
+from theory import symbolic
 from theory.arb_forms import arb_of, to_arb
 from theory.claims import CLAIMS
 from theory.setting import Setting
@@ -44,13 +44,13 @@ FLOAT_PLAN_NOTE = ("the plan was run in double precision (numerics.theorem.train
                    "point it reached, not about exact gradient descent")
 ETA2_MARGIN = 1e-9  # relative margin of eta_2 above eta2_min (see choose_plan)
 
-_SYMBOLS = {"eta_1": sym.eta1, "eta_2": sym.eta2, "eta_3": sym.eta3, "epsilon": sym.eps, "u": sym.u,
-            "beta_a": sym.beta_a, "beta_b": sym.beta_b}
+_SYMBOLS = {"eta_1": symbolic.eta1, "eta_2": symbolic.eta2, "eta_3": symbolic.eta3, "epsilon": symbolic.eps, "u": symbolic.u,
+            "beta_a": symbolic.beta_a, "beta_b": symbolic.beta_b}
 
 
 def _alpha0_risk_coefficients(lengths: str):
     """R(0, beta) for symmetric beta as {(i, j): coefficient of beta_a^i beta_b^j} (a quadratic)."""
-    poly = sp.Poly(sp.expand(sym.uniform_attention_risk(lengths)), sym.beta_a, sym.beta_b)
+    poly = sp.Poly(sp.expand(symbolic.uniform_attention_risk(lengths)), symbolic.beta_a, symbolic.beta_b)
     return tuple((monom, coeff) for monom, coeff in poly.terms())
 _alpha0_risk_coefficients = lru_cache(maxsize=None)(_alpha0_risk_coefficients)
 
@@ -86,7 +86,7 @@ class ArbClosedForms(ClosedFormsBase):
         if unknown:
             raise SettingError(f"unknown symbol(s) {sorted(unknown)}; expected some of {sorted(_SYMBOLS)}")
         with ctx.workprec(self.prec_bits):
-            values = {sym.d: arb(self.setting.d), sym.p: arb_of(self.p_exact)}
+            values = {symbolic.d: arb(self.setting.d), symbolic.p: arb_of(self.p_exact)}
             values.update({_SYMBOLS[k]: arb_of(v) for k, v in symbols.items()})
             return to_arb(expr, values)
 

@@ -270,20 +270,19 @@ def _finalizer_interrupt(monkeypatch, handler) -> None:
     built), with SIGINT's handler set to ``handler`` for the test."""
     import gc
 
-    import app.cli as C
-
+    from app import cli
     class Finalised:
         def __del__(self):
             raise KeyboardInterrupt
 
-    real = C.build_parser
+    real = cli.build_parser
 
     def parser_then_interrupt():
         Finalised()  # collected at once: its __del__ raises inside the interpreter's finalizer call
         gc.collect()
         return real()
 
-    monkeypatch.setattr(C, "build_parser", parser_then_interrupt)
+    monkeypatch.setattr(cli, "build_parser", parser_then_interrupt)
     signal.signal(signal.SIGINT, handler)  # restored by the ``restore_sigint`` fixture
 
 
@@ -324,14 +323,13 @@ def test_ctrl_c_in_a_finalizer_of_a_command_that_finishes_first_is_not_lost_nor_
     afterwards (no KeyboardInterrupt once ``main`` has returned: the default handler stays in place)."""
     import time as real_time
 
-    import app.cli as C
-
+    from app import cli
     sleep = real_time.sleep
     _finalizer_interrupt(monkeypatch, signal.default_int_handler)
-    monkeypatch.setattr(C.time, "sleep", lambda seconds: sleep(0.3))
+    monkeypatch.setattr(cli.time, "sleep", lambda seconds: sleep(0.3))
     _assert_interrupted(main(["--version"]), capsys)
     sleep(0.6)  # the re-send thread has woken and found the interrupt taken over: none arrives here
-    assert C._RESEND["pending"] is False
+    assert cli._RESEND["pending"] is False
 
 _POUNDED = r"""
 import json, os, signal, subprocess, sys, time
@@ -417,8 +415,7 @@ def test_a_signal_lost_to_the_switch_to_sig_ign_is_dropped_and_other_errors_are_
     SIGTERM only; any other unraisable error still reaches Python's own hook."""
     import types
 
-    import app.cli as C
-
+    from app import cli
     seen = []
     monkeypatch.setattr(sys, "__unraisablehook__", seen.append)
 
@@ -428,12 +425,12 @@ def test_a_signal_lost_to_the_switch_to_sig_ign_is_dropped_and_other_errors_are_
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         report = info(OSError(f"Signal {int(sig)} ignored due to race condition"))
-        C._after_command(report)
-        C._unraisable(report)
+        cli._after_command(report)
+        cli._unraisable(report)
     assert seen == []
     others = [info(OSError("Signal 10 ignored due to race condition")), info(OSError("disk full")),
               info(ValueError("Signal 2 ignored due to race condition"))]
     for other in others:
-        C._after_command(other)
-        C._unraisable(other)
+        cli._after_command(other)
+        cli._unraisable(other)
     assert seen == [o for o in others for _ in range(2)]

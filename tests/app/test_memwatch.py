@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import memwatch as MW
-
+from app import memwatch
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +28,7 @@ def test_watch_sees_a_grandchild_holding_memory_and_bounds_it_from_both_sides(tm
     sampled PSS peak and the summed high-water marks bracket it, the log has one line per sample and ends with
     the summary, and the command's status is returned."""
     log = tmp_path / "mem.jsonl"
-    summary = MW.watch([sys.executable, "-c", _spawn(_spawn(HOLD, "300"))], log, period=0.1)
+    summary = memwatch.watch([sys.executable, "-c", _spawn(_spawn(HOLD, "300"))], log, period=0.1)
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert lines[-1] == {"summary": json.loads(json.dumps(summary))}
     samples = lines[:-1]
@@ -43,15 +42,15 @@ def test_watch_sees_a_grandchild_holding_memory_and_bounds_it_from_both_sides(tm
 
 def test_main_returns_the_commands_status_and_refuses_bad_input_before_running(tmp_path, capsys):
     log = tmp_path / "m.jsonl"
-    assert MW.main([str(log), "--period", "0.05", "--", sys.executable, "-c", "import sys; sys.exit(3)"]) == 3
+    assert memwatch.main([str(log), "--period", "0.05", "--", sys.executable, "-c", "import sys; sys.exit(3)"]) == 3
     assert json.loads(capsys.readouterr().out)["returncode"] == 3
-    assert MW.main([str(tmp_path / "k.jsonl"), "--period", "0.05", "--", sys.executable, "-c",
+    assert memwatch.main([str(tmp_path / "k.jsonl"), "--period", "0.05", "--", sys.executable, "-c",
                     "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]) == 128 + 15
     bad = ([str(log)], [str(log), "--period", "0", "--", "true"], [str(log), "--period", "inf", "--", "true"],
            [str(tmp_path / "no" / "m.jsonl"), "--", "true"], [str(tmp_path), "--", "true"], ["--", "true"])
     for argv in bad:
         with pytest.raises(SystemExit) as exc:
-            MW.main(argv)
+            memwatch.main(argv)
         assert exc.value.code == 2
     assert not (tmp_path / "no").exists()
 

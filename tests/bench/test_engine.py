@@ -32,8 +32,8 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
     assert ("PyTorch is not installed" in text) == (not BE.torch_available())
     assert "## Targets" in text
     # the benchmark's process has the allocator setting of Table 1's row processes, where there is one
-    assert ("keeps its temporaries on the heap" in text) == BE.E.keep_temporaries_on_heap()
-    if BE.KN.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
+    assert ("keeps its temporaries on the heap" in text) == BE.engine.keep_temporaries_on_heap()
+    if BE.kernels.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
         section = text.split("## The compiled kernel")[1].split("## Growth")[0]
         assert "| ICL | 5 |" in section and "| ICL | 8 |" in section
     # seeds in one program: ICL at both sizes, each runs-per-seed count (two-head AND cannot be stacked here)
@@ -62,7 +62,7 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
 @pytest.mark.parametrize("row,task,heads", BE.ROWS)
 def test_torch_model_agrees_with_the_engine_and_the_check_can_fail(row, task, heads):
     case = BE.make_case(row, task, heads, 7, Config())
-    H, D, K = BE.TK.model_shape(task, 7, heads)
+    H, D, K = BE.tasks.model_shape(task, 7, heads)
     tm = BE.TorchModel(case.batch, case.loss, heads, D, K)
     a, B = BE.initial(case, 1, seed=3)
     assert BE.check_agreement(case, tm, a[0], B[0]) <= BE.AGREE_TOL
@@ -75,12 +75,12 @@ def test_torch_model_agrees_with_the_engine_and_the_check_can_fail(row, task, he
 def test_torch_step_is_a_gradient_step():
     """One PyTorch step moves the parameters by -LR times the engine's gradient."""
     case = BE.make_case("ICL", "ICL", 1, 6, Config())
-    H, D, K = BE.TK.model_shape("ICL", 6, 1)
+    H, D, K = BE.tasks.model_shape("ICL", 6, 1)
     tm = BE.TorchModel(case.batch, case.loss, 1, D, K)
     a, B = BE.initial(case, 1, seed=4)
     a2, B2 = a.copy(), B.copy()
     BE.engine_step(a2, B2, case.tb, case.loss)
-    _, ga, gB, _ = BE.E.risk_and_grad(a, B, case.tb, case.loss)
+    _, ga, gB, _ = BE.engine.risk_and_grad(a, B, case.tb, case.loss)
     assert np.abs(a2 - (a - BE.LR * ga)).max() == 0 and np.abs(B2 - (B - BE.LR * gB)).max() == 0
     step = tm.stepper(a[0], B[0])
     step()
@@ -124,7 +124,7 @@ def test_readout_products_are_the_step_products_at_the_case_sizes(row, task, hea
     case = BE.make_case(row, task, heads, d, Config())
     fn = BE.readout_products(case)
     shapes = sorted(c.cell_contents.shape for c in fn.__closure__ if hasattr(c.cell_contents, "shape"))
-    H, D, K = BE.TK.model_shape(task, d, heads)
+    H, D, K = BE.tasks.model_shape(task, d, heads)
     N_ne = len(case.tb.starts)
     assert H == heads and shapes == sorted([(H, N_ne, D), (H, D, K), (N_ne, K)])
 
@@ -135,12 +135,12 @@ def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
     (counted here by a set per string), not the non-zeros with repeats nor every row of B: at d = 30 an ICL
     string touches fewer than D coordinates.  The rows' part is 4z + 3M for one-hot rows (lookups and adds)
     and 8z + 2M for general ones; an explicit zero stored in the rows changes nothing."""
-    batch = BE.TK.sample(task, d, 40, np.random.default_rng(3))
+    batch = BE.tasks.sample(task, d, 40, np.random.default_rng(3))
     if empty:  # strings 3 and 10 emptied, as in tests/experiments/test_engine.py
         m = batch.m.tolil()
         m[3], m[10] = 0, 0
         batch.m = m.tocsr()
-    tb = BE.E.from_batch(batch)
+    tb = BE.engine.from_batch(batch)
     assert tb.layout == "rows" and len(tb.starts) == tb.size - 2 * empty
     X = sp.csr_array(tb.rows) if sp.issparse(tb.rows) else np.asarray(tb.rows)
     ends = np.append(tb.starts[1:], X.shape[0])
@@ -148,7 +148,7 @@ def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
                                                           if sp.issparse(tb.rows) else range(X.shape[1]))})
               for a, b in zip(tb.starts, ends)]
     assert BE.touched(tb).tolist() == by_set
-    H, D, K = BE.TK.model_shape(task, d, 1)
+    H, D, K = BE.tasks.model_shape(task, d, 1)
     z, M = (X.nnz if sp.issparse(tb.rows) else X.size), X.shape[0]
     rows = 4 * z + 3 * M if task == "ICL" else 8 * z + 2 * M
     bound = H * (rows + 6 * K * sum(by_set)) + 3 * tb.size * K + 2 * H * D * (K + 1)
@@ -185,12 +185,12 @@ def test_ratios_carry_two_significant_digits():
 def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, loop):
     """The benchmark's check that the default kernel gives the same bits with and without its numba loops passes
     on the rows, and refuses to time when a loop's result differs from the numpy path's in the last bit."""
-    if not BE.KN.usable():
+    if not BE.kernels.usable():
         pytest.skip("numba's loops do not run here")
     case = BE.make_case(row, task, heads, 6, Config())
     a, B = BE.initial(case, 1, seed=5)
     BE.check_numpy_paths(case, a[0], B[0])
-    loops = BE.KN._compiled()
+    loops = BE.kernels._compiled()
     fn = getattr(loops, loop)
 
     def off_by_an_ulp(*args):
@@ -206,13 +206,13 @@ def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, lo
 def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
     """bench() times the default kernel's step and sampler once with numba's loops (``usable()``) and once
     without them, on the same batch, and records both."""
-    if not BE.KN.usable():
+    if not BE.kernels.usable():
         pytest.skip("numba's loops do not run here")
     seen = {"step": [], "sampler": []}
     step = BE.engine_step
 
     def engine_step(*a):
-        seen["step"].append(BE.KN.usable())
+        seen["step"].append(BE.kernels.usable())
         return step(*a)
     res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                    gemm_n=100)
@@ -220,7 +220,7 @@ def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
     real = case.sampler
 
     def sampler(t):
-        seen["sampler"].append((t, BE.KN.usable()))
+        seen["sampler"].append((t, BE.kernels.usable()))
         return real(t)
     case.sampler = sampler
     monkeypatch.setattr(BE, "engine_step", engine_step)
@@ -240,7 +240,7 @@ def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
     assert all(len(times[k]) == 2 for k in times)
     rec = res["rows"]["ICL"][5]
     assert all(len(rec["numba"][k]) == 2 for k in rec["numba"])
-    assert BE.KN.usable()
+    assert BE.kernels.usable()
     page = _page(res)
     assert "## What numba gains on the default kernel" in page
 
@@ -265,7 +265,7 @@ def test_compiled_target_uses_the_bound_beside_its_own_repeats():
 
 def test_the_compiled_row_is_timed_beside_its_own_dgemm():
     """bench() gives the compiled kernel's one-run step its own bound, from the dgemm rate timed beside it."""
-    if not BE.KN.available():
+    if not BE.kernels.available():
         pytest.skip("numba is not installed")
     res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                    gemm_n=100)
@@ -295,14 +295,14 @@ def test_seeds_in_one_program_checks_its_bits_first(monkeypatch):
     got = BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
     assert got["seeds"] == Config().seeds and got["runs"] == 2
     assert all(t[1] > 0 for t in (got["per_seed"], got["stacked"]))
-    real = BE.E.grouped_risk_and_grad
+    real = BE.engine.grouped_risk_and_grad
 
     def off_by_one_ulp(*a, **k):
         r, ga, gB = real(*a, **k)
         ga.flat[0] = np.nextafter(ga.flat[0], np.inf)
         return r, ga, gB
 
-    monkeypatch.setattr(BE.E, "grouped_risk_and_grad", off_by_one_ulp)
+    monkeypatch.setattr(BE.engine, "grouped_risk_and_grad", off_by_one_ulp)
     with pytest.raises(AssertionError):
         BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
     assert BE.seeds_in_one_program("AND", 2, 8, 2, repeats=1, min_seconds=0.0) is None
@@ -319,8 +319,8 @@ def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_populat
     assert all(t > 0 for x in (one, many, one_t, many_t) for t in x["time"])
     page = _page(res)
     assert "## Two-head AND on its exact population" in page
-    seen, sums = [], BE.AI._sums
-    monkeypatch.setattr(BE.AI, "_sums", lambda *a, **k: seen.append(a[0].shape[1]) or sums(*a, **k))
+    seen, sums = [], BE.and_integral._sums
+    monkeypatch.setattr(BE.and_integral, "_sums", lambda *a, **k: seen.append(a[0].shape[1]) or sums(*a, **k))
     BE.integral_step(6, 1, 1, 0.0001, table1=True)
     assert seen and set(seen) == {3}  # a Table 1 row's parameters: the sums over three classes
     seen.clear()
@@ -329,10 +329,10 @@ def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_populat
     assert any(line.startswith("| 5 | ") and line.endswith("x |") for line in page.splitlines())
     case = BE.Case("AND (H=2)", "AND", 2, 5, None, None, "squared", True)
     a, B = BE.initial(case, 1)
-    pop = BE.AI.IntegralPopulation(5, BE.TK.length_parameter("AND", 5))
-    r0, ga, gB, _ = BE.E.risk_and_grad(a, B, pop, with_f=False)
+    pop = BE.and_integral.IntegralPopulation(5, BE.tasks.length_parameter("AND", 5))
+    r0, ga, gB, _ = BE.engine.risk_and_grad(a, B, pop, with_f=False)
     a1, B1 = a - BE.LR * ga, B - BE.LR * gB
-    drop = r0[0] - BE.E.risk(a1, B1, pop)[0]
+    drop = r0[0] - BE.engine.risk(a1, B1, pop)[0]
     want = BE.LR * (np.sum(ga ** 2) + np.sum(gB ** 2))
     assert abs(drop - want) <= 0.01 * want
     other = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
@@ -359,7 +359,7 @@ def test_the_small_batch_takes_the_path_of_its_row(monkeypatch):
         tiny = BE.small_batch(case)
         assert tiny.size == BE.SMALL_STRINGS and BE.step_path(tiny) == BE.step_path(case.tb)
         assert tiny.rows.shape[0] < case.tb.rows.shape[0]
-    drawn, real = [], BE.TK.sample
+    drawn, real = [], BE.tasks.sample
 
     def first_with_an_empty_string(*a, **k):
         b = real(*a, **k)
@@ -373,9 +373,9 @@ def test_the_small_batch_takes_the_path_of_its_row(monkeypatch):
         return b
 
     case = BE.make_case("ICL", "ICL", 1, 8, Config())
-    monkeypatch.setattr(BE.TK, "sample", first_with_an_empty_string)
+    monkeypatch.setattr(BE.tasks, "sample", first_with_an_empty_string)
     tiny = BE.small_batch(case)
-    assert len(drawn) == 2 and BE.step_path(BE.E.from_batch(drawn[0]))[3] is False
+    assert len(drawn) == 2 and BE.step_path(BE.engine.from_batch(drawn[0]))[3] is False
     assert BE.step_path(tiny) == BE.step_path(case.tb)
 
 
@@ -383,10 +383,10 @@ def test_the_small_step_takes_the_runs_in_slices_of_the_rows_chunk(monkeypatch):
     """Where the row's batch splits the runs into chunks, the small batch's step takes them in slices of that
     chunk, each one engine step (as many calls or more); each arm steps its own copy of the same parameters."""
     case = BE.make_case("ICL", "ICL", 1, 8, Config())
-    H, D, K = BE.TK.model_shape("ICL", 8, 1)
-    per_run = BE.E._per_run(case.tb, H, K)
-    monkeypatch.setattr(BE.E, "CHUNK_ELEMENTS", 2 * per_run)          # chunks of two runs on the row's batch
-    assert BE.E._chunk(case.tb, H, K) == 2
+    H, D, K = BE.tasks.model_shape("ICL", 8, 1)
+    per_run = BE.engine._per_run(case.tb, H, K)
+    monkeypatch.setattr(BE.engine, "CHUNK_ELEMENTS", 2 * per_run)          # chunks of two runs on the row's batch
+    assert BE.engine._chunk(case.tb, H, K) == 2
     sizes, real = [], BE.engine_step
     monkeypatch.setattr(BE, "engine_step", lambda a, B, tb, loss: (sizes.append((tb is case.tb, len(a), a)),
                                                                     real(a, B, tb, loss)))
@@ -412,7 +412,7 @@ def test_the_parts_are_the_steps_own_work():
     np.testing.assert_allclose(st.out[:, 0], np.exp(shifted), rtol=1e-14, atol=0)
     st.ga[:] = np.nan
     arms["loops"]()
-    fw = BE.E.forward(a, B, tb)
+    fw = BE.engine.forward(a, B, tb)
     assert np.array_equal(st.xbar, fw.V) and np.all(np.isfinite(st.ga))  # the score gradient's loop ran too
     assert BE.part_arms(BE.make_case("SLR", "SLR", 1, 8, Config())) is None
     got = BE.step_parts(case, 1, 0.0)
@@ -469,7 +469,7 @@ def test_line_times_name_the_engine_module_of_each_line():
 
     case = BE.make_case("ICL", "ICL", 1, 5, Config())
     a, B = BE.initial(case, 1)
-    top = BE.line_times(lambda: BE.E.risk_and_grad(a, B, case.tb, case.loss), BE.ENGINE_FILES, steps=3, top=100,
+    top = BE.line_times(lambda: BE.engine.risk_and_grad(a, B, case.tb, case.loss), BE.ENGINE_FILES, steps=3, top=100,
                         functions=BE.LINE_FUNCTIONS + ("_risk_and_dl",))
     files = {where.split(":")[0] for where, *_ in top}
     assert {"passes.py", "readout.py"} <= files <= {"engine.py", "passes.py", "readout.py"}

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from numerics.experiments import engine as E
-from numerics.experiments import and_integral as AI
+from numerics.experiments import engine
+from numerics.experiments import and_integral
 from numerics.experiments.and_integral import population_risk, population_risk_and_grad
 from numerics.experiments.population import expand, population
 from numerics.experiments.tasks import length_parameter
@@ -76,21 +76,21 @@ def test_small_p_keeps_its_accuracy(heads):
     got = population_risk(alpha, B, 3, p=1e-6)
     want = population_risk(alpha, B, 3, p=1e-6, dtype=np.longdouble)
     assert abs(got.risk - want.risk) <= 1e-13
-    al, Bf, p, (s, jac) = AI._checked(alpha, B, 3, 1e-6, AI.STEP)
-    _, ga, gB = AI._sums(al, Bf, p, s, AI.STEP * jac, grad=True)
-    _, la, lB = AI._sums(al, Bf, p, s, AI.STEP * jac, dtype=np.longdouble, grad=True)
+    al, Bf, p, (s, jac) = and_integral._checked(alpha, B, 3, 1e-6, and_integral.STEP)
+    _, ga, gB = and_integral._sums(al, Bf, p, s, and_integral.STEP * jac, grad=True)
+    _, la, lB = and_integral._sums(al, Bf, p, s, and_integral.STEP * jac, dtype=np.longdouble, grad=True)
     assert np.abs(ga - la).max() <= 1e-13 and np.abs(gB - lB).max() <= 1e-13
 
 
 def test_the_gradient_holds_to_its_spread_limit_and_refuses_beyond():
     rng = np.random.default_rng(12)
     alpha, B = rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
-    alpha[0, 3] = alpha[0].max() - 0.99 * AI.GRAD_MAX_SPREAD
-    al, Bf, p, (s, jac) = AI._checked(alpha, B, 4, 0.3, AI.STEP)
+    alpha[0, 3] = alpha[0].max() - 0.99 * and_integral.GRAD_MAX_SPREAD
+    al, Bf, p, (s, jac) = and_integral._checked(alpha, B, 4, 0.3, and_integral.STEP)
     _, ga, gB = population_risk_and_grad(alpha, B, 4, p=0.3)
-    want_a, want_B = _complex_step(lambda a, b: AI._sums(a, b, p, s, AI.STEP * jac, dtype=complex), al, Bf)
+    want_a, want_B = _complex_step(lambda a, b: and_integral._sums(a, b, p, s, and_integral.STEP * jac, dtype=complex), al, Bf)
     assert np.abs(ga - want_a).max() <= 1e-14 and np.abs(gB - want_B).max() <= 1e-14
-    alpha[0, 3] = alpha[0].max() - 1.01 * AI.GRAD_MAX_SPREAD
+    alpha[0, 3] = alpha[0].max() - 1.01 * and_integral.GRAD_MAX_SPREAD
     with pytest.raises(SettingError, match="spread"):
         population_risk_and_grad(alpha, B, 4, p=0.3)
     assert np.isfinite(population_risk(alpha, B, 4, p=0.3).risk)  # the risk alone goes to MAX_SPREAD
@@ -108,12 +108,12 @@ def test_a_constant_added_to_a_heads_scores_changes_nothing():
 def test_the_integral_is_the_engines_class_population_at_d_6():
     """Parameters equal on the unmarked symbols (the class population's assumption), two heads and one."""
     d = 6
-    tb = E.from_batch(population("AND", d, 1e-16, 1e-16, merged=False))
+    tb = engine.from_batch(population("AND", d, 1e-16, 1e-16, merged=False))
     rng = np.random.default_rng(7)
     for heads, scale in ((2, 1.0), (2, 4.0), (1, 2.0)):
         a3, b3 = scale * rng.standard_normal((heads, 3, 1)), rng.standard_normal((heads, 3, 1))
         alpha, B = expand(a3, d, 2)[..., 0], expand(b3, d, 2)
-        want = E.risk(alpha[None], B[None], tb, "squared")[0]
+        want = engine.risk(alpha[None], B[None], tb, "squared")[0]
         got = population_risk(alpha, B, d)
         assert abs(got.risk - want) <= 1e-13, (heads, scale, got.risk - want)
 
@@ -163,9 +163,9 @@ def test_the_gradient_is_the_derivative_of_the_sums_themselves():
     rng = np.random.default_rng(9)
     d, p = 7, 0.2
     alpha, B = rng.standard_normal((3, d)), rng.standard_normal((3, d))
-    al, Bf, p, (s, jac) = AI._checked(alpha, B, d, p, AI.STEP)
-    _, ga, gB = AI._sums(al, Bf, p, s, AI.STEP * jac, grad=True)
-    want_a, want_B = _complex_step(lambda a, b: AI._sums(a, b, p, s, AI.STEP * jac, dtype=complex), al, Bf)
+    al, Bf, p, (s, jac) = and_integral._checked(alpha, B, d, p, and_integral.STEP)
+    _, ga, gB = and_integral._sums(al, Bf, p, s, and_integral.STEP * jac, grad=True)
+    want_a, want_B = _complex_step(lambda a, b: and_integral._sums(a, b, p, s, and_integral.STEP * jac, dtype=complex), al, Bf)
     assert np.abs(ga - want_a).max() <= 1e-14 and np.abs(gB - want_B).max() <= 1e-14
 
 
@@ -173,11 +173,11 @@ def test_the_gradient_is_the_engines_on_its_class_population():
     """Equal on the unmarked symbols, d = 6: the engine's gradient on the class population (its own sums over
     1.1e6 classes round at about 1e-13 here; the exhaustive checks above are the tighter ones)."""
     d = 6
-    tb = E.from_batch(population("AND", d, 1e-16, 1e-16, merged=False))
+    tb = engine.from_batch(population("AND", d, 1e-16, 1e-16, merged=False))
     rng = np.random.default_rng(8)
     a3, b3 = 2.0 * rng.standard_normal((2, 3, 1)), rng.standard_normal((2, 3, 1))
     alpha, B = expand(a3, d, 2)[..., 0], expand(b3, d, 2)
-    r, ga, gB, _ = E.risk_and_grad(alpha[None], B[None], tb, "squared")
+    r, ga, gB, _ = engine.risk_and_grad(alpha[None], B[None], tb, "squared")
     risk, gai, gBi = population_risk_and_grad(alpha, B, d)
     assert gBi.shape == B.shape  # B's own shape, (H, d, 1) here
     assert abs(r[0] - risk) <= 1e-12 and np.abs(ga[0] - gai).max() <= 1e-12 and np.abs(gB[0] - gBi).max() <= 1e-12
@@ -210,11 +210,11 @@ def test_the_node_map_gives_the_sums_of_equal_steps_in_log_s(d, p):
     rng = np.random.default_rng([d, 3])
     for scale in (0.3, 4.0):
         alpha, B = scale * rng.standard_normal((2, d)), rng.standard_normal((2, d))
-        al, Bf, pp, (s, jac) = AI._checked(alpha, B, d, p, AI.STEP)
+        al, Bf, pp, (s, jac) = and_integral._checked(alpha, B, d, p, and_integral.STEP)
         lo = np.log(1e-19 * pp)  # (np.arange would space the nodes by its first difference, not 0.1)
         x = lo + 0.1 * np.arange(int(np.ceil((np.log(45.0) - al.min() - lo) / 0.1)) + 1)
-        want = AI._sums(al, Bf, pp, np.exp(x), 0.1 * np.exp(x), grad=True)
-        got = AI._sums(al, Bf, pp, s, AI.STEP * jac, grad=True)
+        want = and_integral._sums(al, Bf, pp, np.exp(x), 0.1 * np.exp(x), grad=True)
+        got = and_integral._sums(al, Bf, pp, s, and_integral.STEP * jac, grad=True)
         scale_B = (1 + np.abs(Bf).max(axis=1).sum()) ** 2
         for g, w in zip(got, want):
             assert np.max(np.abs(g - w)) <= 5e-16 * scale_B
@@ -232,19 +232,19 @@ def test_parameters_equal_on_the_unmarked_symbols_take_three_columns_with_the_sa
     rng = np.random.default_rng([d, 9])
     a3, b3 = 2.0 * rng.standard_normal((2, 3, 1)), rng.standard_normal((2, 3, 1))
     alpha, B = expand(a3, d, 2)[..., 0], expand(b3, d, 2)[..., 0]
-    al, Bf, p, (s, jac) = AI._checked(alpha, B, d, None, AI.STEP)
-    want = AI._sums(al, Bf, p, s, AI.STEP * jac, grad=True)
+    al, Bf, p, (s, jac) = and_integral._checked(alpha, B, d, None, and_integral.STEP)
+    want = and_integral._sums(al, Bf, p, s, and_integral.STEP * jac, grad=True)
     ws = np.zeros((2, s.size))
-    ws[0], ws[1, ::2] = AI.STEP * jac, 2 * AI.STEP * jac[::2]
-    want_fine, want_coarse = AI._sums(al, Bf, p, s, ws)
+    ws[0], ws[1, ::2] = and_integral.STEP * jac, 2 * and_integral.STEP * jac[::2]
+    want_fine, want_coarse = and_integral._sums(al, Bf, p, s, ws)
     seen = []
-    sums = AI._sums
+    sums = and_integral._sums
 
     def spy(*a, **k):
         seen.append((a[0].shape, k.get("mult")))
         return sums(*a, **k)
 
-    monkeypatch.setattr(AI, "_sums", spy)
+    monkeypatch.setattr(and_integral, "_sums", spy)
     risk, ga, gB = population_risk_and_grad(alpha, B, d)
     est = population_risk(alpha, B, d)
     assert [sh for sh, _ in seen] == [(2, 3), (2, 3)] and all(list(m) == [1, 1, d - 2] for _, m in seen)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numerics.experiments import and_integral as AI
-from numerics.experiments import engine as E
-from numerics.experiments import runner as RN
+from numerics.experiments import and_integral
+from numerics.experiments import engine
+from numerics.experiments import runner
 from numerics.experiments.population import expand, population
 from numerics.experiments.protocol import Reading
 from numerics.experiments.tasks import length_parameter
@@ -22,7 +22,7 @@ D = 6
 
 @pytest.fixture(scope="module")
 def classes():
-    return E.from_batch(population("AND", D, 1e-16, 1e-16, merged=False))
+    return engine.from_batch(population("AND", D, 1e-16, 1e-16, merged=False))
 
 
 def _runs(rng, R, heads=2, scale=2.0):
@@ -33,29 +33,29 @@ def _runs(rng, R, heads=2, scale=2.0):
 
 def test_the_engine_gives_the_class_populations_risks_and_gradients_of_several_runs(classes):
     alpha, B = _runs(np.random.default_rng(3), 3)
-    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
-    r, ga, gB, f = E.risk_and_grad(alpha, B, pop, "squared", with_f=False)
-    want = E.risk_and_grad(alpha, B, classes, "squared", with_f=False)
+    pop = and_integral.IntegralPopulation(D, length_parameter("AND", D))
+    r, ga, gB, f = engine.risk_and_grad(alpha, B, pop, "squared", with_f=False)
+    want = engine.risk_and_grad(alpha, B, classes, "squared", with_f=False)
     assert f is None and ga.shape == alpha.shape and gB.shape == B.shape
     assert np.abs(r - want[0]).max() <= 1e-12
     assert np.abs(ga - want[1]).max() <= 1e-12 and np.abs(gB - want[2]).max() <= 1e-12
-    assert np.abs(E.risk(alpha, B, pop) - want[0]).max() <= 1e-12
+    assert np.abs(engine.risk(alpha, B, pop) - want[0]).max() <= 1e-12
 
 
 def test_accuracies_come_from_the_sampled_set_and_risks_from_the_integral(classes):
     alpha, B = _runs(np.random.default_rng(4), 2)
     p = length_parameter("AND", D)
-    risk, acc, ties = E.risk_and_accuracy(alpha, B, AI.IntegralPopulation(D, p))
+    risk, acc, ties = engine.risk_and_accuracy(alpha, B, and_integral.IntegralPopulation(D, p))
     assert acc is None and ties is None
-    wr, wa, wt = E.risk_and_accuracy(alpha, B, classes)
-    risk, acc, ties = E.risk_and_accuracy(alpha, B, AI.IntegralPopulation(D, p, classes))
+    wr, wa, wt = engine.risk_and_accuracy(alpha, B, classes)
+    risk, acc, ties = engine.risk_and_accuracy(alpha, B, and_integral.IntegralPopulation(D, p, classes))
     assert np.abs(risk - wr).max() <= 1e-12
     assert np.array_equal(acc, wa) and np.array_equal(ties, wt)
 
 
 def test_the_moment_and_the_output_curvature_are_the_class_populations(classes):
-    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
-    got, want = E.uniform_mean_token_moment(pop), E.uniform_mean_token_moment(classes)
+    pop = and_integral.IntegralPopulation(D, length_parameter("AND", D))
+    got, want = engine.uniform_mean_token_moment(pop), engine.uniform_mean_token_moment(classes)
     want = np.tril(want) + np.tril(want, -1).T
     # the class population spreads the unmarked symbols' count evenly over them: its moment is the true one
     # on vectors equal on those symbols (P averages them), and differs off them
@@ -63,9 +63,9 @@ def test_the_moment_and_the_output_curvature_are_the_class_populations(classes):
     P[2:, 2:] = 1 / (D - 2)
     assert np.abs(P @ got @ P - P @ want @ P).max() <= 1e-14 and np.abs(got - want).max() > 1e-3
     assert np.linalg.eigvalsh(got)[-1] == pytest.approx(1 / D, rel=1e-14)
-    assert RN.output_curvature(pop, "squared") == pytest.approx(1 / D, rel=1e-14)
-    assert RN.output_curvature(classes, "squared") == pytest.approx(1 / D, rel=1e-12)
-    assert np.allclose(AI.IntegralPopulation(4, 1.0).uniform_mean_token_moment(), np.eye(4) / 4, rtol=0, atol=0)
+    assert runner.output_curvature(pop, "squared") == pytest.approx(1 / D, rel=1e-14)
+    assert runner.output_curvature(classes, "squared") == pytest.approx(1 / D, rel=1e-12)
+    assert np.allclose(and_integral.IntegralPopulation(4, 1.0).uniform_mean_token_moment(), np.eye(4) / 4, rtol=0, atol=0)
 
 
 def test_the_moment_is_the_exhaustive_sum_over_count_vectors():
@@ -83,34 +83,34 @@ def test_the_moment_is_the_exhaustive_sum_over_count_vectors():
                 want += w * np.outer(c, c) / n ** 2
         n += 1
     # (the reference's weights, exp of log-gamma sums near 200, carry relative errors of about 1e-14)
-    assert np.abs(AI.IntegralPopulation(d, p).uniform_mean_token_moment() - want).max() <= 5e-14
+    assert np.abs(and_integral.IntegralPopulation(d, p).uniform_mean_token_moment() - want).max() <= 5e-14
 
 
 def test_a_refused_run_comes_back_nan_and_alone():
     alpha, B = _runs(np.random.default_rng(5), 3, scale=0.5)
     alpha[1, 0, 0] += 250.0  # a spread above GRAD_MAX_SPREAD: the gradient refuses it
     alpha[2, 1, 3] = np.inf
-    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
-    r, ga, gB, _ = E.risk_and_grad(alpha, B, pop, with_f=False)
+    pop = and_integral.IntegralPopulation(D, length_parameter("AND", D))
+    r, ga, gB, _ = engine.risk_and_grad(alpha, B, pop, with_f=False)
     assert np.isfinite(r[0]) and np.isfinite(ga[0]).all() and np.isfinite(gB[0]).all()
     assert np.isnan(r[1:]).all() and np.isnan(ga[1:]).all() and np.isnan(gB[1:]).all()
-    risk = E.risk(alpha, B, pop)
+    risk = engine.risk(alpha, B, pop)
     assert np.isfinite(risk[:2]).all() and np.isnan(risk[2])  # the risk takes spreads up to MAX_SPREAD
     assert pop.error_estimate(alpha[2], B[2]) is None and pop.error_estimate(alpha[0], B[0]) >= 0
 
 
 def test_only_the_squared_loss_and_no_outputs():
     alpha, B = np.zeros((1, 2, D)), np.zeros((1, 2, D, 1))
-    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
+    pop = and_integral.IntegralPopulation(D, length_parameter("AND", D))
     with pytest.raises(SettingError, match="squared"):
-        E.risk(alpha, B, pop, "cross_entropy")
+        engine.risk(alpha, B, pop, "cross_entropy")
     with pytest.raises(SettingError, match="outputs"):
-        E.risk_and_grad(alpha, B, pop)
+        engine.risk_and_grad(alpha, B, pop)
 
 
 def test_the_setting_is_checked_and_set_by_its_flag():
     with pytest.raises(SettingError, match="and_heads_data"):
-        RN.Config(and_heads_data="exact").validate()
+        runner.Config(and_heads_data="exact").validate()
     from app.cli import build_parser
     from app.commands.table1 import config_from_args
 
@@ -133,25 +133,25 @@ def test_a_run_the_integral_refuses_keeps_its_last_parameters_and_is_recorded_as
     from numerics.experiments import verdicts as V
 
     alpha, B = _runs(np.random.default_rng(6), 1, scale=0.3)
-    pop = AI.IntegralPopulation(D, length_parameter("AND", D))
+    pop = and_integral.IntegralPopulation(D, length_parameter("AND", D))
     with np.errstate(over="ignore", invalid="ignore"):
-        assert np.isnan(E.risk(alpha, B * 1e160, pop)).all() and pop.refusal(alpha[0], B[0] * 1e160)
-        assert np.isnan(E.risk_and_grad(alpha, B * 1e160, pop, with_f=False)[0]).all()
+        assert np.isnan(engine.risk(alpha, B * 1e160, pop)).all() and pop.refusal(alpha[0], B[0] * 1e160)
+        assert np.isnan(engine.risk_and_grad(alpha, B * 1e160, pop, with_f=False)[0]).all()
     cfg, _ = _row("integral", train=False)
-    row = RN.Row.of(cfg, "AND", 2)
-    start = RN.initial_params(row, 0)
+    row = runner.Row.of(cfg, "AND", 2)
+    start = runner.initial_params(row, 0)
     wide = (start[0] + np.where(np.arange(cfg.d) == 0, 201.0, 0.0), start[1])
-    monkeypatch.setattr(RN, "initial_params", lambda row, seed: wide if seed == 0 else start)
+    monkeypatch.setattr(runner, "initial_params", lambda row, seed: wide if seed == 0 else start)
     chosen = {"three_phase": {"out": 0.5, "att": 10.0}, "joint": {"out": 0.5}, "output_only": {"out": 0.5},
               "attention_only": {"att": 10.0}}
-    out = RN.report_seed(row, 0, chosen)
+    out = runner.report_seed(row, 0, chosen)
     json.dumps(out, allow_nan=False)
     for plan, res in out.items():
         assert res["diverged"] and res["integral_refused"] and res["steps"] == 1, plan  # stopped at its first
         assert res["alpha_dist"] == [0.0, 0.0] and res["B_dist"] == [0.0, 0.0]
-    fine = RN.report_seed(row, 1, chosen)
+    fine = runner.report_seed(row, 1, chosen)
     assert not any(r["diverged"] or r["integral_refused"] for r in fine.values())
-    row = RN.assemble_row(row, {p: {"chosen": chosen[p]} for p in chosen}, {p: [out[p], fine[p]] for p in chosen},
+    row = runner.assemble_row(row, {p: {"chosen": chosen[p]} for p in chosen}, {p: [out[p], fine[p]] for p in chosen},
                           {}, {})
     assert row["plans"]["joint"]["integral_refused"] == [0] and row["plans"]["joint"]["diverged"] == [0]
     row["plans"]["joint"]["search"] = {"all_diverged": False, "edge": []}
@@ -172,8 +172,8 @@ def test_the_quadrature_estimate_enters_the_verdicts_slack():
 def _row(kind, train=True, tuning_seeds=1):
     reading = Reading(name="quick", max_steps=30, eval_every=5, patience=4, phase2_cap=10, tuning_seeds=tuning_seeds,
                       grid_points=3, max_extensions=0)
-    cfg = RN.Config.quick(tasks=("AND",), and_heads=(2,), seeds=2, and_heads_data=kind, reading=reading).validate()
-    return cfg, RN._run_row(RN.Row.of(cfg, "AND", 2)) if train else None
+    cfg = runner.Config.quick(tasks=("AND",), and_heads=(2,), seeds=2, and_heads_data=kind, reading=reading).validate()
+    return cfg, runner._run_row(runner.Row.of(cfg, "AND", 2)) if train else None
 
 
 def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_several_seeds():
@@ -188,20 +188,20 @@ def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_severa
         assert pr["search"]["tuning_seeds"] == [1000, 1001]  # several: the starts differ
         if pr["chosen"] is None:
             continue
-        programs = [RN._program(plan, pr["chosen"], {"plan": plan})]
+        programs = [runner._program(plan, pr["chosen"], {"plan": plan})]
         estimates = []
         for res in pr["seeds"]:
             seed = res["seed"]
-            a0, b0 = RN.initial_params(RN.Row.of(cfg, "AND", 2), seed)
-            start = AI.population_risk(a0, b0, cfg.d).risk
+            a0, b0 = runner.initial_params(runner.Row.of(cfg, "AND", 2), seed)
+            start = and_integral.population_risk(a0, b0, cfg.d).risk
             assert res["curve"]["risk"][0] == start and res["val_curve"]["risk"][0] == start, plan
             # the test set: the sampler's stream 2 of the seed (not the validation stream, 1)
             draw = TK.sample("AND", cfg.d, cfg.test_size, np.random.default_rng([seed, TK.TASKS.index("AND"), 2, 0]),
                              seed=seed)
-            acc = E.risk_and_accuracy(a0[None], b0[None], E.from_batch(draw))[1][0]
+            acc = engine.risk_and_accuracy(a0[None], b0[None], engine.from_batch(draw))[1][0]
             assert res["curve"]["acc"][0] == acc
             # the estimate at the run's last parameters (the same run trained again)
-            (rec,), data = RN._train(RN.Row.of(cfg, "AND", 2), seed, programs, record=True)
+            (rec,), data = runner._train(runner.Row.of(cfg, "AND", 2), seed, programs, record=True)
             if not rec.diverged:
                 assert res["quadrature_estimate"] == data.test.error_estimate(rec.final_alpha, rec.final_B) > 0
                 tested += 1

@@ -11,18 +11,18 @@ from scipy.optimize import linprog
 from scipy.special import gammaln
 from scipy.stats import multivariate_normal
 
-from numerics.experiments import capacity as C
-from numerics.experiments import tasks as TK
+from numerics.experiments import capacity
+from numerics.experiments import tasks
 from numerics.experiments.population import population
 from numerics.model import Model, Params
 from theory.validation import SettingError
 
 
 def test_weak_orderings_are_the_fubini_numbers():
-    assert [len(C.weak_orderings(T)) for T in (1, 2, 3, 4)] == [1, 3, 13, 75]
+    assert [len(capacity.weak_orderings(T)) for T in (1, 2, 3, 4)] == [1, 3, 13, 75]
 
 
-def _pattern_params(c: C.Ceiling, s: float) -> Params:
+def _pattern_params(c: capacity.Ceiling, s: float) -> Params:
     """Finite parameters of a ceiling's limit pattern at scale s (score -rank s, the pattern's readout)."""
     ranks = np.array(c.details["patterns"], float)
     readout = np.array(c.details["readout"])
@@ -33,7 +33,7 @@ def _pattern_params(c: C.Ceiling, s: float) -> Params:
 def test_exact_zero_ceilings_are_reached_by_their_pattern(task, d, H):
     """The stated pattern, at finite scale s, has population risk falling to 0 (class-reduced population,
     which tests/experiments/test_tasks.py checks against the full sum); a wrong pattern would stall above 0."""
-    c = C.ceiling(task, d, H)
+    c = capacity.ceiling(task, d, H)
     assert c.kind.startswith("exact infimum") and c.lower == 0 and c.upper < 1e-20 and c.accuracy == 1.0
     pop = population(task, d, mass_tol=1e-6, len_tol=1e-8)
     T = pop.m.shape[1]  # class tokens a, (b,) u with symmetric parameters: X = I_T on the class counts
@@ -45,15 +45,15 @@ def test_exact_zero_ceilings_are_reached_by_their_pattern(task, d, H):
     # the exact rule is checked on every presence pattern, not only on the classes kept
     readout = np.array(c.details["readout"])
     patterns = [tuple(r) for r in c.details["patterns"]]
-    assert C.limit_rule_is_exact(task, patterns, readout)
+    assert capacity.limit_rule_is_exact(task, patterns, readout)
     readout[0, 0] += 1e-6
-    assert not C.limit_rule_is_exact(task, patterns, readout)
+    assert not capacity.limit_rule_is_exact(task, patterns, readout)
 
 
 def test_a_tied_tier_with_different_readouts_is_not_exact():
     """a and u tied on top with readouts +1, -1: f is the count average, right only at extreme counts."""
-    assert not C.limit_rule_is_exact("occurrence", [(0, 0)], np.array([[1.0, -1.0]]))
-    assert C.limit_rule_is_exact("occurrence", [(0, 1)], np.array([[1.0, -1.0]]))
+    assert not capacity.limit_rule_is_exact("occurrence", [(0, 0)], np.array([[1.0, -1.0]]))
+    assert capacity.limit_rule_is_exact("occurrence", [(0, 1)], np.array([[1.0, -1.0]]))
 
 
 def test_and_two_heads_needs_three_tiers():
@@ -61,14 +61,14 @@ def test_and_two_heads_needs_three_tiers():
     readouts would solve an inconsistent system.  The exact ceiling uses three-tier rankings."""
     pop = population("AND", 3, mass_tol=1e-6, len_tol=1e-8)
     y, w = pop.y[:, 0], pop.weights
-    Phi = np.concatenate([C.limit_features(pop.m, (0, 1, 1)), C.limit_features(pop.m, (1, 0, 1))], axis=1)
-    assert C._weighted_lstsq(Phi, y, w)[1] > 0.01  # 0.021 at d = 3, against 1e-31 for three tiers
-    assert sorted(set(C.ceiling("AND", 3, 2).details["patterns"][0])) == [0, 1, 2]
+    Phi = np.concatenate([capacity.limit_features(pop.m, (0, 1, 1)), capacity.limit_features(pop.m, (1, 0, 1))], axis=1)
+    assert capacity._weighted_lstsq(Phi, y, w)[1] > 0.01  # 0.021 at d = 3, against 1e-31 for three tiers
+    assert sorted(set(capacity.ceiling("AND", 3, 2).details["patterns"][0])) == [0, 1, 2]
 
 
 def _and_full_population_d4(n_max: int):
     """Every count vector (a, b, u1, u2) at d = 4 with n <= n_max and its probability."""
-    p = TK.length_parameter("AND", 4)
+    p = tasks.length_parameter("AND", 4)
     rows, w = [], []
     for n in range(1, n_max + 1):
         for c in itertools.product(range(n + 1), repeat=3):
@@ -84,7 +84,7 @@ def test_and_lower_bound_formula_against_explicit_quadruples():
     """and_lower_bound sums 2 / sum 1/pi over the quadruples {u, u+a, u+b, u+a+b}; here the same sum over
     explicit unmarked parts u = (u1, u2) at d = 4 with the multinomial probabilities."""
     d, M = 4, 60
-    p = TK.length_parameter("AND", d)
+    p = tasks.length_parameter("AND", d)
 
     def prob(v):
         n = sum(v)
@@ -98,7 +98,7 @@ def test_and_lower_bound_formula_against_explicit_quadruples():
                 continue
             inv = sum(1 / prob((i, j, u1, u2)) for i in (0, 1) for j in (0, 1))
             total += 2 / inv
-    tail = C.and_lower_bound(d) - total
+    tail = capacity.and_lower_bound(d) - total
     assert 0 <= tail < 1e-3 * total  # the explicit sum stops at |u| <= 60: what is left is the tail
 
 
@@ -116,12 +116,12 @@ def test_and_lower_bound_holds_for_any_parameters():
         f = model.forward(prm, np.eye(4), u)[0][:, 0]
         assert np.abs(f - np.array([-1, -1, -1, 1])).sum() >= 2 - 1e-12
         risk = model.risk_and_grad(prm, np.eye(4), y4, c4, weights=w4)[0]
-        assert C.and_lower_bound(4) <= risk
-    c = C.ceiling("AND", 3, 1)
+        assert capacity.and_lower_bound(4) <= risk
+    c = capacity.ceiling("AND", 3, 1)
     pop = population("AND", 3, mass_tol=1e-4, len_tol=1e-6)
     y, w = pop.y[:, 0], pop.weights
     grid = np.linspace(-15, 15, 31)
-    best = min(C._weighted_lstsq(*((lambda e: (e / e.sum(axis=1, keepdims=True), y, w))(
+    best = min(capacity._weighted_lstsq(*((lambda e: (e / e.sum(axis=1, keepdims=True), y, w))(
         pop.m * np.exp(np.array([ga, gb, 0.0]) - max(ga, gb, 0.0)))))[1] for ga in grid for gb in grid)
     assert c.lower <= best
     assert c.lower > 0.02 and c.not_representable(0.01) and c.verdict(0.01) == "not representable"
@@ -133,8 +133,8 @@ def test_icl_construction_reaches_zero(loss):
     """Attention on the tokens whose previous symbol is the trigger, readout of the token's own symbol:
     the risk falls to 0 on sampled strings (d = 3); attending to the trigger itself does not."""
     d = 3
-    b = TK.sample_icl(d, 3000, np.random.default_rng(2)).dense()
-    model = Model(*TK.model_shape("ICL", d))
+    b = tasks.sample_icl(d, 3000, np.random.default_rng(2)).dense()
+    model = Model(*tasks.model_shape("ICL", d))
     target = b.labels if loss == "cross_entropy" else b.y
 
     def risk(s, c, block):
@@ -150,7 +150,7 @@ def test_icl_construction_reaches_zero(loss):
     r = [risk(s, scale(s), d + 0) for s in (1.0, 5.0, 20.0, 60.0)]
     assert all(y < x for x, y in zip(r, r[1:])) and r[-1] < 1e-12
     assert risk(60.0, scale(60.0), 0) > 0.05  # the trigger's own coordinate: wrong tokens
-    cl = C.ceiling("ICL", d, loss=loss)
+    cl = capacity.ceiling("ICL", d, loss=loss)
     assert cl.upper == 0 and cl.accuracy == 1 and cl.representable(0.0)
 
 
@@ -159,10 +159,10 @@ def test_slr_projections_and_posterior_match_full_vectors():
     posterior is the likelihood ratio of the two Gaussians: the Bayes risk from full vectors (posterior by
     scipy densities) agrees with the reduced one within 4.5 standard errors (d = 8)."""
     d, N = 8, 4000
-    b = TK.sample_slr(d, N, np.random.default_rng(5), seed=1)
+    b = tasks.sample_slr(d, N, np.random.default_rng(5), seed=1)
     k, v = b.extra["k"], b.extra["v"]
     mu = math.sqrt(d / 2) * k
-    sig = multivariate_normal(mu, TK.SLR_GAMMA2 * np.eye(d))
+    sig = multivariate_normal(mu, tasks.SLR_GAMMA2 * np.eye(d))
     null = multivariate_normal(np.zeros(d), np.eye(d))
     n = b.extra["n"]
     flat = b.X[b.m > 0]                                # tokens string by string (rows are padded at the end)
@@ -172,22 +172,22 @@ def test_slr_projections_and_posterior_match_full_vectors():
     for i in range(N):
         pi = lr[starts[i]: starts[i] + n[i]] / lr[starts[i]: starts[i] + n[i]].sum()
         xv = flat[starts[i]: starts[i] + n[i]] @ v
-        var_full[i] = TK.SLR_NOISE ** 2 + pi @ xv ** 2 - (pi @ xv) ** 2
-    red = C.slr_projections(d, 20000, np.random.default_rng(6))
-    var_red = C.slr_posterior(d, *red)[1]
+        var_full[i] = tasks.SLR_NOISE ** 2 + pi @ xv ** 2 - (pi @ xv) ** 2
+    red = capacity.slr_projections(d, 20000, np.random.default_rng(6))
+    var_red = capacity.slr_posterior(d, *red)[1]
     se = math.hypot(var_full.std() / math.sqrt(N), var_red.std() / math.sqrt(len(var_red)))
     assert abs(var_full.mean() - var_red.mean()) < 4.5 * se
     # the same strings through the reduced posterior give the same variances (per string, not in law)
     perp = (flat ** 2).sum(axis=1) - (flat @ k) ** 2 - (flat @ v) ** 2
-    assert np.allclose(C.slr_posterior(d, flat @ k, flat @ v, perp, starts)[1], var_full, atol=1e-12)
+    assert np.allclose(capacity.slr_posterior(d, flat @ k, flat @ v, perp, starts)[1], var_full, atol=1e-12)
 
 
 def test_slr_ceiling_brackets_and_is_representable_at_large_d():
-    c = C.ceiling("SLR", 50, samples=20000)
+    c = capacity.ceiling("SLR", 50, samples=20000)
     assert c.lower == c.best_risk and c.risk >= c.best_risk and c.upper >= c.risk
-    assert abs(c.best_risk - TK.SLR_NOISE ** 2 / 2) < 1e-4  # J is identified at d = 50
+    assert abs(c.best_risk - tasks.SLR_NOISE ** 2 / 2) < 1e-4  # J is identified at d = 50
     assert c.representable(0.002)
-    small = C.ceiling("SLR", 8, samples=20000)
+    small = capacity.ceiling("SLR", 8, samples=20000)
     assert small.risk - small.best_risk > 0.02  # at d = 8 linear scores cannot weigh |x|^2: a real gap
 
 
@@ -201,7 +201,7 @@ def test_even_pairs_query_construction_risk_goes_to_zero():
     """Exact enumeration of every string with n <= 11 under the query embedding, built here from the
     definition (first flag, symbol, last symbol): the construction's risk equals the closed form truncated at
     n <= 11 and falls to 0 with the scale."""
-    p = TK.length_parameter("even_pairs", 2)
+    p = tasks.length_parameter("even_pairs", 2)
     rows, w, y = [], [], []
     for z in _even_pairs_strings(11):
         n = len(z)
@@ -221,11 +221,11 @@ def test_even_pairs_query_construction_risk_goes_to_zero():
         alpha = np.where(np.arange(8) >= 4, s, 0.0)
         r = model.risk_and_grad(Params(alpha[None], beta[None, :, None]), np.eye(8), y, m, weights=w)[0]
         if s < 20:  # at s = 40 f rounds to +-1 in floating point
-            assert r == pytest.approx(C.even_pairs_query_construction_risk(s, n_max=11), rel=1e-10, abs=1e-300)
+            assert r == pytest.approx(capacity.even_pairs_query_construction_risk(s, n_max=11), rel=1e-10, abs=1e-300)
         risks.append(r)
     assert all(b < a for a, b in zip(risks, risks[1:])) and risks[-1] < 1e-30
-    assert C.even_pairs_query_construction_risk(40.0) < 1e-30
-    c = C.ceiling("even_pairs", 50)
+    assert capacity.even_pairs_query_construction_risk(40.0) < 1e-30
+    c = capacity.ceiling("even_pairs", 50)
     assert c.upper == 0 and c.representable(0.0) and c.details["embedding"] == "query"
 
 
@@ -240,12 +240,12 @@ def _adjacent_counts(z) -> tuple:
 def test_adjacent_population_is_the_exact_class_sum():
     """Every string with n <= 10 enumerated: its pair-count class and probability, summed, equal the class
     population's (no class dropped here)."""
-    p = TK.length_parameter("even_pairs", 2)
+    p = tasks.length_parameter("even_pairs", 2)
     want: dict = {}
     for z in _even_pairs_strings(10):
         key = _adjacent_counts(z)
         want[key] = want.get(key, 0.0) + p * (1 - p) ** (len(z) - 1) * 2.0 ** -len(z)
-    pop = C.adjacent_population(1e-300, 0.5)
+    pop = capacity.adjacent_population(1e-300, 0.5)
     got = {tuple(c): (wt, lab) for c, wt, lab in zip(pop.m, pop.weights, pop.labels) if c.sum() - 1 <= 10}
     assert set(got) == set(want)
     assert max(abs(got[k][0] - want[k]) for k in want) < 1e-15
@@ -264,9 +264,9 @@ def test_adjacent_cannot_classify_six_strings_and_its_bound_holds():
     assert np.array_equal(sum(c[k] for k in pos), 2 * sum(c[k] for k in neg))
     model = Model(1, 9, 1)
     rng = np.random.default_rng(3)
-    pop = C.adjacent_population(1e-300, 0.5)
-    _, probs, fams = C.adjacent_certificates()
-    lower = C.certificate_lower_bound(probs, fams)
+    pop = capacity.adjacent_population(1e-300, 0.5)
+    _, probs, fams = capacity.adjacent_certificates()
+    lower = capacity.certificate_lower_bound(probs, fams)
     assert lower > 2 / (1 / probs[fams[0]]).sum()  # more than the first family alone
     X = np.array([c[k] for k in pos + neg])
     y = np.array([1, 1, 1, 1, -1, -1.0])
@@ -278,9 +278,9 @@ def test_adjacent_cannot_classify_six_strings_and_its_bound_holds():
 
 
 def test_one_head_lean_gradient_matches_the_model():
-    pop = C.adjacent_population(1e-2, 1e-3)
+    pop = capacity.adjacent_population(1e-2, 1e-3)
     x = np.random.default_rng(1).standard_normal(18) * 2
-    r, g = C.one_head_risk_and_grad(x, pop.m, pop.y[:, 0], pop.weights)
+    r, g = capacity.one_head_risk_and_grad(x, pop.m, pop.y[:, 0], pop.weights)
     r2, g2, _ = Model(1, 9, 1).risk_and_grad(Params(x[:9].reshape(1, 9), x[9:].reshape(1, 9, 1)),
                                               pop.X, pop.y, pop.m, weights=pop.weights)
     assert r == pytest.approx(r2, rel=1e-13)
@@ -288,37 +288,37 @@ def test_one_head_lean_gradient_matches_the_model():
 
 
 def test_ceiling_record_and_bad_input():
-    c = C.Ceiling("AND", 8, 1, "squared", 0.3, 0.2, 0.8, 0.0, "bracket", "m")
+    c = capacity.Ceiling("AND", 8, 1, "squared", 0.3, 0.2, 0.8, 0.0, "bracket", "m")
     assert (c.lower, c.upper) == pytest.approx((0.1, 0.3))
     assert c.verdict(0.05) == "not representable" and c.verdict(0.2) == "undecided"
     assert c.verdict(0.3) == "representable" and c.representable(0.3) and not c.representable(0.29)
     assert c.to_dict()["lower"] == pytest.approx(0.1) and c.to_dict()["kind"] == "bracket"
-    for real in (C.ceiling("AND", 3), C.ceiling("ICL", 4, loss="cross_entropy"), C.ceiling("even_pairs", 4),
-                 C.ceiling("SLR", 4, samples=2000)):
+    for real in (capacity.ceiling("AND", 3), capacity.ceiling("ICL", 4, loss="cross_entropy"), capacity.ceiling("even_pairs", 4),
+                 capacity.ceiling("SLR", 4, samples=2000)):
         back = json.loads(json.dumps(real.to_dict(), allow_nan=False))
         assert back["upper"] == real.upper and back["kind"] == real.kind
     with pytest.raises(SettingError, match="loss"):
-        C.ceiling("AND", 8, loss="cross_entropy")
+        capacity.ceiling("AND", 8, loss="cross_entropy")
     with pytest.raises(SettingError, match="option"):
-        C.ceiling("AND", 8, even_pairs_embedding="query")
+        capacity.ceiling("AND", 8, even_pairs_embedding="query")
     with pytest.raises(SettingError, match="even_pairs_embedding"):
-        C.ceiling("even_pairs", 8, even_pairs_embedding="bigram")
+        capacity.ceiling("even_pairs", 8, even_pairs_embedding="bigram")
     with pytest.raises(SettingError, match="d >= 4"):
-        C.ceiling("OR", 3)
+        capacity.ceiling("OR", 3)
 
 
 def test_certificate_classes_and_dual_bound():
     """The certificate classes carry the population's probabilities, and the dual bound of one family is its
     closed form 2 / sum 1/pi (the minimum of sum pi e^2 / 2 subject to sum e >= 2)."""
-    keys, probs, fams = C.adjacent_certificates(3)
-    pop = C.adjacent_population(1e-300, 0.5)
+    keys, probs, fams = capacity.adjacent_certificates(3)
+    pop = capacity.adjacent_population(1e-300, 0.5)
     table = {tuple(c): w for c, w in zip(pop.m, pop.weights)}
     rep = {"a": lambda i: [0] * i, "b": lambda j: [1] * j, "ab": lambda i, j: [0] * i + [1] * j,
            "ba": lambda j, i: [1] * j + [0] * i, "aba": lambda i2, j: [0] + [1] * j + [0] * (i2 - 1),
            "bab": lambda j2, i: [1] + [0] * i + [1] * (j2 - 1)}
     for key, pr in zip(keys, probs):
         assert pr == pytest.approx(table[_adjacent_counts(rep[key[0]](*key[1:]))], rel=1e-12)
-    one = C.certificate_lower_bound(probs, fams[:1])
+    one = capacity.certificate_lower_bound(probs, fams[:1])
     assert one == pytest.approx(2 / (1 / probs[fams[0]]).sum(), rel=1e-6)
 
 
@@ -328,8 +328,8 @@ def test_and_certificate_dual_is_below_a_primal_point():
     feasible point is above the optimum, hence above every dual value), and above the K = 1 term."""
     from scipy.optimize import minimize
 
-    m, terms, g, fams = C.and_lower_bound_terms(8, K=4)
-    single = C.and_lower_bound_terms(8, K=1)[1]
+    m, terms, g, fams = capacity.and_lower_bound_terms(8, K=4)
+    single = capacity.and_lower_bound_terms(8, K=1)[1]
     assert np.all(terms >= single) and terms.sum() > 1.3 * single.sum()
     weight = (1 - 2 / 8) ** m
     A = np.zeros((len(fams), g.shape[1]))
@@ -361,7 +361,7 @@ def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
     f2 = np.array([1e-12, -1e-12, 2e-9, 4e-9])
     acc, tied = _accuracy(f2, labels, w, np.array([[1.5, 0.0], [0.0, -1.5]]))
     assert (acc, tied) == pytest.approx((0.5, 0.9), abs=1e-15)
-    tb = E.from_batch(TK.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
+    tb = E.from_batch(tasks.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
                                labels=labels))
     assert E.accuracy(f[:, None, None], tb).tolist() == pytest.approx([0.6], abs=1e-15)
 
@@ -378,16 +378,16 @@ def test_ceiling_tie_margins_come_from_a_readout_per_head(monkeypatch, task, d, 
     head's values split into heads, would give another margin.  Every call's readout has the expected shape,
     and the reported tied mass is the one that readout gives."""
     calls = []
-    real = C._accuracy
+    real = capacity._accuracy
 
     def spy(f, labels, w, readout):
         out = real(f, labels, w, readout)
         calls.append((np.asarray(readout).shape, out))
         return out
 
-    monkeypatch.setattr(C, "_accuracy", spy)
+    monkeypatch.setattr(capacity, "_accuracy", spy)
     if task == "even_pairs":  # any parameters do for the shape: skip the 16-start search (~15 s)
-        monkeypatch.setattr(C, "_adjacent_search", lambda: np.linspace(-1.0, 1.0, 18))
-    c = C.ceiling(task, d, heads, **options)
+        monkeypatch.setattr(capacity, "_adjacent_search", lambda: np.linspace(-1.0, 1.0, 18))
+    c = capacity.ceiling(task, d, heads, **options)
     assert calls and all(s == shape for s, _ in calls), calls
     assert c.details["accuracy_tied"] == calls[-1][1][1] and c.accuracy == calls[-1][1][0]

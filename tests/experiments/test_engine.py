@@ -6,17 +6,17 @@ import math
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from scipy import sparse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 from checks.strategies import examples
-from numerics.experiments import bank as BK
-from numerics.experiments import engine as E
-from numerics.experiments import kernels as KN
-from numerics.experiments import lag as L
-from numerics.experiments import runner as RN
+from numerics.experiments import bank
+from numerics.experiments import engine
+from numerics.experiments import kernels
+from numerics.experiments import lag
+from numerics.experiments import runner
 from numerics.experiments import tasks as TK
 from numerics.experiments.grid import GridSearch
 from numerics.experiments.population import population
@@ -41,11 +41,11 @@ def test_engine_agrees_with_the_dense_model(task, heads, seed, d):
     R = 3
     alpha = rng.standard_normal((R, heads, model.D))
     B = rng.standard_normal((R, heads, model.D, model.K))
-    tb = E.from_batch(sampled)
+    tb = engine.from_batch(sampled)
     losses = ["squared"] + (["cross_entropy"] if task == "ICL" else []) + (["logistic"] if model.K == 1 and
                                                                            batch.labels is not None else [])
     for loss in losses:
-        r, ga, gB, f = E.risk_and_grad(alpha, B, tb, loss)
+        r, ga, gB, f = engine.risk_and_grad(alpha, B, tb, loss)
         target = batch.labels if loss == "cross_entropy" else batch.y
         for i in range(R):
             rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X, target, batch.m, loss=loss)
@@ -61,10 +61,10 @@ def _reference_rows_step(alpha, B, tb, loss):
     R, H, D = alpha.shape
     K = B.shape[-1]
     N, N_ne = tb.size, len(tb.starts)
-    X = tb.rows if sp.isspmatrix_csr(tb.rows) else sp.csr_matrix(tb.rows)
+    X = tb.rows if sparse.isspmatrix_csr(tb.rows) else sparse.csr_matrix(tb.rows)
     row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    gather = sp.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr), shape=(X.shape[0], N_ne * D))
-    scatter, rows_t = gather.T.tocsr(), (tb.rows.T.tocsr() if sp.issparse(tb.rows) else None)
+    gather = sparse.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr), shape=(X.shape[0], N_ne * D))
+    scatter, rows_t = gather.T.tocsr(), (tb.rows.T.tocsr() if sparse.issparse(tb.rows) else None)
     reps = np.diff(np.append(tb.starts, X.shape[0]))
     S = np.asarray(tb.rows @ alpha.reshape(R * H, D).T)
     S -= np.repeat(np.maximum.reduceat(S, tb.starts, axis=0), reps, axis=0)
@@ -76,7 +76,7 @@ def _reference_rows_step(alpha, B, tb, loss):
     fh = np.zeros((N, R, H, K))
     fh[tb.nonempty] = fhe.transpose(1, 0, 2).reshape(N_ne, R, H, K)
     f = fh.sum(axis=2)
-    lv, dl = E.loss_terms(loss, f.reshape(N * R, K), np.repeat(tb.y, R, axis=0))
+    lv, dl = engine.loss_terms(loss, f.reshape(N * R, K), np.repeat(tb.y, R, axis=0))
     r = tb.weights @ np.asarray(lv).reshape(N, R)
     g = np.asarray(dl).reshape(N, R, K) * tb.weights[:, None, None]
     g_ne = np.broadcast_to(g[tb.nonempty].transpose(1, 0, 2)[:, None], (R, H, N_ne, K)).reshape(R * H, N_ne, K)
@@ -86,7 +86,7 @@ def _reference_rows_step(alpha, B, tb, loss):
     fg = np.empty((N_ne, R * H))
     for c in range(R * H):
         fg[:, c] = np.einsum("nk,nk->n", fhn[:, c], g_ne[c])
-    if sp.issparse(tb.rows):
+    if sparse.issparse(tb.rows):
         vg = np.asarray(gather @ U.reshape(R * H, N_ne * D).T)
         vg -= np.repeat(fg, reps, axis=0)
         ga = np.asarray(rows_t @ (vg * S))
@@ -106,8 +106,8 @@ def test_rows_engine_is_bit_identical_to_its_reference_order(task, heads, d, R):
     rows not multiplied) gives the reference order's risks, gradients and outputs bit for bit (==), so trained
     numbers (Table 1, the sweep) do not move with it."""
     rng = np.random.default_rng(d + R)
-    tb = E.from_batch(TK.sample(task, d, 64, np.random.default_rng(d)))
-    assert tb.layout == "rows" and (not sp.issparse(tb.rows) or (tb.mult != 1).any())  # repeated tokens
+    tb = engine.from_batch(TK.sample(task, d, 64, np.random.default_rng(d)))
+    assert tb.layout == "rows" and (not sparse.issparse(tb.rows) or (tb.mult != 1).any())  # repeated tokens
     _check_rows_bit_identity(tb, task, heads, d, R, rng)
 
 
@@ -116,10 +116,10 @@ def test_rows_engine_is_bit_identical_with_empty_strings(task, heads, d):
     """The same with strings 3 and 10 emptied (their tokens removed): the engine's path for batches whose
     strings are not all non-empty (the scatter of outputs to the non-empty strings and the gathers back)."""
     batch = TK.sample(task, d, 64, np.random.default_rng(d))
-    m = batch.m.tolil() if sp.issparse(batch.m) else np.array(batch.m, float)
+    m = batch.m.tolil() if sparse.issparse(batch.m) else np.array(batch.m, float)
     m[3], m[10] = 0, 0
-    batch.m = m.tocsr() if sp.issparse(batch.m) else m
-    tb = E.from_batch(batch)
+    batch.m = m.tocsr() if sparse.issparse(batch.m) else m
+    tb = engine.from_batch(batch)
     assert tb.layout == "rows" and len(tb.starts) == tb.size - 2
     for R in (1, 3):
         _check_rows_bit_identity(tb, task, heads, d, R, np.random.default_rng(d + R))
@@ -128,7 +128,7 @@ def test_rows_engine_is_bit_identical_with_empty_strings(task, heads, d):
 def _check_rows_bit_identity(tb, task, heads, d, R, rng):
     H, D, K = TK.model_shape(task, d, heads)
     alpha, B = 0.5 * rng.standard_normal((R, H, D)), 0.5 * rng.standard_normal((R, H, D, K))
-    got = E.risk_and_grad(alpha, B, tb, "squared")
+    got = engine.risk_and_grad(alpha, B, tb, "squared")
     want = _reference_rows_step(alpha, B, tb, "squared")
     for x, y in zip(got, want):
         assert x.shape == y.shape and x.tobytes() == y.tobytes()
@@ -154,15 +154,15 @@ def _check_gradient_by_finite_differences(alpha, B, tb, loss, rng):
     direction in alpha alone, one in B alone and one in both (so that an error in the smaller of the two
     gradients is not hidden by the other); the risks of the two agree too."""
     R = alpha.shape[0]
-    r, ga, gB, _ = E.risk_and_grad(alpha, B, tb, loss)
+    r, ga, gB, _ = engine.risk_and_grad(alpha, B, tb, loss)
     assert r.shape == (R,) and ga.shape == alpha.shape and gB.shape == B.shape
-    assert np.abs(r - E.risk(alpha, B, tb, loss)).max() <= 1e-12 * np.abs(r).max()
+    assert np.abs(r - engine.risk(alpha, B, tb, loss)).max() <= 1e-12 * np.abs(r).max()
     assert np.all(np.abs(gB).max(axis=(1, 2, 3)) > 0)  # every run has a gradient to check
     eps, h = np.finfo(float).eps, FD_STEP
     for which in ("alpha", "B", "both"):
         da = rng.standard_normal(alpha.shape) * (which != "B")
         dB = rng.standard_normal(B.shape) * (which != "alpha")
-        rp, rm = E.risk(alpha + h * da, B + h * dB, tb, loss), E.risk(alpha - h * da, B - h * dB, tb, loss)
+        rp, rm = engine.risk(alpha + h * da, B + h * dB, tb, loss), engine.risk(alpha - h * da, B - h * dB, tb, loss)
         fd = (rp - rm) / (2 * h)
         dd = np.einsum("rhd,rhd->r", ga, da) + np.einsum("rhdk,rhdk->r", gB, dB)
         tol = FD_REL * np.abs(dd) + FD_ROUNDING * eps * np.maximum(np.abs(rp), np.abs(rm)) / h
@@ -191,19 +191,19 @@ def test_engine_gradient_by_finite_differences(task, heads, seed, d):
     d = max(d, TK.MIN_D[task])
     rng = np.random.default_rng(seed)
     wide = task in TK.POPULATION_TASKS
-    variants = [(d, False)] + [(d + E.DENSE_BAG_MAX_TYPES, False)] * wide + [(3, True)] * (task == "ICL")
+    variants = [(d, False)] + [(d + engine.DENSE_BAG_MAX_TYPES, False)] * wide + [(3, True)] * (task == "ICL")
     for dim, dense in variants:
         batch = TK.sample(task, dim, 20, np.random.default_rng(seed + 1), seed=seed % 7)
         batch = batch.dense() if dense else batch
-        bag = dense or task == "even_pairs" or (wide and dim <= E.DENSE_BAG_MAX_TYPES)
+        bag = dense or task == "even_pairs" or (wide and dim <= engine.DENSE_BAG_MAX_TYPES)
         onehot_rows = not bag and task != "SLR"
         H, D, K = TK.model_shape(task, dim, heads)
         R = 3
         alpha, B = 0.5 * rng.standard_normal((R, H, D)), 0.5 * rng.standard_normal((R, H, D, K))
-        for kernel in E.KERNELS:
-            tb = E.from_batch(batch, kernel)
+        for kernel in engine.KERNELS:
+            tb = engine.from_batch(batch, kernel)
             assert tb.layout == ("bag" if bag else "rows")
-            assert (E._onehot(tb) is not None) == (kernel == "compiled" and onehot_rows)
+            assert (engine._onehot(tb) is not None) == (kernel == "compiled" and onehot_rows)
             if kernel == "compiled" and not onehot_rows:
                 continue  # the compiled kernel does not apply: the numpy path again
             for loss in _losses_for(task, K, batch.labels):
@@ -224,10 +224,10 @@ def test_population_gradient_by_finite_differences(task, merged, heads, seed, d)
     a/b-symmetric ones (the merged population's risk is a function of them all the same), squared and
     logistic losses.  Loose truncation (1e-2) keeps them small: 3 to 3,300 classes at d = 4..8."""
     batch = population(task, d, 1e-2, 1e-2, merged=merged)
-    tb = E.from_batch(batch)
+    tb = engine.from_batch(batch)
     T = 2 if (merged or task == "occurrence") else 3
     assert tb.layout == "bag" and tb.counts.shape == (batch.extra["classes"], T)
-    assert E._bag_compiled(T, 1) == (T == 2 and KN.usable())
+    assert engine._bag_compiled(T, 1) == (T == 2 and kernels.usable())
     rng = np.random.default_rng(seed)
     R = 3
     alpha, B = 0.5 * rng.standard_normal((R, heads, d)), 0.5 * rng.standard_normal((R, heads, d, 1))
@@ -241,19 +241,19 @@ def test_merged_population_is_exact_at_symmetric_parameters(task, d):
     """The a/b-symmetric reduction (classes (c_a + c_b, rest), AND's label split by 1 - 2^(1-c)) gives the
     same risk and gradient as the full (c_a, c_b, rest) classes wherever the parameters are equal on a and
     b; control: at parameters that differ on a and b it does not."""
-    full, merged = (E.from_batch(population(task, d, 1e-300, 1e-15, merged=m)) for m in (False, True))
+    full, merged = (engine.from_batch(population(task, d, 1e-300, 1e-15, merged=m)) for m in (False, True))
     rng = np.random.default_rng(d)
     a = rng.standard_normal((2, 1, 2))
     b = rng.standard_normal((2, 1, 2, 1))
     alpha = np.concatenate([a[:, :, :1], a[:, :, :1], np.repeat(a[:, :, 1:], d - 2, 2)], axis=2)
     B = np.concatenate([b[:, :, :1], b[:, :, :1], np.repeat(b[:, :, 1:], d - 2, 2)], axis=2)
-    r1, ga1, gB1, _ = E.risk_and_grad(alpha, B, full)
-    r2, ga2, gB2, _ = E.risk_and_grad(alpha, B, merged)
+    r1, ga1, gB1, _ = engine.risk_and_grad(alpha, B, full)
+    r2, ga2, gB2, _ = engine.risk_and_grad(alpha, B, merged)
     assert np.abs(r1 - r2).max() <= 1e-11 * np.abs(r1).max()
     assert np.abs(ga1 - ga2).max() <= 1e-11 * np.abs(ga1).max()
     assert np.abs(gB1 - gB2).max() <= 1e-11 * np.abs(gB1).max()
     B[:, :, 0] += 0.5  # break the a/b symmetry: the reduction no longer applies
-    assert np.abs(E.risk(alpha, B, full) - E.risk(alpha, B, merged)).max() > 1e-3
+    assert np.abs(engine.risk(alpha, B, full) - engine.risk(alpha, B, merged)).max() > 1e-3
 
 
 # ------------------------------------------------------------------------------------------------ protocol
@@ -298,32 +298,32 @@ def test_plateau_rule_on_synthetic_curves():
     at the end does not."""
     tol, patience = 1e-3, 10
     decay = [0.5 * np.exp(-k / 5) for k in range(200)]
-    stop = next(k for k in range(len(decay)) if BK.plateau(decay[:k + 1], patience, tol))
+    stop = next(k for k in range(len(decay)) if bank.plateau(decay[:k + 1], patience, tol))
     # the mean of the older part minus the newer half is about 7.5 steps of decay: e^(-k/5) * 0.5 * (e^1.5 - 1)
     assert 0.5 * np.exp(-stop / 5) * (np.exp(1.5) - 1) < tol / 2 * np.exp(1.0)
-    assert not BK.plateau(decay[:stop], patience, tol)
+    assert not bank.plateau(decay[:stop], patience, tol)
     linear = [1.0 - 2 * tol * k / patience for k in range(200)]
-    assert not any(BK.plateau(linear[:k + 1], patience, tol) for k in range(200))
+    assert not any(bank.plateau(linear[:k + 1], patience, tol) for k in range(200))
     # the halves: a drop of tol just after the oldest value of the window moves the older part's mean by
     # tol / 6 only (plateau); the same drop in the middle of the window separates the halves by tol (not)
-    assert BK.plateau([1.0] + [1.0 - tol] * patience, patience, tol)
-    assert not BK.plateau([1.0] * 6 + [1.0 - tol] * 5, patience, tol)
-    assert BK.plateau([1.0] * patience + [1.0 - tol], patience, tol)  # one new low value is not a trend
+    assert bank.plateau([1.0] + [1.0 - tol] * patience, patience, tol)
+    assert not bank.plateau([1.0] * 6 + [1.0 - tol] * 5, patience, tol)
+    assert bank.plateau([1.0] * patience + [1.0 - tol], patience, tol)  # one new low value is not a trend
     noise = list(0.3 + 1e-5 * np.random.default_rng(0).standard_normal(50))
-    assert BK.plateau(noise, patience, tol)
-    assert not BK.plateau(noise[:patience], patience, tol)  # too few evaluations yet
+    assert bank.plateau(noise, patience, tol)
+    assert not bank.plateau(noise[:patience], patience, tol)  # too few evaluations yet
 
 
 def test_sampled_data_builds_its_test_set_on_first_use_and_the_same_one():
     """make_data builds a sampled task's test set only when it is read (the step-size search never reads it), and
     then the one drawn from its own generator [seed, task, 2, 0]: the same strings as drawing it directly, and
     SLR's recorded k*, v* are that batch's own."""
-    cfg = RN.Config.quick(tasks=("ICL", "SLR"))
+    cfg = runner.Config.quick(tasks=("ICL", "SLR"))
     for task in ("ICL", "SLR"):
-        data = RN.make_data(RN.Row.of(cfg, task), 3)
+        data = runner.make_data(runner.Row.of(cfg, task), 3)
         assert data._test is None
         direct = TK.sample(task, cfg.d, cfg.test_size, np.random.default_rng([3, TK.TASKS.index(task), 2, 0]), seed=3)
-        want = E.from_batch(direct)
+        want = engine.from_batch(direct)
         got = data.test
         assert data.test is got and got.size == cfg.test_size
         for name in ("y", "mult", "starts", "seg"):
@@ -336,13 +336,13 @@ def test_bank_runs_its_programs_and_stops_by_the_rule():
     """One bank, four plans on the exact occurrence population: every run ends converged (plateau) or at the
     cap; attention-only from zero never moves (its attention gradient is 0 at B = 0); three-phase's
     phases end at k1 and after k2 steps."""
-    cfg = RN.Config.quick(tasks=("occurrence",))
+    cfg = runner.Config.quick(tasks=("occurrence",))
     r = cfg.reading.with_(k2=3)
-    data = RN.make_data(RN.Row.of(cfg, "occurrence"), 0)
-    progs = [BK.Program("three_phase", 2.0, 256.0), BK.Program("joint", 2.0, 2.0), BK.Program("output_only", 2.0, 0.0),
-             BK.Program("attention_only", 0.0, 64.0)]
-    a0, b0 = RN.initial_params(RN.Row.of(cfg, "occurrence"), 0)
-    recs = BK.train_bank(np.repeat(a0[None], 4, 0), np.repeat(b0[None], 4, 0), progs, data.train, data.val,
+    data = runner.make_data(runner.Row.of(cfg, "occurrence"), 0)
+    progs = [bank.Program("three_phase", 2.0, 256.0), bank.Program("joint", 2.0, 2.0), bank.Program("output_only", 2.0, 0.0),
+             bank.Program("attention_only", 0.0, 64.0)]
+    a0, b0 = runner.initial_params(runner.Row.of(cfg, "occurrence"), 0)
+    recs = bank.train_bank(np.repeat(a0[None], 4, 0), np.repeat(b0[None], 4, 0), progs, data.train, data.val,
                          "squared", r, record=True)
     assert all(rec.converged or rec.capped for rec in recs)
     assert recs[0].phase_ends == [1, 4]
@@ -358,8 +358,8 @@ def test_functional_lag_on_trajectories_with_a_known_answer():
     and the attention block later (steps 30-40), so attention lags output under every measure; reversing
     the order reverses the answer; with attention frozen the attention gain is 0 and has no t_half."""
     d = 8
-    cfg = RN.Config.quick(tasks=("occurrence",), d=d)
-    test = RN.make_data(RN.Row.of(cfg, "occurrence"), 0).test
+    cfg = runner.Config.quick(tasks=("occurrence",), d=d)
+    test = runner.make_data(runner.Row.of(cfg, "occurrence"), 0).test
     a_final = np.zeros((1, d))
     a_final[0, 0] = 4.0
     b_final = -np.ones((1, d, 1))
@@ -375,11 +375,11 @@ def test_functional_lag_on_trajectories_with_a_known_answer():
         return snaps
 
     def run(snaps):
-        func = L.functional_curves(snaps, steps, test, "squared")
-        align = L.alignment_curves("occurrence", d, snaps, steps)
+        func = lag.functional_curves(snaps, steps, test, "squared")
+        align = lag.alignment_curves("occurrence", d, snaps, steps)
         ad = [float(np.linalg.norm(snaps[s][0])) for s in steps]
         bd = [float(np.linalg.norm(snaps[s][1])) for s in steps]
-        return L.measures(steps, ad, bd, func, align)
+        return lag.measures(steps, ad, bd, func, align)
 
     late = run(traj((0, 10), (30, 40)))
     early = run(traj((30, 40), (0, 10)))
@@ -387,9 +387,9 @@ def test_functional_lag_on_trajectories_with_a_known_answer():
         assert late[m]["t_half_att"] > late[m]["t_half_out"], m
         assert early[m]["t_half_att"] < early[m]["t_half_out"], m
     frozen = traj((0, 10), (1000, 2000))
-    f = L.functional_curves(frozen, steps, test, "squared")
+    f = lag.functional_curves(frozen, steps, test, "squared")
     assert max(abs(x) for x in f["gain_att"]) == 0.0
-    assert L.t_half(steps, f["gain_att"]) is None
+    assert lag.t_half(steps, f["gain_att"]) is None
 
 
 @pytest.mark.parametrize("task,heads,d", [("ICL", 2, 9), ("AND", 2, 20), ("ICL", 1, 7), ("table", 2, 12)])
@@ -407,13 +407,13 @@ def test_sparse_token_rows_agree_with_the_dense_model(task, heads, d):
     else:
         sampled = TK.sample(task, d, 25, np.random.default_rng(d))
         shape = TK.model_shape(task, d, heads)
-    tb = E.from_batch(sampled)
-    assert tb.layout == "rows" and E.sp.issparse(tb.rows)
+    tb = engine.from_batch(sampled)
+    assert tb.layout == "rows" and engine.sp.issparse(tb.rows)
     batch = sampled.dense()
     model = Model(*shape)
     rng = np.random.default_rng(heads)
     alpha, B = rng.standard_normal((3, heads, model.D)), rng.standard_normal((3, heads, model.D, model.K))
-    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    r, ga, gB, f = engine.risk_and_grad(alpha, B, tb)
     for i in range(3):
         rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X, batch.y, batch.m)
         assert abs(r[i] - rr) <= 1e-12 * abs(rr)
@@ -431,12 +431,12 @@ def test_bag_layout_at_large_scores_and_empty_strings(task, merged):
     pop = population(task, d, 1e-6, 1e-6, merged=merged)
     m = np.vstack([pop.m[:40], np.zeros((1, pop.m.shape[1]))])
     batch = TK.Batch(pop.X, m, np.vstack([pop.y[:40], [[1.0]]]), weights=np.full(41, 1 / 41))
-    tb = E.from_batch(batch)
+    tb = engine.from_batch(batch)
     assert tb.layout == "bag"
     rng = np.random.default_rng(3)
     alpha = 300.0 * rng.standard_normal((3, 2, d))
     B = rng.standard_normal((3, 2, d, 1))
-    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    r, ga, gB, f = engine.risk_and_grad(alpha, B, tb)
     assert np.all(f[-1] == 0) and np.isfinite(ga).all() and np.isfinite(gB).all()
     model = Model(2, d, 1)
     for i in range(3):
@@ -456,18 +456,18 @@ def test_chunks_of_runs_do_not_change_the_result(monkeypatch, layout):
     """Runs split into chunks (CHUNK_ELEMENTS) give the same risks and gradients as one chunk of all runs,
     in both layouts (rows: ICL, whose runs and heads share one sparse product per chunk)."""
     if layout == "bag":
-        tb, D, K = E.from_batch(population("occurrence", 9, 1e-8, 1e-8)), 9, 1
+        tb, D, K = engine.from_batch(population("occurrence", 9, 1e-8, 1e-8)), 9, 1
     else:
-        tb, D, K = E.from_batch(TK.sample("ICL", 9, 30, np.random.default_rng(4))), 18, 9
+        tb, D, K = engine.from_batch(TK.sample("ICL", 9, 30, np.random.default_rng(4))), 18, 9
     assert tb.layout == layout
     rng = np.random.default_rng(0)
     alpha, B = rng.standard_normal((7, 2, D)), rng.standard_normal((7, 2, D, K))
-    monkeypatch.setattr(E, "CHUNK_ELEMENTS", 10 ** 9)
-    assert E._chunk(tb, 2, K) >= 7
-    whole = E.risk_and_grad(alpha, B, tb)
-    monkeypatch.setattr(E, "CHUNK_ELEMENTS", 1)
-    assert E._chunk(tb, 2, K) == 1
-    split = E.risk_and_grad(alpha, B, tb)
+    monkeypatch.setattr(engine, "CHUNK_ELEMENTS", 10 ** 9)
+    assert engine._chunk(tb, 2, K) >= 7
+    whole = engine.risk_and_grad(alpha, B, tb)
+    monkeypatch.setattr(engine, "CHUNK_ELEMENTS", 1)
+    assert engine._chunk(tb, 2, K) == 1
+    split = engine.risk_and_grad(alpha, B, tb)
     for x, y in zip(whole, split):
         assert x.shape == y.shape and np.abs(x - y).max() <= 1e-14 * np.abs(y).max()
 
@@ -478,7 +478,7 @@ def _whole_moment(tb):
     table1's rows (``runner.run_row``)."""
     D = tb.table.shape[1]
     with threadpool_limits(limits=1):
-        xbar = E.forward(np.zeros((1, 1, D)), np.eye(D)[None, None], tb).f[:, 0, :]
+        xbar = engine.forward(np.zeros((1, 1, D)), np.eye(D)[None, None], tb).f[:, 0, :]
         return (xbar * tb.weights[:, None]).T @ xbar
 
 
@@ -487,24 +487,24 @@ def test_uniform_mean_token_moment_in_blocks_is_bit_identical(task, d, monkeypat
     """The moment in blocks of columns equals the whole product bit for bit (==, not a tolerance), on exact
     populations (bag) and sampled rows, with D a multiple of the block or not, and so does lambda_B;
     controls: one class weight changed moves it, an unaligned block is refused."""
-    tb = E.from_batch(population(task, d, 1e-10, 1e-10, merged=task != "occurrence") if task in TK.POPULATION_TASKS
+    tb = engine.from_batch(population(task, d, 1e-10, 1e-10, merged=task != "occurrence") if task in TK.POPULATION_TASKS
                       else TK.sample(task, d, 300, np.random.default_rng(3), seed=1))
     D = tb.table.shape[1]
     ref = _whole_moment(tb)
-    assert np.array_equal(E.uniform_mean_token_moment(tb), np.tril(ref))
+    assert np.array_equal(engine.uniform_mean_token_moment(tb), np.tril(ref))
     for block in (16, 32):
         assert block < D
-        assert np.array_equal(E.uniform_mean_token_moment(tb, block), np.tril(ref)), block
-    monkeypatch.setattr(E, "MOMENT_ELEMENTS", tb.size * 16)  # the default then takes blocks of 16
-    assert np.array_equal(E.uniform_mean_token_moment(tb), np.tril(ref))
+        assert np.array_equal(engine.uniform_mean_token_moment(tb, block), np.tril(ref)), block
+    monkeypatch.setattr(engine, "MOMENT_ELEMENTS", tb.size * 16)  # the default then takes blocks of 16
+    assert np.array_equal(engine.uniform_mean_token_moment(tb), np.tril(ref))
     lam = float(np.linalg.eigvalsh(ref)[-1])
-    assert RN.output_curvature(tb, "squared") == lam
-    assert RN.output_curvature(tb, "cross_entropy") == lam / tb.y.shape[1]
+    assert runner.output_curvature(tb, "squared") == lam
+    assert runner.output_curvature(tb, "cross_entropy") == lam / tb.y.shape[1]
     with pytest.raises(SettingError, match="multiple of 16"):
-        E.uniform_mean_token_moment(tb, 12)
+        engine.uniform_mean_token_moment(tb, 12)
     tb.weights = tb.weights.copy()
     tb.weights[np.argmax(tb.weights)] *= 1.5
-    assert np.abs(E.uniform_mean_token_moment(tb, 16) - np.tril(ref)).max() > 1e-6 * np.abs(ref).max()
+    assert np.abs(engine.uniform_mean_token_moment(tb, 16) - np.tril(ref)).max() > 1e-6 * np.abs(ref).max()
 
 
 def test_bag_patterns_are_kept_per_count_matrix():
@@ -512,18 +512,18 @@ def test_bag_patterns_are_kept_per_count_matrix():
     matrix gives the risk of a batch built with the new one (and not the old patterns' risk)."""
     from dataclasses import replace
 
-    tb = E.from_batch(population("OR", 9, 1e-8, 1e-8, merged=True))
+    tb = engine.from_batch(population("OR", 9, 1e-8, 1e-8, merged=True))
     assert tb.layout == "bag"
     rng = np.random.default_rng(2)
     a, B = rng.standard_normal((2, 1, 9)), rng.standard_normal((2, 1, 9, 1))
-    before = E.risk(a, B, tb)
+    before = engine.risk(a, B, tb)
     counts = tb.counts.copy()
     counts[counts[:, 0] == 0, 0] = 1.0  # strings without the first type gain one
     fresh = replace(tb, counts=counts)
     fresh.__dict__.pop("_pat", None)
     tb.counts = counts
-    after = E.risk(a, B, tb)
-    assert np.array_equal(after, E.risk(a, B, fresh)) and not np.array_equal(after, before)
+    after = engine.risk(a, B, tb)
+    assert np.array_equal(after, engine.risk(a, B, fresh)) and not np.array_equal(after, before)
 
 
 def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
@@ -531,20 +531,20 @@ def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
     construction (rows converted to CSR, which drops zeros; columns shifted to each string's block;
     transposed): the same indptr, indices and data bytes, so the same products bit for bit; with zeros, a
     zero row, strings of one row, and no rows."""
-    import scipy.sparse as sp
+    import scipy.sparse as sparse
 
     def reference(rows, starts):
-        X = sp.csr_matrix(rows)
+        X = sparse.csr_matrix(rows)
         M, D = rows.shape
         seg = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, M)))
         row_of = np.repeat(np.arange(M), np.diff(X.indptr))
-        gather = sp.csr_matrix((X.data, X.indices + seg[row_of] * D, X.indptr), shape=(M, len(starts) * D))
+        gather = sparse.csr_matrix((X.data, X.indices + seg[row_of] * D, X.indptr), shape=(M, len(starts) * D))
         return gather.T.tocsr()
 
     rng = np.random.default_rng(3)
     cases = []
     for d, seed in ((2, 0), (7, 1), (50, 2)):
-        tb = E.from_batch(TK.sample("SLR", d, 40, np.random.default_rng(seed), seed=seed))
+        tb = engine.from_batch(TK.sample("SLR", d, 40, np.random.default_rng(seed), seed=seed))
         cases.append((tb.rows.copy(), tb.starts))
     rows, starts = cases[1]
     rows[3] = 0.0
@@ -552,7 +552,7 @@ def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
     rows[rng.random(rows.shape) < 0.1] = 0.0
     cases += [(rng.standard_normal((6, 4)), np.arange(6)), (np.zeros((0, 3)), np.zeros(0, np.int64))]
     for rows, starts in cases:
-        got, want = E._dense_scatter(rows, starts), reference(rows, starts)
+        got, want = engine._dense_scatter(rows, starts), reference(rows, starts)
         assert got.shape == want.shape
         for a, b in ((got.indptr, want.indptr), (got.indices, want.indices)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
@@ -582,7 +582,6 @@ def test_temporaries_on_the_heap_stop_the_page_faults_of_population_steps():
     script = """
 import resource, sys, numpy as np
 from numerics.experiments import engine as E
-from numerics.experiments.population import population
 if sys.argv[1] == "on" and not E.keep_temporaries_on_heap():
     print("no-glibc"); sys.exit()
 tb = E.from_batch(population("OR", 50, 1e-13, 1e-13, merged=True))
@@ -618,11 +617,11 @@ def test_a_runs_cpu_time_counts_each_row_once(monkeypatch):
             pass
         return {"name": name, "cpu_s": _time.process_time() - t0}
 
-    monkeypatch.setattr(RN, "run_row", lambda row: burn(row.name))
-    cfg = RN.Config.quick(tasks=("occurrence", "OR"), jobs=1)
+    monkeypatch.setattr(runner, "run_row", lambda row: burn(row.name))
+    cfg = runner.Config.quick(tasks=("occurrence", "OR"), jobs=1)
     done = {"OR": {"name": "OR", "cpu_s": 5.0}}
     # the driver's own work (here its callback, burning CPU at each row) counts once too
-    res = RN.run(cfg, quiet=True, done=done, on_row=lambda partial: burn("") and None)
+    res = runner.run(cfg, quiet=True, done=done, on_row=lambda partial: burn("") and None)
     rows = sum(r["cpu_s"] for r in res["rows"].values())
     assert rows >= 5.3 and res["rows"]["OR"]["cpu_s"] == 5.0
     assert rows + 0.3 <= res["cpu_s"] <= rows + 0.5
@@ -635,26 +634,26 @@ def test_weighted_sum_is_one_product_up_to_a_block_and_exactly_added_blocks_abov
     is summed with, and within SUM_BLOCK + 1 units in the last place of the exact weighted sum."""
     from fractions import Fraction
 
-    from numerics.experiments import engine as E
+    from numerics.experiments import engine
     rng = np.random.default_rng(7)
-    for n in (1, E.SUM_BLOCK):
+    for n in (1, engine.SUM_BLOCK):
         w, v = rng.random(n), rng.random((n, 3))
-        assert E.weighted_sum(w, v).tobytes() == (w @ v).tobytes()
-        assert E.weighted_sum(w, v[:, 0]) == w @ v[:, 0]
-    n = 5 * E.SUM_BLOCK + 17
+        assert engine.weighted_sum(w, v).tobytes() == (w @ v).tobytes()
+        assert engine.weighted_sum(w, v[:, 0]) == w @ v[:, 0]
+    n = 5 * engine.SUM_BLOCK + 17
     w, v = rng.random(n) ** 8, rng.random((n, 40)) * 10.0 ** rng.integers(-8, 8, (n, 40))
-    got = E.weighted_sum(w, v)
-    blocks = np.array([np.add.reduce(np.ascontiguousarray(v[i:i + E.SUM_BLOCK].T) * w[i:i + E.SUM_BLOCK], axis=1)
-                       for i in range(0, n, E.SUM_BLOCK)])
+    got = engine.weighted_sum(w, v)
+    blocks = np.array([np.add.reduce(np.ascontiguousarray(v[i:i + engine.SUM_BLOCK].T) * w[i:i + engine.SUM_BLOCK], axis=1)
+                       for i in range(0, n, engine.SUM_BLOCK)])
     assert got.tobytes() == np.array([math.fsum(c) for c in blocks.T]).tobytes()
     assert np.any(got != blocks.sum(axis=0))
     for j, others in ((5, [5]), (13, [2, 13, 39]), (39, [39, 0])):
-        assert E.weighted_sum(w, v[:, j]) == got[j]
-        assert E.weighted_sum(w, np.ascontiguousarray(v[:, others]))[others.index(j)] == got[j]
+        assert engine.weighted_sum(w, v[:, j]) == got[j]
+        assert engine.weighted_sum(w, np.ascontiguousarray(v[:, others]))[others.index(j)] == got[j]
     u = np.finfo(float).eps / 2
     for j in (0, 13, 39):
         exact = sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(w, v[:, j]))
-        assert abs(Fraction(float(got[j])) - exact) <= (E.SUM_BLOCK + 1) * u * exact
+        assert abs(Fraction(float(got[j])) - exact) <= (engine.SUM_BLOCK + 1) * u * exact
 
 
 def test_gains_within_rounding_are_zero_and_others_are_kept():
@@ -665,7 +664,7 @@ def test_gains_within_rounding_are_zero_and_others_are_kept():
     eps = np.finfo(float).eps
     risks = np.array([r0, np.nextafter(r0, 1), np.nextafter(r0, 0), r0 * (1 - 3 * eps), r0 * (1 - 6 * eps),
                       r0 - 1e-12, r0 + 1e-12])
-    g = L._gain(risks)
+    g = lag._gain(risks)
     assert g[:4].tolist() == [0.0, 0.0, 0.0, 0.0]
     assert g[4] == pytest.approx(6 * eps * r0, rel=0.1)
     assert g[5] == pytest.approx(1e-12, rel=1e-3) and g[6] == pytest.approx(-1e-12, rel=1e-3)
@@ -685,12 +684,12 @@ def test_bag_layout_with_several_outputs_agrees_with_the_dense_model():
     m[2] = [0, 3, 1]
     y = rng.standard_normal((N, K))
     batch = TK.Batch(X, m, y, weights=rng.random(N) / N)
-    tb = E.from_batch(batch)
+    tb = engine.from_batch(batch)
     assert tb.layout == "bag"
     model = Model(H, D, K)
     alpha = 2 * rng.standard_normal((R, H, D))
     B = rng.standard_normal((R, H, D, K))
-    r, ga, gB, _ = E.risk_and_grad(alpha, B, tb)
+    r, ga, gB, _ = engine.risk_and_grad(alpha, B, tb)
     w = batch.weights
     for i in range(R):
         rr, g, _ = model.risk_and_grad(Params(alpha[i], B[i]), X, y, m, weights=w)
@@ -704,22 +703,22 @@ def test_predictions_decide_ties_by_the_stated_rule():
     outside it the sign decides.  Class outputs: the first class within the margin of the largest wins, tied
     where two are; at margin 0 the rule is the plain sign (f = 0 is -1) and the plain argmax."""
     f = np.array([1e-13, -1e-13, 0.0, 2e-9, -2e-9, 0.5])[:, None]
-    pred, tied = E.predictions(f, 1e-9)
+    pred, tied = engine.predictions(f, 1e-9)
     assert pred.tolist() == [-1, -1, -1, 1, -1, 1]
     assert tied.tolist() == [True, True, True, False, False, False]
-    assert E.predictions(f, 0.0)[0].tolist() == [1, -1, -1, 1, -1, 1]
-    assert E.predictions(f, 0.0)[1].tolist() == [False, False, True, False, False, False]
+    assert engine.predictions(f, 0.0)[0].tolist() == [1, -1, -1, 1, -1, 1]
+    assert engine.predictions(f, 0.0)[1].tolist() == [False, False, True, False, False, False]
     g = np.array([[1.0, 1.0 + 1e-12, 0.0], [0.0, 1.0, 1.0 - 1e-3], [2.0, -1.0, 2.0]])
-    pred, tied = E.predictions(g, 1e-9)
+    pred, tied = engine.predictions(g, 1e-9)
     assert pred.tolist() == [0, 1, 0] and tied.tolist() == [True, False, True]
-    assert E.predictions(g, 0.0)[0].tolist() == [1, 1, 0]
+    assert engine.predictions(g, 0.0)[0].tolist() == [1, 1, 0]
     # the margin per run broadcasts against (strings, runs): run 0 at 1e-9, run 1 at 0
-    pr, ti = E.predictions(np.array([[[1e-13], [1e-13]]]), np.array([1e-9, 0.0]))
+    pr, ti = engine.predictions(np.array([[[1e-13], [1e-13]]]), np.array([1e-9, 0.0]))
     assert pr.tolist() == [[-1, 1]] and ti.tolist() == [[True, False]]
     # the margin is TIE_RTOL times the largest |f| the readout allows: the sum over heads of max |B_h|
     B = np.zeros((2, 2, 3, 1))
     B[0, 0, 1, 0], B[0, 1, 2, 0], B[1, 0, 0, 0] = -4.0, 3.0, 0.5
-    assert E.tie_margin(B).tolist() == pytest.approx([7.0 * E.TIE_RTOL, 0.5 * E.TIE_RTOL], rel=1e-15)
+    assert engine.tie_margin(B).tolist() == pytest.approx([7.0 * engine.TIE_RTOL, 0.5 * engine.TIE_RTOL], rel=1e-15)
 
 
 def test_a_trained_accuracy_does_not_depend_on_the_rounding_of_its_ties():
@@ -729,11 +728,11 @@ def test_a_trained_accuracy_does_not_depend_on_the_rounding_of_its_ties():
     3.4e-13 relative (256 k eps, |k| <= 6; the ties seen in trained runs sit within 1e-13) moves the
     plain-sign accuracy by the tied mass (0.0395; the control), and leaves the reported accuracy
     (``risk_and_accuracy``, ties at the stated rule) and its tied mass unchanged."""
-    cfg = RN.Config(tasks=("OR",), d=10)
-    recs, data = RN._train(RN.Row.of(cfg, "OR"), 0, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
+    cfg = runner.Config(tasks=("OR",), d=10)
+    recs, data = runner._train(runner.Row.of(cfg, "OR"), 0, [runner._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
     A, B, tb = recs[0].final_alpha[None], recs[0].final_B[None], data.test
     assert B[0, 0, 0, 0] / B[0, 0, 2, 0] == pytest.approx(-4.0, rel=1e-14)  # beta_a / beta_u = -(d/2 - 1)
-    f = E.forward(A, B, tb).f[:, 0, 0]
+    f = engine.forward(A, B, tb).f[:, 0, 0]
     near = np.abs(f) <= 1e-9 * np.abs(B).max()
     assert near.any() and np.abs(f[near]).max() <= 1e-15 and np.abs(f[~near]).min() >= 1e-4
     eps = np.finfo(float).eps
@@ -741,8 +740,8 @@ def test_a_trained_accuracy_does_not_depend_on_the_rounding_of_its_ties():
     for k in range(-6, 7):
         Bk = B.copy()
         Bk[..., :2, :] *= 1 + 256 * k * eps  # the two marked symbols' values
-        plain.add(float(E.accuracy(E.forward(A, Bk, tb).f, tb)[0]))
-        _, acc, tied = E.risk_and_accuracy(A, Bk, tb)
+        plain.add(float(engine.accuracy(engine.forward(A, Bk, tb).f, tb)[0]))
+        _, acc, tied = engine.risk_and_accuracy(A, Bk, tb)
         reported.add((float(acc[0]), float(tied[0])))
     assert len(reported) == 1
     (acc, tied), = reported
@@ -756,36 +755,36 @@ def test_tie_margins_are_per_run_and_scale_with_the_tokens_l1_norm():
     not widen the first run's ties), and on ICL's pair tokens (two ones, |x|_1 = 2 after the first position)
     the margin doubles, so class outputs 0.9e-9 x S apart (S = sum_t w_t |x_t|_1, between 1.5 and 2 here)
     tie on every string, where a margin for one-hot tokens would tie none."""
-    cfg = RN.Config(tasks=("OR",), d=10)
-    recs, data = RN._train(RN.Row.of(cfg, "OR"), 0, [RN._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
+    cfg = runner.Config(tasks=("OR",), d=10)
+    recs, data = runner._train(runner.Row.of(cfg, "OR"), 0, [runner._program("output_only", {"out": 10.0}, {"plan": "output_only"})])
     B0, A0, tb = recs[0].final_B, recs[0].final_alpha, data.test
-    one = E.risk_and_accuracy(A0[None], B0[None], tb)[2][0]
-    both = E.risk_and_accuracy(np.stack([A0, A0]), np.stack([B0, 1e6 * B0]), tb)[2]
+    one = engine.risk_and_accuracy(A0[None], B0[None], tb)[2][0]
+    both = engine.risk_and_accuracy(np.stack([A0, A0]), np.stack([B0, 1e6 * B0]), tb)[2]
     assert one > 0.03 and both[0] == one and both[1] == one  # scaled outputs, scaled margin: the same ties
-    assert E.tie_margin(np.stack([B0, 1e6 * B0])).tolist() == pytest.approx(
-        [E.TIE_RTOL * np.abs(B0).max(), 1e6 * E.TIE_RTOL * np.abs(B0).max()], rel=1e-15)
+    assert engine.tie_margin(np.stack([B0, 1e6 * B0])).tolist() == pytest.approx(
+        [engine.TIE_RTOL * np.abs(B0).max(), 1e6 * engine.TIE_RTOL * np.abs(B0).max()], rel=1e-15)
     d = 6
     batch = TK.sample("ICL", d, 40, np.random.default_rng(3), seed=1)
-    tb = E.from_batch(batch.dense() if hasattr(batch, "dense") else batch)
-    assert E._largest_l1(tb.table) == 2.0
+    tb = engine.from_batch(batch.dense() if hasattr(batch, "dense") else batch)
+    assert engine._largest_l1(tb.table) == 2.0
     _, D, K = TK.model_shape("ICL", d, 1)
     B = np.zeros((1, 1, D, K))
     B[..., 1], B[..., 2] = 1.0, 1.0 - 0.9e-9
-    _, acc, tied = E.risk_and_accuracy(np.zeros((1, 1, D)), B, tb)
+    _, acc, tied = engine.risk_and_accuracy(np.zeros((1, 1, D)), B, tb)
     assert tied.tolist() == pytest.approx([1.0], abs=1e-15)
     assert acc.tolist() == pytest.approx([float(tb.weights @ (np.asarray(tb.labels) == 1))], abs=1e-15)
-    f = E.forward(np.zeros((1, 1, D)), B, tb).f
-    assert float(tb.weights @ E.prediction_hits(f, tb.labels, E.tie_margin(B))[1][:, 0]) == 0.0  # one-hot margin
+    f = engine.forward(np.zeros((1, 1, D)), B, tb).f
+    assert float(tb.weights @ engine.prediction_hits(f, tb.labels, engine.tie_margin(B))[1][:, 0]) == 0.0  # one-hot margin
 
 
 def test_a_plans_tied_mass_is_the_largest_of_its_seeds():
     """``assemble_row``: a plan's acc_tied is the largest tied mass of its seeds (None where none records one)."""
-    found = {p: {"chosen": {"out": 1.0}} for p in RN.PLANS}
+    found = {p: {"chosen": {"out": 1.0}} for p in runner.PLANS}
     rec = {"test_risk": 0.1, "test_acc": 0.9, "diverged": False, "unstable": False, "capped": False,
            "converged": True, "steps": 10}
     per_plan = {"output_only": [rec | {"seed": 0, "test_acc_tied": 0.1}, rec | {"seed": 1, "test_acc_tied": 0.3},
                                 rec | {"seed": 2, "test_acc_tied": 0.2}]}
-    row = RN.assemble_row(RN.Row.of(RN.Config(tasks=("ICL",), d=5), "ICL"), found, per_plan, {}, {})
+    row = runner.assemble_row(runner.Row.of(runner.Config(tasks=("ICL",), d=5), "ICL"), found, per_plan, {}, {})
     assert row["plans"]["output_only"]["acc_tied"] == 0.3 and row["plans"]["joint"]["acc_tied"] is None
 
 
@@ -794,25 +793,25 @@ def test_a_configuration_is_frozen_and_changed_by_replace():
     makes the changed one and leaves the first as it was."""
     import dataclasses
 
-    cfg = RN.Config.quick(tasks=("occurrence",))
+    cfg = runner.Config.quick(tasks=("occurrence",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.jobs = 1
     other = dataclasses.replace(cfg, jobs=1)
-    assert other.jobs == 1 and cfg.jobs == 2 and RN.rows(cfg)[0].config is cfg
+    assert other.jobs == 1 and cfg.jobs == 2 and runner.rows(cfg)[0].config is cfg
 
 
 def test_rows_carry_what_their_functions_read_of_the_configuration():
     """``rows``: each row built once from the configuration, in table order, with its name, the task's loss
     (ICL's the configured one), the alphabet size, the kernel and how its data is made (exact: occurrence, OR
     and one-head AND; the integral: AND with two heads under and_heads_data="integral")."""
-    cfg = RN.Config(d=9, icl_loss="cross_entropy", kernel="numpy", and_heads=(2, 1), and_heads_data="integral")
-    got = [(r.name, r.task, r.heads, r.loss, r.exact, r.integral) for r in RN.rows(cfg)]
+    cfg = runner.Config(d=9, icl_loss="cross_entropy", kernel="numpy", and_heads=(2, 1), and_heads_data="integral")
+    got = [(r.name, r.task, r.heads, r.loss, r.exact, r.integral) for r in runner.rows(cfg)]
     assert got == [("occurrence", "occurrence", 1, "squared", True, False), ("OR", "OR", 1, "squared", True, False),
                    ("AND (H=2)", "AND", 2, "squared", False, True), ("AND (H=1)", "AND", 1, "squared", True, False),
                    ("ICL", "ICL", 1, "cross_entropy", False, False), ("SLR", "SLR", 1, "squared", False, False),
                    ("even_pairs", "even_pairs", 1, "squared", False, False)]
-    assert all(r.d == 9 and r.kernel == "numpy" and r.config is cfg for r in RN.rows(cfg))
-    zero = RN.rows(RN.Config(tasks=("AND",), init_scale=0.0, and_heads_data="integral"))
+    assert all(r.d == 9 and r.kernel == "numpy" and r.config is cfg for r in runner.rows(cfg))
+    zero = runner.rows(runner.Config(tasks=("AND",), init_scale=0.0, and_heads_data="integral"))
     assert [(r.exact, r.integral) for r in zero] == [(True, False), (True, False)]  # a zero start keeps symmetry
 
 
@@ -821,10 +820,10 @@ def test_a_quick_run_shortens_the_named_reading():
     quick budget (its cap the smaller one), under no name the quick reading; reading changes come last."""
     from numerics.experiments import protocol
 
-    assert RN.Config.build(quick=True) == RN.Config.quick()
-    adam = RN.Config.build(quick=True, reading="adam").reading
+    assert runner.Config.build(quick=True) == runner.Config.quick()
+    adam = runner.Config.build(quick=True, reading="adam").reading
     assert adam == protocol.READINGS["adam"].with_(**protocol.QUICK_BUDGET)
-    t52 = RN.Config.build(quick=True, reading="theory-52", reading_changes={"k1": 2}).reading
+    t52 = runner.Config.build(quick=True, reading="theory-52", reading_changes={"k1": 2}).reading
     assert (t52.name, t52.max_steps, t52.eval_every, t52.k1) == ("theory-52", 52, 10, 2)
-    full = RN.Config.build(reading="adam")
-    assert full.reading == protocol.READINGS["adam"] and full.d == RN.Config().d
+    full = runner.Config.build(reading="adam")
+    assert full.reading == protocol.READINGS["adam"] and full.d == runner.Config().d

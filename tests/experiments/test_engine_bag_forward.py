@@ -16,36 +16,36 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples
-from numerics.experiments import engine as E
-from numerics.experiments import kernels as KN
+from numerics.experiments import engine
+from numerics.experiments import kernels
 from numerics.experiments import layout, passes, readout
-from numerics.experiments import tasks as TK
+from numerics.experiments import tasks
 from numerics.experiments.population import population
 from tests._spies import counted
 
-pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 
 TASKS = ("occurrence", "OR", "AND")
 
 
-def _tokens(task: str, d: int) -> E.Tokens:
-    return E.from_batch(population(task, d, 1e-10, 1e-12, merged=task != "occurrence"))
+def _tokens(task: str, d: int) -> engine.Tokens:
+    return engine.from_batch(population(task, d, 1e-10, 1e-12, merged=task != "occurrence"))
 
 
 def _outputs(alpha, B, tb):
-    fw = E.forward(alpha, B, tb)
-    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
-    risk, acc, tied = E.risk_and_accuracy(alpha, B, tb)
+    fw = engine.forward(alpha, B, tb)
+    r, ga, gB, f = engine.risk_and_grad(alpha, B, tb)
+    risk, acc, tied = engine.risk_and_accuracy(alpha, B, tb)
     return {"w": fw.w, "fh": fw.fh, "f": fw.f, "risk": r, "d alpha": ga, "d B": gB, "f of the step": f,
-            "risk alone": E.risk(alpha, B, tb), "risk with accuracy": risk, "accuracy": acc, "tied": tied}
+            "risk alone": engine.risk(alpha, B, tb), "risk with accuracy": risk, "accuracy": acc, "tied": tied}
 
 
 def _both(alpha, B, tb):
     """(compiled, numpy) outputs; asserts that both compiled loops ran, and then that neither did."""
-    with counted(KN, ["bag_forward", "squared_terms"]) as calls, pytest.MonkeyPatch.context() as m:
+    with counted(kernels, ["bag_forward", "squared_terms"]) as calls, pytest.MonkeyPatch.context() as m:
         got = _outputs(alpha, B, tb)
         assert all(calls.values()), f"a compiled loop did not run: {calls}"
-        m.setattr(KN, "usable", lambda: False)
+        m.setattr(kernels, "usable", lambda: False)
         n = dict(calls)
         want = _outputs(alpha, B, tb)
         assert calls == n
@@ -135,37 +135,37 @@ def test_a_numba_that_is_found_but_cannot_import_leaves_the_numpy_path_working(m
     with pytest.MonkeyPatch.context() as m:
         m.setattr(passes, "_bag_compiled", lambda T, K: False)
         want = _outputs(alpha, B, tb)
-    KN.usable.cache_clear()
-    KN._compiled.cache_clear()
+    kernels.usable.cache_clear()
+    kernels._compiled.cache_clear()
     try:
         monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" raises ImportError
-        assert KN.available() and not KN.usable()
+        assert kernels.available() and not kernels.usable()
         _same_bits(_outputs(alpha, B, tb), want)
     finally:
         monkeypatch.undo()
-        KN.usable.cache_clear()
-        KN._compiled.cache_clear()
-    assert KN.usable()
+        kernels.usable.cache_clear()
+        kernels._compiled.cache_clear()
+    assert kernels.usable()
 
 
 def test_other_bags_and_a_missing_numba_stay_on_the_numpy_path(monkeypatch):
     """Bags of more than two types (even pairs, two-head AND below d = 17) and every bag when numba is
     missing take the numpy path."""
     calls = []
-    monkeypatch.setattr(KN, "bag_forward", lambda *a: calls.append(1))
+    monkeypatch.setattr(kernels, "bag_forward", lambda *a: calls.append(1))
     rng = np.random.default_rng(3)
     for task, H in (("even_pairs", 1), ("AND", 2)):
-        tb = E.from_batch(TK.sample(task, 8, 20, rng, seed=0))
+        tb = engine.from_batch(tasks.sample(task, 8, 20, rng, seed=0))
         assert tb.layout == "bag" and tb.counts.shape[1] > 2
-        _, D, K = TK.model_shape(task, 8, H)
-        E.forward(rng.standard_normal((1, H, D)), rng.standard_normal((1, H, D, K)), tb)
-    monkeypatch.setattr(KN, "available", lambda: False)
-    KN.usable.cache_clear()
+        _, D, K = tasks.model_shape(task, 8, H)
+        engine.forward(rng.standard_normal((1, H, D)), rng.standard_normal((1, H, D, K)), tb)
+    monkeypatch.setattr(kernels, "available", lambda: False)
+    kernels.usable.cache_clear()
     try:
-        E.forward(np.zeros((1, 1, 8)), np.zeros((1, 1, 8, 1)), _tokens("occurrence", 8))
+        engine.forward(np.zeros((1, 1, 8)), np.zeros((1, 1, 8, 1)), _tokens("occurrence", 8))
     finally:
         monkeypatch.undo()
-        KN.usable.cache_clear()
+        kernels.usable.cache_clear()
     assert not calls
 
 
@@ -176,16 +176,16 @@ def test_patterns_are_read_modulo_four_and_shapes_are_checked():
     pat = layout._patterns(tb)
     rng = np.random.default_rng(4)
     exP, V = rng.random((4, 2, 3)), rng.standard_normal((2, 3))
-    w, fh = KN.bag_forward(tb.counts, pat, exP, V)
+    w, fh = kernels.bag_forward(tb.counts, pat, exP, V)
     for shifted in (pat + 4, pat - 8):
-        w2, fh2 = KN.bag_forward(tb.counts, shifted, exP, V)
+        w2, fh2 = kernels.bag_forward(tb.counts, shifted, exP, V)
         assert np.array_equal(w, w2) and np.array_equal(fh, fh2)
     N = tb.counts.shape[0]
     for args, what in (((np.ones((N, 3)), pat, exP, V), "the counts"), ((tb.counts, pat[1:], exP, V), "the patterns"),
                        ((tb.counts, pat, exP[:3], V), "the exponentials"), ((tb.counts, pat, exP, V[:1]),
                                                                             "the type values")):
         with pytest.raises(ValueError, match=f"^{what} has shape"):
-            KN.bag_forward(*args)
+            kernels.bag_forward(*args)
 
 
 @given(seed=st.integers(0, 2 ** 31 - 1), N=st.integers(1, 40), R=st.integers(1, 4), strided=st.booleans(),
@@ -204,21 +204,21 @@ def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
         flat[pick] = rng.choice(pool, int(pick.sum()))
     f = fh[:, :, 0]
     w = rng.random(N) * (rng.random(N) < 0.8)
-    tb = E.Tokens(table=None, y=rng.choice([-1.0, 1.0, 0.0, -0.0], (N, 1)), weights=w, labels=None)
-    calls, real = [], KN.squared_terms
+    tb = engine.Tokens(table=None, y=rng.choice([-1.0, 1.0, 0.0, -0.0], (N, 1)), weights=w, labels=None)
+    calls, real = [], kernels.squared_terms
     with np.errstate(all="ignore"), pytest.MonkeyPatch.context() as m:
-        m.setattr(KN, "squared_terms", lambda *a: calls.append(1) or real(*a))
+        m.setattr(kernels, "squared_terms", lambda *a: calls.append(1) or real(*a))
         got = readout._risk_and_dl(f, tb, "squared")
         assert calls, "the compiled terms did not run"
-        m.setattr(KN, "usable", lambda: False)
+        m.setattr(kernels, "usable", lambda: False)
         n = len(calls)  # (usable's own trial, when it runs first here, calls the terms too)
         want = readout._risk_and_dl(f, tb, "squared")
         assert len(calls) == n
     _same_bits({"risk": got[0], "dL/df": got[1]}, {"risk": want[0], "dL/df": want[1]})
     # each string's terms too (a NaN anywhere makes the risk NaN on both paths): numpy's losses, weighted
     with np.errstate(all="ignore"):
-        lv, dl = KN.squared_terms(f[:, :, 0], tb.y[:, 0], w)
-        lv_np, dl_np = E.losses(f, tb, "squared")
+        lv, dl = kernels.squared_terms(f[:, :, 0], tb.y[:, 0], w)
+        lv_np, dl_np = engine.losses(f, tb, "squared")
         dl_np = dl_np[:, :, 0] * w[:, None]
     _same_bits({"loss": lv, "weighted dL/df": dl}, {"loss": lv_np, "weighted dL/df": dl_np})
 
@@ -226,18 +226,18 @@ def test_the_squared_losss_terms_are_numpys_bits(seed, N, R, strided, special):
 def test_the_squared_losss_terms_are_taken_only_for_one_output_and_checked(monkeypatch):
     """More than one output (ICL) or another loss stays on numpy's passes; mis-shaped inputs are refused."""
     calls = []
-    monkeypatch.setattr(KN, "squared_terms", lambda *a: calls.append(1))
+    monkeypatch.setattr(kernels, "squared_terms", lambda *a: calls.append(1))
     rng = np.random.default_rng(1)
-    tb = E.Tokens(table=None, y=rng.standard_normal((5, 3)), weights=np.full(5, 0.2), labels=None)
+    tb = engine.Tokens(table=None, y=rng.standard_normal((5, 3)), weights=np.full(5, 0.2), labels=None)
     readout._risk_and_dl(rng.standard_normal((5, 2, 3)), tb, "squared")
-    tb1 = E.Tokens(table=None, y=np.sign(rng.standard_normal((5, 1))), weights=np.full(5, 0.2), labels=None)
+    tb1 = engine.Tokens(table=None, y=np.sign(rng.standard_normal((5, 1))), weights=np.full(5, 0.2), labels=None)
     readout._risk_and_dl(rng.standard_normal((5, 2, 1)), tb1, "logistic")
     assert not calls
     monkeypatch.undo()
     with pytest.raises(ValueError, match="targets has shape"):
-        KN.squared_terms(np.zeros((4, 2)), np.zeros(5), np.zeros(4))
+        kernels.squared_terms(np.zeros((4, 2)), np.zeros(5), np.zeros(4))
     with pytest.raises(ValueError, match="weights has shape"):
-        KN.squared_terms(np.zeros((4, 2)), np.zeros(4), np.zeros(3))
+        kernels.squared_terms(np.zeros((4, 2)), np.zeros(4), np.zeros(3))
 
 
 @pytest.mark.parametrize("task,heads,d,kernel", [("SLR", 1, 6, "numpy"), ("even_pairs", 1, 4, "numpy"),
@@ -246,21 +246,21 @@ def test_the_rows_layouts_steps_keep_numpys_bits(task, heads, d, kernel):
     """The sampled rows (dense SLR rows, even pairs' bag of eight types, two-head AND's token rows, on either
     kernel), with two strings emptied where the layout allows: risks, gradients and outputs of three runs with
     the compiled loss terms the same bits as with numpy's passes, and the terms ran."""
-    batch = TK.sample(task, d, 40, np.random.default_rng(3), seed=1)
+    batch = tasks.sample(task, d, 40, np.random.default_rng(3), seed=1)
     if task == "AND":  # two empty strings (the compiled kernel's own path then reads them as numpy does)
         batch.m = np.array(batch.m)
         batch.m[[4, 9]] = 0.0
-    tb = E.from_batch(batch, kernel)
-    _, D, K = TK.model_shape(task, d, heads)
+    tb = engine.from_batch(batch, kernel)
+    _, D, K = tasks.model_shape(task, d, heads)
     rng = np.random.default_rng(4)
     alpha, B = rng.standard_normal((3, heads, D)), rng.standard_normal((3, heads, D, K))
-    calls, real = [], KN.squared_terms
+    calls, real = [], kernels.squared_terms
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(KN, "squared_terms", lambda *a: calls.append(1) or real(*a))
-        got = dict(zip(("risk", "d alpha", "d B", "f"), E.risk_and_grad(alpha, B, tb)))
+        m.setattr(kernels, "squared_terms", lambda *a: calls.append(1) or real(*a))
+        got = dict(zip(("risk", "d alpha", "d B", "f"), engine.risk_and_grad(alpha, B, tb)))
         assert calls, "the compiled terms did not run"
-        m.setattr(KN, "usable", lambda: False)
+        m.setattr(kernels, "usable", lambda: False)
         n = len(calls)
-        want = dict(zip(("risk", "d alpha", "d B", "f"), E.risk_and_grad(alpha, B, tb)))
+        want = dict(zip(("risk", "d alpha", "d B", "f"), engine.risk_and_grad(alpha, B, tb)))
         assert len(calls) == n
     _same_bits(got, want)

@@ -11,18 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples
-from numerics.experiments import engine as E
-from numerics.experiments import tasks as TK
+from numerics.experiments import engine
+from numerics.experiments import tasks
 from theory.validation import SettingError
 
 
 def _batches(task: str, d: int, S: int, N: int = 24, kernel: str = "numpy") -> list:
-    return [E.from_batch(TK.sample(task, d, N, np.random.default_rng([s, 41, 0, 7]), seed=s), kernel,
+    return [engine.from_batch(tasks.sample(task, d, N, np.random.default_rng([s, 41, 0, 7]), seed=s), kernel,
                          operators=False) for s in range(S)]
 
 
 def _params(task: str, d: int, heads: int, R: int, seed: int = 3):
-    H, D, K = TK.model_shape(task, d, heads)
+    H, D, K = tasks.model_shape(task, d, heads)
     rng = np.random.default_rng(seed)
     return 0.4 * rng.standard_normal((R, H, D)), 0.4 * rng.standard_normal((R, H, D, K))
 
@@ -32,7 +32,7 @@ def _per_group(alpha, B, parts, groups, loss):
     for s, part in enumerate(parts):
         idx = np.flatnonzero(groups == s)
         if idx.size:
-            r[idx], ga[idx], gB[idx], _ = E.risk_and_grad(alpha[idx], B[idx], dataclasses.replace(part), loss,
+            r[idx], ga[idx], gB[idx], _ = engine.risk_and_grad(alpha[idx], B[idx], dataclasses.replace(part), loss,
                                                           with_f=False)
     return r, ga, gB
 
@@ -47,16 +47,16 @@ def test_stacked_seeds_are_the_bits_of_one_call_per_seed(task, d, heads, loss, s
     runs a chunk, and one call per seed four), in the stacked program and in the per-seed calls alike; a spy
     sees that the stack was what ran."""
     if chunk is not None:
-        monkeypatch.setattr(E, "CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(engine, "CHUNK_ELEMENTS", chunk)
     stacks = []
-    real_stack = E.stack
-    monkeypatch.setattr(E, "stack", lambda parts: stacks.append(len(parts)) or real_stack(parts))
+    real_stack = engine.stack
+    monkeypatch.setattr(engine, "stack", lambda parts: stacks.append(len(parts)) or real_stack(parts))
     parts = _batches(task, d, len(sizes))
-    assert E.stackable(parts)
+    assert engine.stackable(parts)
     groups = np.concatenate([np.full(n, s) for s, n in enumerate(sizes)])
     np.random.default_rng(5).shuffle(groups)
     alpha, B = _params(task, d, heads, len(groups))
-    got = E.grouped_risk_and_grad(alpha, B, parts, groups, loss)
+    got = engine.grouped_risk_and_grad(alpha, B, parts, groups, loss)
     assert stacks == [sum(n > 0 for n in sizes)]
     want = _per_group(alpha, B, parts, groups, loss)
     for g, w in zip(got, want):
@@ -66,11 +66,11 @@ def test_stacked_seeds_are_the_bits_of_one_call_per_seed(task, d, heads, loss, s
 def test_a_chunk_of_several_runs_is_exercised(monkeypatch):
     """The chunk sizes the test above relies on: at 3,000 elements, ICL at d = 12 stacks two batches two runs
     a chunk, and one call per seed takes four runs a chunk (so the risks' sums cross the stack's chunks)."""
-    monkeypatch.setattr(E, "CHUNK_ELEMENTS", 3_000)
+    monkeypatch.setattr(engine, "CHUNK_ELEMENTS", 3_000)
     parts = _batches("ICL", 12, 2)
-    H, D, K = TK.model_shape("ICL", 12)
-    per_run = max(E._per_run(p, H, K) for p in parts)
-    assert E.CHUNK_ELEMENTS // (2 * per_run) == 2 and E._chunk(parts[0], H, K) == 4
+    H, D, K = tasks.model_shape("ICL", 12)
+    per_run = max(engine._per_run(p, H, K) for p in parts)
+    assert engine.CHUNK_ELEMENTS // (2 * per_run) == 2 and engine._chunk(parts[0], H, K) == 4
 
 
 @examples(20)
@@ -79,12 +79,12 @@ def test_a_chunk_of_several_runs_is_exercised(monkeypatch):
 def test_stacked_seeds_are_the_bits_of_one_call_per_seed_on_random_draws(sizes, d, N, task, seed):
     heads = 2 if task == "AND" else 1
     d = d + 11 if task == "AND" else d  # two-head AND has token rows from d = 17 (a bag below): 17 .. 25
-    parts = [E.from_batch(TK.sample(task, d, N, np.random.default_rng([seed, s])), operators=False)
+    parts = [engine.from_batch(tasks.sample(task, d, N, np.random.default_rng([seed, s])), operators=False)
              for s in range(len(sizes))]
     groups = np.concatenate([np.full(n, s) for s, n in enumerate(sizes)])
     np.random.default_rng(seed).shuffle(groups)
     alpha, B = _params(task, d, heads, len(groups), seed)
-    got = E.grouped_risk_and_grad(alpha, B, parts, groups)
+    got = engine.grouped_risk_and_grad(alpha, B, parts, groups)
     want = _per_group(alpha, B, parts, groups, "squared")
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
 
@@ -98,7 +98,7 @@ def test_stacked_scores_use_each_groups_own_alphas():
     alpha[1] = alpha[0]
     alpha[1, 0, 3] += 2.0
     groups = np.arange(3)
-    got = E.grouped_risk_and_grad(alpha, B, parts, groups)
+    got = engine.grouped_risk_and_grad(alpha, B, parts, groups)
     want = _per_group(alpha, B, parts, groups, "squared")
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
 
@@ -113,18 +113,18 @@ def test_what_cannot_be_stacked_takes_one_call_per_seed(why):
     if why == "sizes":
         parts[1] = _batches(task, d, 1, N=25)[0]
     if why == "empty string":
-        b = TK.sample(task, d, 24, np.random.default_rng([9, 41, 0, 7]))
+        b = tasks.sample(task, d, 24, np.random.default_rng([9, 41, 0, 7]))
         m = b.m.tolil()
         m[3, :] = 0
-        parts[1] = E.from_batch(dataclasses.replace(b, m=m.tocsr()))
+        parts[1] = engine.from_batch(dataclasses.replace(b, m=m.tocsr()))
         assert len(parts[1].starts) < parts[1].size
-    assert not E.stackable(parts)
+    assert not engine.stackable(parts)
     if len(parts) > 1:
         with pytest.raises(SettingError):
-            E.stack(parts)
+            engine.stack(parts)
     groups = np.array([0, 0, 1, 0, 1])[: 3 if len(parts) == 1 else 5] % len(parts)
     alpha, B = _params(task, d, heads, len(groups))
-    got = E.grouped_risk_and_grad(alpha, B, parts, groups)
+    got = engine.grouped_risk_and_grad(alpha, B, parts, groups)
     want = _per_group(alpha, B, parts, groups, "squared")
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
 
@@ -135,17 +135,17 @@ def test_groups_are_checked():
     for bad in (np.array([0, 2, 1]), np.array([0, -1, 1]), np.zeros((3, 1), int), np.array([0, 1]),
                 np.array([0, 1, 1, 0]), np.array([0.0, 0.5, 1.0])):
         with pytest.raises(SettingError):
-            E.grouped_risk_and_grad(alpha, B, parts, bad)
+            engine.grouped_risk_and_grad(alpha, B, parts, bad)
 
 
 def test_a_stack_is_stepped_only_by_the_grouped_program():
     """A stack's risks and chunks are per group: risk, risk_and_accuracy and risk_and_grad refuse it, and its
     forward pass needs the same number of runs on every batch (R = 1 run with two heads on two batches would
     otherwise read the heads as the groups)."""
-    tb = E.stack(_batches("AND", 20, 2))
+    tb = engine.stack(_batches("AND", 20, 2))
     alpha, B = _params("AND", 20, 2, 1)
-    for call in (E.risk, E.risk_and_accuracy, E.risk_and_grad):
+    for call in (engine.risk, engine.risk_and_accuracy, engine.risk_and_grad):
         with pytest.raises(SettingError):
             call(alpha, B, tb)
     with pytest.raises(SettingError):
-        E.forward(alpha, B, tb)
+        engine.forward(alpha, B, tb)

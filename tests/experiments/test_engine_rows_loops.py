@@ -13,42 +13,42 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from scipy import sparse
 from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples
-from numerics.experiments import engine as E
-from numerics.experiments import kernels as KN
+from numerics.experiments import engine
+from numerics.experiments import kernels
 from numerics.experiments import layout, passes
-from numerics.experiments import tasks as TK
+from numerics.experiments import tasks
 from tests._spies import counted
 
-pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 
 LOOPS = ("rows_forward", "rows_score_grad", "squared_outputs")
 
 
 def _outputs(alpha, B, tb, loss):
-    fw = E.forward(alpha, B, tb)
-    r, ga, gB, f = E.risk_and_grad(alpha, B, tb, loss)
-    risk, acc, tied = E.risk_and_accuracy(alpha, B, tb, loss)
+    fw = engine.forward(alpha, B, tb)
+    r, ga, gB, f = engine.risk_and_grad(alpha, B, tb, loss)
+    risk, acc, tied = engine.risk_and_accuracy(alpha, B, tb, loss)
     return {"w": fw.w, "xbar": fw.V, "fh": fw.fh, "f": fw.f, "risk": r, "d alpha": ga, "d B": gB,
-            "f of the step": f, "risk alone": E.risk(alpha, B, tb, loss), "risk with accuracy": risk,
+            "f of the step": f, "risk alone": engine.risk(alpha, B, tb, loss), "risk with accuracy": risk,
             "accuracy": acc, "tied": tied}
 
 
 def _both(alpha, B, batch, loss="squared", need=LOOPS):
     """(loops, numpy) outputs on one batch (each on its own layout of it); asserts that the loops in ``need``
     ran, and then that none did."""
-    with counted(KN, LOOPS) as calls:
-        tb = E.from_batch(batch)
+    with counted(kernels, LOOPS) as calls:
+        tb = engine.from_batch(batch)
         assert layout._rows_loops(tb) is not None
         got = _outputs(alpha, B, tb, loss)
         assert all(calls[n] for n in need), f"a loop did not run: {calls}"
         ran = dict(calls)
-        with KN.numpy_paths():
-            tn = E.from_batch(batch)
+        with kernels.numpy_paths():
+            tn = engine.from_batch(batch)
             assert layout._rows_loops(tn) is None
             want = _outputs(alpha, B, tn, loss)
         assert calls == ran, "a loop ran inside numpy_paths"
@@ -78,7 +78,7 @@ def _one_hot_batch(rng, T=40, D=12, N=25, K=2, per_row=None, empty=0, heavy=True
     m[:, 0] += 1.0
     if empty:
         m[N - empty:] = 0.0
-    return TK.Batch(X, m, rng.standard_normal((N, K)))
+    return tasks.Batch(X, m, rng.standard_normal((N, K)))
 
 
 @given(seed=st.integers(0, 2 ** 31 - 1), R=st.integers(1, 3), H=st.integers(1, 3), K=st.integers(1, 4),
@@ -101,11 +101,11 @@ def test_the_loops_give_the_numpy_paths_bits_on_random_one_hot_batches(seed, R, 
 def test_the_loops_give_the_numpy_paths_bits_on_the_tasks_batches(task, heads, d, loss, R):
     """The tasks' own batches (ICL's pairs, two-head AND's tokens), several runs: the same bits.  At d = 40
     ICL's strings run to more than 128 rows, where numpy's pairwise sum splits into halves."""
-    batch = TK.sample(task, d, 32, np.random.default_rng([d, R]), seed=0)
-    _, D, K = TK.model_shape(task, d, heads)
+    batch = tasks.sample(task, d, 32, np.random.default_rng([d, R]), seed=0)
+    _, D, K = tasks.model_shape(task, d, heads)
     rng = np.random.default_rng([d, heads, R])
     alpha, B = rng.standard_normal((R, heads, D)), rng.standard_normal((R, heads, D, K))
-    tb = E.from_batch(batch)
+    tb = engine.from_batch(batch)
     if d == 40:
         assert np.diff(np.append(tb.starts, tb.rows.shape[0])).max() > 129
     need = LOOPS if loss == "squared" and K > 1 else LOOPS[:2]
@@ -144,7 +144,7 @@ def test_the_pairwise_sums_replay_numpys():
     lengths = np.arange(1, 601)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     S = np.exp(6.0 * rng.standard_normal((int(lengths.sum()), 3)))
-    pw = KN.pairwise_column
+    pw = kernels.pairwise_column
     want = np.add.reduceat(S, starts, axis=0)
     got = np.array([[S[s, c] + pw(S, c, s + 1, n - 1) if n > 1 else S[s, c] for c in range(3)]
                     for s, n in zip(starts, lengths)])
@@ -169,7 +169,7 @@ def test_the_squared_loss_of_several_outputs_is_numpys(seed, N, R, K, strided):
     f = np.exp(4.0 * rng.standard_normal((N, R, 2 * K if strided else K))) * rng.choice([-1.0, 1.0], (N, R, 1))
     f = f[:, :, ::2] if strided else f
     y, w = rng.standard_normal((N, K)), rng.random(N)
-    lv, dl = KN.squared_outputs(f, y, w)
+    lv, dl = kernels.squared_outputs(f, y, w)
     r = np.ascontiguousarray(f).reshape(N * R, K) - np.repeat(y, R, axis=0)
     assert lv.tobytes() == (0.5 * np.add.reduce(r * r, axis=-1)).reshape(N, R).tobytes()
     assert dl.tobytes() == (r.reshape(N, R, K) * w[:, None, None]).tobytes()
@@ -180,11 +180,11 @@ def test_batches_the_loops_do_not_take_stay_on_the_numpy_path():
     rows: no view, the numpy path."""
     rng = np.random.default_rng(5)
     batch = _one_hot_batch(rng, per_row=2)
-    weighted = TK.Batch(2.0 * batch.X, batch.m, batch.y)
-    assert layout._rows_loops(E.from_batch(weighted)) is None
-    three = E.from_batch(_one_hot_batch(rng, per_row=3))
+    weighted = tasks.Batch(2.0 * batch.X, batch.m, batch.y)
+    assert layout._rows_loops(engine.from_batch(weighted)) is None
+    three = engine.from_batch(_one_hot_batch(rng, per_row=3))
     assert layout._rows_loops(three) is not None
-    unsorted = sp.csr_matrix(three.rows)
+    unsorted = sparse.csr_matrix(three.rows)
     order = np.argsort(-unsorted.indices.reshape(-1, 3), axis=1)  # each row's three entries reversed
     base = 3 * np.arange(unsorted.shape[0])[:, None]
     unsorted.indices = unsorted.indices[(base + order).ravel()]
@@ -192,35 +192,35 @@ def test_batches_the_loops_do_not_take_stay_on_the_numpy_path():
     three.__dict__.pop("_rows_loops")
     three.rows = unsorted
     assert layout._rows_loops(three) is None
-    parts = [E.from_batch(TK.sample("ICL", 6, 8, np.random.default_rng(i)), operators=False) for i in range(2)]
-    assert layout._rows_loops(E.stack(parts)) is None
-    slr = E.from_batch(TK.sample("SLR", 6, 8, np.random.default_rng(0), seed=0))
-    assert not sp.issparse(slr.rows) and layout._rows_loops(slr) is None
+    parts = [engine.from_batch(tasks.sample("ICL", 6, 8, np.random.default_rng(i)), operators=False) for i in range(2)]
+    assert layout._rows_loops(engine.stack(parts)) is None
+    slr = engine.from_batch(tasks.sample("SLR", 6, 8, np.random.default_rng(0), seed=0))
+    assert not sparse.issparse(slr.rows) and layout._rows_loops(slr) is None
 
 
 def test_the_loops_refuse_mis_shaped_inputs():
     """The loops run without bounds checks: inputs of the wrong shape raise before them."""
-    tb = E.from_batch(_one_hot_batch(np.random.default_rng(6), per_row=2))
+    tb = engine.from_batch(_one_hot_batch(np.random.default_rng(6), per_row=2))
     rows = layout._rows_loops(tb)
     M, N, D = rows.idx.shape[1], rows.bounds.size - 1, rows.D
-    W, xbar = KN.rows_forward(np.zeros((2, D)), rows)
+    W, xbar = kernels.rows_forward(np.zeros((2, D)), rows)
     assert W.shape == (M, 2) and xbar.shape == (2, N, D)
     with pytest.raises(ValueError):
-        KN.rows_forward(np.zeros((2, D + 1)), rows)
+        kernels.rows_forward(np.zeros((2, D + 1)), rows)
     with pytest.raises(ValueError):
-        KN.rows_forward(np.zeros(D), rows)
+        kernels.rows_forward(np.zeros(D), rows)
     for U, fg, Wb in ((np.zeros((2, N, D + 1)), np.zeros((N, 2)), W), (np.zeros((2, N, D)), np.zeros((N, 1)), W),
                       (np.zeros((2, N, D)), np.zeros((N, 2)), W[:-1])):
         with pytest.raises(ValueError):
-            KN.rows_score_grad(U, fg, Wb, rows)
+            kernels.rows_score_grad(U, fg, Wb, rows)
     with pytest.raises(ValueError):
-        KN.squared_outputs(np.zeros((3, 1, 2)), np.zeros((3, 3)), np.ones(3))
+        kernels.squared_outputs(np.zeros((3, 1, 2)), np.zeros((3, 3)), np.ones(3))
     with pytest.raises(ValueError):
-        KN.squared_outputs(np.zeros((3, 1, 2)), np.zeros((3, 2)), np.ones(2))
+        kernels.squared_outputs(np.zeros((3, 1, 2)), np.zeros((3, 2)), np.ones(2))
 
 
 def _bag_outputs(alpha, B, tb):
-    r, ga, gB, f = E.risk_and_grad(alpha, B, tb)
+    r, ga, gB, f = engine.risk_and_grad(alpha, B, tb)
     return {"risk": r, "d alpha": ga, "d B": gB, "f": f}
 
 
@@ -229,17 +229,17 @@ def _bag_outputs(alpha, B, tb):
 def test_type_pairs_at_once_give_the_loops_bits_on_even_pairs(R, H, embedding):
     """Even pairs' sampled batches (8 or 9 types, 64 strings): the pairs at once (``kernels.type_pairs`` ran)
     against one pair at a time, the same bits in the risk, both gradients and the outputs."""
-    batch = TK.sample("even_pairs", 2, 64, np.random.default_rng([R, H]), even_pairs_embedding=embedding)
-    tb = E.from_batch(batch)
+    batch = tasks.sample("even_pairs", 2, 64, np.random.default_rng([R, H]), even_pairs_embedding=embedding)
+    tb = engine.from_batch(batch)
     assert tb.layout == "bag" and tb.counts.shape[1] in (8, 9)
-    _, D, K = TK.model_shape("even_pairs", 2, H, even_pairs_embedding=embedding)
+    _, D, K = tasks.model_shape("even_pairs", 2, H, even_pairs_embedding=embedding)
     rng = np.random.default_rng([R, H, D])
     alpha, B = 2.0 * rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
-    assert KN.usable()  # its trial (which calls the loop) done before counting
-    with counted(KN, ["type_pairs"]) as calls:
+    assert kernels.usable()  # its trial (which calls the loop) done before counting
+    with counted(kernels, ["type_pairs"]) as calls:
         got = _bag_outputs(alpha, B, tb)
         assert calls["type_pairs"] == 1
-        with KN.numpy_paths():
+        with kernels.numpy_paths():
             want = _bag_outputs(alpha, B, tb)
         assert calls["type_pairs"] == 1
     _same_bits(got, want)
@@ -253,18 +253,18 @@ def test_type_pairs_at_once_give_the_loops_bits_on_random_bags(seed, T, N, R, H)
     size limit, up to 12 runs of up to 3 heads: the same bits with the pairs at once as one pair at a time."""
     rng = np.random.default_rng(seed)
     m = rng.integers(0, 4, (N, T)).astype(float) * (rng.random((N, T)) < 0.6)
-    tb = E.from_batch(TK.Batch(np.eye(T), m, rng.standard_normal((N, 1))))
+    tb = engine.from_batch(tasks.Batch(np.eye(T), m, rng.standard_normal((N, 1))))
     assert tb.layout == "bag" and N <= passes.PAIRS_AT_ONCE_MAX
     alpha, B = 3.0 * rng.standard_normal((R, H, T)), rng.standard_normal((R, H, T, 1))
     got = _bag_outputs(alpha, B, tb)
-    with KN.numpy_paths():
+    with kernels.numpy_paths():
         want = _bag_outputs(alpha, B, tb)
     _same_bits(got, want)
 
 
 def test_type_pairs_refuses_mis_shaped_sums():
     with pytest.raises(ValueError):
-        KN.type_pairs(np.ones((4, 2)), np.ones((5, 2)))
+        kernels.type_pairs(np.ones((4, 2)), np.ones((5, 2)))
 
 
 @pytest.mark.parametrize("N,at_once", [(passes.PAIRS_AT_ONCE_MAX, True), (passes.PAIRS_AT_ONCE_MAX + 1, False), (9000, False)])
@@ -273,9 +273,9 @@ def test_type_pairs_at_once_only_up_to_the_limit(N, at_once):
     strings the stacked einsum's buffering moved the last bits on numpy 2.4)."""
     rng = np.random.default_rng(N)
     m = rng.integers(0, 3, (N, 3)).astype(float)
-    tb = E.from_batch(TK.Batch(np.eye(3), m, rng.standard_normal((N, 1))))
+    tb = engine.from_batch(tasks.Batch(np.eye(3), m, rng.standard_normal((N, 1))))
     assert tb.layout == "bag"
-    assert KN.usable()
-    with counted(KN, ["type_pairs"]) as calls:
-        E.risk_and_grad(rng.standard_normal((1, 1, 3)), rng.standard_normal((1, 1, 3, 1)), tb)
+    assert kernels.usable()
+    with counted(kernels, ["type_pairs"]) as calls:
+        engine.risk_and_grad(rng.standard_normal((1, 1, 3)), rng.standard_normal((1, 1, 3, 1)), tb)
     assert calls["type_pairs"] == int(at_once)

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from scipy import sparse
 from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples
 from numerics.experiments import layout
-from numerics.experiments import tasks as TK
-
-
+from numerics.experiments import tasks
 def _same(got, want):
-    assert sp.isspmatrix_csr(got) and got.shape == want.shape
+    assert sparse.isspmatrix_csr(got) and got.shape == want.shape
     for a, b in ((got.data, want.data), (got.indices, want.indices), (got.indptr, want.indptr)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     # the flag as set (scipy works it out from the arrays where it is not set, which cannot differ here)
@@ -25,7 +23,7 @@ def _same(got, want):
 
 
 def _matrix(rng, M, N, density, int64=False):
-    A = sp.random(M, N, density=density, format="csr", random_state=rng, data_rvs=rng.standard_normal)
+    A = sparse.random(M, N, density=density, format="csr", random_state=rng, data_rvs=rng.standard_normal)
     if int64:  # int64 indices that fit int32 (scipy's constructor would narrow them: set after it)
         A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
         assert A.indices.dtype == np.int64
@@ -57,7 +55,7 @@ def test_the_fast_path_is_taken_and_bad_rows_are_refused(monkeypatch):
         layout._take_rows(A, np.array([-1, 2]))
     _same(layout._take_rows(A, np.array([], dtype=np.int64)), A[np.array([], dtype=np.int64)])
     # more entries taken than int32 pointers hold (here a limit of 12 for a matrix of 12 entries, 6 rows): refused
-    monkeypatch.setattr(TK, "INT32_MAX", A.nnz)
+    monkeypatch.setattr(tasks, "INT32_MAX", A.nnz)
     assert layout._fast_csr(A)
     from numerics.experiments import kernels as KN
     with pytest.raises(ValueError, match="more than int32 index pointers hold"):
@@ -76,7 +74,7 @@ def test_an_icl_batchs_operators_are_scipys(d):
     """Every operator ``_row_operators`` builds for an ICL batch equals scipy's expression for it (the rows
     of the table taken by index, their transpose, the gather and the scatter), so the numpy kernel's
     products see the same arrays as before the fast paths."""
-    b = TK.sample("ICL", d, 64, np.random.default_rng(d))
+    b = tasks.sample("ICL", d, 64, np.random.default_rng(d))
     tb = layout.from_batch(b)
     mc = b.m.tocsr()
     _same(tb.rows, b.X[mc.indices])
@@ -84,7 +82,7 @@ def test_an_icl_batchs_operators_are_scipys(d):
     X = tb.rows
     D = X.shape[1]
     row_of = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    want_gather = sp.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr),
+    want_gather = sparse.csr_matrix((X.data, X.indices + tb.seg[row_of] * D, X.indptr),
                                 shape=(X.shape[0], len(tb.starts) * D))
     _same(gather, want_gather)
     _same(rows_t, X.T.tocsr())
@@ -95,7 +93,7 @@ def _reference_layout(batch):
     """The rows layout's arrays as ``from_batch`` built them before its shortcuts: the counts re-wrapped and
     sorted, one string index per stored count, the non-positive counts dropped, segments by ``_segments``,
     the rows by scipy's fancy indexing (on a copy: sorting in place would sort the caller's matrix)."""
-    mc = sp.csr_matrix(batch.m, copy=True)
+    mc = sparse.csr_matrix(batch.m, copy=True)
     mc.sort_indices()
     n_idx = np.repeat(np.arange(mc.shape[0]), np.diff(mc.indptr))
     tok, mult = mc.indices.astype(np.int64), mc.data.astype(float)
@@ -113,19 +111,19 @@ def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty,
     the pointers; stored zero counts, unsorted indices and empty strings take the general path.  Either way
     the same arrays, of the same dtypes, as the reference, and the caller's matrix keeps its values."""
     rng = np.random.default_rng(seed)
-    X = sp.csr_matrix(((rng.random((T, 9)) < 0.3) | (np.eye(T, 9) > 0)) * 1.0)  # one-hot rows, 1 to 9 each
+    X = sparse.csr_matrix(((rng.random((T, 9)) < 0.3) | (np.eye(T, 9) > 0)) * 1.0)  # one-hot rows, 1 to 9 each
     dense = rng.integers(0, 3, (N, T)).astype(float)
     dense[N - min(empty, N):] = 0.0
-    m = sp.csr_matrix(dense)
+    m = sparse.csr_matrix(dense)
     if zeros and m.nnz:  # a stored zero: not a token row
         m.data[rng.integers(0, m.nnz)] = 0.0
     if unsorted:  # each string's entries in reverse order
         order = np.concatenate([np.arange(m.indptr[i + 1] - 1, m.indptr[i] - 1, -1) for i in range(N)]
                                + [np.zeros(0, int)])
-        m = sp.csr_matrix((m.data[order], m.indices[order], m.indptr), shape=m.shape)
-        assert not sp.csr_matrix(m, copy=True).has_sorted_indices or np.diff(m.indptr).max(initial=0) < 2
+        m = sparse.csr_matrix((m.data[order], m.indices[order], m.indptr), shape=m.shape)
+        assert not sparse.csr_matrix(m, copy=True).has_sorted_indices or np.diff(m.indptr).max(initial=0) < 2
     before, indices, flag = m.toarray(), m.indices.copy(), m.__dict__.get("_has_sorted_indices")
-    batch = TK.Batch(X, m, rng.standard_normal((N, 1)))
+    batch = tasks.Batch(X, m, rng.standard_normal((N, 1)))
     for numpy_only in (False, True):
         want, rows = _reference_layout(batch)  # afresh: ``_same`` works out (and so stores) both matrices' flags
         from numerics.experiments import kernels as KN

@@ -9,20 +9,20 @@ import json
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from scipy import sparse
 from hypothesis import given
 from hypothesis import strategies as st
 
 from checks.strategies import examples
-from numerics.experiments import engine as E
-from numerics.experiments import kernels as KN
-from numerics.experiments import runner as RN
-from numerics.experiments import tasks as TK
+from numerics.experiments import engine
+from numerics.experiments import kernels
+from numerics.experiments import runner
+from numerics.experiments import tasks
 from numerics.model import Model, Params
 from theory.validation import SettingError
 from tests._spies import counted
 
-pytestmark = pytest.mark.skipif(not KN.available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 
 TOL = 1e-12
 
@@ -34,9 +34,9 @@ def _close(got, want, what):
 
 def _both(batch, alpha, B, loss="squared"):
     """(numpy path, compiled path) results of risk_and_grad on one batch; asserts the compiled one ran."""
-    tn, tc = E.from_batch(batch), E.from_batch(batch, "compiled")
-    assert E._onehot(tc) is not None and E._onehot(tn) is None
-    return E.risk_and_grad(alpha, B, tn, loss), E.risk_and_grad(alpha, B, tc, loss)
+    tn, tc = engine.from_batch(batch), engine.from_batch(batch, "compiled")
+    assert engine._onehot(tc) is not None and engine._onehot(tn) is None
+    return engine.risk_and_grad(alpha, B, tn, loss), engine.risk_and_grad(alpha, B, tc, loss)
 
 
 def _agree(batch, alpha, B, loss="squared"):
@@ -54,15 +54,15 @@ def test_compiled_kernel_agrees_with_the_dense_model(task, heads, dmin, seed, dd
     token rows of one coordinate rather than a bag)."""
     d = dmin + dd
     rng = np.random.default_rng(seed)
-    sampled = TK.sample(task, d, 30, np.random.default_rng(seed + 1), seed=seed % 7)
+    sampled = tasks.sample(task, d, 30, np.random.default_rng(seed + 1), seed=seed % 7)
     batch = sampled.dense()
-    model = Model(*TK.model_shape(task, d, heads))
+    model = Model(*tasks.model_shape(task, d, heads))
     alpha = rng.standard_normal((R, heads, model.D))
     B = rng.standard_normal((R, heads, model.D, model.K))
-    tb = E.from_batch(sampled, "compiled")
-    assert E._onehot(tb) is not None
+    tb = engine.from_batch(sampled, "compiled")
+    assert engine._onehot(tb) is not None
     for loss in ["squared"] + (["cross_entropy"] if task == "ICL" else []):
-        r, ga, gB, f = E.risk_and_grad(alpha, B, tb, loss)
+        r, ga, gB, f = engine.risk_and_grad(alpha, B, tb, loss)
         target = batch.labels if loss == "cross_entropy" else batch.y
         for i in range(R):
             rr, g, ff = model.risk_and_grad(Params(alpha[i], B[i]), batch.X, target, batch.m, loss=loss)
@@ -77,36 +77,36 @@ def test_compiled_kernel_agrees_with_the_dense_model(task, heads, dmin, seed, dd
 def test_compiled_kernel_agrees_with_the_numpy_path(d, R, H):
     """ICL at the benchmark's batch (repeated tokens, rows of one and two coordinates): risks, gradients and
     outputs of every run to 1e-12, and the risks alone through ``risk``."""
-    batch = TK.sample("ICL", d, 64, np.random.default_rng(d))
-    _, D, K = TK.model_shape("ICL", d, H)
+    batch = tasks.sample("ICL", d, 64, np.random.default_rng(d))
+    _, D, K = tasks.model_shape("ICL", d, H)
     rng = np.random.default_rng(R + 10 * H)
     alpha, B = rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
-    tc = E.from_batch(batch, "compiled")
+    tc = engine.from_batch(batch, "compiled")
     assert (tc.mult != 1).any() and set(np.diff(tc.rows.indptr)) == {1, 2}
     _agree(batch, alpha, B)
-    _close(E.risk(alpha, B, tc), E.risk(alpha, B, E.from_batch(batch)), "risk only")
+    _close(engine.risk(alpha, B, tc), engine.risk(alpha, B, engine.from_batch(batch)), "risk only")
 
 
 @pytest.mark.parametrize("R,H", [(3, 1), (2, 2)])
 def test_compiled_kernel_with_empty_strings(R, H):
     """Empty strings (f = 0 there): risks, gradients and outputs, and the risks and accuracies alone, with one
     head and with two (whose outputs the compiled path sums in the products' layout)."""
-    batch = TK.sample("ICL", 20, 40, np.random.default_rng(1))
+    batch = tasks.sample("ICL", 20, 40, np.random.default_rng(1))
     m = batch.m.tolil()
     m[3], m[17] = 0, 0
     batch.m = m.tocsr()
     rng = np.random.default_rng(2)
-    _, D, K = TK.model_shape("ICL", 20, H)
-    tb, tn = E.from_batch(batch, "compiled"), E.from_batch(batch)
+    _, D, K = tasks.model_shape("ICL", 20, H)
+    tb, tn = engine.from_batch(batch, "compiled"), engine.from_batch(batch)
     assert len(tb.starts) == tb.size - 2
     alpha, B = rng.standard_normal((R, H, D)), rng.standard_normal((R, H, D, K))
     _agree(batch, alpha, B)
     for loss in ("squared", "cross_entropy"):
-        (r, acc, tied), (rn, accn, tiedn) = (E.risk_and_accuracy(alpha, B, tb, loss),
-                                             E.risk_and_accuracy(alpha, B, tn, loss))
+        (r, acc, tied), (rn, accn, tiedn) = (engine.risk_and_accuracy(alpha, B, tb, loss),
+                                             engine.risk_and_accuracy(alpha, B, tn, loss))
         _close(r, rn, "risk only")
         assert np.array_equal(acc, accn) and np.array_equal(tied, tiedn)
-    assert E.risk_and_grad(alpha, B, tb, with_f=False)[3] is None
+    assert engine.risk_and_grad(alpha, B, tb, with_f=False)[3] is None
 
 
 def _one_hot_batch(rng, T=40, D=12, N=25, K=2, absent=None, per_row=None):
@@ -121,7 +121,7 @@ def _one_hot_batch(rng, T=40, D=12, N=25, K=2, absent=None, per_row=None):
         m[:, X[:, absent] > 0] = 0.0
     first = int(np.flatnonzero(X[:, absent] == 0)[0]) if absent is not None else 0
     m[:, first] += 1.0  # no empty string
-    return TK.Batch(X, m, rng.standard_normal((N, K)))
+    return tasks.Batch(X, m, rng.standard_normal((N, K)))
 
 
 @given(seed=st.integers(0, 2 ** 31 - 1), R=st.integers(1, 3), H=st.integers(1, 3), K=st.integers(1, 4),
@@ -134,10 +134,10 @@ def test_the_fused_squared_loss_is_numpys_on_any_weights(seed, R, H, K, N):
     rng = np.random.default_rng(seed)
     fhe, y = rng.standard_normal((R * H, N, K)), rng.standard_normal((N, K))
     w = rng.random(N) * (rng.random(N) < 0.8)
-    tb = E.Tokens(table=None, y=y, weights=w, labels=None)
+    tb = engine.Tokens(table=None, y=y, weights=w, labels=None)
     f = fhe.reshape(R, H, N, K).sum(axis=1).transpose(1, 0, 2)                        # (N, R, K)
-    r_want, g_want = E._risk_and_dl(f, tb, "squared")
-    r, g = KN.squared_loss(fhe, y, w, H)
+    r_want, g_want = engine._risk_and_dl(f, tb, "squared")
+    r, g = kernels.squared_loss(fhe, y, w, H)
     _close(r, r_want, "risk")
     for h in range(H):
         _close(g.reshape(R, H, N, K)[:, h], g_want.transpose(1, 0, 2), f"dL/df of head {h}")
@@ -147,15 +147,15 @@ def test_the_fused_squared_loss_is_numpys_on_any_weights(seed, R, H, K, N):
 def test_the_compiled_kernel_reads_the_batchs_weights(H):
     """A batch with unequal probability weights (the sampled tasks' are equal): the compiled path's risks and
     gradients (its fused loss) agree with the numpy path's to 1e-12, and differ from those of equal weights."""
-    batch = TK.sample("ICL", 12, 30, np.random.default_rng(5))
+    batch = tasks.sample("ICL", 12, 30, np.random.default_rng(5))
     batch.weights = np.random.default_rng(6).random(30)
     batch.weights /= batch.weights.sum()
-    _, D, K = TK.model_shape("ICL", 12, H)
+    _, D, K = tasks.model_shape("ICL", 12, H)
     rng = np.random.default_rng(7)
     alpha, B = rng.standard_normal((2, H, D)), rng.standard_normal((2, H, D, K))
     _agree(batch, alpha, B)
-    equal = E.risk(alpha, B, E.from_batch(TK.Batch(batch.X, batch.m, batch.y), "compiled"))
-    assert np.abs(E.risk(alpha, B, E.from_batch(batch, "compiled")) - equal).min() > 1e-6
+    equal = engine.risk(alpha, B, engine.from_batch(tasks.Batch(batch.X, batch.m, batch.y), "compiled"))
+    assert np.abs(engine.risk(alpha, B, engine.from_batch(batch, "compiled")) - equal).min() > 1e-6
 
 
 def test_the_fused_squared_loss_refuses_mis_shaped_inputs():
@@ -165,15 +165,15 @@ def test_the_fused_squared_loss_refuses_mis_shaped_inputs():
                       ((fhe, np.zeros((3, 1)), np.zeros(3), 2), "targets has shape"),
                       ((fhe, np.zeros((3, 2)), np.zeros(4), 2), "weights has shape")):
         with pytest.raises(ValueError, match=msg):
-            KN.squared_loss(*args)
+            kernels.squared_loss(*args)
 
 
 def test_compiled_kernel_with_three_coordinates_a_row():
     """A one-hot table whose rows have one, two or three coordinates (the kernel's general loop)."""
     rng = np.random.default_rng(4)
     batch = _one_hot_batch(rng)
-    tc = E.from_batch(batch, "compiled")
-    assert E._onehot(tc).idx.shape[0] == 3
+    tc = engine.from_batch(batch, "compiled")
+    assert engine._onehot(tc).idx.shape[0] == 3
     _agree(batch, rng.standard_normal((2, 2, 12)), rng.standard_normal((2, 2, 12, 2)))
 
 
@@ -183,8 +183,8 @@ def test_pairs_whose_first_coordinates_recur_out_of_order():
     reach the mean embedding, the normaliser and the gradient)."""
     rng = np.random.default_rng(6)
     batch = _one_hot_batch(rng, per_row=2)
-    tc = E.from_batch(batch, "compiled")
-    oh = E._onehot(tc)
+    tc = engine.from_batch(batch, "compiled")
+    oh = engine._onehot(tc)
     assert oh.idx.shape[0] == 2 and (oh.idx < oh.D).all()
     first = [oh.idx[0, lo:hi] for lo, hi in zip(oh.bounds[:-1], oh.bounds[1:])]
     assert any(len(set(x)) < np.count_nonzero(np.diff(x)) + 1 for x in first)   # a first coordinate recurs
@@ -197,17 +197,17 @@ def test_each_kernel_builds_only_its_own_view_of_the_rows():
     for neither kernel's one-hot batch where numba runs, neither with the layout nor by a step: the compiled
     kernel takes its one-hot view, the numpy kernel the same-bits loops' view.  Inside ``numpy_paths`` a step
     of the numpy kernel builds them on demand."""
-    batch = TK.sample("ICL", 12, 20, np.random.default_rng(0))
-    _, D, K = TK.model_shape("ICL", 12, 1)
-    tc, tn = E.from_batch(batch, "compiled"), E.from_batch(batch)
+    batch = tasks.sample("ICL", 12, 20, np.random.default_rng(0))
+    _, D, K = tasks.model_shape("ICL", 12, 1)
+    tc, tn = engine.from_batch(batch, "compiled"), engine.from_batch(batch)
     assert "_onehot" in tc.__dict__ and "_rows_loops" in tn.__dict__
     for tb in (tc, tn):
-        E.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tb)
-        E.risk(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tb)
+        engine.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tb)
+        engine.risk(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tb)
         assert "_ops" not in tb.__dict__
     assert "_rows_loops" not in tc.__dict__ and "_onehot" not in tn.__dict__
-    with KN.numpy_paths():
-        E.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tn)
+    with kernels.numpy_paths():
+        engine.risk_and_grad(np.ones((2, 1, D)), np.ones((2, 1, D, K)), tn)
     assert "_ops" in tn.__dict__
 
 
@@ -217,12 +217,12 @@ def test_rows_the_kernel_cannot_take_stay_on_the_numpy_path():
     X = rng.standard_normal((40, 8)) * (rng.random((40, 8)) < 0.15)
     X[-1] = 0.0
     m = (rng.integers(1, 3, (10, 40)) * (rng.random((10, 40)) < 0.3)).astype(float)
-    for batch in (TK.Batch(X, m, rng.standard_normal((10, 1))), TK.sample("SLR", 6, 10, rng)):
-        tb = E.from_batch(batch, "compiled")
-        assert E._onehot(tb) is None
+    for batch in (tasks.Batch(X, m, rng.standard_normal((10, 1))), tasks.sample("SLR", 6, 10, rng)):
+        tb = engine.from_batch(batch, "compiled")
+        assert engine._onehot(tb) is None
         H, D, K = 1, tb.table.shape[1], tb.y.shape[1]
         a, B = rng.standard_normal((2, H, D)), rng.standard_normal((2, H, D, K))
-        for x, y in zip(E.risk_and_grad(a, B, tb), E.risk_and_grad(a, B, E.from_batch(batch))):
+        for x, y in zip(engine.risk_and_grad(a, B, tb), engine.risk_and_grad(a, B, engine.from_batch(batch))):
             assert x.tobytes() == y.tobytes()
 
 
@@ -233,8 +233,8 @@ def test_shifted_columns_agree_with_the_numpy_path(shift, top):
     TINY, where 1 / Z would overflow).  The attention saturates there, so the gradients, near 0, are held to
     1e-12 absolute; risks and outputs to 1e-12 relative."""
     d = 10
-    batch = TK.sample("ICL", d, 40, np.random.default_rng(3))
-    _, D, K = TK.model_shape("ICL", d, 2)
+    batch = tasks.sample("ICL", d, 40, np.random.default_rng(3))
+    _, D, K = tasks.model_shape("ICL", d, 2)
     rng = np.random.default_rng(0)
     alpha = rng.standard_normal((1, 2, D)) + shift
     if top is not None:
@@ -251,10 +251,10 @@ def test_underflowing_strings_fall_back_to_their_own_maximum():
     the strings without it have every product of exponentials underflow to 0; the kernel recomputes those
     with their own maximum and agrees with the numpy path (without the fallback their weights are 0 / 0)."""
     d = 10
-    batch = TK.sample("ICL", d, 30, np.random.default_rng(3))
-    _, D, K = TK.model_shape("ICL", d, 1)
-    tc = E.from_batch(batch, "compiled")
-    oh = E._onehot(tc)
+    batch = tasks.sample("ICL", d, 30, np.random.default_rng(3))
+    _, D, K = tasks.model_shape("ICL", d, 1)
+    tc = engine.from_batch(batch, "compiled")
+    oh = engine._onehot(tc)
     has = np.zeros((len(oh.bounds) - 1, D + 1), bool)
     strings = np.repeat(np.arange(len(oh.bounds) - 1), np.diff(oh.bounds))
     for k in range(oh.idx.shape[0]):
@@ -268,7 +268,7 @@ def test_underflowing_strings_fall_back_to_their_own_maximum():
     Ea = np.exp(np.concatenate([A, np.zeros((2, 1))], axis=1) - 2.0)   # the padding slot: exp(-top)
     Z = np.add.reduceat(Ea[:, oh.idx[0]] * Ea[:, oh.idx[1]] * oh.mult, oh.bounds[:-1], axis=1)
     assert (Z == 0).any() and (Z > 0).any()   # the case is reached: some strings' products all underflow
-    (w, inv), _ = KN.softmax_scatter(np.ascontiguousarray(A), oh)
+    (w, inv), _ = kernels.softmax_scatter(np.ascontiguousarray(A), oh)
     assert np.isfinite(inv).all() and np.isfinite(w).all()
     _agree(batch, alpha, rng.standard_normal((2, 1, D, K)))
 
@@ -283,7 +283,7 @@ def test_non_finite_parameters_spoil_the_same_strings_on_both_paths(bad, present
     rng = np.random.default_rng(1)
     j = 5
     batch = _one_hot_batch(rng, absent=j, per_row=per_row)
-    assert E._onehot(E.from_batch(batch, "compiled")).idx.shape[0] == (per_row or 3)
+    assert engine._onehot(engine.from_batch(batch, "compiled")).idx.shape[0] == (per_row or 3)
     if present:  # the first ten strings get a token on coordinate j
         batch.m[:10, int(np.flatnonzero(batch.X[:, j])[0])] = 1.0
     alpha, B = rng.standard_normal((2, 1, 12)), rng.standard_normal((2, 1, 12, 2))
@@ -303,30 +303,30 @@ def test_non_finite_parameters_spoil_the_same_strings_on_both_paths(bad, present
 
 def test_mis_shaped_parameters_are_refused_before_the_loops():
     """The compiled loops have no bounds checks: parameters of the wrong width raise, not write past arrays."""
-    batch = TK.sample("ICL", 8, 10, np.random.default_rng(0))
-    _, D, K = TK.model_shape("ICL", 8, 1)
-    tc = E.from_batch(batch, "compiled")
+    batch = tasks.sample("ICL", 8, 10, np.random.default_rng(0))
+    _, D, K = tasks.model_shape("ICL", 8, 1)
+    tc = engine.from_batch(batch, "compiled")
     with pytest.raises(ValueError, match="compiled kernel needs"):
-        E.risk_and_grad(np.zeros((1, 1, D + 5)), np.zeros((1, 1, D + 5, K)), tc)
-    oh = E._onehot(tc)
-    weights, _ = KN.softmax_scatter(np.zeros((1, D)), oh)
+        engine.risk_and_grad(np.zeros((1, 1, D + 5)), np.zeros((1, 1, D + 5, K)), tc)
+    oh = engine._onehot(tc)
+    weights, _ = kernels.softmax_scatter(np.zeros((1, D)), oh)
     N_ne = len(oh.bounds) - 1
     with pytest.raises(ValueError, match="U has shape"):
-        KN.score_grad(np.zeros((1, N_ne, D + 1)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, oh)
+        kernels.score_grad(np.zeros((1, N_ne, D + 1)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, oh)
     # the same rows split into other strings: the weights' normalisers no longer fit them
-    other = KN.OneHotRows(oh.idx, np.unique(np.append(oh.bounds, oh.bounds[:-1] + 1)), oh.mult, D)
+    other = kernels.OneHotRows(oh.idx, np.unique(np.append(oh.bounds, oh.bounds[:-1] + 1)), oh.mult, D)
     assert len(other.bounds) - 1 > N_ne
     with pytest.raises(ValueError, match="normalisers has shape"):
-        KN.score_grad(np.zeros((1, N_ne, D)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, other)
+        kernels.score_grad(np.zeros((1, N_ne, D)), np.zeros((1, N_ne, K)), np.zeros((1, N_ne, K)), weights, other)
     for bounds, mult, idx in ((oh.bounds + 1, oh.mult, oh.idx), (oh.bounds, oh.mult[1:], oh.idx),
                               (oh.bounds, oh.mult, oh.idx + D), (np.insert(oh.bounds, 1, 0), oh.mult, oh.idx),
                               (oh.bounds, oh.mult, oh.idx - D - 1),  # negative: unsigned, it would lie past D
                               (oh.bounds, oh.mult, oh.idx.astype(np.uint64) + np.uint64(2 ** 63))):
         with pytest.raises(ValueError, match="inconsistent one-hot rows"):   # the last: an empty string
-            KN.OneHotRows(idx, bounds, mult, D)
+            kernels.OneHotRows(idx, bounds, mult, D)
     # what was checked cannot change under the loops: the view is frozen and its arrays read-only copies
     idx = oh.idx.copy()
-    mine = KN.OneHotRows(idx, oh.bounds, oh.mult, D)
+    mine = kernels.OneHotRows(idx, oh.bounds, oh.mult, D)
     idx[:] = 0
     assert (mine.idx == oh.idx).all() and (mine.uidx == oh.idx).all()
     with pytest.raises(ValueError, match="read-only"):
@@ -339,13 +339,13 @@ def test_mis_shaped_parameters_are_refused_before_the_loops():
 
 def test_kernel_option_is_checked_before_any_work(monkeypatch):
     with pytest.raises(SettingError, match="kernel must be one of"):
-        RN.Config(kernel="fast").validate()
+        runner.Config(kernel="fast").validate()
     with pytest.raises(SettingError, match="kernel must be one of"):
-        E.from_batch(TK.sample("ICL", 5, 4, np.random.default_rng(0)), "fast")
-    monkeypatch.setattr(KN, "available", lambda: False)
+        engine.from_batch(tasks.sample("ICL", 5, 4, np.random.default_rng(0)), "fast")
+    monkeypatch.setattr(kernels, "available", lambda: False)
     with pytest.raises(SettingError, match="needs numba"):
-        RN.Config(kernel="compiled").validate()
-    RN.Config(kernel="numpy").validate()
+        runner.Config(kernel="compiled").validate()
+    runner.Config(kernel="numpy").validate()
 
 
 def test_results_record_the_kernel_and_old_results_read_as_numpy(tmp_path):
@@ -365,7 +365,7 @@ def test_results_record_the_kernel_and_old_results_read_as_numpy(tmp_path):
     assert "engine kernel compiled" in markdown(runs["compiled"]) and "engine kernel" not in markdown(runs["numpy"])
     old = dict(runs["numpy"]["config"])
     del old["kernel"]
-    assert RN.Config.from_dict(old).kernel == "numpy"
+    assert runner.Config.from_dict(old).kernel == "numpy"
     a, b = (json.dumps(runs[k]["rows"], sort_keys=True) for k in ("numpy", "compiled"))
     ra, rb = _floats(json.loads(a)), _floats(json.loads(b))
     assert len(ra) == len(rb) > 0
@@ -396,19 +396,19 @@ def _default_kernel_work():
     out = []
     rng = np.random.default_rng(11)
     for task, loss, batch in (("OR", "squared", population("OR", 6, 1e-6, 1e-6, merged=True)),
-                              ("SLR", "squared", TK.sample("SLR", 6, 32, np.random.default_rng(1), seed=0)),
-                              ("ICL", "cross_entropy", TK.sample("ICL", 6, 32, np.random.default_rng(2))),
-                              ("ICL", "squared", TK.sample("ICL", 6, 32, np.random.default_rng(3))),
-                              ("even_pairs", "squared", TK.sample("even_pairs", 2, 32, np.random.default_rng(4)))):
-        if sp.issparse(batch.m):
-            m = sp.csr_matrix(batch.m)
+                              ("SLR", "squared", tasks.sample("SLR", 6, 32, np.random.default_rng(1), seed=0)),
+                              ("ICL", "cross_entropy", tasks.sample("ICL", 6, 32, np.random.default_rng(2))),
+                              ("ICL", "squared", tasks.sample("ICL", 6, 32, np.random.default_rng(3))),
+                              ("even_pairs", "squared", tasks.sample("even_pairs", 2, 32, np.random.default_rng(4)))):
+        if sparse.issparse(batch.m):
+            m = sparse.csr_matrix(batch.m)
             out += [m.indptr, m.indices, m.data]
-        _, D, K = TK.model_shape(task, 6, 1)
+        _, D, K = tasks.model_shape(task, 6, 1)
         alpha, B = rng.standard_normal((2, 1, D)), rng.standard_normal((2, 1, D, K))
-        tb = E.from_batch(batch)
-        if sp.issparse(tb.rows):
+        tb = engine.from_batch(batch)
+        if sparse.issparse(tb.rows):
             out += [tb.rows.indptr, tb.rows.indices, tb.rows.data, tb.starts, tb.seg, tb.mult]
-        out += [np.asarray(x) for x in E.risk_and_grad(alpha, B, tb, loss)]
+        out += [np.asarray(x) for x in engine.risk_and_grad(alpha, B, tb, loss)]
     return out
 
 
@@ -416,37 +416,37 @@ def test_numpy_paths_switch_off_every_same_bits_loop_with_the_same_bits():
     """Inside ``numpy_paths`` no call site of the default kernel (the bag's forward pass and pairs of types, the
     rows' passes, the squared loss's terms, the ICL sampler's rounds and counts) reaches numba, and every result
     has the same bits as with the loops; on exit the loops are taken again."""
-    with counted(KN._compiled(), SAME_BITS_LOOPS) as calls:
-        assert KN.usable()
+    with counted(kernels._compiled(), SAME_BITS_LOOPS) as calls:
+        assert kernels.usable()
         with_loops = _default_kernel_work()
         assert all(calls.values()), calls        # the workload reaches every loop
         calls.update(dict.fromkeys(calls, 0))
-        with KN.numpy_paths():
-            assert not KN.usable()
-            with KN.numpy_paths():               # nested: still off after the inner one ends
+        with kernels.numpy_paths():
+            assert not kernels.usable()
+            with kernels.numpy_paths():               # nested: still off after the inner one ends
                 pass
             without = _default_kernel_work()
         assert calls == dict.fromkeys(SAME_BITS_LOOPS, 0)
         assert len(without) == len(with_loops)
         for a, b in zip(with_loops, without):
             assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-        assert KN.usable()
+        assert kernels.usable()
         _default_kernel_work()
         assert all(calls.values()), calls
 
 
 def test_numpy_paths_restores_the_switch_after_an_error():
     with pytest.raises(RuntimeError):
-        with KN.numpy_paths():
+        with kernels.numpy_paths():
             raise RuntimeError
-    assert KN.usable()
+    assert kernels.usable()
 
 
 def test_the_heavy_rows_are_those_a_multiplicity_scales():
     """``OneHotRows.heavy``: every row whose multiplicity is not 1, below or above it or NaN, in order (the
     normalisation scales these rows alone); read-only."""
     mult = np.array([1.0, 0.5, 2.0, np.nan, 1.0, 0.0, 3.0])
-    oh = KN.OneHotRows(idx=np.array([[0, 1, 0, 1, 0, 1, 0]]), bounds=np.array([0, 3, 7]), mult=mult, D=2)
+    oh = kernels.OneHotRows(idx=np.array([[0, 1, 0, 1, 0, 1, 0]]), bounds=np.array([0, 3, 7]), mult=mult, D=2)
     assert oh.heavy.tolist() == [1, 2, 3, 5, 6] and oh.heavy.dtype == np.uint64
     with pytest.raises(ValueError, match="read-only"):
         oh.heavy[0] = 0

@@ -13,13 +13,13 @@ from scipy.special import gammaln
 from scipy.stats import chi2
 
 from checks.strategies import examples
-from numerics.experiments import kernels as _KN
-from numerics.experiments import tasks as TK
+from numerics.experiments import kernels
+from numerics.experiments import tasks
 from numerics.experiments.population import WEIGHT_RELATIVE_ERROR, expand, marked_symbols, population
 from numerics.model import Model, Params
 from theory.validation import SettingError
 
-needs_numba = pytest.mark.skipif(not _KN.available(), reason="numba is not installed")
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 
 N = 20000
 Z = 4.5  # Monte Carlo bands: 4.5 standard errors
@@ -40,22 +40,22 @@ def _balance_exact(task: str, d: int, p: float) -> float:
 @pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
 @pytest.mark.parametrize("d", [5, 12, 50])
 def test_balancing_parameter_balances(task, d):
-    p = TK.length_parameter(task, d)
+    p = tasks.length_parameter(task, d)
     assert abs(_balance_exact(task, d, p) - 0.5) < 1e-12
     if task == "AND":  # the root is bracketed to 1e-12: the balance changes sign across it
-        assert TK.and_balance(p - 1e-12, d) > 0 > TK.and_balance(p + 1e-12, d)
+        assert tasks.and_balance(p - 1e-12, d) > 0 > tasks.and_balance(p + 1e-12, d)
 
 
 def test_closed_forms_and_and_root_at_50():
-    assert TK.length_parameter("occurrence", 50) == 1 / 49
-    assert TK.length_parameter("OR", 50) == 2 / 48
-    assert abs(TK.length_parameter("AND", 50) - 0.0113) < 5e-5
-    assert TK.length_parameter("ICL", 50) == 1 / 99  # mean length 1 + 1/p = 2d
+    assert tasks.length_parameter("occurrence", 50) == 1 / 49
+    assert tasks.length_parameter("OR", 50) == 2 / 48
+    assert abs(tasks.length_parameter("AND", 50) - 0.0113) < 5e-5
+    assert tasks.length_parameter("ICL", 50) == 1 / 99  # mean length 1 + 1/p = 2d
 
 
 @pytest.mark.parametrize("task", ["occurrence", "OR", "AND"])
 def test_sampled_classes_balance(task):
-    b = TK.sample(task, 20, N, np.random.default_rng(1))
+    b = tasks.sample(task, 20, N, np.random.default_rng(1))
     assert abs((b.labels == 1).mean() - 0.5) < Z * math.sqrt(0.25 / N)
     assert np.all(b.m.sum(axis=1) == b.extra["n"])
     a, bb = b.m[:, 0] > 0, b.m[:, 1] > 0
@@ -64,24 +64,24 @@ def test_sampled_classes_balance(task):
 
 
 def test_seeded_and_reproducible():
-    for task in TK.TASKS:
-        b1 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2).dense()
-        b2 = TK.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2).dense()
+    for task in tasks.TASKS:
+        b1 = tasks.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2).dense()
+        b2 = tasks.sample(task, 6, 50, np.random.default_rng([3, 4]), seed=2).dense()
         assert np.array_equal(b1.m, b2.m) and np.array_equal(b1.y, b2.y)
         assert np.array_equal(np.asarray(b1.X), np.asarray(b2.X))
 
 
-@pytest.mark.parametrize("embedding", TK.EVEN_PAIRS_EMBEDDINGS)
+@pytest.mark.parametrize("embedding", tasks.EVEN_PAIRS_EMBEDDINGS)
 def test_even_pairs_label_and_tokens(embedding):
     """The label counts the ab and ba pairs of the string (even iff first = last), and the tokens are those
     of the embedding: (first flag, symbol, last symbol) for "query", the framed adjacent pairs for
     "adjacent"."""
-    b = TK.sample_even_pairs(4000, np.random.default_rng(5), return_strings=True, embedding=embedding)
+    b = tasks.sample_even_pairs(4000, np.random.default_rng(5), return_strings=True, embedding=embedding)
     changes = np.array([int(np.sum(s[1:] != s[:-1])) for s in b.extra["strings"]])
     assert np.array_equal(b.labels == 1, changes % 2 == 0)
     assert np.array_equal(b.labels == 1, np.array([s[0] == s[-1] for s in b.extra["strings"]]))
     for s, row in zip(b.extra["strings"][:200], b.m[:200]):
-        want = np.zeros(TK.EVEN_PAIRS_DIM[embedding])
+        want = np.zeros(tasks.EVEN_PAIRS_DIM[embedding])
         if embedding == "query":
             for i, zi in enumerate(s):
                 want[4 * (i == 0) + 2 * zi + s[-1]] += 1
@@ -89,30 +89,30 @@ def test_even_pairs_label_and_tokens(embedding):
             for u, v in zip([-1, *s], [*s, 2]):
                 want[3 * (u + 1) + v] += 1
         assert np.array_equal(row, want)
-    assert b.X.shape == (TK.EVEN_PAIRS_DIM[embedding],) * 2
-    p = TK.length_parameter("even_pairs", 2)
+    assert b.X.shape == (tasks.EVEN_PAIRS_DIM[embedding],) * 2
+    p = tasks.length_parameter("even_pairs", 2)
     assert abs((b.labels == 1).mean() - (1 + p) / 2) < Z * math.sqrt(0.25 / 4000)
 
 
 def test_even_pairs_embedding_is_threaded_through_sample_and_model_shape():
     rng = [np.random.default_rng(8) for _ in range(3)]
-    default = TK.sample("even_pairs", 10, 50, rng[0])
-    query = TK.sample("even_pairs", 10, 50, rng[1], even_pairs_embedding="query")
-    adjacent = TK.sample("even_pairs", 10, 50, rng[2], even_pairs_embedding="adjacent")
+    default = tasks.sample("even_pairs", 10, 50, rng[0])
+    query = tasks.sample("even_pairs", 10, 50, rng[1], even_pairs_embedding="query")
+    adjacent = tasks.sample("even_pairs", 10, 50, rng[2], even_pairs_embedding="adjacent")
     assert np.array_equal(default.m, query.m) and default.m.shape[1] == 8 and adjacent.m.shape[1] == 9
     assert np.array_equal(default.labels, adjacent.labels)  # the same strings, other tokens
-    assert TK.model_shape("even_pairs", 10) == (1, 8, 1)
-    assert TK.model_shape("even_pairs", 10, even_pairs_embedding="adjacent") == (1, 9, 1)
+    assert tasks.model_shape("even_pairs", 10) == (1, 8, 1)
+    assert tasks.model_shape("even_pairs", 10, even_pairs_embedding="adjacent") == (1, 9, 1)
     with pytest.raises(SettingError, match="even_pairs_embedding"):
-        TK.sample("even_pairs", 10, 5, rng[0], even_pairs_embedding="pairs")
+        tasks.sample("even_pairs", 10, 5, rng[0], even_pairs_embedding="pairs")
     with pytest.raises(SettingError, match="even_pairs_embedding"):
-        TK.model_shape("even_pairs", 10, even_pairs_embedding="pairs")
+        tasks.model_shape("even_pairs", 10, even_pairs_embedding="pairs")
 
 
 def test_icl_bigram_rule():
     d = 7
-    b = TK.sample_icl(d, 3000, np.random.default_rng(6), return_strings=True)
-    X = TK.icl_table(d)
+    b = tasks.sample_icl(d, 3000, np.random.default_rng(6), return_strings=True)
+    X = tasks.icl_table(d)
     for z, o, row in zip(b.extra["strings"], b.labels, b.m.toarray()):
         assert o != 0
         after = z[1:][z[:-1] == 0]
@@ -133,7 +133,7 @@ def test_icl_sparse_table_holds_each_pair_embedding_in_canonical_form():
     CSR matrix is canonical (sorted indices, no duplicates), as scipy's conversion of a dense table would be."""
     import scipy.sparse as sp
     for d in (3, 4, 9):
-        got = TK.icl_table_sparse(d)
+        got = tasks.icl_table_sparse(d)
         eye = np.eye(2 * d)
         for z in range(d):
             for prev in range(-1, d):
@@ -154,7 +154,7 @@ def test_vectorised_icl_rule_equals_the_sequential_rule():
         seq = z.copy()
         for i in range(1, z.shape[1]):
             seq[:, i] = np.where(seq[:, i - 1] == 0, o, seq[:, i])
-        assert np.array_equal(TK.icl_rule(z, o), seq)
+        assert np.array_equal(tasks.icl_rule(z, o), seq)
         naive = z.copy()
         naive[:, 1:] = np.where(z[:, :-1] == 0, o[:, None], z[:, 1:])
         assert not np.array_equal(naive, seq)
@@ -176,10 +176,10 @@ def test_icl_rule_on_strings_laid_end_to_end_equals_the_rule_on_each_string():
         for f, m in zip(first, lengths):
             for i in range(f + 1, f + m):
                 want[i] = o[i] if want[i - 1] == 0 else want[i]
-        assert np.array_equal(TK.icl_rule_flat(z, o, start), want)
+        assert np.array_equal(tasks.icl_rule_flat(z, o, start), want)
         one_string = np.zeros_like(start)
         one_string[0] = True
-        assert not np.array_equal(TK.icl_rule_flat(z, o, one_string), want)
+        assert not np.array_equal(tasks.icl_rule_flat(z, o, one_string), want)
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_numba)])
@@ -193,7 +193,7 @@ def test_count_matrix_equals_scipys_summed_coo(compiled):
         rows, cols = rng.integers(0, N, M), rng.integers(0, cells, M)
         want = sp.csr_matrix((np.ones(M), (rows, cols)), shape=(N, cells))
         want.sum_duplicates()
-        got = TK._count_matrix(rows, cols, N, cells, compiled=compiled)
+        got = tasks._count_matrix(rows, cols, N, cells, compiled=compiled)
         for a, b in ((got.data, want.data), (got.indices, want.indices), (got.indptr, want.indptr)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         assert got.shape == want.shape and got.has_canonical_format
@@ -201,25 +201,25 @@ def test_count_matrix_equals_scipys_summed_coo(compiled):
 
 def test_slr_target_and_noise():
     d, n = 6, 6000
-    b = TK.sample_slr(d, n, np.random.default_rng(7), seed=3)
+    b = tasks.sample_slr(d, n, np.random.default_rng(7), seed=3)
     k, v = b.extra["k"], b.extra["v"]
     assert abs(k @ v) < 1e-12 and abs(k @ k - 1) < 1e-12 and abs(v @ v - 1) < 1e-12
     xJ = b.X[np.arange(n), b.extra["J"]]
     assert np.all(b.m[np.arange(n), b.extra["J"]] == 1)
     resid = b.y[:, 0] - xJ @ v
-    assert abs(resid.mean()) < Z * TK.SLR_NOISE / math.sqrt(n)
-    s2 = resid.var(ddof=1) * (n - 1) / TK.SLR_NOISE ** 2
+    assert abs(resid.mean()) < Z * tasks.SLR_NOISE / math.sqrt(n)
+    s2 = resid.var(ddof=1) * (n - 1) / tasks.SLR_NOISE ** 2
     assert chi2.ppf(1e-6, n - 1) < s2 < chi2.isf(1e-6, n - 1)
-    assert abs((xJ @ k).mean() - math.sqrt(d / 2)) < Z * math.sqrt(TK.SLR_GAMMA2 / n)
+    assert abs((xJ @ k).mean() - math.sqrt(d / 2)) < Z * math.sqrt(tasks.SLR_GAMMA2 / n)
     assert np.all(b.X[b.m == 0] == 0) and np.all(b.m.sum(axis=1) == b.extra["n"])
-    assert abs(b.extra["n"].mean() - TK.SLR_MEAN_LENGTH) < Z * math.sqrt(90 / n)
+    assert abs(b.extra["n"].mean() - tasks.SLR_MEAN_LENGTH) < Z * math.sqrt(90 / n)
 
 
 def test_bad_task_and_small_d():
     with pytest.raises(SettingError, match="task"):
-        TK.length_parameter("XOR", 10)
+        tasks.length_parameter("XOR", 10)
     with pytest.raises(SettingError, match="d >= 4"):
-        TK.length_parameter("OR", 3)
+        tasks.length_parameter("OR", 3)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def test_bad_task_and_small_d():
 
 def _full_population(task: str, d: int, n_max: int):
     """All count vectors of n <= n_max over d symbols with their probabilities (one-hot table I_d)."""
-    p = TK.length_parameter(task, d)
+    p = tasks.length_parameter(task, d)
     rows, w = [], []
     for n in range(1, n_max + 1):
         for cut in itertools.combinations(range(n + d - 1), d - 1):
@@ -279,7 +279,7 @@ def _arb_class_weights(task, d, pop, stride=1):
     import flint
     flint.ctx.prec = 120
     k = marked_symbols(task)
-    P, q = flint.arb(TK.length_parameter(task, d)), flint.arb(k / d if task != "occurrence" else 1 / d)
+    P, q = flint.arb(tasks.length_parameter(task, d)), flint.arb(k / d if task != "occurrence" else 1 / d)
     got, ref = [], []
     for i in range(0, len(pop.weights), stride):
         c, r = (int(x) for x in pop.m[i])
@@ -410,7 +410,7 @@ def _classes_before_cut(task, d, len_tol, merged=False, exact=False, weights=Tru
     (pb qb)^n, pb and qb powers of two) and rounded once; ``exact``: the pair (integer, denominator)."""
     from numerics.experiments.population import QUANTILE_TAIL
     from scipy.stats import binom
-    p, k = TK.length_parameter(task, d), marked_symbols(task)
+    p, k = tasks.length_parameter(task, d), marked_symbols(task)
     n_max = max(1, math.ceil(math.log(len_tol) / math.log1p(-p)))
     (pa, pb), (qa, qb) = p.as_integer_ratio(), (1 / d).as_integer_ratio()  # p = pa / pb, q = qa / qb
     out = []
@@ -514,8 +514,8 @@ def test_the_compiled_icl_round_draws_the_same_batches(seed, d, N):
     state the same strings, answers, lengths and count matrix (arrays and dtypes), and the generator left in
     the same state (the same draws were taken)."""
     r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
-    a = TK.sample_icl(d, N, r1, return_strings=True)
-    b = TK.sample_icl(d, N, r2, return_strings=True, compiled=False)
+    a = tasks.sample_icl(d, N, r1, return_strings=True)
+    b = tasks.sample_icl(d, N, r2, return_strings=True, compiled=False)
     for x, y in ((a.m.data, b.m.data), (a.m.indices, b.m.indices), (a.m.indptr, b.m.indptr), (a.y, b.y),
                  (a.labels, b.labels), (a.extra["n"], b.extra["n"])):
         assert x.dtype == y.dtype and np.array_equal(x, y)
@@ -528,7 +528,7 @@ def test_the_compiled_icl_round_follows_the_rule_and_refuses_bad_rounds():
     """The compiled round on hand-made draws: a q = 0 turns the next token into the answer (never a q), so a
     run of drawn q's alternates q, o, q, ...; a q only at the last position does not make a string good; the
     cells pair each token with the one before (-1 first); inconsistent rounds are refused before the loop."""
-    KN = _KN
+    KN = kernels
     raw = np.array([[0, 5, 0, 0, 0, 2], [3, 4, 0, 9, 9, 9], [1, 0, 0, 0, 0, 0]])
     z, cells, good = KN.icl_round(raw, np.array([6, 3, 2]), np.array([7, 8, 6]), 10)
     assert z.tolist() == [0, 7, 0, 7, 0, 7] + [3, 4, 0] + [1, 0]
@@ -551,14 +551,14 @@ def test_a_numba_that_cannot_import_leaves_the_numpy_round(monkeypatch):
     same batch as with numba."""
     import sys
 
-    KN = _KN
-    want = TK.sample_icl(12, 30, np.random.default_rng(4))
+    KN = kernels
+    want = tasks.sample_icl(12, 30, np.random.default_rng(4))
     KN.usable.cache_clear()
     KN._compiled.cache_clear()
     try:
         monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" raises ImportError
         assert KN.available() and not KN.usable()
-        got = TK.sample_icl(12, 30, np.random.default_rng(4))
+        got = tasks.sample_icl(12, 30, np.random.default_rng(4))
     finally:
         monkeypatch.undo()
         KN.usable.cache_clear()
@@ -571,14 +571,14 @@ def test_a_numba_that_cannot_import_leaves_the_numpy_round(monkeypatch):
 def test_slr_directions_are_kept_read_only_per_d_and_seed():
     """Every batch of a run asks for k*, v*: the same arrays come back for the same (d, seed), read-only (no
     caller can change the next batch's), and other ones for another seed or d."""
-    k, v = TK.slr_directions(9, 3)
-    k2, v2 = TK.slr_directions(9, 3)
+    k, v = tasks.slr_directions(9, 3)
+    k2, v2 = tasks.slr_directions(9, 3)
     assert k2 is k and v2 is v
     assert not k.flags.writeable and not v.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         k[0] = 1.0
-    assert not np.array_equal(TK.slr_directions(9, 4)[0], k) and TK.slr_directions(10, 3)[0].shape == (10,)
-    b = TK.sample_slr(9, 5, np.random.default_rng(0), seed=3)
+    assert not np.array_equal(tasks.slr_directions(9, 4)[0], k) and tasks.slr_directions(10, 3)[0].shape == (10,)
+    b = tasks.sample_slr(9, 5, np.random.default_rng(0), seed=3)
     assert b.extra["k"] is k and b.extra["v"] is v
 
 
@@ -600,7 +600,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
     pop = population("occurrence", d, cfg.mass_tol, cfg.len_tol)
     tb = E.from_batch(pop)
     ev = IntegralEvaluator(Setting(d=d), dps=20)
-    H, D, K = TK.model_shape("occurrence", d, 1)
+    H, D, K = tasks.model_shape("occurrence", d, 1)
     for aa, ab, ba, bb in [(0.0, 0.0, 0.0, 0.0), (2.3, -0.1, 1.5, -0.9), (5.0, -1.0, 2.0, -1.5),
                            (-1.0, 0.5, -0.5, 0.7), (8.0, 0.0, 1.0, -1.0), (20.0, -3.0, 12.0, -11.0)]:
         alpha = np.full((1, H, D), ab)
@@ -642,7 +642,7 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
     tb = E.from_batch(pop)
     _, weights = _arb_class_weights(task, d, pop)
     k = 1 if task == "occurrence" else 2
-    H, D, K = TK.model_shape(task, d, 1)
+    H, D, K = tasks.model_shape(task, d, 1)
     for a1, a2, b1, b2 in [(0.0, 0.0, 0.0, 0.0), (20.0, -3.0, 12.0, -11.0), (-15.0, 4.0, -6.0, 12.0),
                            (2.5, 2.5, 1.0, -1.0)]:
         alpha = np.full((1, H, D), a2)
@@ -661,7 +661,7 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
         if err > 1e-15:
             assert allowance <= 1e4 * err, (task, a1, err, allowance)
         if a1 == 0.0:  # control: weights 1e-12 too large, as the old gammaln ones could be, exceed the allowance
-            off = E.from_batch(TK.Batch(pop.X, pop.m, pop.y, weights=pop.weights * (1 + 1e-12), labels=pop.labels))
+            off = E.from_batch(tasks.Batch(pop.X, pop.m, pop.y, weights=pop.weights * (1 + 1e-12), labels=pop.labels))
             assert abs(float(E.risk(alpha, B, off)[0]) - float(total.mid())) > allowance
 
 
@@ -679,7 +679,7 @@ def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
 
     pop = population("occurrence", d, 1e-16, 1e-16)
     tb = E.from_batch(pop)
-    H, D, K = TK.model_shape("occurrence", d, 1)
+    H, D, K = tasks.model_shape("occurrence", d, 1)
     aa, au, ba, bu = 20.0, -3.0, 12.0, -11.0
     alpha = np.full((1, H, D), au)
     alpha[..., 0] = aa
@@ -695,7 +695,7 @@ def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
     want = math.fsum((p * f_minus_y * wa * wu * (ba - bu)).tolist())
     assert abs(got - want) <= 1e-13 * abs(want), (got, want)
     perm = np.random.default_rng(1).permutation(len(pop.weights))
-    shuffled = TK.Batch(pop.X, pop.m[perm], pop.y[perm], weights=pop.weights[perm], labels=pop.labels[perm])
+    shuffled = tasks.Batch(pop.X, pop.m[perm], pop.y[perm], weights=pop.weights[perm], labels=pop.labels[perm])
     again = E.risk_and_grad(alpha, B, E.from_batch(shuffled))[1][0, 0, 0]
     assert abs(again - got) <= 1e-14 * abs(want), (again, got)
     # control: the old form's two sums of size |f| |f - y|, cancelled to the gradient, miss by far more

@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from numerics.experiments import engine as E
+from numerics.experiments import engine
 from numerics.experiments import lag as L
-from numerics.experiments import runner as RN
-from numerics.experiments import verdicts as V
+from numerics.experiments import runner
+from numerics.experiments import verdicts
 from numerics.experiments.grid import TIE_RTOL, GridSearch
 
 # ------------------------------------------------------------------------------------------------ rows
@@ -37,7 +37,7 @@ def _row(name="occurrence", task=None, **changes):
     seeds = [{"curve": {"risk": [0.5, 0.1]}}]
     plan = {"risk": _stat(0.01), "seeds": seeds, "diverged": [], "capped": [], "not_converged": [],
             "truncation_bound": 0.0, "search": {"all_diverged": False, "edge": [], "insensitive": False}}
-    row = {"name": name, "task": task or name, "plans": {p: copy.deepcopy(plan) for p in RN.PLANS},
+    row = {"name": name, "task": task or name, "plans": {p: copy.deepcopy(plan) for p in runner.PLANS},
            "ceiling": {"lower": 0.0, "upper": 0.0, "best_risk": 0.0, "kind": "construction"},
            "lag": {"displacement": _lag(_stat(40), _stat(10), _stat(4.0))}}
     row["plans"]["output_only"]["risk"]["mean"] = 0.3
@@ -54,16 +54,16 @@ def _row(name="occurrence", task=None, **changes):
 
 
 def test_standard_error_of_a_mean():
-    assert V._se(_stat(0.0, 2.0, 4)) == 1.0
-    assert V._se(_stat(0.0, 2.0, 2)) == 2.0 / math.sqrt(2)
-    assert V._se(_stat(0.0, 5.0, 1)) == 0.0  # one run has no standard error
+    assert verdicts._se(_stat(0.0, 2.0, 4)) == 1.0
+    assert verdicts._se(_stat(0.0, 2.0, 2)) == 2.0 / math.sqrt(2)
+    assert verdicts._se(_stat(0.0, 5.0, 1)) == 0.0  # one run has no standard error
 
 
 def test_capacity_tolerance_is_a_share_of_the_starting_risk_and_its_boundaries():
     """Starting risk 1, so tol = 0.05 exactly: upper - best = tol is representable, lower - best = tol is
     undecided (not 'not representable'), and each side beyond it is decided."""
     def cap(lower, upper, best=0.0, start=1.0, **extra):
-        return V.capacity(_row(**{"plans.three_phase.seeds": [{"curve": {"risk": [start]}}],
+        return verdicts.capacity(_row(**{"plans.three_phase.seeds": [{"curve": {"risk": [start]}}],
                                   "ceiling": {"lower": lower, "upper": upper, "best_risk": best, "kind": "LP",
                                               **extra}}))
 
@@ -81,17 +81,17 @@ def test_capacity_tolerance_is_a_share_of_the_starting_risk_and_its_boundaries()
     assert cap(0.3125, 0.5, best=0.25)[0] is False
     # no kind recorded: the parenthesis still closes
     row = _row(ceiling={"lower": 0.0, "upper": 0.0, "best_risk": 0.0})
-    assert V.capacity(row)[1].endswith("(tolerance 0.025; )")
+    assert verdicts.capacity(row)[1].endswith("(tolerance 0.025; )")
 
 
 def test_capacity_without_a_ceiling_or_a_starting_risk_is_undecided():
-    assert V.capacity(_row(ceiling=None)) == (None, "no capacity ceiling computed")
-    assert V.capacity(_row(ceiling={})) == (None, "no capacity ceiling computed")
-    assert V.capacity(_row(ceiling={"error": "LP failed"})) == (None, "no capacity ceiling computed (LP failed)")
+    assert verdicts.capacity(_row(ceiling=None)) == (None, "no capacity ceiling computed")
+    assert verdicts.capacity(_row(ceiling={})) == (None, "no capacity ceiling computed")
+    assert verdicts.capacity(_row(ceiling={"error": "LP failed"})) == (None, "no capacity ceiling computed (LP failed)")
     row = _row()
     for p in row["plans"].values():
         p["seeds"] = [{"curve": {"risk": []}}, {"curve": {"risk": [None, 0.2]}}]
-    assert V.capacity(row) == (None, "no starting risk to scale the capacity tolerance")
+    assert verdicts.capacity(row) == (None, "no starting risk to scale the capacity tolerance")
 
 
 def test_starting_risk_is_the_first_recorded_risk_of_the_first_run_that_has_one():
@@ -100,36 +100,36 @@ def test_starting_risk_is_the_first_recorded_risk_of_the_first_run_that_has_one(
         p["seeds"] = []
     row["plans"]["joint"]["seeds"] = [{"curve": {"risk": []}}, {"curve": {"risk": [None, 0.2]}},
                                       {"curve": {"risk": [0.75, 0.5]}}, {"curve": {"risk": [0.25]}}]
-    assert V._start_risk(row) == 0.75
+    assert verdicts._start_risk(row) == 0.75
     row["plans"]["joint"]["seeds"] = []
-    assert V._start_risk(row) is None
+    assert verdicts._start_risk(row) is None
 
 
 def test_artefacts_name_every_reason_once():
     row = _row()
-    assert V.artefacts(row, ("three_phase", "joint")) == []
+    assert verdicts.artefacts(row, ("three_phase", "joint")) == []
     three = row["plans"]["three_phase"]
     three["search"] = {"all_diverged": False, "edge": ["att high", "out low"], "insensitive": False}
     three["diverged"] = [3]
     three["unstable"] = [1]
     three["not_converged"] = [3, 4]  # seed 3 diverged: not also "not converged"
-    assert V.artefacts(row, ("three_phase", "joint")) == [
+    assert verdicts.artefacts(row, ("three_phase", "joint")) == [
         "three phase: chosen step at an untried grid edge (att high, out low)",
         "three phase: diverged on seeds [3]",
         "three phase: ended above its starting risk (unstable) on seeds [1]",
         "three phase: not converged within the budget on seeds [4]"]
-    assert V.artefacts(row, ("joint",)) == []  # only the plans asked about
+    assert verdicts.artefacts(row, ("joint",)) == []  # only the plans asked about
     # a plan whose every step diverged gets that one reason
     three["search"]["all_diverged"] = True
     row["plans"]["joint"]["not_converged"] = [0]
-    assert V.artefacts(row, ("three_phase", "joint")) == [
+    assert verdicts.artefacts(row, ("three_phase", "joint")) == [
         "three phase: every step size diverged on the tuning seeds",
         "joint: not converged within the budget on seeds [0]"]
     # an unrepresentable row: the capacity reason comes first
     row["ceiling"] = {"lower": 0.25, "upper": 0.5, "best_risk": 0.0, "kind": "LP"}
-    assert V.artefacts(row, ())[0].startswith("not representable: ")
+    assert verdicts.artefacts(row, ())[0].startswith("not representable: ")
     row["ceiling"] = None
-    assert V.artefacts(row, ()) == ["no capacity ceiling computed"]
+    assert verdicts.artefacts(row, ()) == ["no capacity ceiling computed"]
 
 
 # exact binary numbers: se = sqrt((0.1875/2)^2 + (0.25/2)^2) = 5/32, 3 se = 15/32
@@ -139,31 +139,31 @@ EXACT = {"plans.three_phase.risk": _stat(0.65625, 0.1875, 4), "plans.joint.risk"
 
 def test_excess_margin_and_slack():
     row = _row(**EXACT)
-    assert V.excess(row, "three_phase", "joint") == (0.53125, 0.46875, 0.0)
+    assert verdicts.excess(row, "three_phase", "joint") == (0.53125, 0.46875, 0.0)
     row["plans"]["three_phase"]["truncation_bound"] = 0.0625
     row["plans"]["joint"]["truncation_bound"] = 0.125
-    assert V.excess(row, "three_phase", "joint")[2] == 0.1875
+    assert verdicts.excess(row, "three_phase", "joint")[2] == 0.1875
     row["plans"]["joint"]["truncation_bound"] = None  # a sampled plan has none
-    assert V.excess(row, "three_phase", "joint")[2] == 0.0625
+    assert verdicts.excess(row, "three_phase", "joint")[2] == 0.0625
     # the rounding allowance of either plan adds to the slack
     row["plans"]["three_phase"]["rounding_bound"] = 0.015625
     row["plans"]["joint"]["rounding_bound"] = 0.0078125
-    assert V.excess(row, "three_phase", "joint")[2] == 0.0859375
+    assert verdicts.excess(row, "three_phase", "joint")[2] == 0.0859375
     row["plans"]["three_phase"]["rounding_bound"] = row["plans"]["joint"]["rounding_bound"] = None
-    assert V.excess(row, "joint", "three_phase")[:2] == (-0.53125, 0.46875)
+    assert verdicts.excess(row, "joint", "three_phase")[:2] == (-0.53125, 0.46875)
     # the attention effect (output-only minus joint) takes over when it is large, whatever its sign
     row["plans"]["output_only"]["risk"] = _stat(10.125)
-    assert V.excess(row, "three_phase", "joint")[1] == pytest.approx(1.0, rel=1e-15)
+    assert verdicts.excess(row, "three_phase", "joint")[1] == pytest.approx(1.0, rel=1e-15)
     row["plans"]["output_only"]["risk"] = _stat(-9.875)
-    assert V.excess(row, "three_phase", "joint")[1] == pytest.approx(1.0, rel=1e-15)
+    assert verdicts.excess(row, "three_phase", "joint")[1] == pytest.approx(1.0, rel=1e-15)
     row["plans"]["joint"]["risk"] = _stat(0.125)  # one run: no standard error, the effect alone
     row["plans"]["three_phase"]["risk"] = _stat(0.125)
     row["plans"]["output_only"]["risk"] = _stat(2.125)
-    assert V.excess(row, "three_phase", "joint")[1] == pytest.approx(0.2, rel=1e-15)
+    assert verdicts.excess(row, "three_phase", "joint")[1] == pytest.approx(0.2, rel=1e-15)
 
 
 def _compare(want=True, **changes):
-    return V._compare(_row(**{**EXACT, **changes}), "three_phase", "joint", want, "the claim")
+    return verdicts._compare(_row(**{**EXACT, **changes}), "three_phase", "joint", want, "the claim")
 
 
 def test_compare_decides_outside_the_truncation_slack_and_is_undecided_on_it():
@@ -211,7 +211,7 @@ def test_lag_verdict_thresholds():
     """Holds when mean - 3 SE > 1 and t_att - t_out > resolution; does not hold when mean + 3 SE < 1 and
     t_out - t_att > resolution; on either boundary undecided."""
     def verdict(*a, **k):
-        return V.lag_verdict(_lag_row(*a, **k), "displacement")["verdict"]
+        return verdicts.lag_verdict(_lag_row(*a, **k), "displacement")["verdict"]
 
     # SE = std / 2 with n = 4
     assert verdict(_stat(1.75, 0.49, 4)) == "holds"
@@ -229,48 +229,48 @@ def test_lag_verdict_thresholds():
 
 
 def test_lag_verdict_record():
-    v = V.lag_verdict(_lag_row(_stat(1.75, 0.4, 4), std=5.0, res=3), "displacement")
+    v = verdicts.lag_verdict(_lag_row(_stat(1.75, 0.4, 4), std=5.0, res=3), "displacement")
     assert v == {"row": "occurrence", "claim": "attention lags output under joint GD (displacement)",
                  "measure": "displacement", "plans": ["joint"], "verdict": "holds", "reasons": [],
                  "ratio": 1.75, "ratio_se": 0.2,
                  "evidence": "t_half(attention) 40 ± 5, t_half(output) 10 ± 5, ratio 1.75 ± 0.4 (resolution 3 steps)"}
-    v = V.lag_verdict(_lag_row(_stat(1.75, 0.5, 4)), "displacement")
+    v = verdicts.lag_verdict(_lag_row(_stat(1.75, 0.5, 4)), "displacement")
     assert v["reasons"] == ["ratio within its uncertainty of 1"] and v["ratio_se"] == 0.25
 
 
 def test_lag_verdict_refusals():
     row = _lag_row(_stat(4.0))
-    v = V.lag_verdict(row, "function")
+    v = verdicts.lag_verdict(row, "function")
     assert v["verdict"] == "refused" and v["reasons"] == ["no function measure for this task"]
     assert v["evidence"] == "" and v["claim"] == "attention lags output under joint GD (function)"
     # artefacts of the joint plan come first, then the missing measure
     row["plans"]["joint"]["diverged"] = [1]
-    assert V.lag_verdict(row, "function")["reasons"] == ["joint: diverged on seeds [1]",
+    assert verdicts.lag_verdict(row, "function")["reasons"] == ["joint: diverged on seeds [1]",
                                                          "no function measure for this task"]
-    v = V.lag_verdict(row, "displacement")
+    v = verdicts.lag_verdict(row, "displacement")
     assert v["verdict"] == "refused" and v["reasons"] == ["joint: diverged on seeds [1]"] and v["evidence"] == ""
     # the other plans do not enter
     row = _lag_row(_stat(4.0), **{"plans.three_phase.diverged": [1]})
-    assert V.lag_verdict(row, "displacement")["verdict"] == "holds"
-    v = V.lag_verdict(_lag_row(_stat(None, 0.0, 0)), "displacement")
+    assert verdicts.lag_verdict(row, "displacement")["verdict"] == "holds"
+    v = verdicts.lag_verdict(_lag_row(_stat(None, 0.0, 0)), "displacement")
     assert v["verdict"] == "refused" and v["reasons"] == ["t_half undefined (a block never moves)"]
     assert v["evidence"] == ""
     # AND has no alignment measure, even in results recorded with one
     row = _lag_row(_stat(4.0), task="AND")
     row["lag"]["alignment"] = row["lag"]["displacement"]
-    assert V.lag_verdict(row, "alignment")["verdict"] == "refused"
+    assert verdicts.lag_verdict(row, "alignment")["verdict"] == "refused"
     row["task"] = "OR"
-    assert V.lag_verdict(row, "alignment")["verdict"] == "holds"
+    assert verdicts.lag_verdict(row, "alignment")["verdict"] == "holds"
 
 
 def test_fmt():
-    assert V._fmt(_stat(None)) == "n/a"
-    assert V._fmt(_stat(12.345, 3.0, 1)) == "12.3"
-    assert V._fmt(_stat(12.345, 3.0, 2)) == "12.3 ± 3"
+    assert verdicts._fmt(_stat(None)) == "n/a"
+    assert verdicts._fmt(_stat(12.345, 3.0, 1)) == "12.3"
+    assert verdicts._fmt(_stat(12.345, 3.0, 2)) == "12.3 ± 3"
 
 
 def _claims(rows):
-    return [(v["row"], v["claim"], v["verdict"]) for v in V.assess({"rows": {r["name"]: r for r in rows}})]
+    return [(v["row"], v["claim"], v["verdict"]) for v in verdicts.assess({"rows": {r["name"]: r for r in rows}})]
 
 
 def test_assess_speaks_to_the_claims_of_each_task():
@@ -287,14 +287,14 @@ def test_assess_speaks_to_the_claims_of_each_task():
         ("AND", "attention lags output under joint GD (function)", "refused")]
     row_short = _row("AND", **{"plans.three_phase.risk": _stat(0.2)})
     assert ("AND", "three-phase falls short of joint GD", "holds") in _claims([row_short])
-    v = [v for v in V.assess({"rows": {"AND": row}}) if v["claim"].startswith("attention-only")]
+    v = [v for v in verdicts.assess({"rows": {"AND": row}}) if v["claim"].startswith("attention-only")]
     assert v[0]["evidence"].startswith("attention only 0.01 vs three phase 0.01: excess 0")
     row = _row("OR")
     row["lag"]["alignment"] = row["lag"]["displacement"]
     assert [c for _, c, _ in _claims([row])][-1] == "attention lags output under joint GD (alignment)"
     assert [c for _, c, _ in _claims([_row("parity")])] == [
         "attention lags output under joint GD (displacement)", "attention lags output under joint GD (function)"]
-    assert "even_pairs" in V.PAPER_MATCH and V.MEASURES == ("displacement", "function", "alignment")
+    assert "even_pairs" in verdicts.PAPER_MATCH and verdicts.MEASURES == ("displacement", "function", "alignment")
 
 
 def _ep(ratio, ta=10.0, tb=10.0, res=1):
@@ -324,7 +324,7 @@ def test_even_pairs_near_one_within_three_se_or_one_resolution():
     assert _ep_claims([_ep(_stat(1.75), tb=0.0, res=1)])[NEAR] == "holds"
     assert _ep_claims([_ep(_stat(2.25), tb=0.0, res=1)])[NEAR] == "does not hold"
     # an undecided base (ratio 1, no time apart) is near 1, and its reasons are not carried over
-    v = [v for v in V.assess({"rows": {"even_pairs": _ep(_stat(1.0))}}) if v["claim"] == NEAR]
+    v = [v for v in verdicts.assess({"rows": {"even_pairs": _ep(_stat(1.0))}}) if v["claim"] == NEAR]
     assert v[0]["verdict"] == "holds" and v[0]["reasons"] == []
     # a refused measure does not stop the other one
     row = _ep(_stat(1.0))
@@ -336,14 +336,14 @@ def test_even_pairs_near_one_within_three_se_or_one_resolution():
     row["plans"]["joint"]["diverged"] = [0]
     got = _ep_claims([row])
     assert got == {"attention lags output under joint GD (displacement)": "refused", NEAR: "refused"}
-    assert [v["reasons"] for v in V.assess({"rows": {"even_pairs": row}}) if v["claim"] == NEAR] == [
+    assert [v["reasons"] for v in verdicts.assess({"rows": {"even_pairs": row}}) if v["claim"] == NEAR] == [
         ["joint: diverged on seeds [0]"]]
 
 
 def test_even_pairs_least_lag_against_the_other_rows():
     ep = _ep(_stat(1.5, 0.0, 4))  # interval [1.5, 1.5]
     assert _ep_claims([ep])[LEAST] == "refused"
-    assert [v["reasons"] for v in V.assess({"rows": {"even_pairs": ep}}) if v["claim"] == LEAST] == [
+    assert [v["reasons"] for v in verdicts.assess({"rows": {"even_pairs": ep}}) if v["claim"] == LEAST] == [
         ["no other row has a usable ratio"]]
 
     def other(name, mean, std=0.0):
@@ -367,15 +367,15 @@ def test_even_pairs_least_lag_against_the_other_rows():
     # refused rows are left out, and named
     bad = other("c", 0.5)
     bad["plans"]["joint"]["diverged"] = [0]
-    v = [v for v in V.assess({"rows": {r["name"]: r for r in (ep, other("a", 3.0), bad)}}) if v["claim"] == LEAST]
+    v = [v for v in verdicts.assess({"rows": {r["name"]: r for r in (ep, other("a", 3.0), bad)}}) if v["claim"] == LEAST]
     assert [(x["verdict"], x["reasons"]) for x in v] == [("holds", ["rows refused and left out: c"])]
     assert v[0]["evidence"] == "ratios a 3, even pairs 1.5"
-    v = [v for v in V.assess({"rows": {r["name"]: r for r in (ep, other("a", 3.0))}}) if v["claim"] == LEAST]
+    v = [v for v in verdicts.assess({"rows": {r["name"]: r for r in (ep, other("a", 3.0))}}) if v["claim"] == LEAST]
     assert v[0]["reasons"] == []
     bad2 = other("e", 0.5)
     bad2["plans"]["joint"]["diverged"] = [0]
     rows = (ep, other("a", 3.0), other("b", 2.5), bad, bad2)
-    v = [v for v in V.assess({"rows": {r["name"]: r for r in rows}}) if v["claim"] == LEAST]
+    v = [v for v in verdicts.assess({"rows": {r["name"]: r for r in rows}}) if v["claim"] == LEAST]
     assert v[0]["evidence"] == "ratios a 3, b 2.5, even pairs 1.5"
     assert v[0]["reasons"] == ["rows refused and left out: c, e"]
     # both measures are judged
@@ -386,14 +386,14 @@ def test_even_pairs_least_lag_against_the_other_rows():
 
 
 def test_exit_status():
-    assert V.exit_status([{"verdict": "holds"}, {"verdict": "does not hold"}]) == "done"
-    assert V.exit_status([]) == "done"
+    assert verdicts.exit_status([{"verdict": "holds"}, {"verdict": "does not hold"}]) == "done"
+    assert verdicts.exit_status([]) == "done"
     for bad in ("undecided", "refused"):
-        assert V.exit_status([{"verdict": "holds"}, {"verdict": bad}]) == "undecided"
+        assert verdicts.exit_status([{"verdict": "holds"}, {"verdict": bad}]) == "undecided"
 
 
 def _verdicts(row):
-    return {v["claim"]: v for v in V.assess({"rows": {row["name"]: row}}) if "alignment" not in v["claim"]
+    return {v["claim"]: v for v in verdicts.assess({"rows": {row["name"]: row}}) if "alignment" not in v["claim"]
             and "function" not in v["claim"]}
 
 
@@ -623,8 +623,8 @@ def test_functional_curves_reset_one_block_of_the_final_model():
     """R(alpha_t, B_t), R(alpha_t, B_end) and R(alpha_end, B_t) on a small exact population, against the
     engine's risk of each pair; more than 16 pairs, so the evaluation runs in chunks."""
     d = 6
-    cfg = RN.Config.quick(tasks=("occurrence",), d=d)
-    test = RN.make_data(RN.Row.of(cfg, "occurrence"), 0).test
+    cfg = runner.Config.quick(tasks=("occurrence",), d=d)
+    test = runner.make_data(runner.Row.of(cfg, "occurrence"), 0).test
     rng = np.random.default_rng(1)
     steps = [0, 3, 5, 9, 12, 20, 31]
     snaps = {s: (rng.standard_normal((1, d)), rng.standard_normal((1, d, 1))) for s in steps}
@@ -632,7 +632,7 @@ def test_functional_curves_reset_one_block_of_the_final_model():
     aT, bT = snaps[31]
 
     def R(a, b):
-        return float(E.risk(a[None], b[None], test, "squared")[0])
+        return float(engine.risk(a[None], b[None], test, "squared")[0])
 
     full = [R(*snaps[s]) for s in steps]
     att = [R(snaps[s][0], bT) for s in steps]
@@ -645,7 +645,7 @@ def test_functional_curves_reset_one_block_of_the_final_model():
     np.testing.assert_allclose(got["gain_out"], [out[0] - x for x in out], rtol=1e-12, atol=1e-14)
     assert got["risk"][-1] == got["risk_attention_at_t"][-1] == got["risk_output_at_t"][-1]
     got = L.functional_curves(snaps, steps, test, "logistic")  # the loss is passed on
-    assert got["risk"][0] == pytest.approx(float(E.risk(snaps[0][0][None], snaps[0][1][None], test, "logistic")[0]),
+    assert got["risk"][0] == pytest.approx(float(engine.risk(snaps[0][0][None], snaps[0][1][None], test, "logistic")[0]),
                                            rel=1e-12)
 
 
@@ -663,7 +663,7 @@ def test_functional_curves_hold_sixteen_models_at_a_time_not_all_of_them(monkeyp
         sizes.append(len(alphas))
         return np.zeros(len(alphas))
 
-    monkeypatch.setattr(L.E, "risk", risk)
+    monkeypatch.setattr(L.engine, "risk", risk)
     tracemalloc.start()
     try:
         got = L.functional_curves(snaps, sorted(snaps), None, "squared")

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from numerics.scope import STUDIES
-from numerics.scope import regime as RG
-
+from numerics.scope import regime
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,13 +28,13 @@ def _cli(*args, cwd, timeout=600):
 
 @pytest.fixture(scope="module")
 def regime_d10():
-    cfg = {**RG.config(True), "d": [10]}
-    return cfg, {name: RG.unit(args) for name, args in RG.units(cfg).items() if args["kind"] == "row"}
+    cfg = {**regime.config(True), "d": [10]}
+    return cfg, {name: regime.unit(args) for name, args in regime.units(cfg).items() if args["kind"] == "row"}
 
 
 def test_regime_success_map_contains_the_theorems_region_at_d10(regime_d10):
     cfg, results = regime_d10
-    per = RG.summarise(cfg, results)["per_d"]["10"]
+    per = regime.summarise(cfg, results)["per_d"]["10"]
     assert per["theorem_cells"] >= 3                      # the region is on the grid, so containment can fail
     assert per["contains_theorem_region"] and per["theorem_cells_failing"] == []
     # and the map is not all success: cells below eta2_min fail at eta_1 = eta1_max / 2
@@ -46,14 +45,14 @@ def test_regime_success_map_contains_the_theorems_region_at_d10(regime_d10):
 def test_regime_containment_fails_when_phase_3_is_too_short(regime_d10, monkeypatch):
     """The mutation the containment test must kill: a phase 3 far shorter than T_min reaches no target."""
     cfg, _ = regime_d10
-    real = RG.reference
+    real = regime.reference
 
     def short(d, epsilon, tol):
         return {**real(d, epsilon, tol), "T": 1}
 
-    monkeypatch.setattr(RG, "reference", short)
-    rows = {n: RG.unit(a) for n, a in RG.units(cfg).items() if a["kind"] == "row" and a["eta1_frac"] == 0.5}
-    per = RG.summarise(cfg, rows)["per_d"]["10"]
+    monkeypatch.setattr(regime, "reference", short)
+    rows = {n: regime.unit(a) for n, a in regime.units(cfg).items() if a["kind"] == "row" and a["eta1_frac"] == 0.5}
+    per = regime.summarise(cfg, rows)["per_d"]["10"]
     assert not per["contains_theorem_region"] and per["theorem_cells_failing"]
 
 
@@ -62,14 +61,14 @@ def test_regime_smallest_eta2_is_where_the_risk_crosses_the_target(regime_d10):
     row = next(r for r in results.values() if r["eta1_frac"] == 0.5)
     star, T = row["smallest_eta2"]["T"], row["reference"]["T"]
     eta_1, eps = row["eta_1"], cfg["epsilon"]
-    above = RG._phase3(10, cfg["series_tol"], eta_1, star, 1.0, T)[0]
-    below = RG._phase3(10, cfg["series_tol"], eta_1, star * (1 - 2 * cfg["bisection_rel"]), 1.0, T)[0]
+    above = regime._phase3(10, cfg["series_tol"], eta_1, star, 1.0, T)[0]
+    below = regime._phase3(10, cfg["series_tol"], eta_1, star * (1 - 2 * cfg["bisection_rel"]), 1.0, T)[0]
     assert above <= eps < below
 
 
 def test_regime_corner_certificates_agree_with_the_float_map():
-    args = {**RG.units(RG.config(True))["certify d=10 eta1=0.5-0.9"]}
-    out = RG.unit(args)
+    args = {**regime.units(regime.config(True))["certify d=10 eta1=0.5-0.9"]}
+    out = regime.unit(args)
     assert out["cells"] and all(c["status"] != "undecided" for c in out["cells"])
     for cell in out["cells"]:                             # a certified corner never contradicts the float map
         for status, ok in zip(cell["corners"], cell["float_corners"]):

@@ -8,7 +8,7 @@ from numerics.theorem.montecarlo import estimate
 from numerics.theorem.regime import three_phase_regime
 from numerics.theorem.series import SeriesEvaluator
 from numerics.theorem.training import attention_only, joint, output_only, three_phase
-from theory import symbolic as sym
+from theory import symbolic
 from theory.setting import Setting
 from theory.validation import SettingError
 
@@ -28,7 +28,7 @@ def test_bad_geometric_parameter(p):
 def test_p_one_is_accepted_as_degenerate_lengths():
     assert Setting(2).p_value == 1  # balancing p for d = 2 under the default law
     with pytest.raises(SettingError, match="p < 1"):
-        ClosedForms(Setting(2)).expr(sym.inverse_length_moment(1))
+        ClosedForms(Setting(2)).expr(symbolic.inverse_length_moment(1))
 
 
 @pytest.mark.parametrize("lengths,loss", [("geometric", "squared"), ("positive", "hinge")])
@@ -86,9 +86,9 @@ def test_bad_evaluator_options():
 
 def test_closed_form_evaluation_names_missing_symbols():
     with pytest.raises(SettingError, match="eta_1"):
-        ClosedForms(Setting(5)).expr(sym.phase1_beta()[0])
+        ClosedForms(Setting(5)).expr(symbolic.phase1_beta()[0])
     with pytest.raises(SettingError, match="unknown symbol"):
-        ClosedForms(Setting(5)).expr(sym.phase1_beta()[0], eta_one=1)
+        ClosedForms(Setting(5)).expr(symbolic.phase1_beta()[0], eta_one=1)
     with pytest.raises(SettingError, match="non-negative integer"):
         ClosedForms(Setting(5)).inverse_length_moment_series(1, -2)
     with pytest.raises(SettingError, match="unknown closed form"):

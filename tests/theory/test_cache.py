@@ -14,8 +14,7 @@ import pytest
 import sympy as sp
 
 from theory import cache, catalogue
-from theory import symbolic as sym
-
+from theory import symbolic
 ROOT = Path(__file__).resolve().parents[2]
 
 # cheap derivations (about a second fresh) covering an expression, a polylog sum and a tuple of matrices
@@ -45,18 +44,18 @@ def cache_dir(tmp_path, monkeypatch):
 def test_cached_forms_equal_fresh_derivations(cache_dir, monkeypatch):
     """Derive with the disk cache off, then through the cache (written, then read back): same forms."""
     monkeypatch.setenv("OCC_NO_CACHE", "1")
-    fresh = {(name, args): _srepr(getattr(sym, name)(*args)) for name, args in CHEAP}
+    fresh = {(name, args): _srepr(getattr(symbolic, name)(*args)) for name, args in CHEAP}
     assert not list(cache_dir.iterdir())  # nothing written with the cache off
     monkeypatch.delenv("OCC_NO_CACHE")
     cache.clear_memory()
     for name, args in CHEAP:
-        getattr(sym, name)(*args)  # derived again and written
+        getattr(symbolic, name)(*args)  # derived again and written
     cache.clear_memory()
     (path,) = cache_dir.glob("derivations-symbolic-*.pickle")
     stored = pickle.loads(path.read_bytes())
     assert stored["key"] == cache.cache_key("theory.symbolic")
     for name, args in CHEAP:
-        value = getattr(sym, name)(*args)  # now read from the disk
+        value = getattr(symbolic, name)(*args)  # now read from the disk
         assert _srepr(value) == fresh[(name, args)], name
         assert any(entry[0] == name for entry in stored["entries"]), name
 
@@ -67,7 +66,7 @@ def test_every_catalogue_form_survives_the_cache_round_trip():
         for der in catalogue.all_derivations(lengths):
             back = pickle.loads(pickle.dumps(der.expr, protocol=pickle.HIGHEST_PROTOCOL))
             assert sp.srepr(back) == sp.srepr(der.expr) and back == der.expr, der.key
-        grads = sym.zero_init_gradients(lengths, "logistic")  # the one derivation returning a dict
+        grads = symbolic.zero_init_gradients(lengths, "logistic")  # the one derivation returning a dict
         assert _srepr(pickle.loads(pickle.dumps(grads))) == _srepr(grads)
 
 
@@ -103,13 +102,13 @@ def test_an_edit_of_the_derivation_source_forces_a_rebuild(cache_dir, monkeypatc
 
 def test_a_changed_key_forces_a_rebuild(cache_dir, monkeypatch):
     before = cache.cache_file("theory.symbolic")
-    sym.inverse_length_moment(1)
+    symbolic.inverse_length_moment(1)
     assert before.exists()
     monkeypatch.setattr(cache, "source_hash", lambda module_name: "0" * 64)
     cache.clear_memory()
     after = cache.cache_file("theory.symbolic")
     assert after != before and not after.exists()
-    sym.inverse_length_moment(1)
+    symbolic.inverse_length_moment(1)
     assert after.exists()
 
 
@@ -119,7 +118,7 @@ def test_a_corrupt_or_foreign_cache_file_is_ignored_and_rebuilt(cache_dir, monke
     for junk in (b"not a pickle", pickle.dumps({"key": "someone else's", "entries": {}}), b""):
         path.write_bytes(junk)
         cache.clear_memory()
-        assert sym.inverse_length_moment(1, "nonnegative") == -sym.p * sp.log(sym.p)
+        assert symbolic.inverse_length_moment(1, "nonnegative") == -symbolic.p * sp.log(symbolic.p)
         stored = pickle.loads(path.read_bytes())  # rewritten, valid, under the right key
         assert stored["key"] == cache.cache_key("theory.symbolic")
         assert any(name == "inverse_length_moment" for name, _ in stored["entries"])
@@ -135,7 +134,7 @@ def test_no_cache_and_an_unwritable_directory_only_cost_time(tmp_path, monkeypat
     monkeypatch.setenv("OCC_CACHE_DIR", str(blocker / "sub"))  # cannot be created
     cache.clear_memory()
     try:
-        assert sym.prob_empty("nonnegative") == sym.p
+        assert symbolic.prob_empty("nonnegative") == symbolic.p
     finally:
         cache.clear_memory()
 

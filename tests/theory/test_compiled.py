@@ -14,7 +14,7 @@ import sympy as sp
 
 from numerics.theorem.closed_forms import ClosedForms, ClosedFormsBase
 from theory import cache, compiled
-from theory import symbolic as sym
+from theory import symbolic
 from theory.setting import Setting
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,9 +46,9 @@ def test_named_forms_from_source_equal_the_sympy_expressions(d, lengths):
 
 def test_balancing_p_is_the_exact_rational_root():
     for lengths in ("positive", "nonnegative"):
-        expr = sym.balanced_p(lengths)
+        expr = symbolic.balanced_p(lengths)
         for d in (2, 3, 10, 49, 1000, 10**6 + 1):
-            val = sp.nsimplify(expr.subs(sym.d, d))
+            val = sp.nsimplify(expr.subs(symbolic.d, d))
             assert compiled.rational("balanced_p", (lengths,), d) == Fraction(int(val.p), int(val.q))
     with pytest.raises(ValueError, match="not a rational function of d"):
         compiled.rational("eta1_max", ("positive",), 5)  # it reads p
