@@ -291,7 +291,7 @@ def print_table(result: job.JobResult, summary: dict[str, Any]) -> None:
     floor, eps = s["risk_floor"], s["epsilon"]
     goal = f"epsilon = {eps:.3g}" if floor == 0 else f"floor + epsilon = {floor:.3g} + {eps:.3g}"
     check = result.certified
-    how = "arb enclosure" if check is not None else "float series estimate"
+    how = result.verdict_source
     words = {"PASS": "yes", "FAIL": "NO", "UNDECIDED": "UNDECIDED (the enclosure straddles the target even at "
              f"{job.MAX_CERTIFY_DPS} digits)"}
     print(f"three-phase reaches risk <= {goal}: {words[result.verdict]} ({how});  "
