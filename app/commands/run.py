@@ -65,8 +65,10 @@ RUN_DESCRIPTION = (
     "The main job: compute the three-phase step sizes for --epsilon, run the three-phase plan there and the "
     "output-only, attention-only, attention-then-output and joint plans beside it with exact population "
     "gradients; write summary.json and risk_curves.png into --out and print a table.  The verdict on the "
-    "target is PASS, FAIL or UNDECIDED: from the float series' error estimate when it decides, else from an "
-    "arb enclosure of the end point's risk (always with --certify), retried at higher precision up to "
+    "target is PASS, FAIL or UNDECIDED: from the plans' evaluator when it decides (the float series' error "
+    "estimate, or the integral evaluator's arb ball: --evaluator integral, chosen by auto from d = 1000 on), "
+    "else from an arb enclosure of "
+    "the end point's risk (always with --certify), retried at higher precision up to "
     f"{job.MAX_CERTIFY_DPS} digits.  Exit status: 0 target reached, 1 missed, 3 undecided, 2 bad usage, 130 "
     "interrupted.  The regime is derived for the squared loss: under --loss logistic "
     "only the comparison plans run.")
