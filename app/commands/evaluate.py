@@ -210,7 +210,8 @@ def read_params(path: str) -> dict[str, list[float] | None]:
     except RecursionError:
         raise refuse("not JSON (nested too deeply)") from None
     if not isinstance(data, dict):
-        raise refuse(f"the top level is a JSON {type(data).__name__}, not an object")
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(data), "number")
+        raise refuse(f"the top level is a JSON {kind}, not an object")
     unknown = sorted(set(data) - {"alpha", "beta"})
     if unknown:
         raise refuse(f"unknown key {unknown[0]!r}")

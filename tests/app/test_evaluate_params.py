@@ -89,7 +89,8 @@ def test_params_file_carries_a_d_the_command_line_cannot(tmp_path, capsys):
 BAD_FILES = [
     ("missing", None, "cannot read"),
     ("notjson", "{alpha: [1]}", "not JSON"),
-    ("list", "[1, 2, 3]", "not an object"),
+    ("list", "[1, 2, 3]", "a JSON array, not an object"),
+    ("number", "3", "a JSON number, not an object"),
     ("empty", "{}", "neither"),
     ("unknown", {"alpha": [0] * 4, "gamma": [1]}, "'gamma'"),
     ("notlist", {"alpha": 3}, '"alpha" is not a list'),
