@@ -97,11 +97,12 @@ def _interval(low: float | None, high: float | None, low_open: bool, high_open: 
 class ExactDecimal(Fraction):
     """A number typed on the command line, kept exactly: the rational value of its decimal text
     (``0.1`` is 1/10, not the double nearest it).  It prints as the text it was given, formats with a
-    spec (``:g``) through float, and computes as a Fraction.
+    spec (``:g``) through float, and computes as a Fraction; its repr is that text too, so a message
+    naming the value (``{x!r}``) shows it as typed.
 
     >>> x = ExactDecimal("1e-3")
-    >>> x == Fraction(1, 1000), str(x), f"{x:g}", x.exact
-    (True, '1e-3', '0.001', '1/1000')
+    >>> x == Fraction(1, 1000), str(x), repr(x), f"{x:g}", x.exact
+    (True, '1e-3', '1e-3', '0.001', '1/1000')
     """
 
     def __new__(cls, text, denominator=None):
@@ -112,6 +113,9 @@ class ExactDecimal(Fraction):
         return self
 
     def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
         return self._text
 
     def __format__(self, spec: str) -> str:

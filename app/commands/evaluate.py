@@ -7,6 +7,8 @@ remaining combinations (vector lengths, precision against backend, ...) before p
 from __future__ import annotations
 
 import argparse
+import json
+import math
 
 import mpmath
 
@@ -62,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           help="attention weights, d comma-separated numbers (default: zeros)")
     evaluate.add_argument("--beta", type=number_list, default=None,
                           help="output weights, d comma-separated numbers (default: zeros)")
+    evaluate.add_argument("--params", metavar="FILE", default=None,
+                          help='the parameters from a JSON file {"alpha": [d numbers], "beta": [d numbers]} '
+                               "instead of --alpha and --beta, for a d too large for the command line (a list "
+                               "left out is zeros)")
     evaluate.add_argument("--backend", choices=["float", "mp", "arb"], default="float",
                           help="float (numpy doubles) or mp (mpmath at --dps digits): values with an error "
                                "estimate; arb (python-flint balls): enclosures of the exact values")
@@ -113,30 +119,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     setting = setting_from_args(args)
     d = setting.d
     check_memory("--d", EVALUATE_BYTES[0] + EVALUATE_BYTES[1] * d, f"evaluating at d = {d}")
-    for flag, values in (("--alpha", args.alpha), ("--beta", args.beta)):
+    if args.params is not None and (args.alpha is not None or args.beta is not None):
+        raise UsageError("--params FILE gives alpha and beta: use it or --alpha / --beta, not both")
+    given, names = (read_params(args.params), PARAMS_NAMES) if args.params is not None else \
+        ({"alpha": args.alpha, "beta": args.beta}, FLAG_NAMES)
+    names = {k: v.format(file=args.params) for k, v in names.items()}
+    for key, values in given.items():
         if values is not None and len(values) != d:
-            raise UsageError(f"{flag} must have d = {d} entries (--d {d}), got {len(values)}")
+            raise UsageError(f"{names[key]} must have d = {d} entries (--d {d}), got {len(values)}")
+    alpha = given["alpha"] or [0.0] * d
+    beta = given["beta"] or [0.0] * d
     integral = args.method == "integral"
     if integral and not integral_applies(setting):
         raise UsageError("--method integral covers --loss squared with p < 1; use --method series")
-    if integral and (len(set((args.alpha or [0.0] * d)[1:])) > 1 or len(set((args.beta or [0.0] * d)[1:])) > 1):
-        raise UsageError("--method integral needs --alpha and --beta symmetric in the unmarked symbols "
-                         "(entries 2 to d equal); use --method series")
-    if integral and args.alpha and not abs(args.alpha[0] - args.alpha[-1]) <= MAX_GAP:
+    if integral and (len(set(alpha[1:])) > 1 or len(set(beta[1:])) > 1):
+        raise UsageError(f"--method integral needs {names['alpha']} and {names['beta']} symmetric in the "
+                         "unmarked symbols (entries 2 to d equal); use --method series")
+    if integral and not abs(alpha[0] - alpha[-1]) <= MAX_GAP:
         raise UsageError(f"--method integral takes |alpha_1 - alpha_2| <= {MAX_GAP:g}; use --method series")
     if integral and args.dps > MAX_INTEGRAL_DPS:
         raise UsageError(f"--method integral takes --dps up to {MAX_INTEGRAL_DPS} (about 20 s there; "
                          f"{args.dps} digits would take far longer)")
-    if args.backend == "float" and not integral and any(abs(b) > MAX_FLOAT_BETA for b in args.beta or []):
-        raise UsageError(f"--beta entries above {MAX_FLOAT_BETA:g} in size overflow the float backend's squared loss; "
-                         "use --backend mp or arb")
+    if args.backend == "float" and not integral and any(abs(b) > MAX_FLOAT_BETA for b in beta):
+        raise UsageError(f"{names['beta']} entries above {MAX_FLOAT_BETA:g} in size overflow the float backend's "
+                         "squared loss; use --backend mp or arb")
     if args.mc:
         check_memory("--mc", 3 * 8 * args.mc * (d + 2), f"a Monte Carlo sample of {args.mc} strings over d = {d}")
     if args.backend == "float" and args.tol < 1e-15 and not integral:
         raise UsageError(f"--tol {args.tol:g} is below what the float backend can honour (1e-15): "
                          "add --backend mp or raise --tol")
-    alpha = args.alpha or [0.0] * d
-    beta = args.beta or [0.0] * d
     if integral:
         from numerics.theorem.integral import IntegralEvaluator
 
@@ -153,33 +164,118 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"risk in {result.risk.str(shown, radius=True)}  (arb ball: an enclosure of the exact risk, "
               f"{how.format(result.terms)})")
         for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
-            print(f"{name} in [" + ", ".join(_ball_text(x, shown) for x in _compressed(grad)) + "]")
+            print(f"{name} in [" + ", ".join(compressed(grad, lambda x: _ball_text(x, shown))) + "]")
         return _monte_carlo_line(args, setting, alpha, beta)
     digits = args.dps if args.backend == "mp" else 17
     risk, risk_bound = value_and_bound(result.risk, result.risk_bound, digits)
     print(f"risk = {risk}  (|error| <= {risk_bound}, {result.terms} terms)")
-    shown = {name: [value_and_bound(x, result.grad_bound, digits) for x in grad]
-             for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta))}
-    for name, pairs in shown.items():
-        print(f"{name} = [" + ", ".join(v for v, _ in pairs) + "]")
-    grad_bound = max((p for pairs in shown.values() for p in pairs), key=lambda vb: float(vb[1]))[1]
+    bounds = []
+
+    def text(x) -> str:
+        value, bound = value_and_bound(x, result.grad_bound, digits)
+        bounds.append(bound)
+        return value
+
+    for name, grad in (("grad_alpha", result.grad_alpha), ("grad_beta ", result.grad_beta)):
+        print(f"{name} = [" + ", ".join(compressed(grad, text)) + "]")
+    grad_bound = max(bounds, key=float)
     print(f"every gradient coordinate: |error| <= {grad_bound} (digits shown: those the bounds support, the "
           "bounds include the rounding of the digits shown; lower --tol for more)")
     return _monte_carlo_line(args, setting, alpha, beta)
 
 
+FLAG_NAMES = {"alpha": "--alpha", "beta": "--beta"}
+PARAMS_NAMES = {"alpha": '"alpha" of --params {file}', "beta": '"beta" of --params {file}'}
+"""How the messages name a parameter vector: by its flag, or by its key in the --params file."""
+
+
+def read_params(path: str) -> dict[str, list[float] | None]:
+    """The --params file: a JSON object with the keys "alpha" and "beta" (either may be left out: zeros), each a
+    list of finite numbers; {"alpha": list or None, "beta": list or None}.  A file that cannot be read or is not
+    of this form is a UsageError naming the file (exit 2, before any work)."""
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"--params {path}: {why}; expected a JSON object "
+                          '{"alpha": [d numbers], "beta": [d numbers]}')
+
+    def no_constant(name: str):
+        raise refuse(f"{name} is not a finite number")
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh, parse_constant=no_constant)
+    except OSError as exc:
+        raise UsageError(f"--params {path}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise refuse(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise refuse("not JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(data), "number")
+        raise refuse(f"the top level is a JSON {kind}, not an object")
+    unknown = sorted(set(data) - {"alpha", "beta"})
+    if unknown:
+        raise refuse(f"unknown key {unknown[0]!r}")
+    if not data:
+        raise refuse('neither "alpha" nor "beta" is given')
+    out: dict[str, list[float] | None] = {"alpha": None, "beta": None}
+    for key, values in data.items():
+        if not isinstance(values, list):
+            raise refuse(f'"{key}" is not a list')
+        out[key] = [_finite(x, key, k, refuse) for k, x in enumerate(values)]
+    return out
+
+
+def _finite(x, key: str, k: int, refuse) -> float:
+    """Entry k (from 0) of the list ``key`` of a --params file as a float, or ``refuse(why)`` raised."""
+    try:
+        if not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(float(x)):
+            return float(x)
+    except OverflowError:  # an integer beyond the doubles
+        pass
+    shown = json.dumps(x)
+    raise refuse(f'"{key}" entry {k + 1} is {shown if len(shown) <= 40 else shown[:40] + "..."}, not a finite '
+                 "number")
+
+
 def _ball_text(x, digits: int) -> str:
     """An arb ball with its computed radius (``x.str`` with ``more=True`` shows the radius as computed,
     not as display rounding makes it)."""
-    return x if isinstance(x, str) else x.str(digits, radius=True, more=True)
+    return x.str(digits, radius=True, more=True)
 
 
-def _compressed(values: list) -> list:
-    """The entries of a gradient; more than 6 with entries 2..d identical (symmetric parameters) print as
-    the first, the second and "... (entries 2 to d equal)"."""
-    if len(values) > 6 and all(v.mid() == values[1].mid() and v.rad() == values[1].rad() for v in values[2:]):
-        return [values[0], values[1], f"... (entries 2 to {len(values)} equal)"]
-    return values
+MIN_RUN = 3
+"""Shortest run of equal gradient entries that prints as one entry and a note."""
+
+
+def _same(x, y) -> bool:
+    """Whether two gradient entries are the same number: equal values, and for arb balls also equal radii."""
+    if x is y:
+        return True
+    if hasattr(x, "mid") and hasattr(x, "rad"):
+        return bool(x.mid() == y.mid() and x.rad() == y.rad())
+    return bool(x == y)
+
+
+def compressed(values: list, text) -> list[str]:
+    """The entries of a gradient as ``text`` prints them, except that a run of ``MIN_RUN`` or more consecutive
+    equal entries (``_same``; the unmarked symbols of symmetric parameters) prints as its first entry and
+    "... (entries i to j equal)", numbered from 1.  Only the entries printed are formatted, so a large d
+    costs one comparison per entry.
+
+    >>> compressed([1.0, 2.0, 2.0, 2.0, 3.0, 3.0], str)
+    ['1.0', '2.0', '... (entries 2 to 4 equal)', '3.0', '3.0']
+    """
+    out, start = [], 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and _same(values[end + 1], values[start]):
+            end += 1
+        if end - start + 1 >= MIN_RUN:
+            out += [text(values[start]), f"... (entries {start + 1} to {end + 1} equal)"]
+        else:
+            out += [text(x) for x in values[start:end + 1]]
+        start = end + 1
+    return out
 
 
 def _monte_carlo_line(args: argparse.Namespace, setting, alpha, beta) -> int:

@@ -45,6 +45,12 @@ CERTIFICATE = "certificate.json"
 PROVE_BYTES = (100e6, 3500.0)
 """Peak memory of ``prove`` at one d: about 100 MB plus 3.5 kB per symbol (measured 0.42, 1.09 and 3.39 GB at
 d = 1e5, 3e5, 1e6; about 16 CPU s at 1e6).  A d whose estimate exceeds the available memory is refused."""
+STEP_BYTES = 1100.0
+"""Memory of one --steps step: the recorded points of the three comparison plans and their risk balls (1.14 GB
+at --steps 1000000 and d = 3, against 0.13 GB at 20000); added to the estimate of ``PROVE_BYTES``."""
+MAX_STEPS = 1_000_000
+"""Largest --steps, as ``occ-companion run``'s: every step is recorded and certified, so a million steps take
+about a GB of memory and tens of CPU seconds per d."""
 
 
 def parse_ds(text: str) -> list[int]:
@@ -76,14 +82,16 @@ def parse_epsilon(text: str) -> Fraction:
     return eps
 
 
-def parse_int(text: str, flag: str, minimum: int) -> int:
-    """An integer flag (--steps, --prec-bits) with a lower bound; the error names the flag."""
+def parse_int(text: str, flag: str, minimum: int, maximum: int | None = None) -> int:
+    """An integer flag (--steps, --prec-bits) with a lower bound (and an upper one when ``maximum`` is given);
+    the error names the flag."""
     try:
         value = int(text)
     except ValueError:
         value = None
-    if value is None or value < minimum:
-        raise SettingError(f"{flag} must be an integer >= {minimum}, got {text!r}")
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise SettingError(f"{flag} must be an integer {rng}, got {text!r}")
     return value
 
 
@@ -131,10 +139,11 @@ def cmd_prove(args) -> int:
         raise SettingError("--proofs-doc needs a file path")
     ds = parse_ds(args.d)
     eps = parse_epsilon(args.epsilon)
-    steps = parse_int(args.steps, "--steps", 0)
+    steps = parse_int(args.steps, "--steps", 0, MAX_STEPS)
     prec = parse_int(args.prec_bits, "--prec-bits", 53)
     max_prec = parse_int(args.max_prec_bits, "--max-prec-bits", prec)
-    check_memory("--d", PROVE_BYTES[0] + PROVE_BYTES[1] * max(ds), f"certifying d = {max(ds)}")
+    check_memory("--d or --steps", PROVE_BYTES[0] + PROVE_BYTES[1] * max(ds) + STEP_BYTES * steps,
+                 f"certifying d = {max(ds)} with --steps {steps}")
     with contextlib.ExitStack() as stack:
         out, doc = output_folders(stack, args.out, args.proofs_doc if args.proofs_doc else None)
         return _certify_and_write(args, ds, eps, steps, (prec, max_prec), out, doc)
@@ -224,7 +233,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     pr.add_argument("--d", default=DEFAULT_DS, help=f"comma-separated alphabet sizes >= 3 (default {DEFAULT_DS})")
     pr.add_argument("--epsilon", default="1e-3",
                     help="target risk above the floor, > 0 (default 1e-3; exact: the decimal as written, 1e-3 = 1/1000)")
-    pr.add_argument("--steps", default="300", help="steps of the output-only and attention-first plans (default 300)")
+    pr.add_argument("--steps", default="300",
+                    help=f"steps of the output-only and attention-first plans, in [0, {MAX_STEPS}] (default 300)")
     pr.add_argument("--prec-bits", default="128", help="arb working precision in bits (default 128)")
     pr.add_argument("--max-prec-bits", default="1024",
                     help="an UNDECIDED item is retried at doubled precision up to this many bits (default 1024)")

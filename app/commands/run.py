@@ -65,8 +65,10 @@ RUN_DESCRIPTION = (
     "The main job: compute the three-phase step sizes for --epsilon, run the three-phase plan there and the "
     "output-only, attention-only, attention-then-output and joint plans beside it with exact population "
     "gradients; write summary.json and risk_curves.png into --out and print a table.  The verdict on the "
-    "target is PASS, FAIL or UNDECIDED: from the float series' error estimate when it decides, else from an "
-    "arb enclosure of the end point's risk (always with --certify), retried at higher precision up to "
+    "target is PASS, FAIL or UNDECIDED: from the plans' evaluator when it decides (the float series' error "
+    "estimate, or the integral evaluator's arb ball: --evaluator integral, chosen by auto from d = 1000 on), "
+    "else from an arb enclosure of "
+    "the end point's risk (always with --certify), retried at higher precision up to "
     f"{job.MAX_CERTIFY_DPS} digits.  Exit status: 0 target reached, 1 missed, 3 undecided, 2 bad usage, 130 "
     "interrupted.  The regime is derived for the squared loss: under --loss logistic "
     "only the comparison plans run.")
@@ -291,7 +293,7 @@ def print_table(result: job.JobResult, summary: dict[str, Any]) -> None:
     floor, eps = s["risk_floor"], s["epsilon"]
     goal = f"epsilon = {eps:.3g}" if floor == 0 else f"floor + epsilon = {floor:.3g} + {eps:.3g}"
     check = result.certified
-    how = "arb enclosure" if check is not None else "float series estimate"
+    how = result.verdict_source
     words = {"PASS": "yes", "FAIL": "NO", "UNDECIDED": "UNDECIDED (the enclosure straddles the target even at "
              f"{job.MAX_CERTIFY_DPS} digits)"}
     print(f"three-phase reaches risk <= {goal}: {words[result.verdict]} ({how});  "

@@ -1,8 +1,8 @@
-"""`occ-companion scope`: how far the theorem reaches once its simplifications are relaxed.
+"""occ-companion scope: how far the theorem reaches once its simplifications are relaxed.
 
-Five studies (``numerics.scope.STUDIES``): regime (how conservative the step-size regime is), kqv (key, query
+Five studies (numerics.scope.STUDIES): regime (how conservative the step-size regime is), kqv (key, query
 and value matrices), sgd (stochastic gradients), laws (other length laws and the logistic loss), samples (the
-sample-complexity constant).  Each study's units run as generic units of ``numerics.units``, as the sweep's
+sample-complexity constant).  Each study's units run as generic units of numerics.units, as the sweep's
 do: the same content-addressed results store (--store, shared with the sweep, keyed by each unit's function,
 arguments, the package version and a digest of the code the study's module imports), the same dask execution
 loop (a LocalCluster, or the running scheduler at --scheduler), so a killed run resumes where it stopped and a

@@ -1,4 +1,4 @@
-"""`occ-companion sweep`: Table 1 under every reading of a readings file, on a dask.distributed cluster.
+"""occ-companion sweep: Table 1 under every reading of a readings file, on a dask.distributed cluster.
 
 The readings file (TOML; the default ships with the package, numerics/experiments/readings.toml) names the
 axes of the protocol whose product is swept, the tasks, the reported seeds and the alphabet sizes d.  Every
@@ -12,7 +12,7 @@ training; a corrupt store entry is detected and trained again.
 Writes into --out: sweep.json (the readings file used, the configuration, the counts, every verdict per
 reading and d, the failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
 and d), verdicts.csv, sweep.md (the robustness table), one heat map per d and one page per reading.
-``--no-train`` renders what the store holds without starting a cluster (cells with units missing are listed as
+--no-train renders what the store holds without starting a cluster (cells with units missing are listed as
 incomplete).  Exit status: 0 every task finished, 3 some task failed (its verdicts are refused) or some cell is
 incomplete, 2 bad usage, 130 interrupted (finished tasks are in the store).
 """

@@ -1,7 +1,7 @@
-"""`occ-companion table1`: rebuild the paper's Table 1 under a stated reading of its protocol.
+"""occ-companion table1: rebuild the paper's Table 1 under a stated reading of its protocol.
 
 Trains three-phase, joint GD, output-only and attention-only on occurrence, OR, AND (two heads and one), ICL
-bigram, single-location regression and even pairs (``numerics.experiments``): step sizes are chosen on tuning
+bigram, single-location regression and even pairs (numerics.experiments): step sizes are chosen on tuning
 seeds by extending grids, every plan runs to the same stopping rule and cap, and the reported seeds are
 measured (held-out risk, convergence, three attention-lag measures).  Each of the paper's claims gets a
 verdict: holds, does not hold, undecided, or refused with the artefact it would rest on.
@@ -9,7 +9,7 @@ verdict: holds, does not hold, undecided, or refused with the artefact it would 
 Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
 command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
 (.occ-table1.partial.json, hidden): a killed run started again with the same options trains only the missing rows.
-``--from-json FILE`` re-renders a results file; ``--rerun FILE`` trains its recorded configuration again.
+--from-json FILE re-renders a results file; --rerun FILE trains its recorded configuration again.
 Exit status: 0 every verdict decided, 3 some verdict undecided or refused, 2 bad usage, 130 interrupted.
 """
 from __future__ import annotations

@@ -67,6 +67,10 @@ class JobOptions:
     certify: bool = False
 
 
+VERDICT_SOURCES = {"series": "float series estimate", "integral": "arb ball of the integral evaluator"}
+"""``JobResult.verdict_source`` of a verdict the plans' own evaluator decided, by ``JobResult.method``."""
+
+
 @dataclass(frozen=True)
 class JobResult:
     """What the main job computed.
@@ -97,6 +101,18 @@ class JobResult:
     @property
     def ok(self) -> bool:
         return self.verdict == "PASS"
+
+    @property
+    def verdict_source(self) -> str | None:
+        """What decided ``verdict``, in words: "arb enclosure" when the end point was re-evaluated
+        (``certified``); else the evaluator the plans ran with, whose values at the end point the float
+        verdict compares: "arb ball of the integral evaluator" (its radius plus the rounding of the midpoint to
+        a float) or "float series estimate".  None when there is no target (no regime)."""
+        if self.regime is None:
+            return None
+        if self.certified is not None:
+            return "arb enclosure"
+        return VERDICT_SOURCES[self.method]
 
 
 class Listener:
