@@ -57,7 +57,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="results store, shared between sweeps (default sweep-store/)")
     p.add_argument("--out", type=Path, default=Path("sweep"), help="output folder (default sweep/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
+                   help="address of a running dask scheduler, tcp://host:port (e.g. tcp://host:8786; not its "
+                        "dashboard's); default: a LocalCluster")
     p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
@@ -131,9 +132,17 @@ def check_store(store: Path) -> None:
 
 
 def check_cluster_options(args) -> None:
-    """--scheduler and --workers exclude each other (the LocalCluster's size against a running cluster)."""
+    """--scheduler and --workers exclude each other (the LocalCluster's size against a running cluster), and
+    --scheduler is an address of the form tcp://host:port (``units.scheduler_address``), before any work."""
+    from numerics import units
+
     if args.scheduler is not None and args.workers is not None:
         raise SettingError("--workers sizes the LocalCluster; with --scheduler the cluster's own workers run")
+    if args.scheduler is not None:
+        try:
+            units.scheduler_address(args.scheduler)
+        except SettingError as exc:
+            raise SettingError(f"--scheduler {exc}") from None
 
 
 def main_args(args: argparse.Namespace) -> int:

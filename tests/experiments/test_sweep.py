@@ -20,6 +20,7 @@ from numerics.experiments import readings as RD
 from numerics.experiments import runner as RN
 from numerics.experiments import sweep as SW
 from numerics.experiments import sweep_units
+from tests import _servers
 from theory.validation import SettingError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -367,6 +368,9 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
     (["--readings", "missing.toml"], "cannot read readings file"),
     (["--store", "file.txt"], "--store"),
     (["--out", "file.txt"], "--out"),
+    (["--scheduler", "foo"], "--scheduler 'foo' is not a dask scheduler address (no port number); the form is "
+                             "tcp://host:port"),
+    (["--scheduler", ""], "--scheduler '' is not a dask scheduler address (it is empty); the form is tcp://host:port"),
 ])
 def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     (tmp_path / "tiny.toml").write_text(TINY)
@@ -376,6 +380,18 @@ def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr
     assert not (tmp_path / "store").exists() or args[0] == "--out"
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_scheduler_address_where_another_service_answers_is_a_usage_error(tmp_path):
+    """--scheduler at a port whose service greets with its own bytes (an SSH banner): exit 2 naming the
+    address as not a dask scheduler, not "out of memory" (dask reads the banner as a frame length)."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    with _servers.banner_server() as address:
+        r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--scheduler", address, "--quiet",
+                 cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert f"--scheduler {address}: not a dask scheduler" in r.stderr and "memory" not in r.stderr
 
 
 @pytest.mark.slow  # the reference sweep on a dask cluster
