@@ -157,7 +157,9 @@ def main_args(args: argparse.Namespace) -> int:
     if args.dry_run:
         n = SW.survey(grid, store, args.d)
         print(f"{n['cells']} cells (reading x d), {n['rows']} rows, {n['searches']} step-size searches "
-              f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings")
+              f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings, "
+              f"{n['seeds']} seed tasks (one per reported seed of each search): "
+              f"{n['searches'] + n['ceilings'] + n['seeds']} tasks in all")
         return exitcodes.DONE
     check_store(args.store)
     rest = sys.argv[sys.argv.index("sweep") + 1:] if "sweep" in sys.argv else []

@@ -239,11 +239,12 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
 
 def survey(grid: Grid, store: units.Store, d: tuple[int, ...] | None = None) -> dict:
     """The size of the sweep of ``grid`` (at ``d`` only, when given) without running it: cells, rows,
-    searches, ceilings, and how many of the searches and ceilings the store holds."""
+    searches, ceilings, seeds (the seed units: one per reported seed of each search, fewer when a search
+    finds no step size), and how many of the searches and ceilings the store holds."""
     p = plan(restricted(grid, d))
     stored = sum(store.get(k, s) is not None for k, s in {**p.ceilings, **p.searches}.items())
     return {"cells": len(p.cells()), "rows": len(p.rows), "searches": len(p.searches), "stored": stored,
-            "ceilings": len(p.ceilings)}
+            "ceilings": len(p.ceilings), "seeds": sum(len(p.seeds(k)) for k in p.searches)}
 
 
 # ------------------------------------------------------------------------------------------------

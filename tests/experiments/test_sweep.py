@@ -99,6 +99,14 @@ def test_shipped_readings_file_spans_the_protocols_axes():
     ("[config]\nbatch = 0\n[axes.a]\nx = {}\n", "batch"),
     ("[config]\nd = 8\n[axes.a]\nx = {}\n", "d"),
     ("[axes.a\n", "not valid TOML"),
+    ("[sweep]\nd = [8, 1000000]\n[axes.a]\nx = {}\n", "[sweep] d = 1000000 is above the largest, 400"),
+    ("[sweep]\nd = [401]\n[axes.a]\nx = {}\n", "[sweep] d = 401 is above the largest, 400"),
+    ("[sweep]\nseeds = 100000000\n[axes.a]\nx = {}\n", "seeds must be an integer in [1, 1000]"),
+    ("[sweep]\nseeds = 1001\n[axes.a]\nx = {}\n", "seeds must be an integer in [1, 1000]"),
+    ("[base]\nmax_steps = 1000001\n[axes.a]\nx = {}\n", "max_steps = 1000001 is above the largest, 1000000"),
+    ("[axes.a]\nx = { phase2_cap = 1000001, max_steps = 1000000 }\n", "phase2_cap = 1000001 is above"),
+    ("[axes.a]\nx = { tuning_seeds = 1001 }\n", "tuning_seeds = 1001 is above the largest, 1000"),
+    ("".join(f"[axes.a{i}]\nx = {{}}\ny = {{}}\n" for i in range(10)), "1024 readings"),
 ])
 def test_bad_readings_files_are_refused_naming_the_entry(tmp_path, text, words):
     f = tmp_path / "r.toml"
@@ -106,6 +114,42 @@ def test_bad_readings_files_are_refused_naming_the_entry(tmp_path, text, words):
     with pytest.raises(SettingError, match=None) as exc:
         RD.load(f)
     assert words in str(exc.value) and str(f) in str(exc.value)
+
+
+def test_readings_files_may_reach_the_limits_of_table1s_flags():
+    """The bounds of a readings file are table1's: its largest --d, --seeds, --tuning-seeds and --max-steps
+    (held equal here) are accepted, one more is refused (the parametrised cases above)."""
+    from app.commands import table1
+
+    assert (RD.MAX_D, RD.MAX_SEEDS, RD.MAX_STEPS) == (table1.MAX_D, table1.MAX_SEEDS, table1.MAX_STEPS)
+    g = RD.parse({"sweep": {"d": [8, RD.MAX_D], "seeds": RD.MAX_SEEDS},
+                  "base": {"max_steps": RD.MAX_STEPS, "phase2_cap": RD.MAX_STEPS, "tuning_seeds": RD.MAX_SEEDS},
+                  "axes": {f"a{i}": {"x": {}, "y": {}} for i in range(9)} | {"b": {"x": {}}}})
+    assert g.d == (8, RD.MAX_D) and g.seeds == RD.MAX_SEEDS and len(g.readings) == 512
+
+
+def test_survey_counts_the_seed_tasks(tmp_path):
+    """TINY: two readings differing only in the three-phase schedule, rows occurrence (exact: seed 0 alone)
+    and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans."""
+    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    n = SW.survey(g, units.Store(tmp_path / "store"))
+    assert (n["searches"], n["ceilings"], n["seeds"]) == (10, 2, 5 * 1 + 5 * 2)
+    big = RD.parse(__import__("tomllib").loads(TINY.replace("seeds = 2", "seeds = 1000")), "big", TINY)
+    assert SW.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 5 * 1000
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
+    (tmp_path / "big.toml").write_text(TINY.replace("d = [8]", "d = [1000000]"))
+    (tmp_path / "tiny.toml").write_text(TINY)
+    for extra in ([], ["--dry-run"]):
+        r = _cli("--readings", "big.toml", "--store", "store", "--out", "out", *extra, cwd=tmp_path, timeout=60)
+        assert r.returncode == 2 and "d = 1000000 is above the largest, 400" in r.stderr, r.stderr
+        assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+    r = _cli("--readings", "tiny.toml", "--store", "store", "--dry-run", cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert ("10 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 15 seed tasks "
+            "(one per reported seed of each search): 27 tasks in all") in r.stdout
 
 
 # ------------------------------------------------------------------------------------------------
