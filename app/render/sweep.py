@@ -291,10 +291,30 @@ def cost_markdown(summary: dict) -> list[str]:
                  f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in runs], ""]
 
 
+def duration(seconds: float) -> str:
+    """A wall time in the unit that reads best: seconds under a minute, minutes under 1.5 h, else hours."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def run_line(summary: dict) -> str:
+    """What this invocation did, for the page's header: the tasks it trained, on which cluster and in what
+    wall time; or, when it trained nothing, that it rendered from the results store (and what it left out)."""
+    c = summary["counts"]
+    if c["trained"] == 0:
+        left = (f"; {c['skipped']} tasks not in the store were not trained (their cells are left out)"
+                if c.get("skipped") else "")
+        return (f"this rendering trained nothing: every task it shows came from the results store "
+                f"({duration(summary['wall_s'])}{left})")
+    return (f"this run trained {c['trained']} tasks in {duration(summary['wall_s'])} wall on "
+            f"{summary.get('scheduler', '?')}")
+
+
 def markdown(summary: dict) -> str:
     return "\n".join(["# Table 1 under every reading of the protocol (sweep)", "",
                       f"occurrence-companion {summary['version']}; commit {summary.get('commit') or 'unknown'}; "
-                      f"this rendering {summary['wall_s'] / 60:.0f} min wall on {summary.get('scheduler', '?')}.", "",
+                      f"{run_line(summary)}.", "",
                       robustness_markdown(summary), *cost_markdown(summary)])
 
 
@@ -403,9 +423,13 @@ def write(summary: dict, tx) -> list[Path]:
 
 
 def summary_text(summary: dict) -> str:
+    """The one line a sweep prints at its end.  A corrupt store entry is moved to corrupt/ when it is read,
+    and trained again only by a run that trains (not by ``--no-train``)."""
     c = summary["counts"]
     inc = len(summary.get("incomplete_cells", []))
+    corrupt = (f"{c['corrupt_retrained']} corrupt store entries moved to corrupt/"
+               + (" and retrained" if c["trained"] else ""))
     return (f"sweep: {c['cells']} cells" + (f" complete, {inc} incomplete (units not in the store)" if inc else "")
             + f"; {c['trained']} tasks trained, {c['reused']} from the store, "
-            f"{c['failed']} failed, {c['corrupt_retrained']} corrupt store entries retrained; "
+            f"{c['failed']} failed, {corrupt}; "
             f"{summary['wall_s'] / 60:.1f} min wall")

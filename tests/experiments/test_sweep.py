@@ -582,6 +582,45 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     assert len(sampled) and sampled.truncation_bound.isna().all() and sampled.rounding_bound.isna().all()
 
 
+def _counts(**kw) -> dict:
+    return {"cells": 2, "trained": 0, "reused": 27, "failed": 0, "skipped": 0, "corrupt_retrained": 0} | kw
+
+
+def test_a_render_only_run_says_corrupt_entries_were_moved_not_retrained():
+    """--no-train trains nothing: the corrupt entries it met were moved to corrupt/, not retrained; a run that
+    trains retrains them."""
+    from app.render import sweep as SR
+    no_train = SR.summary_text({"counts": _counts(reused=24, corrupt_retrained=3, skipped=3), "wall_s": 6.0})
+    assert "3 corrupt store entries moved to corrupt/;" in no_train and "retrained" not in no_train
+    assert "0 tasks trained" in no_train
+    trained = SR.summary_text({"counts": _counts(trained=3, reused=24, corrupt_retrained=3), "wall_s": 60.0})
+    assert "3 tasks trained" in trained and "3 corrupt store entries moved to corrupt/ and retrained;" in trained
+
+
+def test_the_pages_header_says_what_the_run_did():
+    """A run that trained nothing says it rendered from the store (in seconds, not "0 min", and no cluster
+    named "none"); a run that trained names its tasks, time and cluster."""
+    from app.render import sweep as SR
+    stored = SR.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
+    assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
+    partial = SR.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
+    assert "4 tasks not in the store were not trained (their cells are left out)" in partial
+    trained = SR.run_line({"counts": _counts(trained=1638), "wall_s": 77 * 60.0,
+                           "scheduler": "LocalCluster (2 workers)"})
+    assert trained == "this run trained 1638 tasks in 77 min wall on LocalCluster (2 workers)"
+    assert [SR.duration(x) for x in (0.4, 59.0, 60.0, 5399.0, 5400.0, 4.5 * 3600)] == \
+        ["0 s", "59 s", "1 min", "90 min", "1.5 h", "4.5 h"]
+
+
+def test_committed_sweep_page_is_its_rendering():
+    """docs/sweep/sweep.md is ``markdown`` of docs/sweep/sweep.json, the record beside it."""
+    from app.render import sweep as SR
+    docs = ROOT / "docs" / "sweep"
+    if not (docs / "sweep.json").exists():
+        pytest.skip("no committed sweep in docs/sweep")
+    assert (docs / "sweep.md").read_text() == SR.markdown(json.loads((docs / "sweep.json").read_text()))
+
+
 def test_cost_section_adds_up():
     """The cost table lists every (d, task) of the summary, largest first, with CPU hours that add up to the
     units' total and the wall time of every run on the store."""
