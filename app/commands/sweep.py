@@ -33,7 +33,10 @@ from app.options import workers_option
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
-"""Progress lines when stderr is not a terminal: one every LOG_EVERY_S seconds."""
+"""Progress lines when stderr is not a terminal: one every LOG_EVERY_S seconds as tasks finish."""
+HEARTBEAT_S = 30.0
+"""Without a terminal, a line at least every HEARTBEAT_S seconds while tasks run, whether or not one finishes,
+so that a log shows the run is alive."""
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -87,9 +90,12 @@ def _grid(args):
 
 
 class Progress:
-    """done / running / failed counts and time left: a tqdm bar on a terminal, a line a minute otherwise."""
+    """done / running / failed counts and time left: a tqdm bar on a terminal; otherwise a line a minute as
+    tasks finish, and a heartbeat line when none was printed for ``heartbeat_s`` seconds while tasks run."""
 
-    def __init__(self, quiet: bool, name: str = "sweep"):
+    def __init__(self, quiet: bool, name: str = "sweep", heartbeat_s: float = HEARTBEAT_S):
+        import threading
+
         from tqdm import tqdm
 
         self.tty = sys.stderr.isatty() and not quiet
@@ -97,26 +103,62 @@ class Progress:
         self.name = name
         self.bar = tqdm(total=0, desc=f"{name} tasks", unit="task", disable=not self.tty, dynamic_ncols=True)
         self.last_log = 0.0
+        self.counts: dict | None = None
+        self.counted_at = 0.0
+        self.heartbeat_s = heartbeat_s
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.heart = None
+        if not self.tty and not quiet:
+            self.heart = threading.Thread(target=self._beat, name=f"{name}-heartbeat", daemon=True)
+            self.heart.start()
+
+    @staticmethod
+    def _finished(c: dict) -> int:
+        return c["done"] + c["reused"] + c["failed"] + c["skipped"]
 
     def __call__(self, c: dict) -> None:
-        finished = c["done"] + c["reused"] + c["failed"] + c["skipped"]
-        left_s = None
-        if c["done"]:
-            left = c["total"] - finished
-            left_s = c["elapsed"] / c["done"] * left if left else 0.0
-        text = (f"done {c['done']} (stored before {c['reused']}), running {c['running']}, failed {c['failed']}"
-                + (f", skipped {c['skipped']}" if c["skipped"] else ""))
+        finished = self._finished(c)
+        text = self._text(c)
+        with self.lock:
+            self.counts, self.counted_at = dict(c), time.time()
         if self.tty:
             self.bar.total = c["total"]
             self.bar.n = finished
             self.bar.set_postfix_str(text, refresh=True)
         elif not self.quiet and (time.time() - self.last_log >= LOG_EVERY_S or finished == c["total"]):
+            self._log(c)
+
+    @staticmethod
+    def _text(c: dict) -> str:
+        return (f"done {c['done']} (stored before {c['reused']}), running {c['running']}, failed {c['failed']}"
+                + (f", skipped {c['skipped']}" if c["skipped"] else ""))
+
+    def _log(self, c: dict, note: str = "") -> None:
+        left_s = None
+        if c["done"]:
+            left = c["total"] - self._finished(c)
+            left_s = c["elapsed"] / c["done"] * left if left else 0.0
+        eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
+        with self.lock:
             self.last_log = time.time()
-            eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
-            print(f"{self.name}: {finished}/{c['total']} tasks; {text}; {c['elapsed'] / 60:.1f} min{eta}",
-                  file=sys.stderr, flush=True)
+            print(f"{self.name}: {self._finished(c)}/{c['total']} tasks; {self._text(c)}; {c['elapsed'] / 60:.1f} "
+                  f"min{eta}{note}", file=sys.stderr, flush=True)
+
+    def _beat(self) -> None:
+        """The heartbeat thread: while tasks are left, a line when none was printed for ``heartbeat_s``."""
+        while not self.stopped.wait(self.heartbeat_s / 4):
+            with self.lock:
+                c, at, quiet_for = self.counts, self.counted_at, time.time() - self.last_log
+            if c is None or self._finished(c) >= c["total"] or quiet_for < self.heartbeat_s:
+                continue
+            self._log(c | {"elapsed": c["elapsed"] + time.time() - at},
+                      f"; alive, no task finished in the last {(time.time() - at) / 60:.1f} min")
 
     def close(self):
+        self.stopped.set()
+        if self.heart is not None:
+            self.heart.join()
         self.bar.close()
 
 

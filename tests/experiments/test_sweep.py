@@ -582,6 +582,36 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     assert len(sampled) and sampled.truncation_bound.isna().all() and sampled.rounding_bound.isna().all()
 
 
+def test_progress_without_a_terminal_beats_while_tasks_run(capsys):
+    """stderr not a terminal (pytest captures it): after the first line, a heartbeat line whenever none was
+    printed for the heartbeat interval while tasks are left, and none after the last task or after close."""
+    from app.commands import sweep as sweep_command
+
+    progress = sweep_command.Progress(quiet=False, heartbeat_s=0.2)
+    counts = {"done": 0, "reused": 0, "failed": 0, "skipped": 0, "running": 2, "total": 5, "elapsed": 0.0}
+    t0 = time.monotonic()
+    progress(counts)
+    beats: list = []
+    while len(beats) < 4 and time.monotonic() - t0 < 20:
+        time.sleep(0.05)
+        beats += capsys.readouterr().err.splitlines()
+    took = time.monotonic() - t0
+    assert beats[0].startswith("sweep: 0/5 tasks; done 0 (stored before 0), running 2, failed 0; 0.0 min")
+    assert len(beats) >= 4 and took >= 3 * 0.2                      # no beat before its interval
+    assert all("alive, no task finished in the last" in ln for ln in beats[1:])
+    progress(counts | {"done": 5, "elapsed": 30.0})                  # every task finished: its line, then quiet
+    time.sleep(0.5)
+    progress.close()
+    time.sleep(0.3)
+    assert capsys.readouterr().err.splitlines() == ["sweep: 5/5 tasks; done 5 (stored before 0), running 2, "
+                                                    "failed 0; 0.5 min, about 0 min left"]
+    quiet = sweep_command.Progress(quiet=True, heartbeat_s=0.1)
+    quiet(counts)
+    time.sleep(0.4)
+    quiet.close()
+    assert capsys.readouterr().err == ""
+
+
 def _counts(**kw) -> dict:
     return {"cells": 2, "trained": 0, "reused": 27, "failed": 0, "skipped": 0, "corrupt_retrained": 0} | kw
 
