@@ -196,6 +196,94 @@ def test_key_covers_the_version_and_the_configuration():
     assert units.key_of({**spec, "config": {**spec["config"], "batch": 65}}) != units.key_of(spec)
 
 
+def _changed(value, name: str, choices: dict):
+    """Another valid value of a configuration or reading field: a choice swapped for another, an integer plus
+    one, a float halved (every float field is positive, and the bounded ones stay inside their bounds)."""
+    if name in choices:
+        return next(c for c in choices[name] if c != value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AssertionError(f"no perturbation for field {name} = {value!r}: add its choices to the test")
+    return value + 1 if isinstance(value, int) else value / 2
+
+
+def _unit_keys(grid) -> dict:
+    """Every unit key of the grid's plan by (reading, d, row, unit): each plan's search, a seed unit of it
+    (seed 0 at a fixed chosen step) and the row's ceiling."""
+    p = SW.plan(grid, version="1", code="0" * 16)
+    out = {}
+    for (reading, d, row), info in p.rows.items():
+        out[(reading, d, row, "ceiling")] = info["ceiling"]
+        for plan, skey in info["plans"].items():
+            out[(reading, d, row, plan)] = skey
+            out[(reading, d, row, plan, "seed")] = units.key_of(p.seed_spec(skey, 0, {"out": 1.0, "att": 1.0}))
+    return out
+
+
+ALL_TASKS = {"sweep": {"tasks": list(RN.TK.TASKS), "seeds": 2, "d": [8]}}
+SMALL = {"max_steps": 40, "eval_every": 10, "patience": 3, "phase2_cap": 20}
+
+
+def test_every_run_configuration_field_is_in_every_units_key():
+    """Each field of runner.Config changed alone (to another valid value) changes the key of every unit of
+    every row (searches, seeds, ceilings), except the fields ``sweep_units.CONFIG_FIELDS_OUT`` documents as
+    not in a unit's spec: the unit names its own row (task, heads), seed and reading, and jobs is how many
+    processes run, not what they compute.  A field added to runner.Config is taken in by the loop."""
+    from dataclasses import fields
+
+    choices = {"icl_loss": RN.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
+               "kernel": RN.E.KERNELS, "and_heads_data": RN.AND_HEADS_DATA}
+    base = RD.parse({**ALL_TASKS, "base": SMALL, "axes": {"a": {"x": {}}}}, "t")
+    keys = _unit_keys(base)
+    assert {k[2] for k in keys} == {"occurrence", "OR", "AND (H=2)", "AND (H=1)", "ICL", "SLR", "even_pairs"}
+    checked = []
+    for f in fields(RN.Config):
+        if f.name in sweep_units.CONFIG_FIELDS_OUT:
+            continue
+        if f.name == "d":
+            changed = {(r, 8, row, *u): k for (r, _, row, *u), k in _unit_keys(replace(base, d=(9,))).items()}
+        else:
+            value = getattr(base.run_config(8, base.tasks), f.name)
+            other = replace(base, config={**base.config, f.name: _changed(value, f.name, choices)})
+            other.run_config(8, other.tasks).validate()
+            changed = _unit_keys(other)
+        assert changed.keys() == keys.keys(), f.name
+        same = [u for u in keys if changed[u] == keys[u]]
+        assert not same, (f.name, same[:3])
+        checked.append(f.name)
+    assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading"}
+    assert set(checked) | set(sweep_units.CONFIG_FIELDS_OUT) == {f.name for f in fields(RN.Config)}
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum", "adam"])
+def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
+    """Each field of protocol.Reading changed alone, under each optimizer, changes the key of every unit of
+    each plan whose training reads it, and of no other: a plan ignores exactly the fields
+    ``sweep_units.PROJECTED`` lists for it and the constants of the optimizers not chosen (the momentum
+    constant counts under the momentum optimizer alone), the ceilings ignore the reading (a row's capacity
+    depends on neither reading nor seed), and the name enters no key."""
+    from dataclasses import fields
+
+    from numerics.experiments import protocol
+
+    choices = {"k2": ("plateau", 3), "budget": protocol.BUDGETS, "joint_steps": protocol.JOINT_STEPS,
+               "optimizer": protocol.OPTIMIZERS, "name": ("x", "y")}
+    constants = {"momentum": ("momentum",), "adam": ("adam_beta1", "adam_beta2", "adam_eps")}
+    base = protocol.Reading(optimizer=optimizer, **SMALL)
+    for f in fields(protocol.Reading):
+        other = replace(base, **{f.name: _changed(getattr(base, f.name), f.name, choices)}).validate()
+        values = {n: {g.name: getattr(r, g.name) for g in fields(protocol.Reading) if g.name != "name"}
+                  for n, r in (("base", base), ("other", other))}
+        keys = _unit_keys(RD.parse({**ALL_TASKS, "axes": {"a": values}}, "t"))
+        for (reading, d, row, *unit), key in keys.items():
+            if reading != "other":
+                continue
+            plan = unit[0]
+            ignored = (plan == "ceiling" or f.name == "name" or f.name in sweep_units.PROJECTED[plan]
+                       or any(f.name in names for opt, names in constants.items() if opt != optimizer))
+            assert (key == keys[("base", d, row, *unit)]) == ignored, (f.name, row, unit)
+
+
+
 # ------------------------------------------------------------------------------------------------
 # the sweep on a cluster
 
