@@ -1,7 +1,8 @@
 """`occ-companion sweep`: Table 1 under every reading of a readings file, on a dask.distributed cluster.
 
 The readings file (TOML; the default ships with the package, numerics/experiments/readings.toml) names the
-axes of the protocol whose product is swept, the tasks, the reported seeds and the alphabet sizes d.  Every
+axes of the protocol whose product is swept, the tasks, the reported seeds and the alphabet sizes d;
+--quick runs the small file shipped beside it (readings_quick.toml, about a minute of CPU).  Every
 (reading, row, plan) step-size search, every reported seed and every capacity ceiling is one task on the
 cluster: a LocalCluster sized to this machine's cores by default, or the running scheduler at --scheduler.
 Finished tasks are kept in the results store (--store, shared between sweeps, keyed by each task's full
@@ -54,6 +55,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--readings", type=Path, default=None, metavar="FILE",
                    help="readings file (TOML; default: the shipped numerics/experiments/readings.toml)")
+    p.add_argument("--quick", action="store_true",
+                   help="a try of the sweep in about a minute of CPU: the small readings file shipped beside the "
+                        "default (numerics/experiments/readings_quick.toml: four readings at d = 8), with the "
+                        "same --store and --out defaults")
     p.add_argument("--d", type=_int_list, default=None, metavar="LIST",
                    help="run only these of the file's alphabet sizes (comma-separated; default: all)")
     p.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
@@ -76,8 +81,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _grid(args):
     """The readings file's grid, after the checks of the flags against it and each other."""
     from numerics.experiments import readings as RD
+    from numerics.experiments import sweep
 
-    grid = RD.load(args.readings)
+    if args.quick and args.readings is not None:
+        raise SettingError("--quick runs the shipped small readings file; drop --readings (or --quick)")
+    grid = RD.load(sweep.QUICK_FILE if args.quick else args.readings)
     if args.d is not None:
         bad = [d for d in args.d if d not in grid.d]
         if bad:

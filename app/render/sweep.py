@@ -131,7 +131,7 @@ def robustness_table(summary: dict, d: int) -> list[str]:
         why = Counter(v.get("category", "other") for v in per.values() if v["verdict"] == "refused")
         refused = str(c["refused"]) + (" (" + ", ".join(f"{k} {why[k]}" for k in CATEGORIES if why[k]) + ")"
                                        if why else "")
-        dv = TR.VERDICT_MARK[per[default]["verdict"]] if default in per else "not run"
+        dv = TR.VERDICT_MARK[per[default]["verdict"]] if default in per else ("not run" if default else "-")
         dep = "; ".join(depends_on(per, axes)) or "-"
         lines.append(f"| {row} | {claim} | {dv} | {c['holds']}/{n} | {c['does not hold']}/{n} | {c['undecided']}/{n} "
                      f"| {refused} | {dep} |")
@@ -220,6 +220,16 @@ def _readings(n: int) -> str:
     return f"{n} reading" + ("" if n == 1 else "s")
 
 
+def default_sentence(summary: dict) -> str:
+    """Which reading of the file is the protocol's default (``readings.Grid.default``), or that none is (a
+    file whose [base] changes a default, as the quick file's smaller budget does)."""
+    default = summary.get("default_reading")
+    if default is None:
+        return ("No reading of this file is the protocol's default reading (its fields differ from the "
+                "defaults), so the tables have no default-reading column to read.")
+    return f"The default reading is `{default}`."
+
+
 def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     """The sweep's Markdown: what ran, a robustness table per d, the heat maps, the verdicts across d, the lag
     measures side by side, and links to the per-reading pages (``link_prefix`` + file name)."""
@@ -234,7 +244,7 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
              f"{counts['searches']} step-size searches and {counts['ceilings']} capacity ceilings (readings share "
              f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
              f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
-             f"{summary['units_cpu_s'] / 3600:.1f} h. The default reading is `{summary.get('default_reading')}`.", "",
+             f"{summary['units_cpu_s'] / 3600:.1f} h. " + default_sentence(summary), "",
              "Counts are over readings; *verdict changes with* names the axes along which changing one choice, all "
              "else equal, turns a verdict between holds and does not hold (and the choices under which it holds).",
              ""]
@@ -428,7 +438,7 @@ def summary_text(summary: dict) -> str:
     c = summary["counts"]
     inc = len(summary.get("incomplete_cells", []))
     corrupt = (f"{c['corrupt_retrained']} corrupt store entries moved to corrupt/"
-               + (" and retrained" if c["trained"] else ""))
+               + (" and retrained" if c["trained"] else "")) if c["corrupt_retrained"] else "no corrupt store entry"
     return (f"sweep: {c['cells']} cells" + (f" complete, {inc} incomplete (units not in the store)" if inc else "")
             + f"; {c['trained']} tasks trained, {c['reused']} from the store, "
             f"{c['failed']} failed, {corrupt}; "

@@ -26,6 +26,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 from numerics import units
@@ -34,6 +35,9 @@ from numerics.experiments import sweep_units as SU
 from numerics.experiments import verdicts as V
 from numerics.experiments.readings import Grid
 
+QUICK_FILE = Path(__file__).with_name("readings_quick.toml")
+"""The small readings file of ``occ-companion sweep --quick``, shipped with the package: a try of the sweep and
+its dask path in about a minute of CPU (four readings at d = 8), not a result."""
 UNIT_MODULE = SU.__name__
 """The module of the training units: the root of their store keys."""
 

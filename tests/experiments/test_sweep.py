@@ -503,6 +503,7 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
     (["--scheduler", "foo"], "--scheduler 'foo' is not a dask scheduler address (no port number); the form is "
                              "tcp://host:port"),
     (["--scheduler", ""], "--scheduler '' is not a dask scheduler address (it is empty); the form is tcp://host:port"),
+    (["--quick", "--readings", "tiny.toml"], "--quick runs the shipped small readings file; drop --readings"),
 ])
 def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     (tmp_path / "tiny.toml").write_text(TINY)
@@ -512,6 +513,30 @@ def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr
     assert not (tmp_path / "store").exists() or args[0] == "--out"
+
+
+@pytest.mark.slow  # a sweep on a dask cluster, about a minute of CPU
+def test_quick_runs_the_shipped_small_readings_file_into_the_default_folders(tmp_path):
+    """``sweep --quick``: the small readings file shipped with the package (four readings at d = 8), into the
+    default --store and --out (sweep-store/ and sweep/ of the current folder), every cell complete."""
+    r = _cli("--quick", "--workers", "2", "--quiet", cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert summary["readings_file"]["text"] == SW.QUICK_FILE.read_text()
+    assert summary["counts"]["failed"] == 0 and summary["incomplete_cells"] == []
+    assert len(summary["cells"]) == 4 and {c["d"] for c in summary["cells"]} == {8}
+    assert summary["store"] == "sweep-store" and units.Store(tmp_path / "sweep-store").keys()
+    assert "No reading of this file is the protocol's default" in (tmp_path / "sweep" / "sweep.md").read_text()
+
+
+def test_the_quick_readings_file_ships_with_the_package():
+    """The quick file is package data beside the default one, and parses to a small grid."""
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert SW.QUICK_FILE.name in data["numerics.experiments"] and SW.QUICK_FILE.parent == RD.DEFAULT_FILE.parent
+    g = RD.load(SW.QUICK_FILE)
+    assert g.d == (8,) and len(g.readings) == 4 and g.default is None
 
 
 @pytest.mark.slow  # subprocesses
@@ -713,6 +738,8 @@ def test_a_render_only_run_says_corrupt_entries_were_moved_not_retrained():
     assert "0 tasks trained" in no_train
     trained = SR.summary_text({"counts": _counts(trained=3, reused=24, corrupt_retrained=3), "wall_s": 60.0})
     assert "3 tasks trained" in trained and "3 corrupt store entries moved to corrupt/ and retrained;" in trained
+    clean = SR.summary_text({"counts": _counts(trained=3), "wall_s": 60.0})
+    assert "no corrupt store entry;" in clean
 
 
 def test_the_pages_header_says_what_the_run_did():
