@@ -213,7 +213,7 @@ def main_args(args: argparse.Namespace) -> int:
         return exitcodes.DONE
     check_store(args.store)
     rest = sys.argv[sys.argv.index("sweep") + 1:] if "sweep" in sys.argv else []
-    command = ["occ-companion", "sweep", *rest]
+    command = ["occ-companion", "sweep", *recorded_folders(rest)]
     commit, dirty = git_commit()
     with OutputFolder(args.out, result="sweep", owns=OWNS) as out:
         cluster = units.Cluster(args.scheduler, args.workers)
@@ -228,7 +228,8 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         summary = SR.summarise(sweep)
-        summary.update({"command": command, "commit": commit, "dirty": dirty, "store": str(args.store),
+        summary.update({"command": command, "commit": commit, "dirty": dirty,
+                        "store": recorded_folders(["--store", str(args.store)])[1],
                         "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,
                         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
@@ -238,6 +239,40 @@ def main_args(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(x) for x in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else ""),
           file=sys.stderr)
     return exitcodes.UNDECIDED if sweep.outcome.failed or summary["incomplete_cells"] else exitcodes.DONE
+
+
+FOLDER_FLAGS = ("--readings", "--store", "--out")
+"""The flags whose paths a recorded command gives relative to the repository root (``recorded_folders``)."""
+
+
+def recorded_folders(argv: list[str], root: Path | None = None) -> list[str]:
+    """The arguments as a result records them: the path of each of ``FOLDER_FLAGS`` ("--out X" or "--out=X")
+    that lies inside the repository ``root`` (default: the checkout this code runs from, none outside a
+    checkout) relative to that root, so that a committed record names no folder of the machine it ran on;
+    a path outside the root is kept as typed.  The recorded command reads as run from the root."""
+    from app.checkout import NotInCheckout, checkout_root
+
+    if root is None:
+        try:
+            root = checkout_root()
+        except NotInCheckout:
+            return list(argv)
+    root = Path(root).resolve()
+
+    def inside(value: str) -> str:
+        where = Path(os.path.abspath(Path(value).expanduser())).resolve()
+        return where.relative_to(root).as_posix() if where.is_relative_to(root) else value
+
+    out, i = list(argv), 0
+    while i < len(out):
+        flag, eq, value = out[i].partition("=")
+        if flag in FOLDER_FLAGS and eq:
+            out[i] = f"{flag}={inside(value)}"
+        elif flag in FOLDER_FLAGS and i + 1 < len(out):
+            out[i + 1] = inside(out[i + 1])
+            i += 1                                  # the value, not a flag
+        i += 1
+    return out
 
 
 def interrupted(command: str, store: Path, out: Path, unit: str = "task") -> int:

@@ -725,6 +725,46 @@ def test_progress_without_a_terminal_beats_while_tasks_run(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_recorded_commands_give_folders_inside_the_repository_relative_to_its_root(tmp_path, monkeypatch):
+    """A recorded command names --store, --out and --readings inside the repository relative to its root
+    (typed absolute, or relative to a folder inside it), whether written "--out X" or "--out=X"; a path outside
+    the root is kept as typed, and the other arguments are left alone."""
+    from app.commands import sweep as sweep_command
+
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    argv = ["--store", str(root / "stores" / "s"), f"--out={root / 'docs' / 'sweep'}", "--readings",
+            str(elsewhere / "r.toml"), "--d", "25", "--quiet"]
+    assert sweep_command.recorded_folders(argv, root) == [
+        "--store", "stores/s", "--out=docs/sweep", "--readings", str(elsewhere / "r.toml"), "--d", "25", "--quiet"]
+    monkeypatch.chdir(root / "docs")
+    assert sweep_command.recorded_folders(["--out", "sweep", "--store", "../s", "--store", "../../x"], root) == \
+        ["--out", "docs/sweep", "--store", "s", "--store", "../../x"]
+    assert sweep_command.recorded_folders(["--out", "--store"], root) == ["--out", "docs/--store"]
+    monkeypatch.chdir(tmp_path)
+    assert sweep_command.recorded_folders(["--out", "sweep"], root) == ["--out", "sweep"]
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_run_records_its_folders_relative_to_the_repository_root(reference, tmp_path):
+    """A render-only run from this checkout with an absolute --out inside it records the folder relative to
+    the root, in sweep.json's command and store and in the store's run log."""
+    out = ROOT / "build" / f"sweep-record-test-{os.getpid()}"
+    try:
+        r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(reference / "store"), "--out", str(out),
+                 "--no-train", "--quiet", cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stderr
+        summary = json.loads((out / "sweep.json").read_text())
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    rel = out.relative_to(ROOT).as_posix()
+    assert summary["command"][summary["command"].index("--out") + 1] == rel
+    assert summary["store"] == str(reference / "store")                    # outside the checkout: as typed
+    logged = summary["runs"][-1]["command"]                               # this run, the last to start
+    assert logged == summary["command"] and logged[logged.index("--out") + 1] == rel
+
+
 def _counts(**kw) -> dict:
     return {"cells": 2, "trained": 0, "reused": 27, "failed": 0, "skipped": 0, "corrupt_retrained": 0} | kw
 
