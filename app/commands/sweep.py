@@ -8,10 +8,11 @@ cluster: a LocalCluster sized to this machine's cores by default, or the running
 Finished tasks are kept in the results store (--store, shared between sweeps, keyed by each task's full
 configuration, the package version and a digest of the code the tasks import: docstrings, comments and the
 verdict rules are not in it), so a killed sweep resumes where it stopped and a finished one re-renders without
-training; a corrupt store entry is detected and trained again.
+training; a corrupt store entry is moved to corrupt/ and trained again (by a run that trains).
 
-Writes into --out: sweep.json (the readings file used, the configuration, the counts, every verdict per
-reading and d, the failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
+Writes into --out: sweep.json (the readings file used, the configuration, the command, with --store, --out
+and --readings inside the repository relative to its root, the counts, every verdict per reading and d, the
+failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
 and d), verdicts.csv, sweep.md (the robustness table), one heat map per d and one page per reading.
 ``--no-train`` renders what the store holds without starting a cluster (cells with units missing are listed as
 incomplete).  Exit status: 0 every task finished, 3 some task failed (its verdicts are refused) or some cell is

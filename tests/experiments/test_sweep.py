@@ -1,6 +1,7 @@
-"""The readings sweep: readings files, unit projection, store keys that follow the code a unit imports,
-equality with table1's runner, the store (resume, corruption, concurrent sweeps), the dask cluster
-(LocalCluster and --scheduler), failures and bad input."""
+"""The readings sweep: readings files and their limits, unit projection, store keys that follow the code a
+unit imports and every configuration field it uses, equality with table1's runner, the store (resume,
+corruption, concurrent sweeps), the dask cluster (LocalCluster and --scheduler), failures and bad input,
+--quick, the progress lines and the recorded command."""
 from __future__ import annotations
 
 import json
