@@ -470,22 +470,130 @@ class Store:
 
 
 class SchedulerUnreachable(SettingError):
-    """The scheduler address did not answer (the message starts with the address)."""
+    """The scheduler address did not answer as a dask scheduler (the message starts with the address)."""
+
+
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")
+"""The dask protocols a scheduler address may name; each runs over TCP, so the address is a host and a port."""
+SCHEDULER_FORM = "tcp://host:port"
+CONNECT_TIMEOUT_S = 20.0
+"""How long a scheduler address has to accept a connection, and then to answer dask's handshake, before the
+run gives up on it (a dask scheduler answers at once; an HTTP server, such as dask's dashboard, never does)."""
+
+
+def scheduler_address(text: str) -> tuple[str, str, int]:
+    """(protocol, host, port) of a dask scheduler address written ``tcp://host:port`` (``host:port`` means
+    tcp; an IPv6 host in brackets); a SettingError saying what is wrong and the form otherwise, before any
+    connection is tried."""
+    from urllib.parse import urlsplit
+
+    def refuse(why: str):
+        raise SettingError(f"{text!r} is not a dask scheduler address ({why}); the form is {SCHEDULER_FORM}")
+
+    if not text.strip():
+        refuse("it is empty")
+    try:
+        parts = urlsplit(text if "://" in text else f"tcp://{text}")
+        port = parts.port
+    except ValueError as exc:
+        refuse(f"bad port: {exc}")
+    if parts.scheme not in SCHEDULER_SCHEMES:
+        refuse(f"unknown protocol {parts.scheme!r}; dask's are {', '.join(SCHEDULER_SCHEMES)}")
+    if not parts.hostname:
+        refuse("no host")
+    if port is None or port == 0:
+        refuse("no port number" if port is None else "port 0")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        refuse("text after the port")
+    return parts.scheme, parts.hostname, port
+
+
+def _identity(address: str, timeout: float) -> object:
+    """What the server at ``address`` answers to dask's handshake and an identity request (a dict whose "type"
+    is "Scheduler" for a scheduler), within ``timeout`` seconds: TimeoutError when it does not answer in time,
+    another exception when what answers does not speak dask's protocol (an SSH banner read as a frame length
+    gives MemoryError).  Runs on its own event loop in a thread of its own, whatever loop the caller runs."""
+    import asyncio
+    import threading
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def ask():
+        comm = await connect(address, timeout=timeout, **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(ask(), timeout)
+
+    got: dict = {}
+
+    def probe():
+        try:
+            got["reply"] = asyncio.run(bounded())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
+            got["error"] = exc
+
+    thread = threading.Thread(target=probe, name="dask-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in got:
+        raise got["error"]
+    return got["reply"]
 
 
 class Cluster:
     """The dask client of a run: a LocalCluster of ``workers`` processes (default: the cores), or the running
-    scheduler at ``scheduler``; connected at the first unit to train (``connect``), closed by ``close``
-    (which keeps the number of workers it had)."""
+    scheduler at ``scheduler`` (checked by ``scheduler_address`` at once); connected at the first unit to train
+    (``connect``), closed by ``close`` (which keeps the number of workers it had).  A scheduler address gets
+    ``timeout`` seconds to accept a connection and as many to answer dask's handshake as a scheduler
+    (``check_scheduler``) before any unit is submitted to it."""
 
-    def __init__(self, scheduler: str | None = None, workers: int | None = None):
-        self.scheduler, self.n_workers = scheduler, workers
+    def __init__(self, scheduler: str | None = None, workers: int | None = None,
+                 timeout: float = CONNECT_TIMEOUT_S):
+        if scheduler is not None:
+            scheduler_address(scheduler)
+        self.scheduler, self.n_workers, self.timeout = scheduler, workers, timeout
         self.opened: list = []
         self.workers = 0
 
     def connect(self):
         self.opened.extend(self._client())
         return self.opened[0]
+
+    def check_scheduler(self) -> None:
+        """A SchedulerUnreachable unless a dask scheduler answers at the scheduler address: the port accepts
+        a TCP connection within the timeout ("cannot connect" otherwise), then the server answers dask's
+        handshake and identity request as a scheduler within the timeout ("did not answer as a dask
+        scheduler"), in dask's protocol ("not a dask scheduler" for anything else that answers)."""
+        import socket
+
+        _, host, port = scheduler_address(self.scheduler)
+        try:
+            socket.create_connection((host, port), timeout=self.timeout).close()
+        except OSError as exc:
+            raise SchedulerUnreachable(f"{self.scheduler}: cannot connect ({exc.strerror or exc})") from None
+        try:
+            reply = _identity(self.scheduler, self.timeout)
+        except TimeoutError:
+            raise SchedulerUnreachable(
+                f"{self.scheduler}: did not answer as a dask scheduler within {self.timeout:g} s (a port that "
+                "accepts connections but does not answer dask's handshake, such as an HTTP server or dask's "
+                "dashboard: give the scheduler's own address, which dask prints as \"Scheduler at\")") from None
+        except OSError as exc:
+            raise SchedulerUnreachable(f"{self.scheduler}: not a dask scheduler (it closed the connection during "
+                                       f"dask's handshake: {exc})") from None
+        except Exception as exc:  # noqa: BLE001 - any failure to parse the answer: it is not dask's protocol
+            raise SchedulerUnreachable(f"{self.scheduler}: not a dask scheduler (what answers there does not "
+                                       f"speak dask's protocol: {type(exc).__name__})") from None
+        kind = reply.get("type") if isinstance(reply, dict) else None
+        if kind != "Scheduler":
+            what = f"a dask {kind}" if isinstance(kind, str) else "a server that is not dask's"
+            raise SchedulerUnreachable(f"{self.scheduler}: not a dask scheduler ({what} answers there)")
 
     def _client(self):
         import logging
@@ -494,8 +602,9 @@ class Cluster:
         from distributed import Client, LocalCluster
 
         if self.scheduler is not None:
+            self.check_scheduler()
             try:
-                return Client(self.scheduler, timeout="20s"), None
+                return Client(self.scheduler, timeout=f"{self.timeout:g}s"), None
             except (OSError, TimeoutError) as exc:
                 raise SchedulerUnreachable(f"{self.scheduler}: cannot connect ({exc})") from None
         import dask

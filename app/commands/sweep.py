@@ -1,16 +1,18 @@
 """occ-companion sweep: Table 1 under every reading of a readings file, on a dask.distributed cluster.
 
 The readings file (TOML; the default ships with the package, numerics/experiments/readings.toml) names the
-axes of the protocol whose product is swept, the tasks, the reported seeds and the alphabet sizes d.  Every
+axes of the protocol whose product is swept, the tasks, the reported seeds and the alphabet sizes d;
+--quick runs the small file shipped beside it (readings_quick.toml, about a minute of CPU).  Every
 (reading, row, plan) step-size search, every reported seed and every capacity ceiling is one task on the
 cluster: a LocalCluster sized to this machine's cores by default, or the running scheduler at --scheduler.
 Finished tasks are kept in the results store (--store, shared between sweeps, keyed by each task's full
 configuration, the package version and a digest of the code the tasks import: docstrings, comments and the
 verdict rules are not in it), so a killed sweep resumes where it stopped and a finished one re-renders without
-training; a corrupt store entry is detected and trained again.
+training; a corrupt store entry is moved to corrupt/ and trained again (by a run that trains).
 
-Writes into --out: sweep.json (the readings file used, the configuration, the counts, every verdict per
-reading and d, the failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
+Writes into --out: sweep.json (the readings file used, the configuration, the command, with --store, --out
+and --readings inside the repository relative to its root, the counts, every verdict per reading and d, the
+failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
 and d), verdicts.csv, sweep.md (the robustness table), one heat map per d and one page per reading.
 --no-train renders what the store holds without starting a cluster (cells with units missing are listed as
 incomplete).  Exit status: 0 every task finished, 3 some task failed (its verdicts are refused) or some cell is
@@ -33,7 +35,10 @@ from app.options import workers_option
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
-"""Progress lines when stderr is not a terminal: one every LOG_EVERY_S seconds."""
+"""Progress lines when stderr is not a terminal: one every LOG_EVERY_S seconds as tasks finish."""
+HEARTBEAT_S = 30.0
+"""Without a terminal, a line at least every HEARTBEAT_S seconds while tasks run, whether or not one finishes,
+so that a log shows the run is alive."""
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -51,13 +56,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--readings", type=Path, default=None, metavar="FILE",
                    help="readings file (TOML; default: the shipped numerics/experiments/readings.toml)")
+    p.add_argument("--quick", action="store_true",
+                   help="a try of the sweep in about a minute of CPU: the small readings file shipped beside the "
+                        "default (numerics/experiments/readings_quick.toml: four readings at d = 8), with the "
+                        "same --store and --out defaults")
     p.add_argument("--d", type=_int_list, default=None, metavar="LIST",
                    help="run only these of the file's alphabet sizes (comma-separated; default: all)")
     p.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
                    help="results store, shared between sweeps (default sweep-store/)")
     p.add_argument("--out", type=Path, default=Path("sweep"), help="output folder (default sweep/)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
+                   help="address of a running dask scheduler, tcp://host:port (e.g. tcp://host:8786; not its "
+                        "dashboard's); default: a LocalCluster")
     p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
@@ -72,8 +82,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _grid(args):
     """The readings file's grid, after the checks of the flags against it and each other."""
     from numerics.experiments import readings as RD
+    from numerics.experiments import sweep
 
-    grid = RD.load(args.readings)
+    if args.quick and args.readings is not None:
+        raise SettingError("--quick runs the shipped small readings file; drop --readings (or --quick)")
+    grid = RD.load(sweep.QUICK_FILE if args.quick else args.readings)
     if args.d is not None:
         bad = [d for d in args.d if d not in grid.d]
         if bad:
@@ -86,9 +99,12 @@ def _grid(args):
 
 
 class Progress:
-    """done / running / failed counts and time left: a tqdm bar on a terminal, a line a minute otherwise."""
+    """done / running / failed counts and time left: a tqdm bar on a terminal; otherwise a line a minute as
+    tasks finish, and a heartbeat line when none was printed for ``heartbeat_s`` seconds while tasks run."""
 
-    def __init__(self, quiet: bool, name: str = "sweep"):
+    def __init__(self, quiet: bool, name: str = "sweep", heartbeat_s: float = HEARTBEAT_S):
+        import threading
+
         from tqdm import tqdm
 
         self.tty = sys.stderr.isatty() and not quiet
@@ -96,26 +112,62 @@ class Progress:
         self.name = name
         self.bar = tqdm(total=0, desc=f"{name} tasks", unit="task", disable=not self.tty, dynamic_ncols=True)
         self.last_log = 0.0
+        self.counts: dict | None = None
+        self.counted_at = 0.0
+        self.heartbeat_s = heartbeat_s
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.heart = None
+        if not self.tty and not quiet:
+            self.heart = threading.Thread(target=self._beat, name=f"{name}-heartbeat", daemon=True)
+            self.heart.start()
+
+    @staticmethod
+    def _finished(c: dict) -> int:
+        return c["done"] + c["reused"] + c["failed"] + c["skipped"]
 
     def __call__(self, c: dict) -> None:
-        finished = c["done"] + c["reused"] + c["failed"] + c["skipped"]
-        left_s = None
-        if c["done"]:
-            left = c["total"] - finished
-            left_s = c["elapsed"] / c["done"] * left if left else 0.0
-        text = (f"done {c['done']} (stored before {c['reused']}), running {c['running']}, failed {c['failed']}"
-                + (f", skipped {c['skipped']}" if c["skipped"] else ""))
+        finished = self._finished(c)
+        text = self._text(c)
+        with self.lock:
+            self.counts, self.counted_at = dict(c), time.time()
         if self.tty:
             self.bar.total = c["total"]
             self.bar.n = finished
             self.bar.set_postfix_str(text, refresh=True)
         elif not self.quiet and (time.time() - self.last_log >= LOG_EVERY_S or finished == c["total"]):
+            self._log(c)
+
+    @staticmethod
+    def _text(c: dict) -> str:
+        return (f"done {c['done']} (stored before {c['reused']}), running {c['running']}, failed {c['failed']}"
+                + (f", skipped {c['skipped']}" if c["skipped"] else ""))
+
+    def _log(self, c: dict, note: str = "") -> None:
+        left_s = None
+        if c["done"]:
+            left = c["total"] - self._finished(c)
+            left_s = c["elapsed"] / c["done"] * left if left else 0.0
+        eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
+        with self.lock:
             self.last_log = time.time()
-            eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
-            print(f"{self.name}: {finished}/{c['total']} tasks; {text}; {c['elapsed'] / 60:.1f} min{eta}",
-                  file=sys.stderr, flush=True)
+            print(f"{self.name}: {self._finished(c)}/{c['total']} tasks; {self._text(c)}; {c['elapsed'] / 60:.1f} "
+                  f"min{eta}{note}", file=sys.stderr, flush=True)
+
+    def _beat(self) -> None:
+        """The heartbeat thread: while tasks are left, a line when none was printed for ``heartbeat_s``."""
+        while not self.stopped.wait(self.heartbeat_s / 4):
+            with self.lock:
+                c, at, quiet_for = self.counts, self.counted_at, time.time() - self.last_log
+            if c is None or self._finished(c) >= c["total"] or quiet_for < self.heartbeat_s:
+                continue
+            self._log(c | {"elapsed": c["elapsed"] + time.time() - at},
+                      f"; alive, no task finished in the last {(time.time() - at) / 60:.1f} min")
 
     def close(self):
+        self.stopped.set()
+        if self.heart is not None:
+            self.heart.join()
         self.bar.close()
 
 
@@ -131,9 +183,17 @@ def check_store(store: Path) -> None:
 
 
 def check_cluster_options(args) -> None:
-    """--scheduler and --workers exclude each other (the LocalCluster's size against a running cluster)."""
+    """--scheduler and --workers exclude each other (the LocalCluster's size against a running cluster), and
+    --scheduler is an address of the form tcp://host:port (``units.scheduler_address``), before any work."""
+    from numerics import units
+
     if args.scheduler is not None and args.workers is not None:
         raise SettingError("--workers sizes the LocalCluster; with --scheduler the cluster's own workers run")
+    if args.scheduler is not None:
+        try:
+            units.scheduler_address(args.scheduler)
+        except SettingError as exc:
+            raise SettingError(f"--scheduler {exc}") from None
 
 
 def main_args(args: argparse.Namespace) -> int:
@@ -148,11 +208,13 @@ def main_args(args: argparse.Namespace) -> int:
     if args.dry_run:
         n = SW.survey(grid, store, args.d)
         print(f"{n['cells']} cells (reading x d), {n['rows']} rows, {n['searches']} step-size searches "
-              f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings")
+              f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings, "
+              f"{n['seeds']} seed tasks (one per reported seed of each search): "
+              f"{n['searches'] + n['ceilings'] + n['seeds']} tasks in all")
         return exitcodes.DONE
     check_store(args.store)
     rest = sys.argv[sys.argv.index("sweep") + 1:] if "sweep" in sys.argv else []
-    command = ["occ-companion", "sweep", *rest]
+    command = ["occ-companion", "sweep", *recorded_folders(rest)]
     commit, dirty = git_commit()
     with OutputFolder(args.out, result="sweep", owns=OWNS) as out:
         cluster = units.Cluster(args.scheduler, args.workers)
@@ -167,7 +229,8 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         summary = SR.summarise(sweep)
-        summary.update({"command": command, "commit": commit, "dirty": dirty, "store": str(args.store),
+        summary.update({"command": command, "commit": commit, "dirty": dirty,
+                        "store": recorded_folders(["--store", str(args.store)])[1],
                         "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,
                         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
@@ -177,6 +240,40 @@ def main_args(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(x) for x in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else ""),
           file=sys.stderr)
     return exitcodes.UNDECIDED if sweep.outcome.failed or summary["incomplete_cells"] else exitcodes.DONE
+
+
+FOLDER_FLAGS = ("--readings", "--store", "--out")
+"""The flags whose paths a recorded command gives relative to the repository root (``recorded_folders``)."""
+
+
+def recorded_folders(argv: list[str], root: Path | None = None) -> list[str]:
+    """The arguments as a result records them: the path of each of ``FOLDER_FLAGS`` ("--out X" or "--out=X")
+    that lies inside the repository ``root`` (default: the checkout this code runs from, none outside a
+    checkout) relative to that root, so that a committed record names no folder of the machine it ran on;
+    a path outside the root is kept as typed.  The recorded command reads as run from the root."""
+    from app.checkout import NotInCheckout, checkout_root
+
+    if root is None:
+        try:
+            root = checkout_root()
+        except NotInCheckout:
+            return list(argv)
+    root = Path(root).resolve()
+
+    def inside(value: str) -> str:
+        where = Path(os.path.abspath(Path(value).expanduser())).resolve()
+        return where.relative_to(root).as_posix() if where.is_relative_to(root) else value
+
+    out, i = list(argv), 0
+    while i < len(out):
+        flag, eq, value = out[i].partition("=")
+        if flag in FOLDER_FLAGS and eq:
+            out[i] = f"{flag}={inside(value)}"
+        elif flag in FOLDER_FLAGS and i + 1 < len(out):
+            out[i + 1] = inside(out[i + 1])
+            i += 1                                  # the value, not a flag
+        i += 1
+    return out
 
 
 def interrupted(command: str, store: Path, out: Path, unit: str = "task") -> int:

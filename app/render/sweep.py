@@ -131,7 +131,7 @@ def robustness_table(summary: dict, d: int) -> list[str]:
         why = Counter(v.get("category", "other") for v in per.values() if v["verdict"] == "refused")
         refused = str(c["refused"]) + (" (" + ", ".join(f"{k} {why[k]}" for k in CATEGORIES if why[k]) + ")"
                                        if why else "")
-        dv = TR.VERDICT_MARK[per[default]["verdict"]] if default in per else "not run"
+        dv = TR.VERDICT_MARK[per[default]["verdict"]] if default in per else ("not run" if default else "-")
         dep = "; ".join(depends_on(per, axes)) or "-"
         lines.append(f"| {row} | {claim} | {dv} | {c['holds']}/{n} | {c['does not hold']}/{n} | {c['undecided']}/{n} "
                      f"| {refused} | {dep} |")
@@ -220,6 +220,16 @@ def _readings(n: int) -> str:
     return f"{n} reading" + ("" if n == 1 else "s")
 
 
+def default_sentence(summary: dict) -> str:
+    """Which reading of the file is the protocol's default (``readings.Grid.default``), or that none is (a
+    file whose [base] changes a default, as the quick file's smaller budget does)."""
+    default = summary.get("default_reading")
+    if default is None:
+        return ("No reading of this file is the protocol's default reading (its fields differ from the "
+                "defaults), so the tables have no default-reading column to read.")
+    return f"The default reading is `{default}`."
+
+
 def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     """The sweep's Markdown: what ran, a robustness table per d, the heat maps, the verdicts across d, the lag
     measures side by side, and links to the per-reading pages (``link_prefix`` + file name)."""
@@ -234,7 +244,7 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
              f"{counts['searches']} step-size searches and {counts['ceilings']} capacity ceilings (readings share "
              f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
              f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
-             f"{summary['units_cpu_s'] / 3600:.1f} h. The default reading is `{summary.get('default_reading')}`.", "",
+             f"{summary['units_cpu_s'] / 3600:.1f} h. " + default_sentence(summary), "",
              "Counts are over readings; *verdict changes with* names the axes along which changing one choice, all "
              "else equal, turns a verdict between holds and does not hold (and the choices under which it holds).",
              ""]
@@ -291,10 +301,30 @@ def cost_markdown(summary: dict) -> list[str]:
                  f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in runs], ""]
 
 
+def duration(seconds: float) -> str:
+    """A wall time in the unit that reads best: seconds under a minute, minutes under 1.5 h, else hours."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def run_line(summary: dict) -> str:
+    """What this invocation did, for the page's header: the tasks it trained, on which cluster and in what
+    wall time; or, when it trained nothing, that it rendered from the results store (and what it left out)."""
+    c = summary["counts"]
+    if c["trained"] == 0:
+        left = (f"; {c['skipped']} tasks not in the store were not trained (their cells are left out)"
+                if c.get("skipped") else "")
+        return (f"this rendering trained nothing: every task it shows came from the results store "
+                f"({duration(summary['wall_s'])}{left})")
+    return (f"this run trained {c['trained']} tasks in {duration(summary['wall_s'])} wall on "
+            f"{summary.get('scheduler', '?')}")
+
+
 def markdown(summary: dict) -> str:
     return "\n".join(["# Table 1 under every reading of the protocol (sweep)", "",
                       f"occurrence-companion {summary['version']}; commit {summary.get('commit') or 'unknown'}; "
-                      f"this rendering {summary['wall_s'] / 60:.0f} min wall on {summary.get('scheduler', '?')}.", "",
+                      f"{run_line(summary)}.", "",
                       robustness_markdown(summary), *cost_markdown(summary)])
 
 
@@ -403,9 +433,13 @@ def write(summary: dict, tx) -> list[Path]:
 
 
 def summary_text(summary: dict) -> str:
+    """The one line a sweep prints at its end.  A corrupt store entry is moved to corrupt/ when it is read,
+    and trained again only by a run that trains (not by ``--no-train``)."""
     c = summary["counts"]
     inc = len(summary.get("incomplete_cells", []))
+    corrupt = (f"{c['corrupt_retrained']} corrupt store entries moved to corrupt/"
+               + (" and retrained" if c["trained"] else "")) if c["corrupt_retrained"] else "no corrupt store entry"
     return (f"sweep: {c['cells']} cells" + (f" complete, {inc} incomplete (units not in the store)" if inc else "")
             + f"; {c['trained']} tasks trained, {c['reused']} from the store, "
-            f"{c['failed']} failed, {c['corrupt_retrained']} corrupt store entries retrained; "
+            f"{c['failed']} failed, {corrupt}; "
             f"{summary['wall_s'] / 60:.1f} min wall")

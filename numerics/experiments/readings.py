@@ -5,12 +5,14 @@ fields of ``runner.Config`` other than tasks, d, seeds and jobs: batch, validati
 reading), ``[axes.<axis>]`` tables (each value a name and the Reading fields it sets; the readings are the
 Cartesian product of the axes, in file order, named by joining the value names with "/") and optional
 ``[[limit]]`` entries (at the listed d, only the listed readings and/or tasks run).  Every error names the file
-and the entry, before any work.
+and the entry, before any work; sizes are bounded by the limits of ``occ-companion table1``'s flags (``MAX_D``,
+``MAX_SEEDS``, ``MAX_STEPS``) and the number of readings by ``MAX_READINGS``.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,23 @@ from numerics.experiments.protocol import Reading
 CONFIG_FIELDS = ("and_heads", "init_scale", "batch", "val_size", "test_size", "mass_tol", "len_tol", "curve_points",
                  "lag_points", "icl_loss", "even_pairs_embedding", "kernel")
 """The run-configuration fields a readings file may set in [config] (the rest come from the cells)."""
+
+MAX_D = 400
+"""Largest alphabet size a readings file may name: table1's --d limit (``app.commands.table1.MAX_D``, which a
+test holds equal): the engine is benchmarked to d = 200, and exact populations take minutes to build beyond a
+few hundred."""
+MAX_SEEDS = 1000
+"""Largest [sweep] seeds and reading tuning_seeds: table1's --seeds and --tuning-seeds limit (each seed trains
+every plan of every row again)."""
+MAX_STEPS = 10**6
+"""Largest reading max_steps and phase2_cap: table1's --max-steps limit (every plan of every seed keeps a
+snapshot per evaluation; one plan of one seed at this cap takes minutes)."""
+READING_LIMITS = (("max_steps", MAX_STEPS, "--max-steps"), ("phase2_cap", MAX_STEPS, "--max-steps"),
+                  ("k1", MAX_STEPS, "--k1"), ("tuning_seeds", MAX_SEEDS, "--tuning-seeds"))
+"""(reading field, largest value, the table1 flag whose limit it is): checked on every reading of a file
+(k2 is below max_steps by the reading's own check)."""
+MAX_READINGS = 1000
+"""Largest number of readings (the product of the axes' sizes), checked before the product is built."""
 
 DEFAULT_FILE = Path(__file__).with_name("readings.toml")
 DEFAULT_READING = Reading()
@@ -108,10 +127,13 @@ def load(path: str | Path | None = None) -> Grid:
     return parse(data, str(p), text)
 
 
-def _int_list(value, what: str, low: int = 1) -> tuple[int, ...]:
+def _int_list(value, what: str, low: int = 1, high: int | None = None, why: str = "") -> tuple[int, ...]:
     if not isinstance(value, list) or not value or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value):
         raise SettingError(f"{what} must be a non-empty list of integers >= {low}, got {value!r}")
+    above = [v for v in value if high is not None and v > high]
+    if above:
+        raise SettingError(f"{what} = {above[0]} is above the largest, {high}{' (' + why + ')' if why else ''}")
     if len(set(value)) != len(value):
         raise SettingError(f"{what} lists a value twice: {value!r}")
     return tuple(value)
@@ -144,9 +166,11 @@ def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
         raise SettingError(f"{where}: [sweep] has unknown keys {', '.join(sorted(bad))} (expected tasks, seeds, d)")
     tasks = _name_list(sweep.get("tasks", list(TK.TASKS)), f"{where}: [sweep] tasks", TK.TASKS)
     seeds = sweep.get("seeds", 5)
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise SettingError(f"{where}: [sweep] seeds must be an integer >= 1, got {seeds!r}")
-    ds = _int_list(sweep.get("d", [50]), f"{where}: [sweep] d", 2)
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+        raise SettingError(f"{where}: [sweep] seeds must be an integer in [1, {MAX_SEEDS}] (table1's --seeds "
+                           f"limit), got {seeds!r}")
+    ds = _int_list(sweep.get("d", [50]), f"{where}: [sweep] d", 2, MAX_D, "the largest size table1 runs, its --d "
+                   "limit: the engine is benchmarked to d = 200, exact populations take minutes beyond a few hundred")
     base = data.get("base", {})
     axes = data.get("axes", {})
     if not isinstance(axes, dict) or not axes or not all(isinstance(v, dict) and v for v in axes.values()):
@@ -164,6 +188,11 @@ def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
     bad = set(base) - fields
     if bad:
         raise SettingError(f"{where}: [base] sets unknown reading fields {', '.join(sorted(bad))}")
+    n_readings = math.prod(len(v) for v in axes.values())
+    if n_readings > MAX_READINGS:
+        raise SettingError(f"{where}: the axes make {n_readings} readings ("
+                           + " x ".join(f"{len(v)} {a}" for a, v in axes.items())
+                           + f"), above the largest number a sweep runs, {MAX_READINGS}")
     readings: dict[str, Reading] = {}
     for combo in itertools.product(*[list(v.items()) for v in axes.values()]):
         name = "/".join(vname for vname, _ in combo)
@@ -174,6 +203,10 @@ def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
             readings[name] = Reading(name=name, **fields_set).validate()
         except (SettingError, TypeError) as exc:
             raise SettingError(f"{where}: reading {name}: {exc}") from None
+        for f, high, flag in READING_LIMITS:
+            if getattr(readings[name], f) > high:
+                raise SettingError(f"{where}: reading {name}: {f} = {getattr(readings[name], f)} is above the "
+                                   f"largest, {high} (table1's {flag} limit)")
     limits = []
     for i, lim in enumerate(data.get("limit", [])):
         what = f"{where}: [[limit]] entry {i + 1}"

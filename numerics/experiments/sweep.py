@@ -26,6 +26,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 from numerics import units
@@ -34,6 +35,9 @@ from numerics.experiments import sweep_units as SU
 from numerics.experiments import verdicts as V
 from numerics.experiments.readings import Grid
 
+QUICK_FILE = Path(__file__).with_name("readings_quick.toml")
+"""The small readings file of ``occ-companion sweep --quick``, shipped with the package: a try of the sweep and
+its dask path in about a minute of CPU (four readings at d = 8), not a result."""
 UNIT_MODULE = SU.__name__
 """The module of the training units: the root of their store keys."""
 
@@ -239,11 +243,12 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
 
 def survey(grid: Grid, store: units.Store, d: tuple[int, ...] | None = None) -> dict:
     """The size of the sweep of ``grid`` (at ``d`` only, when given) without running it: cells, rows,
-    searches, ceilings, and how many of the searches and ceilings the store holds."""
+    searches, ceilings, seeds (the seed units: one per reported seed of each search, fewer when a search
+    finds no step size), and how many of the searches and ceilings the store holds."""
     p = plan(restricted(grid, d))
     stored = sum(store.get(k, s) is not None for k, s in {**p.ceilings, **p.searches}.items())
     return {"cells": len(p.cells()), "rows": len(p.rows), "searches": len(p.searches), "stored": stored,
-            "ceilings": len(p.ceilings)}
+            "ceilings": len(p.ceilings), "seeds": sum(len(p.seeds(k)) for k in p.searches)}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The readings sweep: readings files, unit projection, store keys that follow the code a unit imports,
-equality with table1's runner, the store (resume, corruption, concurrent sweeps), the dask cluster
-(LocalCluster and --scheduler), failures and bad input."""
+"""The readings sweep: readings files and their limits, unit projection, store keys that follow the code a
+unit imports and every configuration field it uses, equality with table1's runner, the store (resume,
+corruption, concurrent sweeps), the dask cluster (LocalCluster and --scheduler), failures and bad input,
+--quick, the progress lines and the recorded command."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ from numerics.experiments import readings as RD
 from numerics.experiments import runner as RN
 from numerics.experiments import sweep as SW
 from numerics.experiments import sweep_units
+from tests import _servers
 from theory.validation import SettingError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +100,14 @@ def test_shipped_readings_file_spans_the_protocols_axes():
     ("[config]\nbatch = 0\n[axes.a]\nx = {}\n", "batch"),
     ("[config]\nd = 8\n[axes.a]\nx = {}\n", "d"),
     ("[axes.a\n", "not valid TOML"),
+    ("[sweep]\nd = [8, 1000000]\n[axes.a]\nx = {}\n", "[sweep] d = 1000000 is above the largest, 400"),
+    ("[sweep]\nd = [401]\n[axes.a]\nx = {}\n", "[sweep] d = 401 is above the largest, 400"),
+    ("[sweep]\nseeds = 100000000\n[axes.a]\nx = {}\n", "seeds must be an integer in [1, 1000]"),
+    ("[sweep]\nseeds = 1001\n[axes.a]\nx = {}\n", "seeds must be an integer in [1, 1000]"),
+    ("[base]\nmax_steps = 1000001\n[axes.a]\nx = {}\n", "max_steps = 1000001 is above the largest, 1000000"),
+    ("[axes.a]\nx = { phase2_cap = 1000001, max_steps = 1000000 }\n", "phase2_cap = 1000001 is above"),
+    ("[axes.a]\nx = { tuning_seeds = 1001 }\n", "tuning_seeds = 1001 is above the largest, 1000"),
+    ("".join(f"[axes.a{i}]\nx = {{}}\ny = {{}}\n" for i in range(10)), "1024 readings"),
 ])
 def test_bad_readings_files_are_refused_naming_the_entry(tmp_path, text, words):
     f = tmp_path / "r.toml"
@@ -105,6 +115,42 @@ def test_bad_readings_files_are_refused_naming_the_entry(tmp_path, text, words):
     with pytest.raises(SettingError, match=None) as exc:
         RD.load(f)
     assert words in str(exc.value) and str(f) in str(exc.value)
+
+
+def test_readings_files_may_reach_the_limits_of_table1s_flags():
+    """The bounds of a readings file are table1's: its largest --d, --seeds, --tuning-seeds and --max-steps
+    (held equal here) are accepted, one more is refused (the parametrised cases above)."""
+    from app.commands import table1
+
+    assert (RD.MAX_D, RD.MAX_SEEDS, RD.MAX_STEPS) == (table1.MAX_D, table1.MAX_SEEDS, table1.MAX_STEPS)
+    g = RD.parse({"sweep": {"d": [8, RD.MAX_D], "seeds": RD.MAX_SEEDS},
+                  "base": {"max_steps": RD.MAX_STEPS, "phase2_cap": RD.MAX_STEPS, "tuning_seeds": RD.MAX_SEEDS},
+                  "axes": {f"a{i}": {"x": {}, "y": {}} for i in range(9)} | {"b": {"x": {}}}})
+    assert g.d == (8, RD.MAX_D) and g.seeds == RD.MAX_SEEDS and len(g.readings) == 512
+
+
+def test_survey_counts_the_seed_tasks(tmp_path):
+    """TINY: two readings differing only in the three-phase schedule, rows occurrence (exact: seed 0 alone)
+    and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans."""
+    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    n = SW.survey(g, units.Store(tmp_path / "store"))
+    assert (n["searches"], n["ceilings"], n["seeds"]) == (10, 2, 5 * 1 + 5 * 2)
+    big = RD.parse(__import__("tomllib").loads(TINY.replace("seeds = 2", "seeds = 1000")), "big", TINY)
+    assert SW.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 5 * 1000
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
+    (tmp_path / "big.toml").write_text(TINY.replace("d = [8]", "d = [1000000]"))
+    (tmp_path / "tiny.toml").write_text(TINY)
+    for extra in ([], ["--dry-run"]):
+        r = _cli("--readings", "big.toml", "--store", "store", "--out", "out", *extra, cwd=tmp_path, timeout=60)
+        assert r.returncode == 2 and "d = 1000000 is above the largest, 400" in r.stderr, r.stderr
+        assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+    r = _cli("--readings", "tiny.toml", "--store", "store", "--dry-run", cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert ("10 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 15 seed tasks "
+            "(one per reported seed of each search): 27 tasks in all") in r.stdout
 
 
 # ------------------------------------------------------------------------------------------------
@@ -149,6 +195,94 @@ def test_key_covers_the_version_and_the_configuration():
         units.key_of(units.call_spec("m:f", {}, "1", code="0" * 16))
     spec = next(iter(a.searches.values()))
     assert units.key_of({**spec, "config": {**spec["config"], "batch": 65}}) != units.key_of(spec)
+
+
+def _changed(value, name: str, choices: dict):
+    """Another valid value of a configuration or reading field: a choice swapped for another, an integer plus
+    one, a float halved (every float field is positive, and the bounded ones stay inside their bounds)."""
+    if name in choices:
+        return next(c for c in choices[name] if c != value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AssertionError(f"no perturbation for field {name} = {value!r}: add its choices to the test")
+    return value + 1 if isinstance(value, int) else value / 2
+
+
+def _unit_keys(grid) -> dict:
+    """Every unit key of the grid's plan by (reading, d, row, unit): each plan's search, a seed unit of it
+    (seed 0 at a fixed chosen step) and the row's ceiling."""
+    p = SW.plan(grid, version="1", code="0" * 16)
+    out = {}
+    for (reading, d, row), info in p.rows.items():
+        out[(reading, d, row, "ceiling")] = info["ceiling"]
+        for plan, skey in info["plans"].items():
+            out[(reading, d, row, plan)] = skey
+            out[(reading, d, row, plan, "seed")] = units.key_of(p.seed_spec(skey, 0, {"out": 1.0, "att": 1.0}))
+    return out
+
+
+ALL_TASKS = {"sweep": {"tasks": list(RN.TK.TASKS), "seeds": 2, "d": [8]}}
+SMALL = {"max_steps": 40, "eval_every": 10, "patience": 3, "phase2_cap": 20}
+
+
+def test_every_run_configuration_field_is_in_every_units_key():
+    """Each field of runner.Config changed alone (to another valid value) changes the key of every unit of
+    every row (searches, seeds, ceilings), except the fields ``sweep_units.CONFIG_FIELDS_OUT`` documents as
+    not in a unit's spec: the unit names its own row (task, heads), seed and reading, and jobs is how many
+    processes run, not what they compute.  A field added to runner.Config is taken in by the loop."""
+    from dataclasses import fields
+
+    choices = {"icl_loss": RN.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
+               "kernel": RN.E.KERNELS, "and_heads_data": RN.AND_HEADS_DATA}
+    base = RD.parse({**ALL_TASKS, "base": SMALL, "axes": {"a": {"x": {}}}}, "t")
+    keys = _unit_keys(base)
+    assert {k[2] for k in keys} == {"occurrence", "OR", "AND (H=2)", "AND (H=1)", "ICL", "SLR", "even_pairs"}
+    checked = []
+    for f in fields(RN.Config):
+        if f.name in sweep_units.CONFIG_FIELDS_OUT:
+            continue
+        if f.name == "d":
+            changed = {(r, 8, row, *u): k for (r, _, row, *u), k in _unit_keys(replace(base, d=(9,))).items()}
+        else:
+            value = getattr(base.run_config(8, base.tasks), f.name)
+            other = replace(base, config={**base.config, f.name: _changed(value, f.name, choices)})
+            other.run_config(8, other.tasks).validate()
+            changed = _unit_keys(other)
+        assert changed.keys() == keys.keys(), f.name
+        same = [u for u in keys if changed[u] == keys[u]]
+        assert not same, (f.name, same[:3])
+        checked.append(f.name)
+    assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading"}
+    assert set(checked) | set(sweep_units.CONFIG_FIELDS_OUT) == {f.name for f in fields(RN.Config)}
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum", "adam"])
+def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
+    """Each field of protocol.Reading changed alone, under each optimizer, changes the key of every unit of
+    each plan whose training reads it, and of no other: a plan ignores exactly the fields
+    ``sweep_units.PROJECTED`` lists for it and the constants of the optimizers not chosen (the momentum
+    constant counts under the momentum optimizer alone), the ceilings ignore the reading (a row's capacity
+    depends on neither reading nor seed), and the name enters no key."""
+    from dataclasses import fields
+
+    from numerics.experiments import protocol
+
+    choices = {"k2": ("plateau", 3), "budget": protocol.BUDGETS, "joint_steps": protocol.JOINT_STEPS,
+               "optimizer": protocol.OPTIMIZERS, "name": ("x", "y")}
+    constants = {"momentum": ("momentum",), "adam": ("adam_beta1", "adam_beta2", "adam_eps")}
+    base = protocol.Reading(optimizer=optimizer, **SMALL)
+    for f in fields(protocol.Reading):
+        other = replace(base, **{f.name: _changed(getattr(base, f.name), f.name, choices)}).validate()
+        values = {n: {g.name: getattr(r, g.name) for g in fields(protocol.Reading) if g.name != "name"}
+                  for n, r in (("base", base), ("other", other))}
+        keys = _unit_keys(RD.parse({**ALL_TASKS, "axes": {"a": values}}, "t"))
+        for (reading, d, row, *unit), key in keys.items():
+            if reading != "other":
+                continue
+            plan = unit[0]
+            ignored = (plan == "ceiling" or f.name == "name" or f.name in sweep_units.PROJECTED[plan]
+                       or any(f.name in names for opt, names in constants.items() if opt != optimizer))
+            assert (key == keys[("base", d, row, *unit)]) == ignored, (f.name, row, unit)
+
 
 
 # ------------------------------------------------------------------------------------------------
@@ -367,6 +501,10 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
     (["--readings", "missing.toml"], "cannot read readings file"),
     (["--store", "file.txt"], "--store"),
     (["--out", "file.txt"], "--out"),
+    (["--scheduler", "foo"], "--scheduler 'foo' is not a dask scheduler address (no port number); the form is "
+                             "tcp://host:port"),
+    (["--scheduler", ""], "--scheduler '' is not a dask scheduler address (it is empty); the form is tcp://host:port"),
+    (["--quick", "--readings", "tiny.toml"], "--quick runs the shipped small readings file; drop --readings"),
 ])
 def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     (tmp_path / "tiny.toml").write_text(TINY)
@@ -376,6 +514,42 @@ def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr
     assert not (tmp_path / "store").exists() or args[0] == "--out"
+
+
+@pytest.mark.slow  # a sweep on a dask cluster, about a minute of CPU
+def test_quick_runs_the_shipped_small_readings_file_into_the_default_folders(tmp_path):
+    """``sweep --quick``: the small readings file shipped with the package (four readings at d = 8), into the
+    default --store and --out (sweep-store/ and sweep/ of the current folder), every cell complete."""
+    r = _cli("--quick", "--workers", "2", "--quiet", cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert summary["readings_file"]["text"] == SW.QUICK_FILE.read_text()
+    assert summary["counts"]["failed"] == 0 and summary["incomplete_cells"] == []
+    assert len(summary["cells"]) == 4 and {c["d"] for c in summary["cells"]} == {8}
+    assert summary["store"] == "sweep-store" and units.Store(tmp_path / "sweep-store").keys()
+    assert "No reading of this file is the protocol's default" in (tmp_path / "sweep" / "sweep.md").read_text()
+
+
+def test_the_quick_readings_file_ships_with_the_package():
+    """The quick file is package data beside the default one, and parses to a small grid."""
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert SW.QUICK_FILE.name in data["numerics.experiments"] and SW.QUICK_FILE.parent == RD.DEFAULT_FILE.parent
+    g = RD.load(SW.QUICK_FILE)
+    assert g.d == (8,) and len(g.readings) == 4 and g.default is None
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_scheduler_address_where_another_service_answers_is_a_usage_error(tmp_path):
+    """--scheduler at a port whose service greets with its own bytes (an SSH banner): exit 2 naming the
+    address as not a dask scheduler, not "out of memory" (dask reads the banner as a frame length)."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    with _servers.banner_server() as address:
+        r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--scheduler", address, "--quiet",
+                 cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert f"--scheduler {address}: not a dask scheduler" in r.stderr and "memory" not in r.stderr
 
 
 @pytest.mark.slow  # the reference sweep on a dask cluster
@@ -520,6 +694,117 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     assert float((exact.truncation_bound + exact.rounding_bound).max()) <= 1e-12
     sampled = tidy[~tidy.task.isin(["occurrence", "OR"])]
     assert len(sampled) and sampled.truncation_bound.isna().all() and sampled.rounding_bound.isna().all()
+
+
+def test_progress_without_a_terminal_beats_while_tasks_run(capsys):
+    """stderr not a terminal (pytest captures it): after the first line, a heartbeat line whenever none was
+    printed for the heartbeat interval while tasks are left, and none after the last task or after close."""
+    from app.commands import sweep as sweep_command
+
+    progress = sweep_command.Progress(quiet=False, heartbeat_s=0.2)
+    counts = {"done": 0, "reused": 0, "failed": 0, "skipped": 0, "running": 2, "total": 5, "elapsed": 0.0}
+    t0 = time.monotonic()
+    progress(counts)
+    beats: list = []
+    while len(beats) < 4 and time.monotonic() - t0 < 20:
+        time.sleep(0.05)
+        beats += capsys.readouterr().err.splitlines()
+    took = time.monotonic() - t0
+    assert beats[0].startswith("sweep: 0/5 tasks; done 0 (stored before 0), running 2, failed 0; 0.0 min")
+    assert len(beats) >= 4 and took >= 3 * 0.2                      # no beat before its interval
+    assert all("alive, no task finished in the last" in ln for ln in beats[1:])
+    progress(counts | {"done": 5, "elapsed": 30.0})                  # every task finished: its line, then quiet
+    time.sleep(0.5)
+    progress.close()
+    time.sleep(0.3)
+    assert capsys.readouterr().err.splitlines() == ["sweep: 5/5 tasks; done 5 (stored before 0), running 2, "
+                                                    "failed 0; 0.5 min, about 0 min left"]
+    quiet = sweep_command.Progress(quiet=True, heartbeat_s=0.1)
+    quiet(counts)
+    time.sleep(0.4)
+    quiet.close()
+    assert capsys.readouterr().err == ""
+
+
+def test_recorded_commands_give_folders_inside_the_repository_relative_to_its_root(tmp_path, monkeypatch):
+    """A recorded command names --store, --out and --readings inside the repository relative to its root
+    (typed absolute, or relative to a folder inside it), whether written "--out X" or "--out=X"; a path outside
+    the root is kept as typed, and the other arguments are left alone."""
+    from app.commands import sweep as sweep_command
+
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    argv = ["--store", str(root / "stores" / "s"), f"--out={root / 'docs' / 'sweep'}", "--readings",
+            str(elsewhere / "r.toml"), "--d", "25", "--quiet"]
+    assert sweep_command.recorded_folders(argv, root) == [
+        "--store", "stores/s", "--out=docs/sweep", "--readings", str(elsewhere / "r.toml"), "--d", "25", "--quiet"]
+    monkeypatch.chdir(root / "docs")
+    assert sweep_command.recorded_folders(["--out", "sweep", "--store", "../s", "--store", "../../x"], root) == \
+        ["--out", "docs/sweep", "--store", "s", "--store", "../../x"]
+    assert sweep_command.recorded_folders(["--out", "--store"], root) == ["--out", "docs/--store"]
+    monkeypatch.chdir(tmp_path)
+    assert sweep_command.recorded_folders(["--out", "sweep"], root) == ["--out", "sweep"]
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_run_records_its_folders_relative_to_the_repository_root(reference, tmp_path):
+    """A render-only run from this checkout with an absolute --out inside it records the folder relative to
+    the root, in sweep.json's command and store and in the store's run log."""
+    out = ROOT / "build" / f"sweep-record-test-{os.getpid()}"
+    try:
+        r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(reference / "store"), "--out", str(out),
+                 "--no-train", "--quiet", cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stderr
+        summary = json.loads((out / "sweep.json").read_text())
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    rel = out.relative_to(ROOT).as_posix()
+    assert summary["command"][summary["command"].index("--out") + 1] == rel
+    assert summary["store"] == str(reference / "store")                    # outside the checkout: as typed
+    logged = summary["runs"][-1]["command"]                               # this run, the last to start
+    assert logged == summary["command"] and logged[logged.index("--out") + 1] == rel
+
+
+def _counts(**kw) -> dict:
+    return {"cells": 2, "trained": 0, "reused": 27, "failed": 0, "skipped": 0, "corrupt_retrained": 0} | kw
+
+
+def test_a_render_only_run_says_corrupt_entries_were_moved_not_retrained():
+    """--no-train trains nothing: the corrupt entries it met were moved to corrupt/, not retrained; a run that
+    trains retrains them."""
+    from app.render import sweep as SR
+    no_train = SR.summary_text({"counts": _counts(reused=24, corrupt_retrained=3, skipped=3), "wall_s": 6.0})
+    assert "3 corrupt store entries moved to corrupt/;" in no_train and "retrained" not in no_train
+    assert "0 tasks trained" in no_train
+    trained = SR.summary_text({"counts": _counts(trained=3, reused=24, corrupt_retrained=3), "wall_s": 60.0})
+    assert "3 tasks trained" in trained and "3 corrupt store entries moved to corrupt/ and retrained;" in trained
+    clean = SR.summary_text({"counts": _counts(trained=3), "wall_s": 60.0})
+    assert "no corrupt store entry;" in clean
+
+
+def test_the_pages_header_says_what_the_run_did():
+    """A run that trained nothing says it rendered from the store (in seconds, not "0 min", and no cluster
+    named "none"); a run that trained names its tasks, time and cluster."""
+    from app.render import sweep as SR
+    stored = SR.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
+    assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
+    partial = SR.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
+    assert "4 tasks not in the store were not trained (their cells are left out)" in partial
+    trained = SR.run_line({"counts": _counts(trained=1638), "wall_s": 77 * 60.0,
+                           "scheduler": "LocalCluster (2 workers)"})
+    assert trained == "this run trained 1638 tasks in 77 min wall on LocalCluster (2 workers)"
+    assert [SR.duration(x) for x in (0.4, 59.0, 60.0, 5399.0, 5400.0, 4.5 * 3600)] == \
+        ["0 s", "59 s", "1 min", "90 min", "1.5 h", "4.5 h"]
+
+
+def test_committed_sweep_page_is_its_rendering():
+    """docs/sweep/sweep.md is ``markdown`` of docs/sweep/sweep.json, the record beside it."""
+    from app.render import sweep as SR
+    docs = ROOT / "docs" / "sweep"
+    if not (docs / "sweep.json").exists():
+        pytest.skip("no committed sweep in docs/sweep")
+    assert (docs / "sweep.md").read_text() == SR.markdown(json.loads((docs / "sweep.json").read_text()))
 
 
 def test_cost_section_adds_up():
