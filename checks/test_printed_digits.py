@@ -13,7 +13,7 @@ import io
 import re
 from fractions import Fraction
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from app.cli import main
@@ -45,10 +45,21 @@ def _inside(ref_ball, value: Fraction, bound: Fraction) -> bool:
     return abs(mid - value) + rad <= bound
 
 
+def _expanded(entries: list[str]) -> list[str]:
+    """Printed gradient entries with each run "... (entries i to j equal)" written out: entry i is printed
+    before the marker, so the marker stands for j - i more copies of it."""
+    out = []
+    for e in entries:
+        run = re.fullmatch(r"\.\.\. \(entries (\d+) to (\d+) equal\)", e)
+        out += [out[-1]] * (int(run.group(2)) - int(run.group(1))) if run else [e]
+    return out
+
+
 def _printed_pairs(out: str):
     """(value, bound) pairs from the plain (float / mp) output: risk, then every gradient coordinate."""
     risk = re.search(rf"risk = ({NUM})  \(\|error\| <= ({NUM})", out)
-    grads = [re.search(rf"{name} = \[(.*)\]", out).group(1).split(", ") for name in ("grad_alpha", "grad_beta ")]
+    grads = [_expanded(re.search(rf"{name} = \[(.*)\]", out).group(1).split(", "))
+             for name in ("grad_alpha", "grad_beta ")]
     gbound = re.search(rf"every gradient coordinate: \|error\| <= ({NUM})", out).group(1)
     pairs = [(risk.group(1), risk.group(2))] + [(g, gbound) for gs in grads for g in gs]
     return [(Fraction(v), Fraction(b)) for v, b in pairs]
@@ -58,7 +69,8 @@ def _printed_balls(out: str):
     """(mid, rad) pairs from the arb output: '[mid +/- rad]' or an exact 'mid'."""
     risk = re.search(r"risk in (\[[^\]]*\]|" + NUM + ")", out).group(1)
     grads = [re.search(rf"{name} in \[(.*)\]$", out, re.M).group(1) for name in ("grad_alpha", "grad_beta ")]
-    balls = [risk] + [b for g in grads for b in re.findall(r"\[[^\]]*\]|" + NUM, g)]
+    balls = [risk] + [b for g in grads
+                      for b in _expanded(re.findall(r"\[[^\]]*\]|\.\.\. \(entries \d+ to \d+ equal\)|" + NUM, g))]
     out_pairs = []
     for b in balls:
         m = re.fullmatch(rf"\[(?:({NUM}) )?\+/- ({NUM})\]", b)  # arb prints '[+/- r]' for a ball around 0
@@ -79,6 +91,7 @@ def _argv(d, p, aa, ab, ba, bb):
 
 @examples(4)
 @given(pt=point, backend=st.sampled_from([("float", "1e-12"), ("mp", "1e-25")]))
+@example(pt=(6, None, 1.0, 0.0, 1.0, -1.0), backend=("float", "1e-12"))  # runs of equal entries, compressed
 def test_plain_output_is_within_its_printed_bound(pt, backend):
     argv, alpha, beta = _argv(*pt)
     name, tol = backend
@@ -92,6 +105,7 @@ def test_plain_output_is_within_its_printed_bound(pt, backend):
 
 @examples(4)
 @given(pt=point, method=st.sampled_from([["--backend", "arb", "--tol", "1e-20"], ["--method", "integral"]]))
+@example(pt=(6, None, 1.0, 0.0, 1.0, -1.0), method=["--backend", "arb", "--tol", "1e-20"])
 def test_ball_output_contains_the_exact_value(pt, method):
     argv, alpha, beta = _argv(*pt)
     balls = _printed_balls(_run(argv + method))
