@@ -121,16 +121,36 @@ def _read_json(path: Path) -> dict | None:
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """Hold back SIGINT and SIGTERM for the duration (they are delivered when it ends); a no-op off the
-    main thread, where Python does not deliver them anyway."""
+    main thread, where Python does not deliver them anyway.
+
+    Two ways in, both closed.  A signal sent to the main thread stays pending while the main thread blocks
+    it (``pthread_sigmask``).  But a Ctrl-C is sent to the whole process, and the kernel hands it to any
+    thread that does not block it (a progress bar's monitor, a BLAS worker, started before the hold); Python
+    then runs its handler in the main thread at once, whatever the main thread's mask.  So the Python
+    handlers are replaced for the duration by one that only records the signal, and a recorded signal is
+    raised again, to the handler it had before, when the hold ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
+    held = (signal.SIGINT, signal.SIGTERM)
+    caught: list[int] = []
+
+    def record(signum, frame) -> None:
+        caught.append(signum)
+
+    # a handler installed outside Python (getsignal gives None) cannot be put back: its signal is only blocked
+    handlers = {s: h for s in held if (h := signal.getsignal(s)) is not None}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
+        for s in handlers:
+            signal.signal(s, record)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # signals pending at the main thread arrive here
+        for s in dict.fromkeys(caught):
+            signal.raise_signal(s)
 
 
 def _apply(folder: Path, journal: dict) -> None:
