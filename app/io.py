@@ -15,6 +15,8 @@ What it promises, step by step:
    otherwise, so an unwritable ``--out`` is refused before the computation, never after it.
 2. **Lock.**  It then takes an exclusive ``flock`` on the folder itself (no lock file is left behind); a
    second command into the same folder is refused with :class:`OutputError` while the first holds it.
+   The lock's descriptor is closed in every forked child (process-pool workers) and on exec, so only the
+   command itself holds the lock: a child that outlives a killed command does not keep the folder busy.
 3. **Recovery and tidying.**  Under the lock it finishes a commit that a SIGKILL interrupted (a journal is
    left, see 5) and deletes the temporary files (``.*.tmp``) of writers that were killed.
 4. **Staging.**  ``tx.write`` / ``tx.write_text`` write each artifact to a temporary file in the folder
@@ -75,6 +77,27 @@ from theory.files import atomic_write, atomic_write_text
 PREFIX = ".occ-"
 COMMITTED: list[Path] = []
 """Every artifact committed in this process (the CLI's Ctrl-C message says what was written)."""
+_LOCKED: set["OutputFolder"] = set()
+"""The folders whose lock this process holds (their descriptors are closed in a forked child)."""
+
+
+def _drop_locks_in_child() -> None:
+    """In a forked child, close the descriptors of the parent's folder locks without unlocking them.
+
+    A ``flock`` belongs to the open file description, which a forked child shares whatever the descriptor's
+    close-on-exec flag: a child that kept the descriptor (a process-pool worker of ``table1``) would hold the
+    folder's lock after its parent was killed, and refuse every later command into the folder.  The child
+    never commits into the folder, so it needs no lock; ``LOCK_UN`` here would release the parent's lock."""
+    for folder in list(_LOCKED):
+        fd, folder._fd = folder._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _LOCKED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_locks_in_child)
 
 
 class OutputError(Exception):
@@ -309,7 +332,7 @@ class OutputFolder:
         except OSError as exc:
             raise OutputError(f"{where} is not a writable folder ({exc.strerror or exc}); "
                               f"choose another {self.flag}") from None
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # a program a command starts does not hold it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -317,6 +340,7 @@ class OutputFolder:
             raise OutputError(f"{where} is in use by another occ-companion command; wait for it to finish "
                               f"or choose another {self.flag}") from None
         self._fd = fd
+        _LOCKED.add(self)
         try:
             recover(self.path)
         except BaseException:
@@ -325,6 +349,7 @@ class OutputFolder:
         return self
 
     def _release(self) -> None:
+        _LOCKED.discard(self)
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)

@@ -1,9 +1,13 @@
-"""The output-folder discipline of ``app.io``: a Ctrl-C inside a commit and a changed file after its commit,
-each against the folder's promise (the old complete result or the new one, never a mix)."""
+"""The output-folder discipline of ``app.io``: a Ctrl-C inside a commit, a changed file after its commit, and
+a forked child of a killed command, each against the folder's promise (the old complete result or the new
+one, never a mix; the lock held by the command alone)."""
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -11,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app import io as outio
-from app.io import OutputFolder, complete_result, recover
+from app.io import OutputError, OutputFolder, complete_result, recover
 
 OLD = {"a.txt": "old a\n", "b.txt": "old b\n"}
 NEW = {"a.txt": "new a\n", "b.txt": "new b\n"}
@@ -147,3 +151,39 @@ def test_a_commit_interrupted_after_its_journal_is_rolled_forward(tmp_path, monk
     assert _visible(folder) not in (OLD, NEW)  # half-way, as a kill leaves it
     assert recover(folder) == ["demo"]
     assert _visible(folder) == NEW and complete_result(folder, "demo") is not None
+
+
+@pytest.mark.slow  # starts a Python process
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_of_a_killed_command_does_not_hold_the_folder(tmp_path):
+    """A command that holds the folder forks a child (as a process pool does) and is killed: while the
+    child lives on, the next command into the folder is not refused."""
+    folder = tmp_path / "out"
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        from app.io import OutputFolder
+        with OutputFolder({str(folder)!r}, result="demo"):
+            child = os.fork()
+            if child == 0:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                time.sleep(60)
+                os._exit(0)
+            print(child, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    child = int(proc.stdout.split()[0])
+    try:
+        os.kill(child, 0)  # the child lives on
+        try:
+            with OutputFolder(folder, result="demo"):
+                pass
+        except OutputError as exc:
+            pytest.fail(f"the killed command's child holds the folder: {exc}")
+    finally:
+        os.kill(child, signal.SIGKILL)
