@@ -569,11 +569,14 @@ def _running(pid: int) -> bool:
     return True
 
 
-def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=None, done: dict | None = None) -> dict:
+def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=None, done: dict | None = None,
+        progress=None) -> dict:
     """Every row of the table (rows in parallel over ``cfg.jobs`` processes, which end when this process
     ends: ``_end_with_parent``); ``on_row(partial)`` is called as each row finishes with the partial record
     ``{"config": ..., "rows": the finished rows}`` (e.g. to save it; ``resumed_rows`` reads it back); rows
-    already in ``done`` (finished rows of an interrupted run of the same configuration) are not trained again."""
+    already in ``done`` (finished rows of an interrupted run of the same configuration) are not trained again.
+    ``progress(counts)`` is called as each row finishes with ``{"row": its name, "finished": rows finished,
+    kept ones included, "total": rows of the table, "elapsed": seconds since the start}``."""
     from tqdm import tqdm
 
     cfg.validate()
@@ -590,6 +593,9 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
         bar.set_postfix_str(result["name"])
         if on_row is not None:
             on_row({"config": cfg_dict, "rows": done})
+        if progress is not None:
+            progress({"row": result["name"], "finished": len(done), "total": len(table),
+                      "elapsed": time.time() - started})
 
     in_process = 0.0  # CPU of rows trained in this process, which process_time() below counts already
     if cfg.jobs == 1:

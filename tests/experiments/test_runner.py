@@ -1,4 +1,5 @@
-"""The Table 1 runner's process handling: its pool workers' initializer under every start method."""
+"""The Table 1 runner's process handling: the progress it reports per finished row, and its pool workers'
+initializer under every start method."""
 from __future__ import annotations
 
 import multiprocessing
@@ -8,6 +9,17 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from numerics.experiments import runner
+
+
+def test_progress_counts_every_finished_row_kept_ones_included(monkeypatch):
+    """``progress`` is called once per trained row, in the order they finish, with the rows finished so far
+    (a row kept from an interrupted run counts) out of the table's rows."""
+    monkeypatch.setattr(runner, "run_row", lambda row: {"name": row.name, "cpu_s": 0.0})
+    cfg = runner.Config.quick(tasks=("occurrence", "OR", "even_pairs"), jobs=1)
+    seen = []
+    runner.run(cfg, quiet=True, done={"OR": {"name": "OR", "cpu_s": 0.0}}, progress=seen.append)
+    assert [(c["row"], c["finished"], c["total"]) for c in seen] == [("occurrence", 2, 3), ("even_pairs", 3, 3)]
+    assert all(c["elapsed"] >= 0 for c in seen)
 
 
 def _pid() -> int:
