@@ -15,6 +15,8 @@ What it promises, step by step:
    otherwise, so an unwritable ``--out`` is refused before the computation, never after it.
 2. **Lock.**  It then takes an exclusive ``flock`` on the folder itself (no lock file is left behind); a
    second command into the same folder is refused with :class:`OutputError` while the first holds it.
+   The lock's descriptor is closed in every forked child (process-pool workers) and on exec, so only the
+   command itself holds the lock: a child that outlives a killed command does not keep the folder busy.
 3. **Recovery and tidying.**  Under the lock it finishes a commit that a SIGKILL interrupted (a journal is
    left, see 5) and deletes the temporary files (``.*.tmp``) of writers that were killed.
 4. **Staging.**  ``tx.write`` / ``tx.write_text`` write each artifact to a temporary file in the folder
@@ -75,6 +77,27 @@ from theory.files import atomic_write, atomic_write_text
 PREFIX = ".occ-"
 COMMITTED: list[Path] = []
 """Every artifact committed in this process (the CLI's Ctrl-C message says what was written)."""
+_LOCKED: set["OutputFolder"] = set()
+"""The folders whose lock this process holds (their descriptors are closed in a forked child)."""
+
+
+def _drop_locks_in_child() -> None:
+    """In a forked child, close the descriptors of the parent's folder locks without unlocking them.
+
+    A ``flock`` belongs to the open file description, which a forked child shares whatever the descriptor's
+    close-on-exec flag: a child that kept the descriptor (a process-pool worker of ``table1``) would hold the
+    folder's lock after its parent was killed, and refuse every later command into the folder.  The child
+    never commits into the folder, so it needs no lock; ``LOCK_UN`` here would release the parent's lock."""
+    for folder in list(_LOCKED):
+        fd, folder._fd = folder._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _LOCKED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_locks_in_child)
 
 
 class OutputError(Exception):
@@ -121,16 +144,36 @@ def _read_json(path: Path) -> dict | None:
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """Hold back SIGINT and SIGTERM for the duration (they are delivered when it ends); a no-op off the
-    main thread, where Python does not deliver them anyway."""
+    main thread, where Python does not deliver them anyway.
+
+    Two ways in, both closed.  A signal sent to the main thread stays pending while the main thread blocks
+    it (``pthread_sigmask``).  But a Ctrl-C is sent to the whole process, and the kernel hands it to any
+    thread that does not block it (a progress bar's monitor, a BLAS worker, started before the hold); Python
+    then runs its handler in the main thread at once, whatever the main thread's mask.  So the Python
+    handlers are replaced for the duration by one that only records the signal, and a recorded signal is
+    raised again, to the handler it had before, when the hold ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
+    held = (signal.SIGINT, signal.SIGTERM)
+    caught: list[int] = []
+
+    def record(signum, frame) -> None:
+        caught.append(signum)
+
+    # a handler installed outside Python (getsignal gives None) cannot be put back: its signal is only blocked
+    handlers = {s: h for s in held if (h := signal.getsignal(s)) is not None}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
+        for s in handlers:
+            signal.signal(s, record)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # signals pending at the main thread arrive here
+        for s in dict.fromkeys(caught):
+            signal.raise_signal(s)
 
 
 def _apply(folder: Path, journal: dict) -> None:
@@ -289,7 +332,7 @@ class OutputFolder:
         except OSError as exc:
             raise OutputError(f"{where} is not a writable folder ({exc.strerror or exc}); "
                               f"choose another {self.flag}") from None
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # a program a command starts does not hold it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -297,6 +340,7 @@ class OutputFolder:
             raise OutputError(f"{where} is in use by another occ-companion command; wait for it to finish "
                               f"or choose another {self.flag}") from None
         self._fd = fd
+        _LOCKED.add(self)
         try:
             recover(self.path)
         except BaseException:
@@ -305,6 +349,7 @@ class OutputFolder:
         return self
 
     def _release(self) -> None:
+        _LOCKED.discard(self)
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)

@@ -10,7 +10,11 @@ Writes into --out: table1.json (every option, the reading, the package version, 
 command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
 (.occ-table1.partial.json, hidden): a killed run started again with the same options trains only the missing rows.
 --from-json FILE re-renders a results file; --rerun FILE trains its recorded configuration again.
+While it trains, a line per finished row goes to stderr when stderr is not a terminal (a log, CI; a
+terminal shows a progress bar instead; --quiet neither).
 Exit status: 0 every verdict decided, 3 some verdict undecided or refused, 2 bad usage, 130 interrupted.
+3 is the normal status of --quick: at its small size some rows do not converge within the budget or
+cannot represent their task, and their verdicts are refused rather than guessed.
 """
 from __future__ import annotations
 
@@ -220,7 +224,7 @@ def main_args(args: argparse.Namespace) -> int:
             paths = TR.write(results, tx)
         print(TR.summary_text(results))
         print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
-        return status(results)
+        return _with_quick_note(results, status(results))
     cfg = config_from_args(args)
     from numerics.experiments import runner
 
@@ -237,7 +241,8 @@ def main_args(args: argparse.Namespace) -> int:
         def save(record):
             atomic_write_text(partial, json.dumps(record, allow_nan=False))
 
-        results = runner.run(cfg, quiet=args.quiet, command=command, on_row=save, done=done)
+        log = None if args.quiet or sys.stderr.isatty() else row_line
+        results = runner.run(cfg, quiet=args.quiet, command=command, on_row=save, done=done, progress=log)
         import datetime
         results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -246,7 +251,37 @@ def main_args(args: argparse.Namespace) -> int:
         partial.unlink(missing_ok=True)
     print(TR.summary_text(results))
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
-    return status(results)
+    return _with_quick_note(results, status(results))
+
+
+def row_line(counts: dict) -> None:
+    """The line of a finished row on stderr (``runner.run``'s progress callback), for logs where no bar shows."""
+    s = counts["elapsed"]
+    took = f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+    print(f"table1: {counts['row']} finished ({counts['finished']}/{counts['total']} rows, {took})",
+          file=sys.stderr, flush=True)
+
+
+def quick_note(results: dict) -> str:
+    """Why a quick run ends with exit status 3 (undecided): its size, and how many verdicts were left undecided."""
+    from numerics.experiments import verdicts
+
+    assessed = verdicts.assess(results)
+    open_ = sum(v["verdict"] not in ("holds", "does not hold") for v in assessed)
+    seeds = results["config"]["seeds"]
+    size = (f"d = {results['config']['d']}, {seeds} seed{'' if seeds == 1 else 's'}, "
+            f"cap {results['reading']['max_steps']} steps")
+    return (f"note: exit status 3 (undecided) is the normal status of a --quick run: at its small size ({size}) "
+            f"some rows do not converge within the budget or cannot represent their task, so {open_} of "
+            f"{len(assessed)} verdicts are refused or undecided rather than guessed (table1.md gives each reason); "
+            "a run at the default size decides more of them (docs/table1.md)")
+
+
+def _with_quick_note(results: dict, code: int) -> int:
+    """``code``, after the note on a quick run's exit status 3 (``quick_note``) when a quick run ends with it."""
+    if code == exitcodes.UNDECIDED and results.get("reading", {}).get("name") == "quick":
+        print(quick_note(results), file=sys.stderr)
+    return code
 
 
 def _resume(partial: Path, cfg) -> dict:

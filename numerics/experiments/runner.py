@@ -16,7 +16,10 @@ test set (reported), all drawn per seed: batch t of seed s from the generator se
 from __future__ import annotations
 
 import math
+import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, fields, replace
@@ -522,11 +525,58 @@ def resumed_rows(cfg: Config, partial) -> dict:
     return dict(partial.get("rows", {})) if same else {}
 
 
-def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=None, done: dict | None = None) -> dict:
-    """Every row of the table (rows in parallel over ``cfg.jobs`` processes); ``on_row(partial)`` is called as
-    each row finishes with the partial record ``{"config": ..., "rows": the finished rows}`` (e.g. to save it;
-    ``resumed_rows`` reads it back); rows already in ``done`` (finished rows of an interrupted run of the same
-    configuration) are not trained again."""
+PR_SET_PDEATHSIG = 1
+"""Linux's prctl option that sends the calling process a signal when its parent ends."""
+WATCH_PARENT_S = 1.0
+"""How often a pool worker's watchdog thread checks that its parent is still alive."""
+
+
+def _end_with_parent(creator: int) -> None:
+    """The initializer of every pool worker: end the worker when its parent ends, so that it ends with
+    ``creator``, the process that started the pool.  A worker of a killed run would otherwise finish its row
+    and then wait for work forever, re-parented to init.  The parent is the creator (the fork and spawn start
+    methods) or the fork server, which itself ends with the creator.  On Linux the kernel kills the worker
+    when its parent ends (``PR_SET_PDEATHSIG``, SIGKILL: a worker writes no file, so nothing is left
+    half-done); everywhere, a daemon thread checks ``os.getppid()`` every ``WATCH_PARENT_S`` and exits when
+    the parent has changed.  A worker whose creator died before it got here exits at once."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0), ctypes.c_ulong(0))
+        except (OSError, AttributeError):  # no libc to load: the watchdog below still ends the worker
+            pass
+    if os.getppid() != parent or (parent != creator and not _running(creator)):
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_PARENT_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
+def _running(pid: int) -> bool:
+    """Whether our process ``pid`` still runs (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:  # gone, or its number taken by another user's process
+        return False
+    return True
+
+
+def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=None, done: dict | None = None,
+        progress=None) -> dict:
+    """Every row of the table (rows in parallel over ``cfg.jobs`` processes, which end when this process
+    ends: ``_end_with_parent``); ``on_row(partial)`` is called as each row finishes with the partial record
+    ``{"config": ..., "rows": the finished rows}`` (e.g. to save it; ``resumed_rows`` reads it back); rows
+    already in ``done`` (finished rows of an interrupted run of the same configuration) are not trained again.
+    ``progress(counts)`` is called as each row finishes with ``{"row": its name, "finished": rows finished,
+    kept ones included, "total": rows of the table, "elapsed": seconds since the start}``."""
     from tqdm import tqdm
 
     cfg.validate()
@@ -543,6 +593,9 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
         bar.set_postfix_str(result["name"])
         if on_row is not None:
             on_row({"config": cfg_dict, "rows": done})
+        if progress is not None:
+            progress({"row": result["name"], "finished": len(done), "total": len(table),
+                      "elapsed": time.time() - started})
 
     in_process = 0.0  # CPU of rows trained in this process, which process_time() below counts already
     if cfg.jobs == 1:
@@ -551,7 +604,7 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
             in_process += result["cpu_s"]
             finish(result)
     else:
-        with ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
+        with ProcessPoolExecutor(max_workers=cfg.jobs, initializer=_end_with_parent, initargs=(os.getpid(),)) as pool:
             pending = {pool.submit(run_row, row) for row in todo}
             while pending:
                 fin, pending = wait(pending, return_when=FIRST_COMPLETED)

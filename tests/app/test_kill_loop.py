@@ -406,3 +406,67 @@ def test_random_kills(name, references, tmp_path):
             outcomes["new" if state == target and state != current[lane] else "old"] += 1
             current[lane] = state
     assert sum(outcomes.values()) >= KILLS
+
+
+def _children(pid: int) -> set[int]:
+    """The live (not zombie) child processes of ``pid``, from /proc."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        if int(ppid) == pid and state != "Z":
+            out.add(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_sigkill_of_table1_ends_its_pool_workers_and_frees_the_folder(tmp_path):
+    """``table1 --jobs 2`` killed by SIGKILL once its process pool runs: its workers end within seconds
+    (they would otherwise finish their row and wait for work forever, re-parented to init, holding the
+    folder's lock), and the next command into the folder is not refused: it resumes and completes.  The
+    command runs as a user runs it, in its own Python process (the pool's workers are then its children)."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "out"
+    argv = ["table1", "--quick", "--tasks", "occurrence,OR", "--jobs", "2", "--quiet", "--out", str(folder)]
+    root = Path(__file__).resolve().parents[2]
+    with open(tmp_path / "log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "app", *argv], cwd=root, stdout=subprocess.DEVNULL,
+                                stderr=log, env={**os.environ, "PYTHONPATH": str(root)})
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            workers = _children(proc.pid)
+            time.sleep(0.01)
+        assert len(workers) >= 2, f"the pool did not start: {(tmp_path / 'log').read_text()}"
+        time.sleep(1.0)  # the workers have taken their rows
+        assert proc.poll() is None, "the run ended before it was killed"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(w) for w in workers), "the pool workers outlived their killed parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+    assert _silent(main, argv) in (0, 3)  # 3: a verdict undecided at the quick size
+    assert complete_result(folder, "table1") is not None
+    assert hidden_leftovers(folder) == []

@@ -295,3 +295,57 @@ def test_the_committed_integral_example_page_is_its_rendering_and_says_so():
         assert "AND (H=2) on the exact population by the integral" in page and "quadrature estimate" in page
     sampled = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
     assert TR.integral_rows(sampled) == [] and "by the integral" not in TR.markdown(sampled)
+
+
+class _Stop(Exception):
+    """Raised by a stand-in for the runner once it has seen its arguments."""
+
+
+@pytest.mark.parametrize("quiet,tty,lines", [(False, False, True), (True, False, False), (False, True, False)])
+def test_row_lines_go_to_stderr_only_when_it_is_not_a_terminal_and_not_quiet(monkeypatch, tmp_path, quiet, tty,
+                                                                            lines):
+    """In a log (stderr not a terminal) table1 hands the runner its line-per-row callback; on a terminal the
+    runner's bar shows instead, and --quiet shows neither."""
+    import sys
+
+    from app.commands import table1
+
+    seen = {}
+
+    def run(cfg, **kwargs):
+        seen.update(kwargs)
+        raise _Stop
+
+    monkeypatch.setattr(RN, "run", run)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
+    with pytest.raises(_Stop):
+        table1.main_args(_table1_parser().parse_args(
+            ["--quick", "--tasks", "occurrence", "--out", str(tmp_path / "out"), *(["--quiet"] if quiet else [])]))
+    assert (seen["progress"] is table1.row_line) == lines
+    assert lines or seen["progress"] is None
+
+
+def test_a_row_line_names_the_row_and_the_count(capsys):
+    from app.commands import table1
+
+    table1.row_line({"row": "AND (H=2)", "finished": 3, "total": 7, "elapsed": 150.0})
+    assert capsys.readouterr().err == "table1: AND (H=2) finished (3/7 rows, 2.5 min)\n"
+
+
+@pytest.mark.slow  # trains two rows at the quick size
+def test_quick_run_logs_each_row_and_explains_its_exit_status(tmp_path, capsys):
+    """With stderr not a terminal (captured here, as in a log), a quick run prints a line per finished row
+    while it trains; its exit status 3 (undecided) comes with the note that this is the quick size's normal
+    status, also when its results are re-rendered; a run that decides every verdict (exit 0) has no note."""
+    out = tmp_path / "out"
+    argv = ["--quick", "--tasks", "AND", "--seeds", "1", "--max-steps", "20", "--jobs", "1", "--out", str(out)]
+    assert _cli(argv) == exitcodes.UNDECIDED  # AND (H=1) cannot represent its task at d = 8: refused
+    err = capsys.readouterr().err
+    assert "table1: AND (H=2) finished (1/2 rows" in err and "table1: AND (H=1) finished (2/2 rows" in err
+    assert "exit status 3 (undecided) is the normal status of a --quick run" in err
+    assert _cli(["--from-json", str(out / "table1.json"), "--out", str(tmp_path / "again")]) == exitcodes.UNDECIDED
+    assert "is the normal status of a --quick run" in capsys.readouterr().err
+    from app.commands.table1 import _with_quick_note
+
+    assert _with_quick_note(json.loads((out / "table1.json").read_text()), exitcodes.DONE) == exitcodes.DONE
+    assert "normal status" not in capsys.readouterr().err
