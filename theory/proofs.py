@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache  # applied as f = lru_cache(maxsize=None)(f) after a definition, not as a
-# decorator: mutmut 3 does not mutate decorated functions (docs/mutation.md)
+from functools import lru_cache
 
 import sympy as sp
 from flint import arb, ctx, fmpq
@@ -219,6 +218,7 @@ def _with_x(expr, p_expr=None):
 # the claims
 
 
+@lru_cache(maxsize=None)
 def prove_balancing_p(p_expr=None) -> ProofResult:
     """P(y = +1) = 1/2 at p = p_expr (default the derived 1/(d-1)), p in (0, 1), and no other root in
     (0, 1): P(y = -1) is a Moebius function (a p + b) / (c p + e) of p whose denominator keeps one sign
@@ -245,9 +245,9 @@ def prove_balancing_p(p_expr=None) -> ProofResult:
         steps.append("P(y=-1) is not a Moebius function of p: uniqueness not shown")
     return _result("balancing_p", "symbolic", "all real d > 2", f"P(y=+1) = 1/2 at p = {p_expr}, the only root in (0, 1)",
                    gap == 0 and in_range and unique, steps)
-prove_balancing_p = lru_cache(maxsize=None)(prove_balancing_p)
 
 
+@lru_cache(maxsize=None)
 def prove_phase1_signs(p_expr=None) -> ProofResult:
     """dR/dbeta_a(0) < 0 < dR/dbeta_b(0) at p = p_expr, hence beta1_a > 0 > beta1_b and eta1_max = d."""
     p_expr = symbolic.balanced_p(LAW) if p_expr is None else sp.sympify(p_expr)
@@ -265,9 +265,9 @@ def prove_phase1_signs(p_expr=None) -> ProofResult:
     steps.append(f"so eta1_max = {e1} (= d: {'shown' if ok else 'not shown'})")
     return _result("phase1_signs", "symbolic", "all real d > 2",
                    "phase-1 gradient signs (-, +), beta1 = (+, -), eta1_max = d", ok, steps)
-prove_phase1_signs = lru_cache(maxsize=None)(prove_phase1_signs)
 
 
+@lru_cache(maxsize=None)
 def prove_output_floor_positive(c_expr=None) -> ProofResult:
     """c(d) > 0 for all real d > 2 (default: the derived balanced floor c(d))."""
     c_expr = symbolic.uniform_attention_min_risk(LAW) if c_expr is None else sp.sympify(c_expr)
@@ -279,9 +279,9 @@ def prove_output_floor_positive(c_expr=None) -> ProofResult:
     steps += more
     return _result("output_floor_positive", "symbolic (monotonicity)", "all real d > 2", "c(d) > 0",
                    den_ok and num_ok, steps)
-prove_output_floor_positive = lru_cache(maxsize=None)(prove_output_floor_positive)
 
 
+@lru_cache(maxsize=None)
 def prove_floor_is_infimum(c_expr=None) -> ProofResult:
     """c(d) = inf over beta in R^d of R(0, beta), for all real d > 2 (default: the derived c(d)).
 
@@ -319,7 +319,6 @@ def prove_floor_is_infimum(c_expr=None) -> ProofResult:
     return _result("floor_is_infimum", "symbolic (convex quadratic, Hessian, identity)", "all real d > 2",
                    "c(d) = inf over beta in R^d of R(0, beta), attained at a unique symmetric beta",
                    ok11 and okdet and same, steps)
-prove_floor_is_infimum = lru_cache(maxsize=None)(prove_floor_is_infimum)
 
 
 def _kappa_linear(kappa_expr):
@@ -360,6 +359,7 @@ D_LO = 3
 """The smallest alphabet size of the claims (theory.claims: d >= 3); every all-d proof covers real d >= D_LO."""
 
 
+@lru_cache(maxsize=None)
 def prove_kappa_positive_symbolic(kappa_expr=None, range_factor=1) -> ProofResult:
     """kappa(eta_1) > 0 on 0 < eta_1 <= range_factor * d (eta1_max = d), all real d > 2, via Li_2(z) >= z.
 
@@ -377,9 +377,9 @@ def prove_kappa_positive_symbolic(kappa_expr=None, range_factor=1) -> ProofResul
     return _result("kappa_positive", "symbolic (linearity in eta_1, Li_2 >= z, monotonicity)", "all real d > 2",
                    f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}, so the phase-2 gradient "
                    "signs are (-, +)", ok0 and okd, steps)
-prove_kappa_positive_symbolic = lru_cache(maxsize=None)(prove_kappa_positive_symbolic)
 
 
+@lru_cache(maxsize=None)
 def prove_kappa_positive_bnb(kappa_expr=None, range_factor=1, D0: int = 10) -> ProofResult:
     """Same claim as the symbolic proof, endpoint eta_1 = range_factor * d by a second method:
     arb branch and bound over real d in [D_LO, D0] and, for d >= D0, the bound Li_2 >= 0 plus monotonicity.
@@ -409,9 +409,9 @@ def prove_kappa_positive_bnb(kappa_expr=None, range_factor=1, D0: int = 10) -> P
     return _result("kappa_positive", f"branch and bound on d in [{D_LO}, {D0}] (arb) + asymptotic bound for d >= {D0}",
                    f"all real d >= {D_LO}", f"kappa(eta_1) > 0 for 0 < eta_1 <= {_range_label(range_factor)}",
                    ok0 and okd, steps)
-prove_kappa_positive_bnb = lru_cache(maxsize=None)(prove_kappa_positive_bnb)
 
 
+@lru_cache(maxsize=None)
 def prove_regime_positive(eps_max=12) -> ProofResult:
     """eta1_max = d > 0; u_min(epsilon) > 1 for every epsilon < eps_max (so log u_min > 0 and
     eta2_min = log u_min / kappa > 0, kappa > 0 by ``prove_kappa_positive_symbolic``), for all d >= 3."""
@@ -426,9 +426,9 @@ def prove_regime_positive(eps_max=12) -> ProofResult:
     return _result("regime_positive", "symbolic (monotonicity) + the kappa and phase-1 proofs", "all d >= 3",
                    f"eta1_max > 0; for epsilon < {eps_max}: log u_min > 0 and eta2_min > 0 (else eta2_min = 0 by the max)",
                    ok_b2 and kappa.passed and e1.passed, steps)
-prove_regime_positive = lru_cache(maxsize=None)(prove_regime_positive)
 
 
+@lru_cache(maxsize=None)
 def prove_attention_only(loss: str = "squared", claimed=None) -> ProofResult:
     """At beta = 0, f = 0 on every string for every alpha and d, so grad_alpha = 0 (whatever the loss),
     beta never moves under attention steps, and R(alpha, 0) = E[loss(0, y)]: 1/2 for the squared loss,
@@ -456,7 +456,6 @@ def prove_attention_only(loss: str = "squared", claimed=None) -> ProofResult:
     return _result("attention_only", "symbolic", "all d >= 2, any length law",
                    f"grad_alpha R(alpha, 0) = 0 for every alpha (so an attention-first step leaves alpha = 0), "
                    f"and R stays R(0, 0) = {claimed} ({loss} loss)", ok, steps)
-prove_attention_only = lru_cache(maxsize=None)(prove_attention_only)
 
 
 def clear_caches() -> None:
@@ -488,21 +487,21 @@ def kappa_false_at_d():
     return symbolic.eta1 * (symbolic.d - sp.Rational(1, 2) - symbolic.eta1 + symbolic.eta1 * li / (4 * symbolic.d))
 
 
+@lru_cache(maxsize=None)
 def li2_step_control() -> ProofResult:
     """The Li_2 >= z step alone on q = 1 - Li_2(1 - 1/x), which is false for large x (Li_2 -> pi^2/6):
     only the check that the Li_2 coefficient is positive stops the bound q >= 1/x."""
     ok, steps = li2_lower_bound(1 - sp.polylog(2, 1 - 1 / X), X, 1)
     return _result("li2_step", "symbolic (Li_2 >= z)", "x > 1", "1 - Li_2(1 - 1/x) > 0", ok, steps)
-li2_step_control = lru_cache(maxsize=None)(li2_step_control)
 
 
+@lru_cache(maxsize=None)
 def li2_tight_control() -> ProofResult:
     """The Li_2 >= z step alone on q = Li_2(z) - z - 1/(100 x), z = 1 - 1/x, which is false near x = 1
     (Li_2(z) - z ~ z^2/4): only the bound Li_2(z) >= z itself, no larger one, refuses it."""
     z = 1 - 1 / X
     ok, steps = li2_lower_bound(sp.polylog(2, z) - z - 1 / (100 * X), X, 1)
     return _result("li2_step", "symbolic (Li_2 >= z)", "x > 1", "Li_2(z) - z - 1/(100 x) > 0", ok, steps)
-li2_tight_control = lru_cache(maxsize=None)(li2_tight_control)
 
 
 def mutation_controls() -> list[tuple[str, ProofResult]]:

@@ -24,8 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache  # applied as f = lru_cache(maxsize=None)(f) after a definition, not as a
-# decorator: mutmut 3 does not mutate decorated functions (docs/mutation.md)
+from functools import lru_cache
 
 import sympy as sp
 from flint import arb, ctx, fmpq
@@ -48,11 +47,11 @@ _SYMBOLS = {"eta_1": symbolic.eta1, "eta_2": symbolic.eta2, "eta_3": symbolic.et
             "beta_a": symbolic.beta_a, "beta_b": symbolic.beta_b}
 
 
+@lru_cache(maxsize=None)
 def _alpha0_risk_coefficients(lengths: str):
     """R(0, beta) for symmetric beta as {(i, j): coefficient of beta_a^i beta_b^j} (a quadratic)."""
     poly = sp.Poly(sp.expand(symbolic.uniform_attention_risk(lengths)), symbolic.beta_a, symbolic.beta_b)
     return tuple((monom, coeff) for monom, coeff in poly.terms())
-_alpha0_risk_coefficients = lru_cache(maxsize=None)(_alpha0_risk_coefficients)
 
 
 class ArbClosedForms(ClosedFormsBase):
