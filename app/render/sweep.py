@@ -16,7 +16,7 @@ from pathlib import Path
 
 from numerics.experiments import sweep as SW
 
-from app.render import table1 as TR
+from app.render import table1
 VERDICTS = ("holds", "does not hold", "undecided", "refused")
 CATEGORIES = tuple(c for c, _ in SW.REASONS) + ("other",)
 
@@ -131,7 +131,7 @@ def robustness_table(summary: dict, d: int) -> list[str]:
         why = Counter(v.get("category", "other") for v in per.values() if v["verdict"] == "refused")
         refused = str(c["refused"]) + (" (" + ", ".join(f"{k} {why[k]}" for k in CATEGORIES if why[k]) + ")"
                                        if why else "")
-        dv = TR.VERDICT_MARK[per[default]["verdict"]] if default in per else ("not run" if default else "-")
+        dv = table1.VERDICT_MARK[per[default]["verdict"]] if default in per else ("not run" if default else "-")
         dep = "; ".join(depends_on(per, axes)) or "-"
         lines.append(f"| {row} | {claim} | {dv} | {c['holds']}/{n} | {c['does not hold']}/{n} | {c['undecided']}/{n} "
                      f"| {refused} | {dep} |")
@@ -156,14 +156,14 @@ def verdicts_by_d(summary: dict) -> list[str]:
                 continue
             c = Counter(v["verdict"] for v in per.values())
             dv = per[default]["verdict"] if default in per else "-"
-            cells.append(f"{TR.VERDICT_MARK[dv] if dv in TR.VERDICT_MARK else dv} "
+            cells.append(f"{table1.VERDICT_MARK[dv] if dv in table1.VERDICT_MARK else dv} "
                          f"({c['holds']} h, {c['does not hold']} n, {c['undecided']} u, {c['refused']} r of {len(per)})")
         lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
     return lines
 
 
 def _num(s: dict | None) -> str:
-    return "n/a" if not s else TR.fmt(s)
+    return "n/a" if not s else table1.fmt(s)
 
 
 def lag_side_by_side(summary: dict) -> list[str]:
@@ -213,7 +213,7 @@ def lag_across_readings(summary: dict, d: int) -> list[str]:
 
 
 def reading_page_name(reading: str) -> str:
-    return f"reading_{TR.slug(reading.replace('=', '_'))}.md"
+    return f"reading_{table1.slug(reading.replace('=', '_'))}.md"
 
 
 def _readings(n: int) -> str:
@@ -329,19 +329,19 @@ def markdown(summary: dict) -> str:
 
 
 def reading_page(summary: dict, reading: str) -> str:
-    lines = [f"# Reading {reading}", "", TR.reading_line(summary["readings_file"]["readings"][reading]) + ".", ""]
+    lines = [f"# Reading {reading}", "", table1.reading_line(summary["readings_file"]["readings"][reading]) + ".", ""]
     for (r, d), res in sorted(summary["_cells"].items(), key=lambda kv: kv[0][1]):
         if r != reading:
             continue
         cell = next(c for c in summary["cells"] if c["reading"] == r and c["d"] == d)
         lines += [f"## d = {d}", ""]
         if res["rows"]:
-            lines += ["### Plans", "", TR.accuracy_note(res), "", *TR.plan_table(res), "",
+            lines += ["### Plans", "", table1.accuracy_note(res), "", *table1.plan_table(res), "",
                       "### Attention lag under joint GD", "",
-                      *TR.lag_table(res), ""]
+                      *table1.lag_table(res), ""]
         if cell["missing_rows"]:
             lines += ["Rows not assembled: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in cell["missing_rows"].items()), ""]
-        lines += ["### The paper's claims", "", *TR.verdict_table(cell["verdicts"]), ""]
+        lines += ["### The paper's claims", "", *table1.verdict_table(cell["verdicts"]), ""]
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from numerics.experiments import engine as E
+from numerics.experiments import engine
 from numerics.experiments.protocol import Reading, phases
 
 
@@ -134,8 +134,8 @@ class _Optimizer:
         return lr_b * mhat / (np.sqrt(vhat) + self.r.adam_eps)
 
 
-def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], train: Callable[[int], E.Tokens],
-               val: E.Tokens, loss: str, r: Reading, record: bool = False,
+def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], train: Callable[[int], engine.Tokens],
+               val: engine.Tokens, loss: str, r: Reading, record: bool = False,
                progress: Callable[[int], None] | None = None) -> list[RunRecord]:
     """Train the runs of ``programs`` from (alpha0, B0) (each (R, H, D) / (R, H, D, K), one start per run)
     on the batches ``train(step)``, validating on ``val``; see the module doc."""
@@ -146,7 +146,7 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
     phase = np.zeros(R, int)
     phase_start = np.zeros(R, int)
     window: list[list[float]] = [[] for _ in range(R)]  # validation risks since the phase began
-    R0 = np.asarray(E.risk(alpha, B, val, loss), float)
+    R0 = np.asarray(engine.risk(alpha, B, val, loss), float)
     active = np.ones(R, bool)
     opt_a, opt_b = _Optimizer(r, alpha.shape), _Optimizer(r, B.shape)
     snaps = snapshot_steps(r.eval_every, r.max_steps) if record else set()
@@ -189,7 +189,7 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
         idx = np.flatnonzero(active)
         tb = train(t)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            risk, ga, gB, _ = E.risk_and_grad(alpha[idx], B[idx], tb, loss, with_f=False)
+            risk, ga, gB, _ = engine.risk_and_grad(alpha[idx], B[idx], tb, loss, with_f=False)
         rates = np.array([block_rates(i) for i in idx])
         bad = ~np.isfinite(risk) | ~np.isfinite(ga).all(axis=(1, 2)) | ~np.isfinite(gB).all(axis=(1, 2, 3))
         if bad.any():  # a non-finite step is not taken: the run keeps its last parameters and is stopped below
@@ -218,7 +218,7 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
         if not idx.size:
             break
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            v = np.asarray(E.risk(alpha[idx], B[idx], val, loss), float)
+            v = np.asarray(engine.risk(alpha[idx], B[idx], val, loss), float)
         for j, i in enumerate(idx):
             rec = recs[i]
             rec.val_steps.append(t)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from theory.validation import SettingError
 
-from numerics.experiments import runner as RN
+from numerics.experiments import runner
 from numerics.experiments import tasks as TK
 from numerics.experiments.protocol import Reading
 
@@ -80,13 +80,13 @@ class Grid:
         ref = {**DEFAULT_READING.to_dict(), "name": None}
         return next((n for n, r in self.readings.items() if {**r.to_dict(), "name": None} == ref), None)
 
-    def run_config(self, d: int, tasks: tuple[str, ...], reading: str | None = None) -> RN.Config:
+    def run_config(self, d: int, tasks: tuple[str, ...], reading: str | None = None) -> runner.Config:
         """The run configuration of a cell: ``runner.Config`` with [config], these tasks, d, the seeds and the
         reading (the protocol's default when None)."""
         kw = {**self.config, "tasks": tuple(tasks), "d": d, "seeds": self.seeds}
         if reading is not None:
             kw["reading"] = self.readings[reading]
-        return RN.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
+        return runner.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
 
     def cells(self) -> list[tuple[str, int, tuple[str, ...]]]:
         """(reading name, d, tasks) of every cell the limits allow, in file order (d outermost)."""

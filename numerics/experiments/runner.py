@@ -29,11 +29,11 @@ import numpy as np
 from numerics.model import Model
 from theory.validation import SettingError
 
-from numerics.experiments import and_integral as AI
-from numerics.experiments import bank as BK
-from numerics.experiments import engine as E
+from numerics.experiments import and_integral
+from numerics.experiments import bank
+from numerics.experiments import engine
 from numerics.experiments import lag as L
-from numerics.experiments import protocol as PR
+from numerics.experiments import protocol
 from numerics.experiments import tasks as TK
 from numerics.experiments.population import expand, loss_bound, marked_symbols, population, rounding_bound
 from numerics.experiments.grid import GridSearch
@@ -83,7 +83,7 @@ class Config:
     def quick(cls, **overrides) -> "Config":
         """The small configuration of a quick run (``protocol.QUICK_SIZE``, the reading "quick": the
         protocol's default shortened by ``protocol.quick_reading``), with ``overrides``."""
-        return cls(**{**PR.QUICK_SIZE, "reading": PR.quick_reading(Reading(name="quick")), **overrides})
+        return cls(**{**protocol.QUICK_SIZE, "reading": protocol.quick_reading(Reading(name="quick")), **overrides})
 
     @classmethod
     def build(cls, quick: bool = False, reading: str | None = None, reading_changes: dict | None = None,
@@ -94,7 +94,7 @@ class Config:
         base = cls.quick(**values) if quick else cls(**values)
         r = base.reading
         if reading is not None:
-            r = PR.quick_reading(PR.reading(reading)) if quick else PR.reading(reading)
+            r = protocol.quick_reading(protocol.reading(reading)) if quick else protocol.reading(reading)
         if reading_changes:
             r = r.with_(**reading_changes)
         return replace(base, reading=r).validate()
@@ -117,7 +117,7 @@ class Config:
             if not (isinstance(v, float) and 0 < v < 1):
                 raise SettingError(f"{name} must be in (0, 1), got {v!r}")
         TK.check_even_pairs_embedding(self.even_pairs_embedding)
-        E.check_kernel(self.kernel)
+        engine.check_kernel(self.kernel)
         if self.and_heads_data not in AND_HEADS_DATA:
             raise SettingError(f"and_heads_data must be one of {', '.join(AND_HEADS_DATA)}, "
                                f"got {self.and_heads_data!r}")
@@ -207,14 +207,14 @@ class Data:
     records."""
 
     train: object
-    val: E.Tokens
+    val: engine.Tokens
     make_test: object
     exact: bool
     info: dict
-    _test: E.Tokens | None = field(default=None, repr=False)
+    _test: engine.Tokens | None = field(default=None, repr=False)
 
     @property
-    def test(self) -> E.Tokens:
+    def test(self) -> engine.Tokens:
         if self._test is None:
             self._test = self.make_test()
         return self._test
@@ -225,7 +225,7 @@ def make_data(row: Row, seed: int) -> Data:
     task, d, kernel, cfg = row.task, row.d, row.kernel, row.config
     if row.exact:
         pop = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
-        tb = E.from_batch(pop, kernel)
+        tb = engine.from_batch(pop, kernel)
         return Data(lambda t: tb, tb, lambda: tb, True, dict(pop.extra))
     tid = TK.TASKS.index(task)
     p = TK.length_parameter(task, d)
@@ -237,17 +237,17 @@ def make_data(row: Row, seed: int) -> Data:
                          even_pairs_embedding=cfg.even_pairs_embedding)
 
     if row.integral:
-        pop = AI.IntegralPopulation(d, p)
+        pop = and_integral.IntegralPopulation(d, p)
         info = {"p": p, "kind": "integral", "accuracy": f"on the {cfg.test_size} sampled strings of the test set"}
         return Data(lambda t: pop, pop,
-                    lambda: AI.IntegralPopulation(d, p, E.from_batch(draw(2, cfg.test_size), kernel)),
+                    lambda: and_integral.IntegralPopulation(d, p, engine.from_batch(draw(2, cfg.test_size), kernel)),
                     False, info)
     info = {"p": p}
     if task == "SLR":
         info["k"], info["v"] = TK.slr_directions(d, seed)   # the test batch's own k*, v* (sample_slr)
-    return Data(lambda t: E.from_batch(draw(0, cfg.batch, t), kernel),
-                E.from_batch(draw(1, cfg.val_size), kernel),
-                lambda: E.from_batch(draw(2, cfg.test_size), kernel), False, info)
+    return Data(lambda t: engine.from_batch(draw(0, cfg.batch, t), kernel),
+                engine.from_batch(draw(1, cfg.val_size), kernel),
+                lambda: engine.from_batch(draw(2, cfg.test_size), kernel), False, info)
 
 
 def initial_params(row: Row, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -267,12 +267,12 @@ def initial_params(row: Row, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return p.alpha, p.B
 
 
-def output_curvature(val: E.Tokens, loss: str) -> float:
+def output_curvature(val: engine.Tokens, loss: str) -> float:
     """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token,
     ``engine.uniform_mean_token_moment``), the curvature of the squared risk in each output column at
     alpha = 0 (divided by K under cross-entropy, whose Hessian in f at the zero start is (I - 11^T / K) / K):
     the scale of the step-size grids."""
-    lam = float(np.linalg.eigvalsh(E.uniform_mean_token_moment(val), UPLO="L")[-1])
+    lam = float(np.linalg.eigvalsh(engine.uniform_mean_token_moment(val), UPLO="L")[-1])
     return lam / val.y.shape[1] if loss == "cross_entropy" else lam
 
 
@@ -284,17 +284,17 @@ def _value(axis_centres: dict, axes: tuple, point: tuple, ratio: float) -> dict:
     return {ax: axis_centres[ax] * ratio ** off for ax, off in zip(axes, point)}
 
 
-def _program(plan: str, lrs: dict, label: dict) -> BK.Program:
+def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
     out = lrs.get("out", 0.0)
     att = lrs.get("att", out if plan == "joint" else 0.0)
-    return BK.Program(plan=plan, lr_out=out, lr_att=att, label=label)
+    return bank.Program(plan=plan, lr_out=out, lr_att=att, label=label)
 
 
 def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):
     data = data or make_data(row, seed)
     a0, b0 = initial_params(row, seed)
     R = len(programs)
-    return BK.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
+    return bank.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
                          row.loss, row.config.reading, record=record), data
 
 
@@ -313,7 +313,7 @@ def search(row: Row, plans=PLANS) -> dict:
     datas = {s: make_data(row, s) for s in tune}
     lam = output_curvature(datas[tune[0]].val, loss)
     a0, b0 = initial_params(row, tune[0])
-    flat = r.tol * float(E.risk(a0[None], b0[None], datas[tune[0]].val, loss)[0])
+    flat = r.tol * float(engine.risk(a0[None], b0[None], datas[tune[0]].val, loss)[0])
     centres = {ax: base_grid(ax, lam, r)[(r.grid_points - 1) // 2] for ax in ("out", "att")}
     searches = {p: GridSearch(len(plan_axes(p, r)), r.grid_points, r.max_extensions, flat) for p in plans}
     steps_used = 0
@@ -374,7 +374,7 @@ def report_seed(row: Row, seed: int, chosen: dict) -> dict:
         risks, accs, ties = [], [], []
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for i in range(0, len(steps), 16):
-                r16, a16, t16 = E.risk_and_accuracy(A[i:i + 16], B[i:i + 16], data.test, loss)
+                r16, a16, t16 = engine.risk_and_accuracy(A[i:i + 16], B[i:i + 16], data.test, loss)
                 risks += r16.tolist()
                 accs += [None] * len(r16) if a16 is None else a16.tolist()
                 ties += [None] * len(r16) if t16 is None else t16.tolist()
@@ -390,7 +390,7 @@ def report_seed(row: Row, seed: int, chosen: dict) -> dict:
             res["truncation_bound"] = None if rec.diverged else loss_bound(data.info["dropped"], rec.final_B)
             res["rounding_bound"] = (None if rec.diverged else
                                      rounding_bound(risks[-1], rec.final_alpha, rec.final_B))
-        if isinstance(data.test, AI.IntegralPopulation):
+        if isinstance(data.test, and_integral.IntegralPopulation):
             res["quadrature_estimate"] = None if rec.diverged else data.test.error_estimate(rec.final_alpha,
                                                                                             rec.final_B)
             # a stopped run whose last parameters the integral refuses was stopped by the integral, not by its risk
@@ -416,7 +416,7 @@ def run_row(row: Row) -> dict:
     on the heap (``engine.keep_temporaries_on_heap``)."""
     from threadpoolctl import threadpool_limits
 
-    E.keep_temporaries_on_heap()
+    engine.keep_temporaries_on_heap()
     with threadpool_limits(limits=1):
         return _run_row(row)
 

@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Callable
 
 from numerics import units
-from numerics.experiments import runner as RN
-from numerics.experiments import sweep_units as SU
+from numerics.experiments import runner
+from numerics.experiments import sweep_units
 from numerics.experiments import verdicts as V
 from numerics.experiments.readings import Grid
 
 QUICK_FILE = Path(__file__).with_name("readings_quick.toml")
 """The small readings file of ``occ-companion sweep --quick``, shipped with the package: a try of the sweep and
 its dask path in about a minute of CPU (four readings at d = 8), not a result."""
-UNIT_MODULE = SU.__name__
+UNIT_MODULE = sweep_units.__name__
 """The module of the training units: the root of their store keys."""
 
 
@@ -66,13 +66,13 @@ class Plan:
 
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
-        cfg = replace(SU.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds)
-        return RN.reported_seeds(RN.Row.of(cfg, spec["task"], spec["heads"]))
+        cfg = replace(sweep_units.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds)
+        return runner.reported_seeds(runner.Row.of(cfg, spec["task"], spec["heads"]))
 
     def seed_spec(self, skey: str, seed: int, chosen: dict) -> dict:
         return {**self.searches[skey], "kind": "seed", "fn": _fn("seed"), "seed": seed, "chosen": chosen}
 
-    def cell_config(self, reading: str, d: int, tasks: tuple) -> RN.Config:
+    def cell_config(self, reading: str, d: int, tasks: tuple) -> runner.Config:
         """The run configuration of a cell (``readings.Grid.run_config``)."""
         return self.grid.run_config(d, tuple(dict.fromkeys(tasks)), reading).validate()
 
@@ -88,16 +88,16 @@ def plan(grid: Grid, version: str | None = None, code: str | None = None) -> Pla
     for rname, d, tasks in grid.cells():
         reading = grid.readings[rname]
         cfg = out.cell_config(rname, d, tasks)
-        cspec = SU.config_spec(cfg)
-        for name, task, heads in ((row.name, row.task, row.heads) for row in RN.rows(cfg)):
+        cspec = sweep_units.config_spec(cfg)
+        for name, task, heads in ((row.name, row.task, row.heads) for row in runner.rows(cfg)):
             cspec_c = {"kind": "ceiling", "fn": _fn("ceiling"), "version": version, "code": code, "config": cspec,
                        "task": task, "heads": heads}
             ckey = units.key_of(cspec_c)
             out.ceilings[ckey] = cspec_c
             plans = {}
-            for p in RN.PLANS:
+            for p in runner.PLANS:
                 spec = {"kind": "search", "fn": _fn("search"), "version": version, "code": code, "config": cspec,
-                        "reading": SU.relevant(reading, p), "task": task, "heads": heads, "plan": p}
+                        "reading": sweep_units.relevant(reading, p), "task": task, "heads": heads, "plan": p}
                 k = units.key_of(spec)
                 out.searches[k] = spec
                 plans[p] = k
@@ -155,7 +155,7 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
             skip_seeds(key, "its search is not in the store")
 
     driver = units.Driver(store, connect, out, on_done=on_done, on_failed=on_failed, not_trained=not_trained,
-                          setup=SU.setup, priority=_priority)
+                          setup=sweep_units.setup, priority=_priority)
     for key, spec in list(p.ceilings.items()) + list(p.searches.items()):
         driver.need(key, spec)
     first_round[0] = False
@@ -220,7 +220,7 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
                              "trained": None if outcome is None else len(outcome.trained),
                              "trained_cpu_s": None if outcome is None else outcome.cpu_s})
     out = Sweep(p, outcome, code=run["code"],
-                run_config={k: v for k, v in SU.config_spec(grid.run_config(grid.d[0], grid.tasks)).items()
+                run_config={k: v for k, v in sweep_units.config_spec(grid.run_config(grid.d[0], grid.tasks)).items()
                             if k != "d"})
     for reading, dd in p.cells():
         res = cell_results(p, outcome, reading, dd)
@@ -296,8 +296,8 @@ def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
                 data = out.results[k]["data"]
                 break
         if not data:
-            data = {"p": RN.TK.length_parameter(info["task"], d)}
-        row = RN.assemble_row(RN.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
+            data = {"p": runner.TK.length_parameter(info["task"], d)}
+        row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
                               out.results[info["ceiling"]]["ceiling"], data)
         row["tuning_steps"] = steps
         rows[name] = row

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from numerics.experiments import engine as E
-from numerics.experiments import runner as RN
+from numerics.experiments import engine
+from numerics.experiments import runner
 from numerics.experiments.protocol import Reading
 
 PROJECTED = {"three_phase": ("joint_steps",), "joint": ("k1", "k2", "phase2_cap"),
@@ -41,37 +41,37 @@ def relevant(reading: Reading, plan: str) -> dict:
     return out
 
 
-def config_spec(cfg: RN.Config) -> dict:
+def config_spec(cfg: runner.Config) -> dict:
     """The run configuration's fields that enter a unit's spec."""
     return {k: v for k, v in cfg.to_dict().items() if k not in CONFIG_FIELDS_OUT}
 
 
-def config(spec: dict, reading: dict, tasks=None) -> RN.Config:
+def config(spec: dict, reading: dict, tasks=None) -> runner.Config:
     """The run configuration of a unit: its spec's configuration under ``reading``, with ``tasks``."""
-    cfg = replace(RN.Config.from_dict(dict(spec["config"])), reading=Reading.from_dict({**reading, "name": "unit"}))
+    cfg = replace(runner.Config.from_dict(dict(spec["config"])), reading=Reading.from_dict({**reading, "name": "unit"}))
     return cfg if tasks is None else replace(cfg, tasks=tasks)
 
 
 def setup() -> None:
     """The worker's preparation before a unit: the engine's temporaries kept on the heap
     (``engine.keep_temporaries_on_heap``; where memory comes from does not enter the arithmetic)."""
-    E.keep_temporaries_on_heap()
+    engine.keep_temporaries_on_heap()
 
 
 def search(spec: dict) -> dict:
     cfg = config(spec, spec["reading"], (spec["task"],))
-    found = RN.search(RN.Row.of(cfg, spec["task"], spec["heads"]), plans=(spec["plan"],))
+    found = runner.search(runner.Row.of(cfg, spec["task"], spec["heads"]), plans=(spec["plan"],))
     return {"search": found[spec["plan"]], "steps": found["_steps"]}
 
 
 def seed(spec: dict) -> dict:
     cfg = config(spec, spec["reading"], (spec["task"],))
-    row = RN.Row.of(cfg, spec["task"], spec["heads"])
-    res = RN.report_seed(row, spec["seed"], {spec["plan"]: spec["chosen"]})
-    info = RN.make_data(row, spec["seed"]).info if spec["seed"] == 0 else {}
+    row = runner.Row.of(cfg, spec["task"], spec["heads"])
+    res = runner.report_seed(row, spec["seed"], {spec["plan"]: spec["chosen"]})
+    info = runner.make_data(row, spec["seed"]).info if spec["seed"] == 0 else {}
     return {"seed_result": res[spec["plan"]], "data": {k: v for k, v in info.items() if not hasattr(v, "shape")}}
 
 
 def ceiling(spec: dict) -> dict:
     cfg = config(spec, Reading().to_dict(), (spec["task"],))
-    return {"ceiling": RN.ceiling_of(RN.Row.of(cfg, spec["task"], spec["heads"]))}
+    return {"ceiling": runner.ceiling_of(runner.Row.of(cfg, spec["task"], spec["heads"]))}

@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 
 from app import exitcodes
-from numerics.experiments import engine as E
-from numerics.experiments import runner as RN
-from numerics.experiments import tasks as TK
-
-
+from numerics.experiments import engine
+from numerics.experiments import runner
+from numerics.experiments import tasks
 def _cli(argv) -> int:
     from app.cli import main
     return main(["table1", *argv])
@@ -47,8 +45,8 @@ def test_task_choices_are_the_tasks_of_the_task_module(monkeypatch):
     """--tasks takes the task names of ``tasks.TASKS`` (any case), a name it gains included."""
     from app.commands import table1
 
-    assert table1._task_list(",".join(t.lower() for t in TK.TASKS)) == TK.TASKS
-    monkeypatch.setattr(TK, "TASKS", (*TK.TASKS, "XOR"))
+    assert table1._task_list(",".join(t.lower() for t in tasks.TASKS)) == tasks.TASKS
+    monkeypatch.setattr(tasks, "TASKS", (*tasks.TASKS, "XOR"))
     args = _table1_parser().parse_args(["--tasks", "xor,OR"])
     assert args.tasks == ("XOR", "OR")
 
@@ -66,11 +64,11 @@ def test_kernel_choices_are_the_engine_kernels(monkeypatch, capsys):
     """--kernel takes the names of ``engine.KERNELS``, in order, a name it gains included, and its help and its
     error list them."""
     parser = _table1_parser()
-    assert list(_action(parser, "--kernel").choices) == list(E.KERNELS)
+    assert list(_action(parser, "--kernel").choices) == list(engine.KERNELS)
     with pytest.raises(SystemExit):
         parser.parse_args(["--kernel", "fast"])
     assert "(choose from 'numpy', 'compiled')" in capsys.readouterr().err
-    monkeypatch.setattr(E, "KERNELS", (*E.KERNELS, "fast"))
+    monkeypatch.setattr(engine, "KERNELS", (*engine.KERNELS, "fast"))
     assert parser.parse_args(["--kernel", "fast"]).kernel == "fast"
     assert "{numpy,compiled,fast}" in parser.format_help()
 
@@ -80,12 +78,12 @@ def test_quick_help_states_the_quick_configuration(monkeypatch):
     uses."""
     from numerics.experiments import protocol
 
-    cfg = RN.Config.quick()
+    cfg = runner.Config.quick()
     help_text = " ".join(_action(_table1_parser(), "--quick").help.split())
     assert help_text.startswith(f"small run (d = {cfg.d}, {cfg.seeds} seeds, cap {cfg.reading.max_steps} steps;")
     monkeypatch.setitem(protocol.QUICK_SIZE, "d", 9)
     assert _action(_table1_parser(), "--quick").help.startswith("small run (d = 9, ")
-    assert RN.Config.quick().d == 9
+    assert runner.Config.quick().d == 9
 
 
 @pytest.mark.parametrize("content", ["[1, 2]", "null", '{"rows": {}, "config": {}}', '{"rows": [], "config": {}}',
@@ -156,15 +154,15 @@ def test_icl_cross_entropy_trains_on_its_loss_and_scales_its_grid():
     squared one), the risk at the start is log d, and the grid's curvature scale lambda_B / K is the
     cross-entropy risk's second difference along the top direction."""
     d = 6
-    batch = TK.sample("ICL", d, 400, np.random.default_rng(3))
-    tb = E.from_batch(batch)
-    H, D, K = TK.model_shape("ICL", d, 1)
+    batch = tasks.sample("ICL", d, 400, np.random.default_rng(3))
+    tb = engine.from_batch(batch)
+    H, D, K = tasks.model_shape("ICL", d, 1)
     a0, b0 = np.zeros((1, H, D)), np.zeros((1, H, D, K))
-    r, _, g_ce, _ = E.risk_and_grad(a0, b0, tb, "cross_entropy")
-    _, _, g_sq, _ = E.risk_and_grad(a0, b0, tb, "squared")
+    r, _, g_ce, _ = engine.risk_and_grad(a0, b0, tb, "cross_entropy")
+    _, _, g_sq, _ = engine.risk_and_grad(a0, b0, tb, "squared")
     assert r[0] == pytest.approx(np.log(d), abs=1e-12)
     assert not np.allclose(g_ce, g_sq, atol=1e-3)
-    lam_sq, lam_ce = RN.output_curvature(tb, "squared"), RN.output_curvature(tb, "cross_entropy")
+    lam_sq, lam_ce = runner.output_curvature(tb, "squared"), runner.output_curvature(tb, "cross_entropy")
     assert lam_ce == pytest.approx(lam_sq / d, rel=1e-12)
     dense = batch.dense()
     m = dense.m / dense.m.sum(axis=1, keepdims=True)
@@ -174,7 +172,7 @@ def test_icl_cross_entropy_trains_on_its_loss_and_scales_its_grid():
     e[0], e[1] = 1 / np.sqrt(2), -1 / np.sqrt(2)
 
     def risk(t):
-        return E.risk(a0, (t * np.outer(v, e))[None, None], tb, "cross_entropy")[0]
+        return engine.risk(a0, (t * np.outer(v, e))[None, None], tb, "cross_entropy")[0]
 
     h = 1e-3
     assert (risk(h) - 2 * risk(0.0) + risk(-h)) / h ** 2 == pytest.approx(lam_ce, rel=1e-4)
@@ -183,14 +181,14 @@ def test_icl_cross_entropy_trains_on_its_loss_and_scales_its_grid():
 def test_attention_gradient_is_zero_at_zero_readout():
     """The attention cannot move first: at B = 0 every attention gradient of the engine is exactly 0, on
     every task; control: with a non-zero readout it is not."""
-    for task in TK.TASKS:
-        tb = E.from_batch(TK.sample(task, 6, 40, np.random.default_rng(1)))
-        H, D, K = TK.model_shape(task, 6, 1)
+    for task in tasks.TASKS:
+        tb = engine.from_batch(tasks.sample(task, 6, 40, np.random.default_rng(1)))
+        H, D, K = tasks.model_shape(task, 6, 1)
         rng = np.random.default_rng(2)
         alpha = rng.standard_normal((1, H, D))
-        _, ga, gB, _ = E.risk_and_grad(alpha, np.zeros((1, H, D, K)), tb)
+        _, ga, gB, _ = engine.risk_and_grad(alpha, np.zeros((1, H, D, K)), tb)
         assert np.all(ga == 0) and np.any(gB != 0), task
-        _, ga, _, _ = E.risk_and_grad(alpha, rng.standard_normal((1, H, D, K)), tb)
+        _, ga, _, _ = engine.risk_and_grad(alpha, rng.standard_normal((1, H, D, K)), tb)
         assert np.any(ga != 0), task
 
 
@@ -316,7 +314,7 @@ def test_row_lines_go_to_stderr_only_when_it_is_not_a_terminal_and_not_quiet(mon
         seen.update(kwargs)
         raise _Stop
 
-    monkeypatch.setattr(RN, "run", run)
+    monkeypatch.setattr(runner, "run", run)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
     with pytest.raises(_Stop):
         table1.main_args(_table1_parser().parse_args(

@@ -3,20 +3,19 @@ its PyTorch implementation agrees with the engine (and the agreement check fails
 different things)."""
 import numpy as np
 import pytest
-import scipy.sparse as sp
-
+from scipy import sparse
 from app.render import bench_engine
-from numerics.bench import engine as BE
+from numerics.bench import engine
 from numerics.experiments.runner import Config
 
-needs_torch = pytest.mark.skipif(not BE.torch_available(), reason="PyTorch is not installed")
+needs_torch = pytest.mark.skipif(not engine.torch_available(), reason="PyTorch is not installed")
 
 
 def _page(res: dict, tg=None) -> str:
     """The page of a result without profiles, line profiles or timings of its own."""
     import datetime
 
-    return bench_engine.render({"res": res, "targets": BE.targets(res) if tg is None else tg, "profiles": {},
+    return bench_engine.render({"res": res, "targets": engine.targets(res) if tg is None else tg, "profiles": {},
                                 "lines": {}, "seconds": (0.0, 0.0),
                                 "finished": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)})
 
@@ -27,19 +26,19 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
     out = tmp_path / "bench.md"
     assert main(["benchmark-engine", "--quick", "--out", str(out)]) == 0
     text = out.read_text()
-    for row, _, _ in BE.ROWS:
+    for row, _, _ in engine.ROWS:
         assert f"| {row} | 5 |" in text and f"| {row} | 8 |" in text
-    assert ("PyTorch is not installed" in text) == (not BE.torch_available())
+    assert ("PyTorch is not installed" in text) == (not engine.torch_available())
     assert "## Targets" in text
     # the benchmark's process has the allocator setting of Table 1's row processes, where there is one
-    assert ("keeps its temporaries on the heap" in text) == BE.engine.keep_temporaries_on_heap()
-    if BE.kernels.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
+    assert ("keeps its temporaries on the heap" in text) == engine.engine.keep_temporaries_on_heap()
+    if engine.kernels.available():  # the compiled kernel's table: ICL at both sizes (two-head AND is a bag below d = 17)
         section = text.split("## The compiled kernel")[1].split("## Growth")[0]
         assert "| ICL | 5 |" in section and "| ICL | 8 |" in section
     # seeds in one program: ICL at both sizes, each runs-per-seed count (two-head AND cannot be stacked here)
     section = text.split("## Seeds in one program")[1].split("## ")[0]
     for d in (5, 8):
-        for n in BE.SEED_RUNS:
+        for n in engine.SEED_RUNS:
             assert f"| ICL | {d} | {n} |" in section
     assert "| AND (H=2) |" not in section
     # ICL's parts and the fixed cost in banks: ICL at both sizes (two-head AND is a bag here)
@@ -47,41 +46,41 @@ def test_quick_benchmark_runs_and_writes_its_page(tmp_path):
     assert all(any(x.startswith(f"| {d} | ") for x in section.splitlines()) for d in (5, 8))
     section = text.split("## The step's fixed cost in a bank of runs")[1].split("## ")[0]
     for d in (5, 8):
-        for n in BE.SHARE_RUNS:
+        for n in engine.SHARE_RUNS:
             assert f"| ICL | {d} | {n} | " in section
     assert "| AND (H=2) |" not in section
     # what numba gains on the default kernel: every row at both sizes, the sampled ones with their sampler
     section = text.split("## What numba gains on the default kernel")[1].split("## ")[0]
-    for row, task, heads in BE.ROWS:
+    for row, task, heads in engine.ROWS:
         for d in (5, 8):
             line = next(x for x in section.splitlines() if x.startswith(f"| {row} | {d} |"))
-            assert line.count("x |") == (1 if BE.exact(task, heads, Config()) else 3), line
+            assert line.count("x |") == (1 if engine.exact(task, heads, Config()) else 3), line
 
 
 @needs_torch
-@pytest.mark.parametrize("row,task,heads", BE.ROWS)
+@pytest.mark.parametrize("row,task,heads", engine.ROWS)
 def test_torch_model_agrees_with_the_engine_and_the_check_can_fail(row, task, heads):
-    case = BE.make_case(row, task, heads, 7, Config())
-    H, D, K = BE.tasks.model_shape(task, 7, heads)
-    tm = BE.TorchModel(case.batch, case.loss, heads, D, K)
-    a, B = BE.initial(case, 1, seed=3)
-    assert BE.check_agreement(case, tm, a[0], B[0]) <= BE.AGREE_TOL
+    case = engine.make_case(row, task, heads, 7, Config())
+    H, D, K = engine.tasks.model_shape(task, 7, heads)
+    tm = engine.TorchModel(case.batch, case.loss, heads, D, K)
+    a, B = engine.initial(case, 1, seed=3)
+    assert engine.check_agreement(case, tm, a[0], B[0]) <= engine.AGREE_TOL
     tm.w = tm.w * (1 + 1e-8)          # a different risk: the check must refuse to time it
     with pytest.raises(AssertionError, match="disagree"):
-        BE.check_agreement(case, tm, a[0], B[0])
+        engine.check_agreement(case, tm, a[0], B[0])
 
 
 @needs_torch
 def test_torch_step_is_a_gradient_step():
     """One PyTorch step moves the parameters by -LR times the engine's gradient."""
-    case = BE.make_case("ICL", "ICL", 1, 6, Config())
-    H, D, K = BE.tasks.model_shape("ICL", 6, 1)
-    tm = BE.TorchModel(case.batch, case.loss, 1, D, K)
-    a, B = BE.initial(case, 1, seed=4)
+    case = engine.make_case("ICL", "ICL", 1, 6, Config())
+    H, D, K = engine.tasks.model_shape("ICL", 6, 1)
+    tm = engine.TorchModel(case.batch, case.loss, 1, D, K)
+    a, B = engine.initial(case, 1, seed=4)
     a2, B2 = a.copy(), B.copy()
-    BE.engine_step(a2, B2, case.tb, case.loss)
-    _, ga, gB, _ = BE.engine.risk_and_grad(a, B, case.tb, case.loss)
-    assert np.abs(a2 - (a - BE.LR * ga)).max() == 0 and np.abs(B2 - (B - BE.LR * gB)).max() == 0
+    engine.engine_step(a2, B2, case.tb, case.loss)
+    _, ga, gB, _ = engine.engine.risk_and_grad(a, B, case.tb, case.loss)
+    assert np.abs(a2 - (a - engine.LR * ga)).max() == 0 and np.abs(B2 - (B - engine.LR * gB)).max() == 0
     step = tm.stepper(a[0], B[0])
     step()
     at, bt = (t.detach().numpy() for t in step.tensors)
@@ -94,37 +93,37 @@ def test_a_timing_pair_prints_cpu_then_wall():
 
 
 def test_fit_exponent():
-    assert BE.fit_exponent([50, 100, 200], [3 * d ** 2 for d in (50, 100, 200)]) == pytest.approx(2, abs=1e-12)
-    assert BE.fit_exponent([50], [1.0]) is None
+    assert engine.fit_exponent([50, 100, 200], [3 * d ** 2 for d in (50, 100, 200)]) == pytest.approx(2, abs=1e-12)
+    assert engine.fit_exponent([50], [1.0]) is None
 
 
 @pytest.mark.parametrize("row,task,heads,d", [("ICL", "ICL", 1, 6), ("ICL", "ICL", 1, 30), ("AND (H=2)", "AND", 2, 20)])
 def test_compiled_kernel_check_agrees_and_can_fail(row, task, heads, d):
     """The benchmark's check of the compiled kernel against the numpy one passes (to AGREE_TOL, other
     rounding), and refuses a compiled layout that computes something else."""
-    case = BE.make_case(row, task, heads, d, Config())
-    tbc = BE.compiled_case(case)
-    a, B = BE.initial(case, 1, seed=5)
-    assert BE.check_compiled(case, tbc, a[0], B[0]) <= BE.AGREE_TOL
+    case = engine.make_case(row, task, heads, d, Config())
+    tbc = engine.compiled_case(case)
+    a, B = engine.initial(case, 1, seed=5)
+    assert engine.check_compiled(case, tbc, a[0], B[0]) <= engine.AGREE_TOL
     tbc.weights = tbc.weights * (1 + 1e-8)          # a different risk: the check must refuse to time it
     with pytest.raises(AssertionError, match="disagree"):
-        BE.check_compiled(case, tbc, a[0], B[0])
+        engine.check_compiled(case, tbc, a[0], B[0])
 
 
 def test_compiled_kernel_applies_only_to_one_hot_rows():
-    assert BE.compiled_case(BE.make_case("SLR", "SLR", 1, 6, Config())) is None
-    assert BE.compiled_case(BE.make_case("occurrence", "occurrence", 1, 6, Config())) is None
-    assert BE.compiled_case(BE.make_case("ICL", "ICL", 1, 6, Config(icl_loss="cross_entropy"))) is not None
+    assert engine.compiled_case(engine.make_case("SLR", "SLR", 1, 6, Config())) is None
+    assert engine.compiled_case(engine.make_case("occurrence", "occurrence", 1, 6, Config())) is None
+    assert engine.compiled_case(engine.make_case("ICL", "ICL", 1, 6, Config(icl_loss="cross_entropy"))) is not None
 
 
 @pytest.mark.parametrize("row,task,heads,d", [("ICL", "ICL", 1, 30), ("AND (H=2)", "AND", 2, 20)])
 def test_readout_products_are_the_step_products_at_the_case_sizes(row, task, heads, d):
     """The timed products have the shapes of the step's (every head's N_ne x D x K); on ICL their FLOPs are a
     part of the bound."""
-    case = BE.make_case(row, task, heads, d, Config())
-    fn = BE.readout_products(case)
+    case = engine.make_case(row, task, heads, d, Config())
+    fn = engine.readout_products(case)
     shapes = sorted(c.cell_contents.shape for c in fn.__closure__ if hasattr(c.cell_contents, "shape"))
-    H, D, K = BE.tasks.model_shape(task, d, heads)
+    H, D, K = engine.tasks.model_shape(task, d, heads)
     N_ne = len(case.tb.starts)
     assert H == heads and shapes == sorted([(H, N_ne, D), (H, D, K), (N_ne, K)])
 
@@ -135,33 +134,33 @@ def test_the_bound_counts_the_coordinates_each_string_touches(task, d, empty):
     (counted here by a set per string), not the non-zeros with repeats nor every row of B: at d = 30 an ICL
     string touches fewer than D coordinates.  The rows' part is 4z + 3M for one-hot rows (lookups and adds)
     and 8z + 2M for general ones; an explicit zero stored in the rows changes nothing."""
-    batch = BE.tasks.sample(task, d, 40, np.random.default_rng(3))
+    batch = engine.tasks.sample(task, d, 40, np.random.default_rng(3))
     if empty:  # strings 3 and 10 emptied, as in tests/experiments/test_engine.py
         m = batch.m.tolil()
         m[3], m[10] = 0, 0
         batch.m = m.tocsr()
-    tb = BE.engine.from_batch(batch)
+    tb = engine.engine.from_batch(batch)
     assert tb.layout == "rows" and len(tb.starts) == tb.size - 2 * empty
-    X = sp.csr_array(tb.rows) if sp.issparse(tb.rows) else np.asarray(tb.rows)
+    X = sparse.csr_array(tb.rows) if sparse.issparse(tb.rows) else np.asarray(tb.rows)
     ends = np.append(tb.starts[1:], X.shape[0])
     by_set = [len({int(j) for r in range(a, b) for j in (X.indices[X.indptr[r]:X.indptr[r + 1]]
-                                                          if sp.issparse(tb.rows) else range(X.shape[1]))})
+                                                          if sparse.issparse(tb.rows) else range(X.shape[1]))})
               for a, b in zip(tb.starts, ends)]
-    assert BE.touched(tb).tolist() == by_set
-    H, D, K = BE.tasks.model_shape(task, d, 1)
-    z, M = (X.nnz if sp.issparse(tb.rows) else X.size), X.shape[0]
+    assert engine.touched(tb).tolist() == by_set
+    H, D, K = engine.tasks.model_shape(task, d, 1)
+    z, M = (X.nnz if sparse.issparse(tb.rows) else X.size), X.shape[0]
     rows = 4 * z + 3 * M if task == "ICL" else 8 * z + 2 * M
     bound = H * (rows + 6 * K * sum(by_set)) + 3 * tb.size * K + 2 * H * D * (K + 1)
-    assert BE.flop_count(tb, H, K) == bound
+    assert engine.flop_count(tb, H, K) == bound
     if task == "ICL" and d == 30:
         assert sum(by_set) < len(tb.starts) * D
-    if sp.issparse(tb.rows):  # an explicit zero at a column the first string does not touch
-        Y = sp.csr_array(tb.rows)
+    if sparse.issparse(tb.rows):  # an explicit zero at a column the first string does not touch
+        Y = sparse.csr_array(tb.rows)
         free = next(j for j in range(D) if j not in set(Y.indices[Y.indptr[0]:Y.indptr[1]]))
         Y = _with_explicit_zero(Y, 0, free)
         assert Y.nnz == z + 1
         tb.rows = Y
-        assert BE.touched(tb).tolist() == by_set and BE.flop_count(tb, H, K) == bound
+        assert engine.touched(tb).tolist() == by_set and engine.flop_count(tb, H, K) == bound
 
 
 def _with_explicit_zero(Y, row, col):
@@ -171,7 +170,7 @@ def _with_explicit_zero(Y, row, col):
     indices = np.insert(Y.indices, at, col)
     indptr = Y.indptr.copy()
     indptr[row + 1:] += 1
-    return sp.csr_array((data, indices, indptr), shape=Y.shape)
+    return sparse.csr_array((data, indices, indptr), shape=Y.shape)
 
 
 def test_ratios_carry_two_significant_digits():
@@ -185,12 +184,12 @@ def test_ratios_carry_two_significant_digits():
 def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, loop):
     """The benchmark's check that the default kernel gives the same bits with and without its numba loops passes
     on the rows, and refuses to time when a loop's result differs from the numpy path's in the last bit."""
-    if not BE.kernels.usable():
+    if not engine.kernels.usable():
         pytest.skip("numba's loops do not run here")
-    case = BE.make_case(row, task, heads, 6, Config())
-    a, B = BE.initial(case, 1, seed=5)
-    BE.check_numpy_paths(case, a[0], B[0])
-    loops = BE.kernels._compiled()
+    case = engine.make_case(row, task, heads, 6, Config())
+    a, B = engine.initial(case, 1, seed=5)
+    engine.check_numpy_paths(case, a[0], B[0])
+    loops = engine.kernels._compiled()
     fn = getattr(loops, loop)
 
     def off_by_an_ulp(*args):
@@ -200,32 +199,32 @@ def test_numpy_paths_check_passes_and_can_fail(monkeypatch, row, task, heads, lo
         return got
     monkeypatch.setattr(loops, loop, off_by_an_ulp)
     with pytest.raises(AssertionError, match="not bit for bit the same"):
-        BE.check_numpy_paths(case, a[0], B[0])
+        engine.check_numpy_paths(case, a[0], B[0])
 
 
 def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
     """bench() times the default kernel's step and sampler once with numba's loops (``usable()``) and once
     without them, on the same batch, and records both."""
-    if not BE.kernels.usable():
+    if not engine.kernels.usable():
         pytest.skip("numba's loops do not run here")
     seen = {"step": [], "sampler": []}
-    step = BE.engine_step
+    step = engine.engine_step
 
     def engine_step(*a):
-        seen["step"].append(BE.kernels.usable())
+        seen["step"].append(engine.kernels.usable())
         return step(*a)
-    res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+    res = engine.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                    gemm_n=100)
-    case = BE.make_case("ICL", "ICL", 1, 5, BE.Config())
+    case = engine.make_case("ICL", "ICL", 1, 5, engine.Config())
     real = case.sampler
 
     def sampler(t):
-        seen["sampler"].append((t, BE.kernels.usable()))
+        seen["sampler"].append((t, engine.kernels.usable()))
         return real(t)
     case.sampler = sampler
-    monkeypatch.setattr(BE, "engine_step", engine_step)
-    a, B = BE.initial(case, 1)
-    times = BE.with_and_without_loops(lambda: BE.engine_step(a, B, case.tb, case.loss), case, 3, 0.0001)
+    monkeypatch.setattr(engine, "engine_step", engine_step)
+    a, B = engine.initial(case, 1)
+    times = engine.with_and_without_loops(lambda: engine.engine_step(a, B, case.tb, case.loss), case, 3, 0.0001)
     # alternately, repeat by repeat: the steps with and without the loops interleave, and each fresh draw is
     # made once each way
     flips = sum(1 for x, y in zip(seen["step"], seen["step"][1:]) if x != y)
@@ -240,7 +239,7 @@ def test_the_numpy_only_columns_run_without_the_loops(monkeypatch):
     assert all(len(times[k]) == 2 for k in times)
     rec = res["rows"]["ICL"][5]
     assert all(len(rec["numba"][k]) == 2 for k in rec["numba"])
-    assert BE.kernels.usable()
+    assert engine.kernels.usable()
     page = _page(res)
     assert "## What numba gains on the default kernel" in page
 
@@ -255,19 +254,19 @@ def test_compiled_target_uses_the_bound_beside_its_own_repeats():
     not the one beside the numpy kernel's (the machine's rate moves between the two)."""
     rec = {"engine_1": (0.0, 7.0), "flop_seconds": 0.9, "compiled_1": (0.0, 2.9), "compiled_8": (0.0, 2.0),
            "compiled_flop_seconds": 1.0}
-    tg = {t["target"]: t for t in BE.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})}
+    tg = {t["target"]: t for t in engine.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})}
     comp = tg["ICL at d = 50: within 3x of the FLOP bound (CPU, compiled kernel)"]
     assert comp["met"] and bench_engine.target_value(comp["value"]).startswith("2.9x (8 runs at once: 2.0x")
     assert not tg["ICL at d = 50: within 3x of the FLOP bound (CPU, default numpy kernel)"]["met"]
     rec["compiled_flop_seconds"] = 0.9   # 2.9 / 0.9 = 3.2x
-    assert not BE.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})[1]["met"]
+    assert not engine.targets({"ds": [50], "torch": None, "rows": {"ICL": {50: rec}}})[1]["met"]
 
 
 def test_the_compiled_row_is_timed_beside_its_own_dgemm():
     """bench() gives the compiled kernel's one-run step its own bound, from the dgemm rate timed beside it."""
-    if not BE.kernels.available():
+    if not engine.kernels.available():
         pytest.skip("numba is not installed")
-    res = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+    res = engine.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                    gemm_n=100)
     rec = res["rows"]["ICL"][5]
     assert rec["compiled_flop_seconds"] == rec["flops"] / (rec["compiled_dgemm_beside"] * 1e9)
@@ -285,57 +284,57 @@ def test_repeats_are_sized_on_a_call_after_the_first():
         if len(calls) == 1:
             time.sleep(0.3)
 
-    wall, cpu = BE.timed(fn, repeats=3, min_seconds=0.01)
+    wall, cpu = engine.timed(fn, repeats=3, min_seconds=0.01)
     assert len(calls) > 2 + 3 * 10 and wall < 0.01
 
 
 def test_seeds_in_one_program_checks_its_bits_first(monkeypatch):
     """The stacked program is timed only after it gave one call per seed's bits; a program that moves one
     gradient by one unit in the last place is refused; batches that cannot be stacked give None."""
-    got = BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
+    got = engine.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
     assert got["seeds"] == Config().seeds and got["runs"] == 2
     assert all(t[1] > 0 for t in (got["per_seed"], got["stacked"]))
-    real = BE.engine.grouped_risk_and_grad
+    real = engine.engine.grouped_risk_and_grad
 
     def off_by_one_ulp(*a, **k):
         r, ga, gB = real(*a, **k)
         ga.flat[0] = np.nextafter(ga.flat[0], np.inf)
         return r, ga, gB
 
-    monkeypatch.setattr(BE.engine, "grouped_risk_and_grad", off_by_one_ulp)
+    monkeypatch.setattr(engine.engine, "grouped_risk_and_grad", off_by_one_ulp)
     with pytest.raises(AssertionError):
-        BE.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
-    assert BE.seeds_in_one_program("AND", 2, 8, 2, repeats=1, min_seconds=0.0) is None
+        engine.seeds_in_one_program("ICL", 1, 6, 2, repeats=1, min_seconds=0.0)
+    assert engine.seeds_in_one_program("AND", 2, 8, 2, repeats=1, min_seconds=0.0) is None
 
 
 def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_population(monkeypatch):
     """bench() times two-head AND's step on the integral when the row is benchmarked, and the step is a
     gradient step on the integral's risk (the risk falls, by about LR times the squared gradient norm)."""
-    res = BE.bench((5,), 1, rows=(("AND (H=2)", "AND", 2),), use_torch=False, memory=False, min_seconds=0.001,
+    res = engine.bench((5,), 1, rows=(("AND (H=2)", "AND", 2),), use_torch=False, memory=False, min_seconds=0.001,
                    gemm_n=100)
     one, many, one_t, many_t = res["and_integral"][5]
-    assert [x["runs"] for x in (one, many, one_t, many_t)] == [1, BE.RUNS] * 2 and one["nodes"] > 10
+    assert [x["runs"] for x in (one, many, one_t, many_t)] == [1, engine.RUNS] * 2 and one["nodes"] > 10
     assert [x["table1"] for x in (one, many, one_t, many_t)] == [False, False, True, True]
     assert all(t > 0 for x in (one, many, one_t, many_t) for t in x["time"])
     page = _page(res)
     assert "## Two-head AND on its exact population" in page
-    seen, sums = [], BE.and_integral._sums
-    monkeypatch.setattr(BE.and_integral, "_sums", lambda *a, **k: seen.append(a[0].shape[1]) or sums(*a, **k))
-    BE.integral_step(6, 1, 1, 0.0001, table1=True)
+    seen, sums = [], engine.and_integral._sums
+    monkeypatch.setattr(engine.and_integral, "_sums", lambda *a, **k: seen.append(a[0].shape[1]) or sums(*a, **k))
+    engine.integral_step(6, 1, 1, 0.0001, table1=True)
     assert seen and set(seen) == {3}  # a Table 1 row's parameters: the sums over three classes
     seen.clear()
-    BE.integral_step(6, 1, 1, 0.0001)
+    engine.integral_step(6, 1, 1, 0.0001)
     assert seen and set(seen) == {6}
     assert any(line.startswith("| 5 | ") and line.endswith("x |") for line in page.splitlines())
-    case = BE.Case("AND (H=2)", "AND", 2, 5, None, None, "squared", True)
-    a, B = BE.initial(case, 1)
-    pop = BE.and_integral.IntegralPopulation(5, BE.tasks.length_parameter("AND", 5))
-    r0, ga, gB, _ = BE.engine.risk_and_grad(a, B, pop, with_f=False)
-    a1, B1 = a - BE.LR * ga, B - BE.LR * gB
-    drop = r0[0] - BE.engine.risk(a1, B1, pop)[0]
-    want = BE.LR * (np.sum(ga ** 2) + np.sum(gB ** 2))
+    case = engine.Case("AND (H=2)", "AND", 2, 5, None, None, "squared", True)
+    a, B = engine.initial(case, 1)
+    pop = engine.and_integral.IntegralPopulation(5, engine.tasks.length_parameter("AND", 5))
+    r0, ga, gB, _ = engine.engine.risk_and_grad(a, B, pop, with_f=False)
+    a1, B1 = a - engine.LR * ga, B - engine.LR * gB
+    drop = r0[0] - engine.engine.risk(a1, B1, pop)[0]
+    want = engine.LR * (np.sum(ga ** 2) + np.sum(gB ** 2))
     assert abs(drop - want) <= 0.01 * want
-    other = BE.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
+    other = engine.bench((5,), 1, rows=(("ICL", "ICL", 1),), use_torch=False, memory=False, min_seconds=0.001,
                      gemm_n=100)
     assert other["and_integral"] == {} and "Two-head AND on its exact" not in _page(other, [])
 
@@ -343,7 +342,7 @@ def test_the_integral_step_is_timed_beside_the_sampled_row_and_steps_the_populat
 def test_alternated_rotates_the_arms_every_repeat():
     """Each repeat runs every arm ``calls`` times in a row, the order rotated by one arm a repeat."""
     seen = []
-    got = BE.alternated({k: (lambda k=k: seen.append(k)) for k in "abc"}, repeats=3, calls=2)
+    got = engine.alternated({k: (lambda k=k: seen.append(k)) for k in "abc"}, repeats=3, calls=2)
     assert seen == list("aabbcc" "bbccaa" "ccaabb")
     assert set(got) == set("abc") and all(len(t) == 2 and np.all(np.isfinite(t)) for t in got.values())
 
@@ -354,12 +353,12 @@ def test_the_small_batch_takes_the_path_of_its_row(monkeypatch):
     import dataclasses
 
     for row, task, heads, d in (("ICL", "ICL", 1, 8), ("AND (H=2)", "AND", 2, 20)):
-        case = BE.make_case(row, task, heads, d, Config())
-        assert BE.step_path(case.tb) == ("rows", case.tb.table.shape[1], False, True)
-        tiny = BE.small_batch(case)
-        assert tiny.size == BE.SMALL_STRINGS and BE.step_path(tiny) == BE.step_path(case.tb)
+        case = engine.make_case(row, task, heads, d, Config())
+        assert engine.step_path(case.tb) == ("rows", case.tb.table.shape[1], False, True)
+        tiny = engine.small_batch(case)
+        assert tiny.size == engine.SMALL_STRINGS and engine.step_path(tiny) == engine.step_path(case.tb)
         assert tiny.rows.shape[0] < case.tb.rows.shape[0]
-    drawn, real = [], BE.tasks.sample
+    drawn, real = [], engine.tasks.sample
 
     def first_with_an_empty_string(*a, **k):
         b = real(*a, **k)
@@ -372,26 +371,26 @@ def test_the_small_batch_takes_the_path_of_its_row(monkeypatch):
         drawn.append(b)
         return b
 
-    case = BE.make_case("ICL", "ICL", 1, 8, Config())
-    monkeypatch.setattr(BE.tasks, "sample", first_with_an_empty_string)
-    tiny = BE.small_batch(case)
-    assert len(drawn) == 2 and BE.step_path(BE.engine.from_batch(drawn[0]))[3] is False
-    assert BE.step_path(tiny) == BE.step_path(case.tb)
+    case = engine.make_case("ICL", "ICL", 1, 8, Config())
+    monkeypatch.setattr(engine.tasks, "sample", first_with_an_empty_string)
+    tiny = engine.small_batch(case)
+    assert len(drawn) == 2 and engine.step_path(engine.engine.from_batch(drawn[0]))[3] is False
+    assert engine.step_path(tiny) == engine.step_path(case.tb)
 
 
 def test_the_small_step_takes_the_runs_in_slices_of_the_rows_chunk(monkeypatch):
     """Where the row's batch splits the runs into chunks, the small batch's step takes them in slices of that
     chunk, each one engine step (as many calls or more); each arm steps its own copy of the same parameters."""
-    case = BE.make_case("ICL", "ICL", 1, 8, Config())
-    H, D, K = BE.tasks.model_shape("ICL", 8, 1)
-    per_run = BE.engine._per_run(case.tb, H, K)
-    monkeypatch.setattr(BE.engine, "CHUNK_ELEMENTS", 2 * per_run)          # chunks of two runs on the row's batch
-    assert BE.engine._chunk(case.tb, H, K) == 2
-    sizes, real = [], BE.engine_step
-    monkeypatch.setattr(BE, "engine_step", lambda a, B, tb, loss: (sizes.append((tb is case.tb, len(a), a)),
+    case = engine.make_case("ICL", "ICL", 1, 8, Config())
+    H, D, K = engine.tasks.model_shape("ICL", 8, 1)
+    per_run = engine.engine._per_run(case.tb, H, K)
+    monkeypatch.setattr(engine.engine, "CHUNK_ELEMENTS", 2 * per_run)          # chunks of two runs on the row's batch
+    assert engine.engine._chunk(case.tb, H, K) == 2
+    sizes, real = [], engine.engine_step
+    monkeypatch.setattr(engine, "engine_step", lambda a, B, tb, loss: (sizes.append((tb is case.tb, len(a), a)),
                                                                     real(a, B, tb, loss)))
-    got = BE.fixed_share(case, 5, repeats=1, min_seconds=0.0)
-    assert got["chunks"] == 3 and got["runs"] == 5 and got["strings"] == BE.SMALL_STRINGS
+    got = engine.fixed_share(case, 5, repeats=1, min_seconds=0.0)
+    assert got["chunks"] == 3 and got["runs"] == 5 and got["strings"] == engine.SMALL_STRINGS
     small = [n for big, n, _ in sizes if not big]
     assert small and small[:3] == [2, 2, 1] and len(small) % 3 == 0
     assert all(n == 5 for big, n, _ in sizes if big)
@@ -402,9 +401,9 @@ def test_the_small_step_takes_the_runs_in_slices_of_the_rows_chunk(monkeypatch):
 def test_the_parts_are_the_steps_own_work():
     """``part_arms``: ``exp`` exponentiates the step's scores less each string's largest (computed here from
     the token rows), ``loops`` gives the engine's mean tokens at the same parameters; none off the rows loops."""
-    case = BE.make_case("ICL", "ICL", 1, 8, Config())
-    arms, st = BE.part_arms(case)
-    a, B = BE.initial(case, 1)
+    case = engine.make_case("ICL", "ICL", 1, 8, Config())
+    arms, st = engine.part_arms(case)
+    a, B = engine.initial(case, 1)
     tb = case.tb
     s = np.asarray(tb.rows @ a[0, 0])
     shifted = s - np.repeat(np.maximum.reduceat(s, tb.starts), np.diff(np.append(tb.starts, len(s))))
@@ -412,10 +411,10 @@ def test_the_parts_are_the_steps_own_work():
     np.testing.assert_allclose(st.out[:, 0], np.exp(shifted), rtol=1e-14, atol=0)
     st.ga[:] = np.nan
     arms["loops"]()
-    fw = BE.engine.forward(a, B, tb)
+    fw = engine.engine.forward(a, B, tb)
     assert np.array_equal(st.xbar, fw.V) and np.all(np.isfinite(st.ga))  # the score gradient's loop ran too
-    assert BE.part_arms(BE.make_case("SLR", "SLR", 1, 8, Config())) is None
-    got = BE.step_parts(case, 1, 0.0)
+    assert engine.part_arms(engine.make_case("SLR", "SLR", 1, 8, Config())) is None
+    got = engine.step_parts(case, 1, 0.0)
     assert set(got) == {"step", "exp", "products", "loops", "M"} and got["M"] == st.out.shape[0]
 
 
@@ -467,13 +466,13 @@ def test_line_times_name_the_engine_module_of_each_line():
     (the loss), each the source line of that file."""
     import linecache
 
-    case = BE.make_case("ICL", "ICL", 1, 5, Config())
-    a, B = BE.initial(case, 1)
-    top = BE.line_times(lambda: BE.engine.risk_and_grad(a, B, case.tb, case.loss), BE.ENGINE_FILES, steps=3, top=100,
-                        functions=BE.LINE_FUNCTIONS + ("_risk_and_dl",))
+    case = engine.make_case("ICL", "ICL", 1, 5, Config())
+    a, B = engine.initial(case, 1)
+    top = engine.line_times(lambda: engine.engine.risk_and_grad(a, B, case.tb, case.loss), engine.ENGINE_FILES, steps=3, top=100,
+                        functions=engine.LINE_FUNCTIONS + ("_risk_and_dl",))
     files = {where.split(":")[0] for where, *_ in top}
     assert {"passes.py", "readout.py"} <= files <= {"engine.py", "passes.py", "readout.py"}
-    paths = {p.rsplit("/", 1)[-1]: p for p in BE.ENGINE_FILES}
+    paths = {p.rsplit("/", 1)[-1]: p for p in engine.ENGINE_FILES}
     for where, code, t, share in top:
         name, line = where.split(":")
         assert code == linecache.getline(paths[name], int(line)).strip() and t >= 0 and 0 <= share <= 1

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from numerics import units
-from numerics.experiments import readings as RD
+from numerics.experiments import readings
 from numerics.experiments import runner as RN
-from numerics.experiments import sweep as SW
+from numerics.experiments import sweep
 from numerics.experiments import sweep_units
 from tests import _servers
 from theory.validation import SettingError
@@ -76,7 +76,7 @@ def reference(tmp_path_factory):
 
 
 def test_shipped_readings_file_spans_the_protocols_axes():
-    g = RD.load()
+    g = readings.load()
     assert len(g.readings) >= 24
     values = {f: {getattr(r, f) for r in g.readings.values()} for f in ("k2", "joint_steps", "optimizer", "budget")}
     assert 1 in values["k2"] and len(values["k2"] - {1}) >= 2          # theory's (1, 1) and two multi-step
@@ -113,7 +113,7 @@ def test_bad_readings_files_are_refused_naming_the_entry(tmp_path, text, words):
     f = tmp_path / "r.toml"
     f.write_text(text)
     with pytest.raises(SettingError, match=None) as exc:
-        RD.load(f)
+        readings.load(f)
     assert words in str(exc.value) and str(f) in str(exc.value)
 
 
@@ -122,21 +122,21 @@ def test_readings_files_may_reach_the_limits_of_table1s_flags():
     (held equal here) are accepted, one more is refused (the parametrised cases above)."""
     from app.commands import table1
 
-    assert (RD.MAX_D, RD.MAX_SEEDS, RD.MAX_STEPS) == (table1.MAX_D, table1.MAX_SEEDS, table1.MAX_STEPS)
-    g = RD.parse({"sweep": {"d": [8, RD.MAX_D], "seeds": RD.MAX_SEEDS},
-                  "base": {"max_steps": RD.MAX_STEPS, "phase2_cap": RD.MAX_STEPS, "tuning_seeds": RD.MAX_SEEDS},
+    assert (readings.MAX_D, readings.MAX_SEEDS, readings.MAX_STEPS) == (table1.MAX_D, table1.MAX_SEEDS, table1.MAX_STEPS)
+    g = readings.parse({"sweep": {"d": [8, readings.MAX_D], "seeds": readings.MAX_SEEDS},
+                  "base": {"max_steps": readings.MAX_STEPS, "phase2_cap": readings.MAX_STEPS, "tuning_seeds": readings.MAX_SEEDS},
                   "axes": {f"a{i}": {"x": {}, "y": {}} for i in range(9)} | {"b": {"x": {}}}})
-    assert g.d == (8, RD.MAX_D) and g.seeds == RD.MAX_SEEDS and len(g.readings) == 512
+    assert g.d == (8, readings.MAX_D) and g.seeds == readings.MAX_SEEDS and len(g.readings) == 512
 
 
 def test_survey_counts_the_seed_tasks(tmp_path):
     """TINY: two readings differing only in the three-phase schedule, rows occurrence (exact: seed 0 alone)
     and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans."""
-    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
-    n = SW.survey(g, units.Store(tmp_path / "store"))
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    n = sweep.survey(g, units.Store(tmp_path / "store"))
     assert (n["searches"], n["ceilings"], n["seeds"]) == (10, 2, 5 * 1 + 5 * 2)
-    big = RD.parse(__import__("tomllib").loads(TINY.replace("seeds = 2", "seeds = 1000")), "big", TINY)
-    assert SW.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 5 * 1000
+    big = readings.parse(__import__("tomllib").loads(TINY.replace("seeds = 2", "seeds = 1000")), "big", TINY)
+    assert sweep.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 5 * 1000
 
 
 @pytest.mark.slow  # subprocesses
@@ -158,8 +158,8 @@ def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
 
 
 def test_projection_shares_exactly_the_units_a_plan_does_not_depend_on():
-    g = RD.load()
-    p = SW.plan(g)
+    g = readings.load()
+    p = sweep.plan(g)
     by = {}
     for (reading, d, row), info in p.rows.items():
         if d == 25 and row == "OR":
@@ -186,10 +186,10 @@ def test_projection_shares_exactly_the_units_a_plan_does_not_depend_on():
 
 
 def test_key_covers_the_version_and_the_configuration():
-    g = RD.load()
-    a, b = SW.plan(g, version="1"), SW.plan(g, version="2")
+    g = readings.load()
+    a, b = sweep.plan(g, version="1"), sweep.plan(g, version="2")
     assert set(a.searches).isdisjoint(b.searches)
-    c = SW.plan(g, version="1", code="0" * 16)              # same version, other code: nothing shared
+    c = sweep.plan(g, version="1", code="0" * 16)              # same version, other code: nothing shared
     assert set(a.searches).isdisjoint(c.searches) and set(a.ceilings).isdisjoint(c.ceilings)
     assert units.key_of(units.call_spec("m:f", {}, "1", code="1" * 16)) != \
         units.key_of(units.call_spec("m:f", {}, "1", code="0" * 16))
@@ -210,7 +210,7 @@ def _changed(value, name: str, choices: dict):
 def _unit_keys(grid) -> dict:
     """Every unit key of the grid's plan by (reading, d, row, unit): each plan's search, a seed unit of it
     (seed 0 at a fixed chosen step) and the row's ceiling."""
-    p = SW.plan(grid, version="1", code="0" * 16)
+    p = sweep.plan(grid, version="1", code="0" * 16)
     out = {}
     for (reading, d, row), info in p.rows.items():
         out[(reading, d, row, "ceiling")] = info["ceiling"]
@@ -232,8 +232,8 @@ def test_every_run_configuration_field_is_in_every_units_key():
     from dataclasses import fields
 
     choices = {"icl_loss": RN.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
-               "kernel": RN.E.KERNELS, "and_heads_data": RN.AND_HEADS_DATA}
-    base = RD.parse({**ALL_TASKS, "base": SMALL, "axes": {"a": {"x": {}}}}, "t")
+               "kernel": RN.engine.KERNELS, "and_heads_data": RN.AND_HEADS_DATA}
+    base = readings.parse({**ALL_TASKS, "base": SMALL, "axes": {"a": {"x": {}}}}, "t")
     keys = _unit_keys(base)
     assert {k[2] for k in keys} == {"occurrence", "OR", "AND (H=2)", "AND (H=1)", "ICL", "SLR", "even_pairs"}
     checked = []
@@ -274,7 +274,7 @@ def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
         other = replace(base, **{f.name: _changed(getattr(base, f.name), f.name, choices)}).validate()
         values = {n: {g.name: getattr(r, g.name) for g in fields(protocol.Reading) if g.name != "name"}
                   for n, r in (("base", base), ("other", other))}
-        keys = _unit_keys(RD.parse({**ALL_TASKS, "axes": {"a": values}}, "t"))
+        keys = _unit_keys(readings.parse({**ALL_TASKS, "axes": {"a": values}}, "t"))
         for (reading, d, row, *unit), key in keys.items():
             if reading != "other":
                 continue
@@ -300,7 +300,7 @@ def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     pd.testing.assert_frame_equal(tidy, pd.read_parquet(out / "tidy.parquet"), check_dtype=False)
     summary = json.loads((out / "sweep.json").read_text())
     assert summary["readings_file"]["text"] == TINY and summary["counts"]["failed"] == 0
-    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     # one record per (reading, row, plan, seed, d): occurrence is exact (seed 0 only), even pairs has 2 seeds
     assert len(tidy) == len(g.readings) * 4 * (1 + 2)
     assert not tidy.duplicated(["reading", "d", "row", "plan", "seed"]).any()
@@ -469,9 +469,9 @@ def test_scheduler_address_runs_on_a_separate_worker_with_the_same_results(refer
 def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     from distributed import Client, LocalCluster
 
-    g = RD.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     g.tasks = ("occurrence",)
-    p = SW.plan(g)
+    p = sweep.plan(g)
     real = sweep_units.search
 
     def broken(spec):
@@ -482,15 +482,15 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
     monkeypatch.setattr(sweep_units, "search", broken)   # the in-process worker resolves the patched function
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
-        out = SW.execute(p, units.Store(tmp_path / "store"), lambda: client)
+        out = sweep.execute(p, units.Store(tmp_path / "store"), lambda: client)
     assert len(out.failed) == 1 and "injected" in next(iter(out.failed.values()))["error"]
     assert len(out.trained) == len(p.searches) + len(p.ceilings) - 1 + sum(
         len(p.seeds(k)) for k in p.searches if k not in out.failed)
     for reading in g.readings:
-        res = SW.cell_results(p, out, reading, 8)
+        res = sweep.cell_results(p, out, reading, 8)
         assert res["rows"] == {} and "attention_only search failed: FloatingPointError: injected" in \
             res["missing_rows"]["occurrence"][0]
-        verdicts = SW.cell_verdicts(res)
+        verdicts = sweep.cell_verdicts(res)
         assert verdicts and all(v["verdict"] == "refused" and v["category"] == "training failed" for v in verdicts)
 
 
@@ -523,7 +523,7 @@ def test_quick_runs_the_shipped_small_readings_file_into_the_default_folders(tmp
     r = _cli("--quick", "--workers", "2", "--quiet", cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr
     summary = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
-    assert summary["readings_file"]["text"] == SW.QUICK_FILE.read_text()
+    assert summary["readings_file"]["text"] == sweep.QUICK_FILE.read_text()
     assert summary["counts"]["failed"] == 0 and summary["incomplete_cells"] == []
     assert len(summary["cells"]) == 4 and {c["d"] for c in summary["cells"]} == {8}
     assert summary["store"] == "sweep-store" and units.Store(tmp_path / "sweep-store").keys()
@@ -535,8 +535,8 @@ def test_the_quick_readings_file_ships_with_the_package():
     import tomllib
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert SW.QUICK_FILE.name in data["numerics.experiments"] and SW.QUICK_FILE.parent == RD.DEFAULT_FILE.parent
-    g = RD.load(SW.QUICK_FILE)
+    assert sweep.QUICK_FILE.name in data["numerics.experiments"] and sweep.QUICK_FILE.parent == readings.DEFAULT_FILE.parent
+    g = readings.load(sweep.QUICK_FILE)
     assert g.d == (8,) and len(g.readings) == 4 and g.default is None
 
 
@@ -600,7 +600,7 @@ def test_robustness_counts_and_the_axis_a_verdict_depends_on():
     (["t_half undefined (a block never moves)"], "other"),
 ])
 def test_refusal_reasons_are_categorised(reasons, category):
-    assert SW.reason_category(reasons) == category
+    assert sweep.reason_category(reasons) == category
 
 
 def test_docs_sweep_tables_agree_with_its_exports():
@@ -914,9 +914,9 @@ def test_training_unit_keys_follow_the_code_they_import_not_its_text_or_place(tm
     importer's import line with it) leave it; one constant or one operator changed in a module the units
     import changes it."""
     roots = _copy_code(tmp_path)
-    root = SW.UNIT_MODULE
+    root = sweep.UNIT_MODULE
     base = units.unit_code(root, roots)
-    assert base == units.unit_code(root) == SW.plan(RD.parse(__import__("tomllib").loads(TINY), "t", TINY)).code
+    assert base == units.unit_code(root) == sweep.plan(readings.parse(__import__("tomllib").loads(TINY), "t", TINY)).code
     runner, lag = tmp_path / "numerics/experiments/runner.py", tmp_path / "numerics/experiments/lag.py"
     text = runner.read_text()
     doc = text.index('"""') + 3
