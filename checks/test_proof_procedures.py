@@ -652,9 +652,9 @@ def test_li2_tight_control_is_proved_by_a_bound_too_large_by_its_margin(patched,
 def test_alpha0_risk_coefficients_rebuild_the_symmetric_risk():
     """The coefficients {(i, j): c_ij} that ArbClosedForms.risk_alpha0 sums as c_ij beta_a^i beta_b^j are those of
     R(0, beta) on the symmetric plane: their sum is R identically, a quadratic in (beta_a, beta_b)."""
-    from numerics.theorem import certify as C
-    C._alpha0_risk_coefficients.cache_clear()
-    coeffs = C._alpha0_risk_coefficients("positive")
+    from numerics.theorem import certify
+    certify._alpha0_risk_coefficients.cache_clear()
+    coeffs = certify._alpha0_risk_coefficients("positive")
     assert all(len(m) == 2 and sum(m) <= 2 for m, _ in coeffs) and (2, 0) in dict(coeffs) and (0, 2) in dict(coeffs)
     rebuilt = sum(c * ba**i * bb**j for (i, j), c in coeffs)
     assert sp.simplify(rebuilt - proofs.symbolic.uniform_attention_risk("positive")) == 0

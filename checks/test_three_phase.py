@@ -135,7 +135,7 @@ def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta
     not the largest); initial_excess_upper bounds R(start) - floor for the start the series trainer reaches;
     T_min is the smallest T with excess x (1 - eta_3 lambda)^(2T) <= epsilon/2 (half of epsilon for the
     contraction, half for inf_beta R; ``certify.certify_series_items``)."""
-    from numerics.theorem import certify as C
+    from numerics.theorem import certify
     reg = regime_plan(setting(d, lengths), eps, eta1_frac=eta1_frac, eta2_factor=eta2_factor, eta_3=eta_3,
                       evaluator=evaluator(d, lengths))
     # the start of phase 3 by the closed forms the regime uses, and as the series trainer reaches it (their
@@ -146,8 +146,8 @@ def test_regime_T_min_is_the_contraction_count_from_the_phase3_start(d, eps, eta
     start = Trainer(evaluator(d, lengths), record_every=None).run(three_phase(reg.eta_1, reg.eta_2, eta_3, 0)).final
     assert max(abs(u - v) for u, v in [(a2a, start.alpha_a), (a2b, start.alpha_b), (b1a, start.beta_a),
                                         (b1b, start.beta_b)]) < 1e-10
-    ev = C.arb_series_evaluator(setting(d, lengths), 128, tol=1e-25)
-    lo, hi = C.phase3_curvature(ev, d, a2a, a2b, 128)
+    ev = certify.arb_series_evaluator(setting(d, lengths), 128, tol=1e-25)
+    lo, hi = certify.phase3_curvature(ev, d, a2a, a2b, 128)
     assert float(hi.lower()) - float(lo.upper()) > 1e-3  # distinct: the largest could not pass for the smallest
     assert float(lo.upper()) - 1e-9 <= reg.lambda_min_lower <= float(lo.lower())
     r0 = ev.evaluate_symmetric(a2a, a2b, b1a, b1b).risk

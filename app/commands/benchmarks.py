@@ -68,10 +68,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     to --out (docs/benchmarks.md by default).  Timings on a shared machine: read CPU seconds, as orders of
     magnitude and ratios."""
     from app.render import bench_theorem
-    from numerics.bench import theorem as B
-    out = args.out if args.out is not None else (None if args.tiny else str(B.QUICK_OUT if args.quick else B.DOC))
+    from numerics.bench import theorem as theorem_bench
+    out = args.out if args.out is not None else (None if args.tiny else str(theorem_bench.QUICK_OUT if args.quick else theorem_bench.DOC))
     dims = (5,) if args.tiny else (50,) if args.quick else (50, 500, 10_000)
-    return _write(out, lambda: bench_theorem.render(B.measure(dims=dims, quick=args.quick or args.tiny,
+    return _write(out, lambda: bench_theorem.render(theorem_bench.measure(dims=dims, quick=args.quick or args.tiny,
                                                              tiny=args.tiny, keep_suite=args.keep_suite)))
 
 
@@ -81,11 +81,11 @@ def cmd_benchmark_engine(args: argparse.Namespace) -> int:
     bound at the measured dgemm rate, the sampler's cost and the peak memory.  Prints the page and writes it to
     --out (docs/benchmarks_engine.md by default)."""
     from app.render import bench_engine
-    from numerics.bench import engine as BE
+    from numerics.bench import engine as engine_bench
     size = "tiny" if args.tiny else "quick" if args.quick else "full"
-    out = args.out if args.out is not None else (None if size != "full" else str(BE.DOC))
-    use_torch = not args.no_torch and BE.torch_available()
+    out = args.out if args.out is not None else (None if size != "full" else str(engine_bench.DOC))
+    use_torch = not args.no_torch and engine_bench.torch_available()
     if not args.no_torch and not use_torch:
         print("PyTorch is not installed: the PyTorch column is skipped (pip install -e \".[bench]\")", file=sys.stderr)
-    return _write(out, lambda: bench_engine.render(BE.measure(
+    return _write(out, lambda: bench_engine.render(engine_bench.measure(
         size, use_torch=use_torch, progress=lambda s: print(s, file=sys.stderr, flush=True))))

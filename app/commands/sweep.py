@@ -81,12 +81,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _grid(args):
     """The readings file's grid, after the checks of the flags against it and each other."""
-    from numerics.experiments import readings as RD
+    from numerics.experiments import readings
     from numerics.experiments import sweep
 
     if args.quick and args.readings is not None:
         raise SettingError("--quick runs the shipped small readings file; drop --readings (or --quick)")
-    grid = RD.load(sweep.QUICK_FILE if args.quick else args.readings)
+    grid = readings.load(sweep.QUICK_FILE if args.quick else args.readings)
     if args.d is not None:
         bad = [d for d in args.d if d not in grid.d]
         if bad:
@@ -198,15 +198,14 @@ def check_cluster_options(args) -> None:
 
 def main_args(args: argparse.Namespace) -> int:
     from numerics import units
-    from numerics.experiments import sweep as SW
-
-    from app.render import sweep as SR
+    from numerics.experiments import sweep as sweep_run
+    from app.render import sweep as sweep_render
     from app.checkout import git_commit
 
     grid = _grid(args)
     store = units.Store(args.store)
     if args.dry_run:
-        n = SW.survey(grid, store, args.d)
+        n = sweep_run.survey(grid, store, args.d)
         print(f"{n['cells']} cells (reading x d), {n['rows']} rows, {n['searches']} step-size searches "
               f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings, "
               f"{n['seeds']} seed tasks (one per reported seed of each search): "
@@ -221,22 +220,22 @@ def main_args(args: argparse.Namespace) -> int:
         progress = Progress(args.quiet)
         cpu0 = time.process_time()
         try:
-            sweep = SW.run_sweep(grid, store, cluster, progress, d=args.d, train=not args.no_train, command=command)
+            sweep = sweep_run.run_sweep(grid, store, cluster, progress, d=args.d, train=not args.no_train, command=command)
         except KeyboardInterrupt:
             return interrupted("sweep", args.store, args.out)
         except units.SchedulerUnreachable as exc:
             raise SettingError(f"--scheduler {exc}") from None
         finally:
             progress.close()
-        summary = SR.summarise(sweep)
+        summary = sweep_render.summarise(sweep)
         summary.update({"command": command, "commit": commit, "dirty": dirty,
                         "store": recorded_folders(["--store", str(args.store)])[1],
                         "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,
                         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
         with out.transaction() as tx:
-            paths = SR.write(summary, tx)
-    print(SR.summary_text(summary))
+            paths = sweep_render.write(summary, tx)
+    print(sweep_render.summary_text(summary))
     print("wrote " + ", ".join(str(x) for x in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else ""),
           file=sys.stderr)
     return exitcodes.UNDECIDED if sweep.outcome.failed or summary["incomplete_cells"] else exitcodes.DONE

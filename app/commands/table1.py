@@ -211,18 +211,18 @@ def _load(path: Path) -> dict:
 
 def main_args(args: argparse.Namespace) -> int:
     """Run the subcommand (flags checked and --out locked before any work)."""
-    from app.render import table1 as TR
+    from app.render import table1
     _check_conflicts(args)
     if args.from_json is not None:
         results = _load(args.from_json)
         try:
-            TR.markdown(results)  # the whole file is read before anything is written
+            table1.markdown(results)  # the whole file is read before anything is written
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise SettingError(f"{args.from_json} is a malformed table1 results file ({type(exc).__name__}: "
                                f"{exc})") from None
         with OutputFolder(args.out, result="table1", owns=OWNS) as out, out.transaction() as tx:
-            paths = TR.write(results, tx)
-        print(TR.summary_text(results))
+            paths = table1.write(results, tx)
+        print(table1.summary_text(results))
         print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
         return _with_quick_note(results, status(results))
     cfg = config_from_args(args)
@@ -247,9 +247,9 @@ def main_args(args: argparse.Namespace) -> int:
         results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         with out.transaction() as tx:
-            paths = TR.write(results, tx)
+            paths = table1.write(results, tx)
         partial.unlink(missing_ok=True)
-    print(TR.summary_text(results))
+    print(table1.summary_text(results))
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
     return _with_quick_note(results, status(results))
 
@@ -296,8 +296,8 @@ def _resume(partial: Path, cfg) -> dict:
 
 
 def status(results: dict) -> int:
-    from numerics.experiments import verdicts as V
-    return exitcodes.DONE if V.exit_status(V.assess(results)) == "done" else exitcodes.UNDECIDED
+    from numerics.experiments import verdicts as verdicts_module
+    return exitcodes.DONE if verdicts_module.exit_status(verdicts_module.assess(results)) == "done" else exitcodes.UNDECIDED
 
 
 if __name__ == "__main__":  # python3 -m app.commands.table1 ARGS is occ-companion table1 ARGS

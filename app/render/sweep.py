@@ -14,14 +14,13 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from numerics.experiments import sweep as SW
-
+from numerics.experiments import sweep as sweep_module
 from app.render import table1
 VERDICTS = ("holds", "does not hold", "undecided", "refused")
-CATEGORIES = tuple(c for c, _ in SW.REASONS) + ("other",)
+CATEGORIES = tuple(c for c, _ in sweep_module.REASONS) + ("other",)
 
 
-def summarise(sweep: SW.Sweep) -> dict:
+def summarise(sweep: sweep_module.Sweep) -> dict:
     """The summary of a finished (or partly failed) sweep (``numerics.experiments.sweep.run_sweep``); ``_cells``
     and ``_tidy`` (not saved in sweep.json) carry the cell results and tidy records for the pages and tables
     written beside it."""
@@ -397,7 +396,7 @@ def heat_map(summary: dict, d: int, fh) -> None:
 def _frame(records: list[dict]):
     import pandas as pd
 
-    return pd.DataFrame.from_records(records, columns=list(SW.TIDY_COLUMNS))
+    return pd.DataFrame.from_records(records, columns=list(sweep_module.TIDY_COLUMNS))
 
 
 def _verdict_records(summary: dict) -> list[dict]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from numerics.experiments import verdicts as V
+from numerics.experiments import verdicts as verdicts_module
 from numerics.experiments.readout import TIE_RTOL
 from numerics.experiments.lag import relative_progress
 from numerics.experiments.runner import PLANS
@@ -98,8 +98,8 @@ def ceiling_table(results: dict) -> list[str]:
            "representable |", "|---|---|---|---|---|---|---|"]
     for name, row in results["rows"].items():
         c = row.get("ceiling")
-        ok, why = V.capacity(row)
-        start = V._start_risk(row)
+        ok, why = verdicts_module.capacity(row)
+        start = verdicts_module._start_risk(row)
         start_s = "n/a" if start is None else f"{start:.3g}"
         if not c or "error" in c:
             out.append(f"| {name} | {start_s} | n/a | n/a | n/a | {why} | unknown |")
@@ -179,7 +179,7 @@ def held_out_note(results: dict) -> str:
 def markdown(results: dict) -> str:
     """results/table1.md: configuration, reading, the table, ceilings, lag measures and verdicts."""
     cfg = results["config"]
-    verdicts = V.assess(results)
+    verdicts = verdicts_module.assess(results)
     lines = ["# Table 1 (reconstruction)", "",
              f"occurrence-companion {results['version']}; commit {results.get('commit') or 'unknown'}; "
              f"command: `{shlex.join(results['command'])}`; {results['elapsed_s']:.0f} s wall, "
@@ -196,7 +196,7 @@ def markdown(results: dict) -> str:
 
 def summary_text(results: dict) -> str:
     """What the command prints: the plan table and the verdicts."""
-    return "\n".join(plan_table(results) + [""] + verdict_table(V.assess(results)))
+    return "\n".join(plan_table(results) + [""] + verdict_table(verdicts_module.assess(results)))
 
 
 def _median_curve(recs: list[dict], key: str = "risk") -> tuple[list, np.ndarray] | None:

@@ -14,7 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from numerics.experiments import verdicts as V
+from numerics.experiments import verdicts as verdicts_module
 from numerics.experiments.protocol import QUICK_BUDGET, QUICK_SIZE, READINGS
 
 from app.render import table1
@@ -122,13 +122,13 @@ Other named readings: {readings}.
 def page(results: dict, sweep: dict | None = None) -> str:
     r = results["reading"]
     cfg = results["config"]
-    verdicts = V.assess(results)
+    verdicts = verdicts_module.assess(results)
     counts = {k: sum(v["verdict"] == k for v in verdicts) for k in ("holds", "does not hold", "undecided", "refused")}
     minutes = max(1, round(results["elapsed_s"] / 60))
     sweep_time = "not run yet"
     lead: list[str] = []
     if sweep is not None:
-        from app.render import sweep as SR
+        from app.render import sweep as sweep_render
         sweep_time = (f"{sweep['runs_wall_s'] / 3600:.1f} h wall in the invocations its store recorded and "
                       f"{sweep['units_cpu_s'] / 3600:.1f} h of CPU on 2 cores; cost by task in sweep/sweep.md")
         units = sweep["counts"]["trained"] + sweep["counts"]["reused"]
@@ -141,7 +141,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
                 f"the store that {trained_by}. The "
                 "protocol's readings below are its axes; the sweep's full results (tidy tables as CSV and Parquet, "
                 "every verdict, heat maps, one page per reading) are in [sweep/](sweep/).", "",
-                SR.robustness_markdown(sweep, link_prefix="sweep/"), ""]
+                sweep_render.robustness_markdown(sweep, link_prefix="sweep/"), ""]
     intro = INTRO.format(minutes=minutes, sweep_time=sweep_time, quick_d=QUICK_SIZE["d"],
                          quick_seeds=QUICK_SIZE["seeds"], quick_cap=QUICK_BUDGET["max_steps"])
     lines = [intro.rstrip("\n") + "\n", *lead, "## Tasks", "", task_table(),
@@ -204,7 +204,7 @@ def _other_run(path: Path, heading: str, what: str) -> list[str]:
     return ["", f"## {heading}", "",
             f"Command: `{shlex.join(res['command'])}` at commit {(res.get('commit') or 'unknown')[:10]} "
             f"({duration(res['elapsed_s'])} wall, {duration(res['cpu_s'])} of CPU on the shared 2-core "
-            f"machine): {what}.", "", *table1.verdict_table(V.assess(res)), "", table1.accuracy_note(res), "",
+            f"machine): {what}.", "", *table1.verdict_table(verdicts_module.assess(res)), "", table1.accuracy_note(res), "",
             *table1.plan_table(res)]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from theory.validation import SettingError
 
 from numerics.experiments import runner
-from numerics.experiments import tasks as TK
+from numerics.experiments import tasks as tasks_module
 from numerics.experiments.protocol import Reading
 
 CONFIG_FIELDS = ("and_heads", "init_scale", "batch", "val_size", "test_size", "mass_tol", "len_tol", "curve_points",
@@ -100,7 +100,7 @@ class Grid:
                 for lim in lims:
                     if lim.tasks is not None:
                         tasks = tuple(t for t in tasks if t in lim.tasks)
-                tasks = tuple(t for t in tasks if d >= TK.MIN_D[t])
+                tasks = tuple(t for t in tasks if d >= tasks_module.MIN_D[t])
                 if tasks:
                     out.append((name, d, tasks))
         return out
@@ -164,7 +164,7 @@ def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
     bad = set(sweep) - {"tasks", "seeds", "d"}
     if bad:
         raise SettingError(f"{where}: [sweep] has unknown keys {', '.join(sorted(bad))} (expected tasks, seeds, d)")
-    tasks = _name_list(sweep.get("tasks", list(TK.TASKS)), f"{where}: [sweep] tasks", TK.TASKS)
+    tasks = _name_list(sweep.get("tasks", list(tasks_module.TASKS)), f"{where}: [sweep] tasks", tasks_module.TASKS)
     seeds = sweep.get("seeds", 5)
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
         raise SettingError(f"{where}: [sweep] seeds must be an integer in [1, {MAX_SEEDS}] (table1's --seeds "

@@ -32,9 +32,9 @@ from theory.validation import SettingError
 from numerics.experiments import and_integral
 from numerics.experiments import bank
 from numerics.experiments import engine
-from numerics.experiments import lag as L
+from numerics.experiments import lag as lag_module
 from numerics.experiments import protocol
-from numerics.experiments import tasks as TK
+from numerics.experiments import tasks as tasks_module
 from numerics.experiments.population import expand, loss_bound, marked_symbols, population, rounding_bound
 from numerics.experiments.grid import GridSearch
 from numerics.experiments.protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
@@ -57,7 +57,7 @@ class Config:
     """Every parameter of a Table 1 run besides the reading (all recorded in the results).  Frozen: a changed
     configuration is a new one (``dataclasses.replace``), so a row's configuration is the run's."""
 
-    tasks: tuple = TK.TASKS
+    tasks: tuple = tasks_module.TASKS
     d: int = 50
     seeds: int = 5
     and_heads: tuple = (2, 1)
@@ -100,23 +100,23 @@ class Config:
         return replace(base, reading=r).validate()
 
     def validate(self) -> "Config":
-        unknown = [t for t in self.tasks if t not in TK.TASKS]
+        unknown = [t for t in self.tasks if t not in tasks_module.TASKS]
         if unknown or not self.tasks:
-            raise SettingError(f"tasks must be a non-empty list of {', '.join(TK.TASKS)}; got {list(self.tasks)}")
+            raise SettingError(f"tasks must be a non-empty list of {', '.join(tasks_module.TASKS)}; got {list(self.tasks)}")
         for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise SettingError(f"{name} must be an integer >= 1, got {v!r}")
         for t in self.tasks:
-            if self.d < TK.MIN_D[t]:
-                raise SettingError(f"d = {self.d} is too small for task {t} (needs d >= {TK.MIN_D[t]})")
+            if self.d < tasks_module.MIN_D[t]:
+                raise SettingError(f"d = {self.d} is too small for task {t} (needs d >= {tasks_module.MIN_D[t]})")
         if not self.and_heads or not all(h in (1, 2, 3, 4) for h in self.and_heads):
             raise SettingError(f"and_heads must be a non-empty list of head counts in 1..4, got {list(self.and_heads)}")
         for name in ("mass_tol", "len_tol"):
             v = getattr(self, name)
             if not (isinstance(v, float) and 0 < v < 1):
                 raise SettingError(f"{name} must be in (0, 1), got {v!r}")
-        TK.check_even_pairs_embedding(self.even_pairs_embedding)
+        tasks_module.check_even_pairs_embedding(self.even_pairs_embedding)
         engine.check_kernel(self.kernel)
         if self.and_heads_data not in AND_HEADS_DATA:
             raise SettingError(f"and_heads_data must be one of {', '.join(AND_HEADS_DATA)}, "
@@ -194,7 +194,7 @@ class Row:
 def rows(cfg: Config) -> list[Row]:
     """The rows of the configuration, in table order; AND has one row per head count."""
     out = []
-    for t in TK.TASKS:
+    for t in tasks_module.TASKS:
         if t in cfg.tasks:
             out += [Row.of(cfg, t, h) for h in cfg.and_heads] if t == "AND" else [Row.of(cfg, t)]
     return out
@@ -227,13 +227,13 @@ def make_data(row: Row, seed: int) -> Data:
         pop = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
         tb = engine.from_batch(pop, kernel)
         return Data(lambda t: tb, tb, lambda: tb, True, dict(pop.extra))
-    tid = TK.TASKS.index(task)
-    p = TK.length_parameter(task, d)
+    tid = tasks_module.TASKS.index(task)
+    p = tasks_module.length_parameter(task, d)
 
     def draw(purpose: int, size: int, step: int = 0):
         # each purpose (0 training, 1 validation, 2 test) draws from its own generator: building one set or not
         # leaves the others' strings unchanged
-        return TK.sample(task, d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
+        return tasks_module.sample(task, d, size, np.random.default_rng([seed, tid, purpose, step]), seed=seed,
                          even_pairs_embedding=cfg.even_pairs_embedding)
 
     if row.integral:
@@ -244,7 +244,7 @@ def make_data(row: Row, seed: int) -> Data:
                     False, info)
     info = {"p": p}
     if task == "SLR":
-        info["k"], info["v"] = TK.slr_directions(d, seed)   # the test batch's own k*, v* (sample_slr)
+        info["k"], info["v"] = tasks_module.slr_directions(d, seed)   # the test batch's own k*, v* (sample_slr)
     return Data(lambda t: engine.from_batch(draw(0, cfg.batch, t), kernel),
                 engine.from_batch(draw(1, cfg.val_size), kernel),
                 lambda: engine.from_batch(draw(2, cfg.test_size), kernel), False, info)
@@ -254,11 +254,11 @@ def initial_params(row: Row, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The start of a row: zero for one head; for more heads seeded normal values of scale init_scale
     (symmetric over the unmarked symbols on occurrence, OR and AND)."""
     task, heads, d, cfg = row.task, row.heads, row.d, row.config
-    H, D, K = TK.model_shape(task, d, heads, even_pairs_embedding=cfg.even_pairs_embedding)
+    H, D, K = tasks_module.model_shape(task, d, heads, even_pairs_embedding=cfg.even_pairs_embedding)
     if heads == 1 or cfg.init_scale == 0:
         return np.zeros((H, D)), np.zeros((H, D, K))
     rng = np.random.default_rng([seed, 99])
-    if task in TK.POPULATION_TASKS:
+    if task in tasks_module.POPULATION_TASKS:
         k = marked_symbols(task)
         a = cfg.init_scale * rng.standard_normal((heads, k + 1, 1))
         b = cfg.init_scale * rng.standard_normal((heads, k + 1, K))
@@ -397,11 +397,11 @@ def report_seed(row: Row, seed: int, chosen: dict) -> dict:
             res["integral_refused"] = rec.diverged and data.test.refusal(rec.final_alpha, rec.final_B) is not None
         if plan == "joint" and not rec.diverged:
             fsteps = curve_subset(sorted(rec.snapshots), cfg.lag_points)
-            func = L.functional_curves(rec.snapshots, fsteps, data.test, loss)
-            align = L.alignment_curves(row.task, row.d, rec.snapshots, fsteps, data.info)
+            func = lag_module.functional_curves(rec.snapshots, fsteps, data.test, loss)
+            align = lag_module.alignment_curves(row.task, row.d, rec.snapshots, fsteps, data.info)
             res["function"] = func
             res["alignment"] = align
-            res["lag"] = L.measures(fsteps, rec.alpha_dist, rec.B_dist, func, align)
+            res["lag"] = lag_module.measures(fsteps, rec.alpha_dist, rec.B_dist, func, align)
         out[plan] = res
     return out
 
@@ -428,7 +428,7 @@ def _run_row(row: Row) -> dict:
     chosen = {p: found[p]["chosen"] for p in PLANS}
     per_seed = [report_seed(row, s, chosen) for s in reported_seeds(row)]
     data_info = (make_data(row, 0).info if row.exact or row.integral
-                 else {"p": TK.length_parameter(row.task, row.d)})
+                 else {"p": tasks_module.length_parameter(row.task, row.d)})
     out = assemble_row(row, found, {p: [ps[p] for ps in per_seed if p in ps] for p in PLANS}, ceiling_of(row),
                        data_info)
     return out | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}

@@ -32,7 +32,7 @@ from typing import Callable
 from numerics import units
 from numerics.experiments import runner
 from numerics.experiments import sweep_units
-from numerics.experiments import verdicts as V
+from numerics.experiments import verdicts as verdicts_module
 from numerics.experiments.readings import Grid
 
 QUICK_FILE = Path(__file__).with_name("readings_quick.toml")
@@ -296,7 +296,7 @@ def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
                 data = out.results[k]["data"]
                 break
         if not data:
-            data = {"p": runner.TK.length_parameter(info["task"], d)}
+            data = {"p": runner.tasks_module.length_parameter(info["task"], d)}
         row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
                               out.results[info["ceiling"]]["ceiling"], data)
         row["tuning_steps"] = steps
@@ -324,7 +324,7 @@ def reason_category(reasons: list[str]) -> str:
 
 def cell_verdicts(results: dict) -> list[dict]:
     """``verdicts.assess`` on a cell, with every claim of a row that could not be assembled refused."""
-    out = V.assess(results) if results["rows"] else []
+    out = verdicts_module.assess(results) if results["rows"] else []
     for name, why in results["missing_rows"].items():
         row = {"name": name, "task": name.split(" ")[0], "lag": {}, "rows": {}}
         for claim in claims_of(row["task"]):
@@ -339,11 +339,11 @@ def cell_verdicts(results: dict) -> list[dict]:
 def claims_of(task: str) -> list[str]:
     """The claims the paper makes about a task's row (as ``verdicts.assess`` names them)."""
     out = []
-    if task in V.PAPER_MATCH:
+    if task in verdicts_module.PAPER_MATCH:
         out.append("three-phase matches joint GD")
     if task == "AND":
         out += ["three-phase falls short of joint GD", "attention-only is competitive (matches three-phase)"]
-    out += [f"attention lags output under joint GD ({m})" for m in V.MEASURES if m != "alignment" or task != "AND"]
+    out += [f"attention lags output under joint GD ({m})" for m in verdicts_module.MEASURES if m != "alignment" or task != "AND"]
     return out
 
 
@@ -377,7 +377,7 @@ def tidy_rows(results: dict, reading: str, d: int) -> list[dict]:
                            "ceiling_lower": c.get("lower"), "ceiling_upper": c.get("upper"),
                            "best_risk": c.get("best_risk"), "truncation_bound": rec.get("truncation_bound"),
                            "rounding_bound": rec.get("rounding_bound")}
-                for m in V.MEASURES:
+                for m in verdicts_module.MEASURES:
                     rec_out[f"lag_{m}"] = lag.get(m, {}).get("ratio")
                 for m in ("displacement", "function"):
                     rec_out[f"t_half_att_{m}"] = lag.get(m, {}).get("t_half_att")

@@ -214,15 +214,14 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
     ``compiled``: each round of the rejection loop as one compiled loop (``kernels.icl_round``) where numba
     runs, else in numpy (``_icl_round``, two dozen numpy calls a round, about five rounds a batch); the same
     draws and the same integers either way."""
-    from numerics.experiments import kernels as KN
-
+    from numerics.experiments import kernels
     p = length_parameter("ICL", d)
     n = np.empty(N, dtype=int)
     o = np.empty(N, dtype=int)
     todo = np.arange(N)
     strings: list = [None] * N
     rows_n, rows_cell = [], []
-    round_ = KN.icl_round if compiled and KN.usable() else _icl_round
+    round_ = kernels.icl_round if compiled and kernels.usable() else _icl_round
     while todo.size:
         k = todo.size
         nk = _lengths(rng, p, k, start=2)
@@ -239,7 +238,7 @@ def sample_icl(d: int, N: int, rng: np.random.Generator, return_strings: bool = 
         rows_cell.append(cells[np.repeat(good, nk)])
         todo = todo[~good]
     rn, rc = np.concatenate(rows_n), np.concatenate(rows_cell)
-    m = _count_matrix(rn, rc, N, d * (d + 1), compiled=round_ is KN.icl_round)
+    m = _count_matrix(rn, rc, N, d * (d + 1), compiled=round_ is kernels.icl_round)
     extra = {"n": n, "strings": strings} if return_strings else {"n": n}
     table = icl_table_sparse(d)
     extra["table_sparse"] = table
@@ -281,8 +280,8 @@ def _count_matrix(rows: np.ndarray, cols: np.ndarray, N: int, cells: int, compil
     ``np.unique`` of the pairs' keys."""
     import scipy.sparse as sp
     if compiled:
-        from numerics.experiments import kernels as KN
-        indptr, c, count = KN.count_csr(rows, cols, N, cells)
+        from numerics.experiments import kernels
+        indptr, c, count = kernels.count_csr(rows, cols, N, cells)
     else:
         key, count = np.unique(rows.astype(np.int64) * cells + cols, return_counts=True)
         r, c = np.divmod(key, cells)

@@ -170,7 +170,7 @@ def setting_of(name: str, d: int, loss: str, shape: float = LOMAX_SHAPE):
 
 def _floor(args: dict) -> dict:
     """The squared-loss output-only floor three ways: the formula, the series moments, Monte Carlo."""
-    from numerics.theorem import montecarlo as MC
+    from numerics.theorem import montecarlo
     from numerics.theorem.series import SeriesEvaluator
 
     d = args["d"]
@@ -191,7 +191,7 @@ def _floor(args: dict) -> dict:
     c_series = float(0.5 - 0.5 * mv @ beta)
     aa, bb = float(sol[a].subs(subs)), float(sol[b].subs(subs))
     beta_formula = [aa + bb, aa]                       # f = a + b g: beta_a = a + b, beta_b = a
-    est = MC.estimate(s, [0.0] * d, [beta_formula[0]] + [beta_formula[1]] * (d - 1), size=args["mc_size"],
+    est = montecarlo.estimate(s, [0.0] * d, [beta_formula[0]] + [beta_formula[1]] * (d - 1), size=args["mc_size"],
                       seed=args["mc_seed"])
     counts_n = s.law.sample(np.random.default_rng(args["mc_seed"] + 1), args["mc_size"])
     p0_mc = float(np.mean((1 - 1 / d) ** counts_n))
@@ -204,14 +204,14 @@ def _floor(args: dict) -> dict:
 
 
 def _three_phase_squared(args: dict) -> dict:
-    from numerics.scope import regime as RG
+    from numerics.scope import regime
     from numerics.theorem.series import SeriesEvaluator
     from numerics.theorem.training import output_descent
 
     d, eps = args["d"], args["epsilon"]
     s = setting_of(args["law"], d, "squared", args["lomax_shape"])
     ev = SeriesEvaluator(s, tol=args["series_tol"])
-    ref = RG.reference(d, eps, 1e-13)               # the geometric plan's T and eta2_min at this d
+    ref = regime.reference(d, eps, 1e-13)               # the geometric plan's T and eta2_min at this d
     g0 = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0).grad_beta
     eta1_max = 1.0 / max(-float(g0[0]), -float(g0[1]))
     eta_1 = eta1_max / 2
@@ -228,7 +228,7 @@ def _three_phase_squared(args: dict) -> dict:
         return float(0.5 * beta @ M @ beta - m @ beta + 0.5), float(0.5 - 0.5 * m @ np.linalg.solve(M, m)), mo.bound
 
     lo, hi = (f * ref["eta2_min"] for f in args["eta2_search"])
-    star = RG._smallest(lambda e2: phase3(e2)[0] <= eps, lo, hi, args["bisection_rel"])
+    star = regime._smallest(lambda e2: phase3(e2)[0] <= eps, lo, hi, args["bisection_rel"])
     at_star = phase3(star) if star is not None else None
     return {"eta1_max": eta1_max, "eta_1": eta_1, "kappa": kappa, "T": ref["T"], "eta2_search": [lo, hi],
             "smallest_eta2": star, "gap_at_smallest": None if star is None else star * kappa,
@@ -239,15 +239,15 @@ def _three_phase_squared(args: dict) -> dict:
 
 def _logistic(args: dict) -> dict:
     """Output-only GD and the three-phase plan under the logistic loss, the same number of steps."""
-    from numerics.theorem import training as TR
+    from numerics.theorem import training
     from numerics.theorem.series import SeriesEvaluator
 
     d, T = args["d"], args["logistic_steps"]
     s = setting_of(args["law"], d, "logistic", args["lomax_shape"])
     ev = SeriesEvaluator(s, tol=args["series_tol"])
-    trainer = TR.Trainer(ev, record_every=None)
+    trainer = training.Trainer(ev, record_every=None)
     eta = args["logistic_eta_out"]
-    out_only = trainer.run(TR.output_only(eta, T)).final
+    out_only = trainer.run(training.output_only(eta, T)).final
     squared = _three_phase_squared(args)
     g0 = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0).grad_beta
     eta_1 = 0.5 / max(-float(g0[0]), -float(g0[1]))
@@ -261,7 +261,7 @@ def _logistic(args: dict) -> dict:
         if eta_2 is None or gap <= 0:
             plans.append({"gap_factor": f, "eta_2": None, "risk": None, "risk_bound": None})
             continue
-        end = trainer.run(TR.three_phase(eta_1, eta_2, eta, T - 2)).final
+        end = trainer.run(training.three_phase(eta_1, eta_2, eta, T - 2)).final
         plans.append({"gap_factor": f, "eta_2": eta_2, "gap": gap, "risk": end.risk, "risk_bound": end.risk_bound})
     return {"steps": T, "eta_out": eta, "output_only_risk": out_only.risk, "output_only_bound": out_only.risk_bound,
             "eta_1": eta_1, "kappa": kappa, "three_phase": plans}

@@ -252,14 +252,13 @@ def test_run_refuses_the_integral_where_it_does_not_apply_before_the_output_fold
 def test_ctrl_c_inside_an_arb_integral_is_an_interrupt_not_an_internal_error(monkeypatch, capsys):
     """A Ctrl-C that lands in the integrand python-flint's acb.integral calls comes back as a SystemError caused
     by the KeyboardInterrupt (found by the benchmark's kill loop): exit 130 and the interrupt message, not 4."""
-    import numerics.theorem.integral as I
-
+    from numerics.theorem import integral
     def integrand(*args, **kwargs):
         def f(x, analytic):
             raise KeyboardInterrupt
         return f
 
-    monkeypatch.setattr(I, "integrand", integrand)
+    monkeypatch.setattr(integral, "integrand", integrand)
     status = main(["evaluate", "--method", "integral", "--d", "5", "--alpha", "1,0,0,0,0", "--beta", "1,-1,-1,-1,-1"])
     err = capsys.readouterr().err
     assert status == 130 and "interrupted" in err and "internal error" not in err, err

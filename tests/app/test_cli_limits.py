@@ -277,8 +277,8 @@ def test_finite_time_estimate_follows_the_work_and_admits_one_seed_at_d_1000(cap
     strings falls outside); and --seeds 1 at d = 1000 passes the check (the run itself is stopped here)."""
     import time
 
-    import numerics.theorem.finite_sample as F
-    from app.commands import finite as C
+    from numerics.theorem import finite_sample
+    from app.commands import finite
     t = time.process_time()
     assert main(["finite", "--d", "50", "--seeds", "1", "--quiet"]) == 0
     used = time.process_time() - t
@@ -290,10 +290,10 @@ def test_finite_time_estimate_follows_the_work_and_admits_one_seed_at_d_1000(cap
 
     def stop(*args, **kwargs):
         raise Stop
-    monkeypatch.setattr(F, "three_phase_finite", stop)
-    monkeypatch.setattr(C, "check_memory", lambda *a: None)  # the machine's memory is not under test here
+    monkeypatch.setattr(finite_sample, "three_phase_finite", stop)
+    monkeypatch.setattr(finite, "check_memory", lambda *a: None)  # the machine's memory is not under test here
     with pytest.raises(Stop):
-        C.cmd_finite(C.argparse.Namespace(d=1000, p=None, lengths="positive", epsilon=C.FINITE_EPSILON,
+        finite.cmd_finite(finite.argparse.Namespace(d=1000, p=None, lengths="positive", epsilon=finite.FINITE_EPSILON,
                                           eta1_frac=0.5, constant=30.0, n1=None, n3=None, seeds=1, seed=0,
                                           test_size=100_000, quiet=True))
 

@@ -196,12 +196,11 @@ def test_docs_table1_is_generated_from_the_example_run():
     """docs/table1.md is exactly what app.render.table1_docs renders from docs/example_table1/table1.json, and
     every verdict it prints is one the verdict code gives on that file (the page is not edited by hand)."""
     from app.render import table1_docs
-    from numerics.experiments import verdicts as V
-
+    from numerics.experiments import verdicts
     results = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
     assert table1_docs.main(["--check"]) == 0
     page = (table1_docs.DOCS / "table1.md").read_text()
-    for v in V.assess(results):
+    for v in verdicts.assess(results):
         assert f"| {v['row']} | {v['claim']} |" in page
     assert results["config"]["d"] == 50 and results["config"]["seeds"] >= 5
     assert results["reading"]["name"] == "default"
@@ -210,7 +209,7 @@ def test_docs_table1_is_generated_from_the_example_run():
     assert d200["config"]["d"] == 200 and d200["reading"]["name"] == "default"
     assert set(d200["rows"]) == {"ICL", "OR", "AND (H=1)", "AND (H=2)"}
     section = page.split("## ICL, OR and AND at d = 200")[1].split("\n## ")[0]
-    for v in V.assess(d200):
+    for v in verdicts.assess(d200):
         line = next(ln for ln in section.splitlines() if ln.startswith(f"| {v['row']} | {v['claim']} |"))
         assert line.split(" | ")[2].strip("*") == v["verdict"], line
 
@@ -256,16 +255,16 @@ def test_committed_runs_count_ties_by_the_stated_rule():
     beside the accuracy, and the page states the rule.  OR's output-only run has tied classes (its readout's
     beta_a / beta_u = -(d/2 - 1))."""
     from app.render import table1_docs
-    from app.render import table1 as TR
+    from app.render import table1 as table1_module
     page = (table1_docs.DOCS / "table1.md").read_text()
     ex = table1_docs.EXAMPLE
     runs = (ex / "table1.json", ex / "d200" / "table1.json", ex / "theory-52" / "table1.json",
             ex / "and-integral" / "table1.json", ex / "and-integral-d200" / "table1.json")
     for path in runs:
         results = json.loads(path.read_text())
-        assert TR.accuracy_note(results) != TR.OLD_ACCURACY_NOTE
-        assert page.count(TR.accuracy_note(results)) == len(runs)  # the d = 50 run's section, and each other run's
-        table = TR.plan_table(results)
+        assert table1_module.accuracy_note(results) != table1_module.OLD_ACCURACY_NOTE
+        assert page.count(table1_module.accuracy_note(results)) == len(runs)  # the d = 50 run's section, and each other run's
+        table = table1_module.plan_table(results)
         for name, row in results["rows"].items():
             for plan, pr in row["plans"].items():
                 tied = [r["test_acc_tied"] for r in pr["seeds"] if not r["diverged"]]
@@ -283,16 +282,16 @@ def test_the_committed_integral_example_page_is_its_rendering_and_says_so():
     """docs/example_table1/and-integral/table1.md is the rendering of its results (so the text on what the
     held-out risks are comes from the run's rows), which names the row on the integral and its estimate."""
     from app.render import table1_docs
-    from app.render import table1 as TR
+    from app.render import table1 as table1_module
     for name in ("and-integral", "and-integral-d200"):
         folder = table1_docs.EXAMPLE / name
         results = json.loads((folder / "table1.json").read_text())
         page = (folder / "table1.md").read_text()
-        assert page == TR.markdown(results)
-        assert TR.integral_rows(results) == ["AND (H=2)"]
+        assert page == table1_module.markdown(results)
+        assert table1_module.integral_rows(results) == ["AND (H=2)"]
         assert "AND (H=2) on the exact population by the integral" in page and "quadrature estimate" in page
     sampled = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
-    assert TR.integral_rows(sampled) == [] and "by the integral" not in TR.markdown(sampled)
+    assert table1_module.integral_rows(sampled) == [] and "by the integral" not in table1_module.markdown(sampled)
 
 
 class _Stop(Exception):

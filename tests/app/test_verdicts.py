@@ -20,7 +20,7 @@ def _run(tmp_path, *extra):
 
 def test_run_exit_status_follows_the_verdict(tmp_path, monkeypatch, capsys):
     """PASS -> 0; FAIL -> 1; UNDECIDED (the float estimate and then the arb enclosure straddle) -> 3."""
-    import numerics.theorem.certify as C
+    from numerics.theorem import certify
     from numerics.theorem import job
 
     rc, summary = _run(tmp_path)
@@ -31,7 +31,7 @@ def test_run_exit_status_follows_the_verdict(tmp_path, monkeypatch, capsys):
     assert rc == exitcodes.CLAIM_FAILED and summary["three_phase_reaches_target"] is False
     assert "NO" in capsys.readouterr().out
     monkeypatch.setattr(job, "float_verdict", lambda *a: "UNDECIDED")
-    monkeypatch.setattr(C, "below", lambda ball, t: "UNDECIDED")
+    monkeypatch.setattr(certify, "below", lambda ball, t: "UNDECIDED")
     rc, summary = _run(tmp_path)
     assert rc == exitcodes.UNDECIDED and summary["three_phase_reaches_target"] is None
     assert summary["plans"]["three-phase"]["certified"]["dps"] == job.MAX_CERTIFY_DPS  # retried to the cap

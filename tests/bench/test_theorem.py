@@ -128,11 +128,11 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
 
 
 def test_a_main_job_row_meets_its_target_on_cpu_memory_and_exit_status(monkeypatch):
-    from numerics.bench import theorem as B
+    from numerics.bench import theorem
     def row(cpu, peak, status=0, **target):
-        monkeypatch.setattr(B, "run_process", lambda args, repeat, warm=False: {
+        monkeypatch.setattr(theorem, "run_process", lambda args, repeat, warm=False: {
             "cpu": cpu, "wall": 1.0, "peak_mb": peak, "status": status, "repeat": repeat})
-        return bench_theorem.process_line(B.process_row("run", ["run"], "t", 3, **target)).rsplit("|", 2)[1].strip()
+        return bench_theorem.process_line(theorem.process_row("run", ["run"], "t", 3, **target)).rsplit("|", 2)[1].strip()
 
     assert row(0.5, 50, cpu_s=0.6) == "yes" and row(0.61, 50, cpu_s=0.6) == "**no**"
     assert row(2.0, 150, cpu_s=10, peak_mb=200) == "yes" and row(2.0, 250, cpu_s=10, peak_mb=200) == "**no**"
@@ -278,9 +278,9 @@ def test_printed_values_carry_only_supported_digits():
 
 def test_taylor_model_rows_put_the_two_evaluators_side_by_side(monkeypatch):
     """The Taylor-model table runs both arms on the same plan: the same doubles, fewer integrals with models."""
-    from numerics.bench import theorem as B
-    monkeypatch.setitem(B.REPEATS, "taylor", 1)
-    lines = bench_theorem.taylor_model_rows(B.taylor_model(steps=6))
+    from numerics.bench import theorem
+    monkeypatch.setitem(theorem.REPEATS, "taylor", 1)
+    lines = bench_theorem.taylor_model_rows(theorem.taylor_model(steps=6))
     text = "\n".join(lines)
     assert "is the same double in both" in text and "DIFFERS" not in text
     per_call = next(ln for ln in lines if ln.startswith("| three integrals per call"))

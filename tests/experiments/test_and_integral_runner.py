@@ -130,8 +130,7 @@ def test_a_run_the_integral_refuses_keeps_its_last_parameters_and_is_recorded_as
     to overflow the sums come back NaN as well, not as an error that would end the row."""
     import json
 
-    from numerics.experiments import verdicts as V
-
+    from numerics.experiments import verdicts
     alpha, B = _runs(np.random.default_rng(6), 1, scale=0.3)
     pop = and_integral.IntegralPopulation(D, length_parameter("AND", D))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -155,18 +154,17 @@ def test_a_run_the_integral_refuses_keeps_its_last_parameters_and_is_recorded_as
                           {}, {})
     assert row["plans"]["joint"]["integral_refused"] == [0] and row["plans"]["joint"]["diverged"] == [0]
     row["plans"]["joint"]["search"] = {"all_diverged": False, "edge": []}
-    why = V.artefacts(row, ("joint",))
+    why = verdicts.artefacts(row, ("joint",))
     assert any("the AND integral refused seeds [0]" in w for w in why) and not any("diverged" in w for w in why)
 
 
 def test_the_quadrature_estimate_enters_the_verdicts_slack():
-    from numerics.experiments import verdicts as V
-
+    from numerics.experiments import verdicts
     stats = {"mean": 0.1, "std": 0.0, "n": 1}
     plans = {p: {"risk": stats} for p in ("three_phase", "joint", "output_only")}
     plans["joint"]["quadrature_estimate"] = 0.25
     plans["three_phase"]["truncation_bound"] = 0.5
-    assert V.excess({"plans": plans}, "three_phase", "joint")[2] == 0.75
+    assert verdicts.excess({"plans": plans}, "three_phase", "joint")[2] == 0.75
 
 
 def _row(kind, train=True, tuning_seeds=1):
@@ -177,8 +175,7 @@ def _row(kind, train=True, tuning_seeds=1):
 
 
 def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_several_seeds():
-    from numerics.experiments import tasks as TK
-
+    from numerics.experiments import tasks as tasks_module
     cfg, row = _row("integral", tuning_seeds=2)
     p = length_parameter("AND", cfg.d)
     assert row["data"]["kind"] == "integral" and row["data"]["p"] == p and row["seeds_run"] == [0, 1]
@@ -196,7 +193,7 @@ def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_severa
             start = and_integral.population_risk(a0, b0, cfg.d).risk
             assert res["curve"]["risk"][0] == start and res["val_curve"]["risk"][0] == start, plan
             # the test set: the sampler's stream 2 of the seed (not the validation stream, 1)
-            draw = TK.sample("AND", cfg.d, cfg.test_size, np.random.default_rng([seed, TK.TASKS.index("AND"), 2, 0]),
+            draw = tasks_module.sample("AND", cfg.d, cfg.test_size, np.random.default_rng([seed, tasks_module.TASKS.index("AND"), 2, 0]),
                              seed=seed)
             acc = engine.risk_and_accuracy(a0[None], b0[None], engine.from_batch(draw))[1][0]
             assert res["curve"]["acc"][0] == acc

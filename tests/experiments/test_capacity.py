@@ -349,7 +349,7 @@ def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
     """One rule for +-1 predictions (``engine.predictions``): f = 0, and any f within the tie margin, is a
     -1 prediction, right on a -1 string and wrong on a +1 string, in the ceilings' accuracy as in the trained
     runs' (the ceilings counted f = 0 wrong for either label), and the tied mass is reported beside it."""
-    from numerics.experiments import engine as E
+    from numerics.experiments import engine
     from numerics.experiments.capacity import _accuracy
 
     f, labels, w = np.array([0.0, 0.0, 2.0, -3.0]), np.array([-1, 1, 1, 1]), np.array([0.4, 0.3, 0.2, 0.1])
@@ -357,13 +357,13 @@ def test_ceiling_accuracy_counts_f_zero_as_minus_one_as_the_trained_runs_do():
     # within the tie margin (TIE_RTOL times the largest |f| the readout allows: the heads' largest |values|
     # summed, 1.5 + 1.5, so 3e-9) an output counts as -1 and as tied, whatever its sign; beyond it the sign
     # decides (a margin from one head, 1.5e-9, would give (0.7, 0.7); no margin 0.3)
-    assert E.TIE_RTOL == 1e-9
+    assert engine.TIE_RTOL == 1e-9
     f2 = np.array([1e-12, -1e-12, 2e-9, 4e-9])
     acc, tied = _accuracy(f2, labels, w, np.array([[1.5, 0.0], [0.0, -1.5]]))
     assert (acc, tied) == pytest.approx((0.5, 0.9), abs=1e-15)
-    tb = E.from_batch(tasks.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
+    tb = engine.from_batch(tasks.Batch(np.eye(2), np.ones((4, 2)), labels[:, None].astype(float), weights=w,
                                labels=labels))
-    assert E.accuracy(f[:, None, None], tb).tolist() == pytest.approx([0.6], abs=1e-15)
+    assert engine.accuracy(f[:, None, None], tb).tolist() == pytest.approx([0.6], abs=1e-15)
 
 
 @pytest.mark.parametrize("task, d, heads, options, shape", [

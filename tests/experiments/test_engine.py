@@ -17,7 +17,7 @@ from numerics.experiments import engine
 from numerics.experiments import kernels
 from numerics.experiments import lag
 from numerics.experiments import runner
-from numerics.experiments import tasks as TK
+from numerics.experiments import tasks as tasks_module
 from numerics.experiments.grid import GridSearch
 from numerics.experiments.population import population
 from numerics.model import Model, Params
@@ -35,9 +35,9 @@ def test_engine_agrees_with_the_dense_model(task, heads, seed, d):
     """The token-row / bag engine and numerics.model.Model give the same risks, gradients and outputs to
     1e-12 (relative) for several runs at once, on random batches and random parameters."""
     rng = np.random.default_rng(seed)
-    sampled = TK.sample(task, d, 30, np.random.default_rng(seed + 1), seed=seed % 7)
+    sampled = tasks_module.sample(task, d, 30, np.random.default_rng(seed + 1), seed=seed % 7)
     batch = sampled.dense()
-    model = Model(*TK.model_shape(task, d, heads))
+    model = Model(*tasks_module.model_shape(task, d, heads))
     R = 3
     alpha = rng.standard_normal((R, heads, model.D))
     B = rng.standard_normal((R, heads, model.D, model.K))
@@ -106,7 +106,7 @@ def test_rows_engine_is_bit_identical_to_its_reference_order(task, heads, d, R):
     rows not multiplied) gives the reference order's risks, gradients and outputs bit for bit (==), so trained
     numbers (Table 1, the sweep) do not move with it."""
     rng = np.random.default_rng(d + R)
-    tb = engine.from_batch(TK.sample(task, d, 64, np.random.default_rng(d)))
+    tb = engine.from_batch(tasks_module.sample(task, d, 64, np.random.default_rng(d)))
     assert tb.layout == "rows" and (not sparse.issparse(tb.rows) or (tb.mult != 1).any())  # repeated tokens
     _check_rows_bit_identity(tb, task, heads, d, R, rng)
 
@@ -115,7 +115,7 @@ def test_rows_engine_is_bit_identical_to_its_reference_order(task, heads, d, R):
 def test_rows_engine_is_bit_identical_with_empty_strings(task, heads, d):
     """The same with strings 3 and 10 emptied (their tokens removed): the engine's path for batches whose
     strings are not all non-empty (the scatter of outputs to the non-empty strings and the gathers back)."""
-    batch = TK.sample(task, d, 64, np.random.default_rng(d))
+    batch = tasks_module.sample(task, d, 64, np.random.default_rng(d))
     m = batch.m.tolil() if sparse.issparse(batch.m) else np.array(batch.m, float)
     m[3], m[10] = 0, 0
     batch.m = m.tocsr() if sparse.issparse(batch.m) else m
@@ -126,7 +126,7 @@ def test_rows_engine_is_bit_identical_with_empty_strings(task, heads, d):
 
 
 def _check_rows_bit_identity(tb, task, heads, d, R, rng):
-    H, D, K = TK.model_shape(task, d, heads)
+    H, D, K = tasks_module.model_shape(task, d, heads)
     alpha, B = 0.5 * rng.standard_normal((R, H, D)), 0.5 * rng.standard_normal((R, H, D, K))
     got = engine.risk_and_grad(alpha, B, tb, "squared")
     want = _reference_rows_step(alpha, B, tb, "squared")
@@ -188,16 +188,16 @@ def test_engine_gradient_by_finite_differences(task, heads, seed, d):
     there takes the compiled squared loss in one pass); ICL is one-hot rows (both kernels), and at d = 3 with
     dense counts a bag of 12 types with K = 3 outputs (the bag's K > 1 branch, which no task reaches
     otherwise); SLR is dense rows (numpy only), even pairs a bag of 8 types."""
-    d = max(d, TK.MIN_D[task])
+    d = max(d, tasks_module.MIN_D[task])
     rng = np.random.default_rng(seed)
-    wide = task in TK.POPULATION_TASKS
+    wide = task in tasks_module.POPULATION_TASKS
     variants = [(d, False)] + [(d + engine.DENSE_BAG_MAX_TYPES, False)] * wide + [(3, True)] * (task == "ICL")
     for dim, dense in variants:
-        batch = TK.sample(task, dim, 20, np.random.default_rng(seed + 1), seed=seed % 7)
+        batch = tasks_module.sample(task, dim, 20, np.random.default_rng(seed + 1), seed=seed % 7)
         batch = batch.dense() if dense else batch
         bag = dense or task == "even_pairs" or (wide and dim <= engine.DENSE_BAG_MAX_TYPES)
         onehot_rows = not bag and task != "SLR"
-        H, D, K = TK.model_shape(task, dim, heads)
+        H, D, K = tasks_module.model_shape(task, dim, heads)
         R = 3
         alpha, B = 0.5 * rng.standard_normal((R, H, D)), 0.5 * rng.standard_normal((R, H, D, K))
         for kernel in engine.KERNELS:
@@ -322,7 +322,7 @@ def test_sampled_data_builds_its_test_set_on_first_use_and_the_same_one():
     for task in ("ICL", "SLR"):
         data = runner.make_data(runner.Row.of(cfg, task), 3)
         assert data._test is None
-        direct = TK.sample(task, cfg.d, cfg.test_size, np.random.default_rng([3, TK.TASKS.index(task), 2, 0]), seed=3)
+        direct = tasks_module.sample(task, cfg.d, cfg.test_size, np.random.default_rng([3, tasks_module.TASKS.index(task), 2, 0]), seed=3)
         want = engine.from_batch(direct)
         got = data.test
         assert data.test is got and got.size == cfg.test_size
@@ -402,11 +402,11 @@ def test_sparse_token_rows_agree_with_the_dense_model(task, heads, d):
         X = rng.standard_normal((40, d)) * (rng.random((40, d)) < 0.15)
         m = rng.integers(0, 3, (25, 40)) * (rng.random((25, 40)) < 0.3)
         X[-1], m[-1, -1] = 0.0, 2          # a zero embedding as the very last token row
-        sampled = TK.Batch(X, m.astype(float), rng.standard_normal((25, 1)))
+        sampled = tasks_module.Batch(X, m.astype(float), rng.standard_normal((25, 1)))
         shape = (heads, d, 1)
     else:
-        sampled = TK.sample(task, d, 25, np.random.default_rng(d))
-        shape = TK.model_shape(task, d, heads)
+        sampled = tasks_module.sample(task, d, 25, np.random.default_rng(d))
+        shape = tasks_module.model_shape(task, d, heads)
     tb = engine.from_batch(sampled)
     assert tb.layout == "rows" and engine.sp.issparse(tb.rows)
     batch = sampled.dense()
@@ -430,7 +430,7 @@ def test_bag_layout_at_large_scores_and_empty_strings(task, merged):
     d = 7
     pop = population(task, d, 1e-6, 1e-6, merged=merged)
     m = np.vstack([pop.m[:40], np.zeros((1, pop.m.shape[1]))])
-    batch = TK.Batch(pop.X, m, np.vstack([pop.y[:40], [[1.0]]]), weights=np.full(41, 1 / 41))
+    batch = tasks_module.Batch(pop.X, m, np.vstack([pop.y[:40], [[1.0]]]), weights=np.full(41, 1 / 41))
     tb = engine.from_batch(batch)
     assert tb.layout == "bag"
     rng = np.random.default_rng(3)
@@ -458,7 +458,7 @@ def test_chunks_of_runs_do_not_change_the_result(monkeypatch, layout):
     if layout == "bag":
         tb, D, K = engine.from_batch(population("occurrence", 9, 1e-8, 1e-8)), 9, 1
     else:
-        tb, D, K = engine.from_batch(TK.sample("ICL", 9, 30, np.random.default_rng(4))), 18, 9
+        tb, D, K = engine.from_batch(tasks_module.sample("ICL", 9, 30, np.random.default_rng(4))), 18, 9
     assert tb.layout == layout
     rng = np.random.default_rng(0)
     alpha, B = rng.standard_normal((7, 2, D)), rng.standard_normal((7, 2, D, K))
@@ -487,8 +487,8 @@ def test_uniform_mean_token_moment_in_blocks_is_bit_identical(task, d, monkeypat
     """The moment in blocks of columns equals the whole product bit for bit (==, not a tolerance), on exact
     populations (bag) and sampled rows, with D a multiple of the block or not, and so does lambda_B;
     controls: one class weight changed moves it, an unaligned block is refused."""
-    tb = engine.from_batch(population(task, d, 1e-10, 1e-10, merged=task != "occurrence") if task in TK.POPULATION_TASKS
-                      else TK.sample(task, d, 300, np.random.default_rng(3), seed=1))
+    tb = engine.from_batch(population(task, d, 1e-10, 1e-10, merged=task != "occurrence") if task in tasks_module.POPULATION_TASKS
+                      else tasks_module.sample(task, d, 300, np.random.default_rng(3), seed=1))
     D = tb.table.shape[1]
     ref = _whole_moment(tb)
     assert np.array_equal(engine.uniform_mean_token_moment(tb), np.tril(ref))
@@ -544,7 +544,7 @@ def test_dense_rows_scatter_is_the_converted_and_transposed_csr():
     rng = np.random.default_rng(3)
     cases = []
     for d, seed in ((2, 0), (7, 1), (50, 2)):
-        tb = engine.from_batch(TK.sample("SLR", d, 40, np.random.default_rng(seed), seed=seed))
+        tb = engine.from_batch(tasks_module.sample("SLR", d, 40, np.random.default_rng(seed), seed=seed))
         cases.append((tb.rows.copy(), tb.starts))
     rows, starts = cases[1]
     rows[3] = 0.0
@@ -683,7 +683,7 @@ def test_bag_layout_with_several_outputs_agrees_with_the_dense_model():
     m[1] = [2, 0, 0]    # one type only
     m[2] = [0, 3, 1]
     y = rng.standard_normal((N, K))
-    batch = TK.Batch(X, m, y, weights=rng.random(N) / N)
+    batch = tasks_module.Batch(X, m, y, weights=rng.random(N) / N)
     tb = engine.from_batch(batch)
     assert tb.layout == "bag"
     model = Model(H, D, K)
@@ -764,10 +764,10 @@ def test_tie_margins_are_per_run_and_scale_with_the_tokens_l1_norm():
     assert engine.tie_margin(np.stack([B0, 1e6 * B0])).tolist() == pytest.approx(
         [engine.TIE_RTOL * np.abs(B0).max(), 1e6 * engine.TIE_RTOL * np.abs(B0).max()], rel=1e-15)
     d = 6
-    batch = TK.sample("ICL", d, 40, np.random.default_rng(3), seed=1)
+    batch = tasks_module.sample("ICL", d, 40, np.random.default_rng(3), seed=1)
     tb = engine.from_batch(batch.dense() if hasattr(batch, "dense") else batch)
     assert engine._largest_l1(tb.table) == 2.0
-    _, D, K = TK.model_shape("ICL", d, 1)
+    _, D, K = tasks_module.model_shape("ICL", d, 1)
     B = np.zeros((1, 1, D, K))
     B[..., 1], B[..., 2] = 1.0, 1.0 - 0.9e-9
     _, acc, tied = engine.risk_and_accuracy(np.zeros((1, 1, D)), B, tb)

@@ -57,10 +57,10 @@ def test_the_fast_path_is_taken_and_bad_rows_are_refused(monkeypatch):
     # more entries taken than int32 pointers hold (here a limit of 12 for a matrix of 12 entries, 6 rows): refused
     monkeypatch.setattr(tasks, "INT32_MAX", A.nnz)
     assert layout._fast_csr(A)
-    from numerics.experiments import kernels as KN
+    from numerics.experiments import kernels
     with pytest.raises(ValueError, match="more than int32 index pointers hold"):
         layout._take_rows(A, np.arange(6).repeat(2))
-    with KN.numpy_paths(), pytest.raises(ValueError, match="more than int32 index pointers hold"):
+    with kernels.numpy_paths(), pytest.raises(ValueError, match="more than int32 index pointers hold"):
         layout._take_rows(A, np.arange(6).repeat(2))
     _same(layout._take_rows(A, np.arange(6)), A[np.arange(6)])  # at the limit: taken
     calls, kernel = [], layout._sparsetools.csr_tocsc
@@ -126,8 +126,8 @@ def test_the_layouts_segments_and_rows_are_the_reference_ones(seed, N, T, empty,
     batch = tasks.Batch(X, m, rng.standard_normal((N, 1)))
     for numpy_only in (False, True):
         want, rows = _reference_layout(batch)  # afresh: ``_same`` works out (and so stores) both matrices' flags
-        from numerics.experiments import kernels as KN
-        with KN.numpy_paths() if numpy_only else __import__("contextlib").nullcontext():
+        from numerics.experiments import kernels
+        with kernels.numpy_paths() if numpy_only else __import__("contextlib").nullcontext():
             tb = layout.from_batch(batch)
         for k, v in want.items():
             got = getattr(tb, k)

@@ -18,7 +18,7 @@ import pytest
 
 from numerics import units
 from numerics.experiments import readings
-from numerics.experiments import runner as RN
+from numerics.experiments import runner as runner_module
 from numerics.experiments import sweep
 from numerics.experiments import sweep_units
 from tests import _servers
@@ -220,7 +220,7 @@ def _unit_keys(grid) -> dict:
     return out
 
 
-ALL_TASKS = {"sweep": {"tasks": list(RN.TK.TASKS), "seeds": 2, "d": [8]}}
+ALL_TASKS = {"sweep": {"tasks": list(runner_module.tasks_module.TASKS), "seeds": 2, "d": [8]}}
 SMALL = {"max_steps": 40, "eval_every": 10, "patience": 3, "phase2_cap": 20}
 
 
@@ -231,13 +231,13 @@ def test_every_run_configuration_field_is_in_every_units_key():
     processes run, not what they compute.  A field added to runner.Config is taken in by the loop."""
     from dataclasses import fields
 
-    choices = {"icl_loss": RN.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
-               "kernel": RN.engine.KERNELS, "and_heads_data": RN.AND_HEADS_DATA}
+    choices = {"icl_loss": runner_module.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
+               "kernel": runner_module.engine.KERNELS, "and_heads_data": runner_module.AND_HEADS_DATA}
     base = readings.parse({**ALL_TASKS, "base": SMALL, "axes": {"a": {"x": {}}}}, "t")
     keys = _unit_keys(base)
     assert {k[2] for k in keys} == {"occurrence", "OR", "AND (H=2)", "AND (H=1)", "ICL", "SLR", "even_pairs"}
     checked = []
-    for f in fields(RN.Config):
+    for f in fields(runner_module.Config):
         if f.name in sweep_units.CONFIG_FIELDS_OUT:
             continue
         if f.name == "d":
@@ -252,7 +252,7 @@ def test_every_run_configuration_field_is_in_every_units_key():
         assert not same, (f.name, same[:3])
         checked.append(f.name)
     assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading"}
-    assert set(checked) | set(sweep_units.CONFIG_FIELDS_OUT) == {f.name for f in fields(RN.Config)}
+    assert set(checked) | set(sweep_units.CONFIG_FIELDS_OUT) == {f.name for f in fields(runner_module.Config)}
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "momentum", "adam"])
@@ -308,7 +308,7 @@ def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     for name in g.readings:
         cfg = replace(g.run_config(8, g.tasks, name), jobs=1)
         with threadpool_limits(1):
-            ref = RN.run(cfg, quiet=True)
+            ref = runner_module.run(cfg, quiet=True)
         for row_name, row in ref["rows"].items():
             for plan, pr in row["plans"].items():
                 got = tidy[(tidy.reading == name) & (tidy.row == row_name) & (tidy.plan == plan)].sort_values("seed")
@@ -569,7 +569,7 @@ def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
 
 
 def test_robustness_counts_and_the_axis_a_verdict_depends_on():
-    from app.render import sweep as SR
+    from app.render import sweep as sweep_render
     axes = {"schedule": ["k2=1", "k2=20"], "optimizer": ["gd", "adam"]}
 
     def v(verdict, category=None):
@@ -579,14 +579,14 @@ def test_robustness_counts_and_the_axis_a_verdict_depends_on():
     # the verdict flips with the optimizer only (schedule changes nothing, all else equal)
     per = {"k2=1/gd": v("holds"), "k2=20/gd": v("holds"), "k2=1/adam": v("does not hold"),
            "k2=20/adam": v("does not hold")}
-    assert SR.depends_on(per, axes) == ["optimizer (holds under gd)"]
+    assert sweep_render.depends_on(per, axes) == ["optimizer (holds under gd)"]
     per["k2=20/adam"] = v("refused", "edge step")
-    assert SR.depends_on(per, axes) == ["optimizer (holds under gd)"]
+    assert sweep_render.depends_on(per, axes) == ["optimizer (holds under gd)"]
     per["k2=1/adam"] = v("undecided")
-    assert SR.depends_on(per, axes) == []      # no pair differing in one axis flips holds <-> does not hold
+    assert sweep_render.depends_on(per, axes) == []      # no pair differing in one axis flips holds <-> does not hold
     summary = {"default_reading": "k2=1/gd", "readings_file": {"axes": axes},
                "cells": [{"reading": r, "d": 8, "verdicts": [x]} for r, x in per.items()]}
-    table = SR.robustness_table(summary, 8)
+    table = sweep_render.robustness_table(summary, 8)
     assert table[2] == "| OR | c | holds | 2/4 | 0/4 | 1/4 | 1 (edge step 1) | - |"
 
 
@@ -773,48 +773,48 @@ def _counts(**kw) -> dict:
 def test_a_render_only_run_says_corrupt_entries_were_moved_not_retrained():
     """--no-train trains nothing: the corrupt entries it met were moved to corrupt/, not retrained; a run that
     trains retrains them."""
-    from app.render import sweep as SR
-    no_train = SR.summary_text({"counts": _counts(reused=24, corrupt_retrained=3, skipped=3), "wall_s": 6.0})
+    from app.render import sweep as sweep_render
+    no_train = sweep_render.summary_text({"counts": _counts(reused=24, corrupt_retrained=3, skipped=3), "wall_s": 6.0})
     assert "3 corrupt store entries moved to corrupt/;" in no_train and "retrained" not in no_train
     assert "0 tasks trained" in no_train
-    trained = SR.summary_text({"counts": _counts(trained=3, reused=24, corrupt_retrained=3), "wall_s": 60.0})
+    trained = sweep_render.summary_text({"counts": _counts(trained=3, reused=24, corrupt_retrained=3), "wall_s": 60.0})
     assert "3 tasks trained" in trained and "3 corrupt store entries moved to corrupt/ and retrained;" in trained
-    clean = SR.summary_text({"counts": _counts(trained=3), "wall_s": 60.0})
+    clean = sweep_render.summary_text({"counts": _counts(trained=3), "wall_s": 60.0})
     assert "no corrupt store entry;" in clean
 
 
 def test_the_pages_header_says_what_the_run_did():
     """A run that trained nothing says it rendered from the store (in seconds, not "0 min", and no cluster
     named "none"); a run that trained names its tasks, time and cluster."""
-    from app.render import sweep as SR
-    stored = SR.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
+    from app.render import sweep as sweep_render
+    stored = sweep_render.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
     assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
-    partial = SR.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
+    partial = sweep_render.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
     assert "4 tasks not in the store were not trained (their cells are left out)" in partial
-    trained = SR.run_line({"counts": _counts(trained=1638), "wall_s": 77 * 60.0,
+    trained = sweep_render.run_line({"counts": _counts(trained=1638), "wall_s": 77 * 60.0,
                            "scheduler": "LocalCluster (2 workers)"})
     assert trained == "this run trained 1638 tasks in 77 min wall on LocalCluster (2 workers)"
-    assert [SR.duration(x) for x in (0.4, 59.0, 60.0, 5399.0, 5400.0, 4.5 * 3600)] == \
+    assert [sweep_render.duration(x) for x in (0.4, 59.0, 60.0, 5399.0, 5400.0, 4.5 * 3600)] == \
         ["0 s", "59 s", "1 min", "90 min", "1.5 h", "4.5 h"]
 
 
 def test_committed_sweep_page_is_its_rendering():
     """docs/sweep/sweep.md is ``markdown`` of docs/sweep/sweep.json, the record beside it."""
-    from app.render import sweep as SR
+    from app.render import sweep as sweep_render
     docs = ROOT / "docs" / "sweep"
     if not (docs / "sweep.json").exists():
         pytest.skip("no committed sweep in docs/sweep")
-    assert (docs / "sweep.md").read_text() == SR.markdown(json.loads((docs / "sweep.json").read_text()))
+    assert (docs / "sweep.md").read_text() == sweep_render.markdown(json.loads((docs / "sweep.json").read_text()))
 
 
 def test_cost_section_adds_up():
     """The cost table lists every (d, task) of the summary, largest first, with CPU hours that add up to the
     units' total and the wall time of every run on the store."""
-    from app.render import sweep as SR
+    from app.render import sweep as sweep_render
     by = {"d=25 OR": 1800.0, "d=50 ICL": 5400.0, "d=25 occurrence": 3600.0}
     summary = {"runs": [{"wall_s": 3600.0}, {"wall_s": 1800.0}], "runs_wall_s": 5400.0,
                "units_cpu_s_by": by, "units_cpu_s": sum(by.values())}
-    lines = SR.cost_markdown(summary)
+    lines = sweep_render.cost_markdown(summary)
     rows = [ln.split("|")[1:-1] for ln in lines if ln.startswith("| d=")]
     assert [r[0].strip() for r in rows] == ["d=50 ICL", "d=25 occurrence", "d=25 OR"]
     assert sum(float(r[1]) for r in rows) == pytest.approx(3.0)
@@ -928,7 +928,7 @@ def test_training_unit_keys_follow_the_code_they_import_not_its_text_or_place(tm
     # lag.py moved to numerics/theorem/, the runner importing it from there
     (tmp_path / "numerics/theorem/lag.py").write_text(lag.read_text())
     lag.unlink()
-    _edit(runner, "from numerics.experiments import lag as L\n", "from numerics.theorem import lag as L\n")
+    _edit(runner, "from numerics.experiments import lag as lag_module\n", "from numerics.theorem import lag as lag_module\n")
     assert units.unit_code(root, roots) == base
     moved = tmp_path / "numerics/theorem/lag.py"
     for path, old, new in [(moved, "r >= 0.5", "r >= 0.25"), (moved, "r >= 0.5", "r > 0.5"),
@@ -974,7 +974,7 @@ def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
     listed, marked, and kept out of the total; end records of older logs (no event) count as ended runs.
     Runs pair by their id: two starts in the same second by the same process id (other hosts) stay apart,
     and older start records without an id pair by start time and process id together."""
-    from app.render import sweep as SR
+    from app.render import sweep as sweep_render
     cmd = ["occ-companion", "sweep"]
     lines = [{"started": "t0", "wall_s": 60.0, "trained": 5, "command": cmd},  # an older log's end record
              {"event": "start", "run_id": "a", "started": "t1", "pid": 7, "command": cmd},
@@ -983,12 +983,12 @@ def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
              {"event": "start", "started": "t3", "pid": 8, "command": cmd},
              {"event": "end", "run_id": "b", "started": "t1", "pid": 7, "wall_s": 1800.0, "trained": 9, "command": cmd},
              {"event": "end", "started": "t3", "pid": 8, "wall_s": 600.0, "trained": 2, "command": cmd}]
-    runs = SR.invocations(lines)
+    runs = sweep_render.invocations(lines)
     assert [(r["started"], r.get("run_id"), r["wall_s"]) for r in runs] == [
         ("t0", None, 60.0), ("t1", "a", None), ("t1", "b", 1800.0), ("t2", None, None), ("t3", None, 600.0)]
-    assert SR.recorded_wall_s(runs) == 2460.0  # the three ended runs; the two without an end are left out
-    summary = {"runs": runs, "runs_wall_s": SR.recorded_wall_s(runs), "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
-    out = SR.cost_markdown(summary)
+    assert sweep_render.recorded_wall_s(runs) == 2460.0  # the three ended runs; the two without an end are left out
+    summary = {"runs": runs, "runs_wall_s": sweep_render.recorded_wall_s(runs), "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0}
+    out = sweep_render.cost_markdown(summary)
     assert "3 invocations" in out[2] and "0.68 h" in out[2] and "2 more left no end record" in out[2]
     assert sum("no end record | unknown |" in ln for ln in out) == 2
     assert any(ln.startswith("| t1 |") and "| 9 | 30.0 min |" in ln for ln in out)

@@ -279,12 +279,12 @@ def _arb_class_weights(task, d, pop, stride=1):
     import flint
     flint.ctx.prec = 120
     k = marked_symbols(task)
-    P, q = flint.arb(tasks.length_parameter(task, d)), flint.arb(k / d if task != "occurrence" else 1 / d)
+    population_module, q = flint.arb(tasks.length_parameter(task, d)), flint.arb(k / d if task != "occurrence" else 1 / d)
     got, ref = [], []
     for i in range(0, len(pop.weights), stride):
         c, r = (int(x) for x in pop.m[i])
         n = c + r
-        wt = P * (1 - P) ** (n - 1) * flint.arb.bin_uiui(n, c) * q ** c * (1 - q) ** r
+        wt = population_module * (1 - population_module) ** (n - 1) * flint.arb.bin_uiui(n, c) * q ** c * (1 - q) ** r
         if task == "AND":
             one_symbol = flint.arb(2) ** (1 - c) if c >= 2 else flint.arb(1)
             wt *= 1 - one_symbol if pop.labels[i] == 1 else one_symbol
@@ -363,15 +363,15 @@ def test_dropped_parts_are_the_exact_tails_they_stand_for(task, merged, d):
     pop = population(task, d, mass_tol=1e-9, len_tol=1e-12, merged=merged)
     ex = pop.extra
     k = marked_symbols(task)
-    P, q = Fraction(ex["p"]), Fraction((k if merged else 1) / d)
+    population_module, q = Fraction(ex["p"]), Fraction((k if merged else 1) / d)
     tails = Fraction(0)
     for n in range(1, ex["n_max"] + 1):
         hi = int(min(n, binom.isf(QUANTILE_TAIL, n, float(q)) + 1))
         tail = 1 - sum(math.comb(n, c) * q ** c * (1 - q) ** (n - c) for c in range(hi + 1))
-        tails += P * (1 - P) ** (n - 1) * tail * (2 if (k == 2 and not merged) else 1)
+        tails += population_module * (1 - population_module) ** (n - 1) * tail * (2 if (k == 2 and not merged) else 1)
     assert tails > 0
     assert abs(ex["count_tails"] - float(tails)) <= 1e-12 * float(tails)
-    assert abs(ex["length_tail"] - float((1 - P) ** ex["n_max"])) <= 1e-14 * ex["length_tail"]
+    assert abs(ex["length_tail"] - float((1 - population_module) ** ex["n_max"])) <= 1e-14 * ex["length_tail"]
     left_out = (ex["cut_mass"] + ex["split_mass"]) * (1 + WEIGHT_RELATIVE_ERROR)
     assert ex["dropped"] == min(1.0, (ex["length_tail"] + ex["count_tails"] + left_out) * (1 + WIDEN))
     assert ex["split_mass"] == 0 or (task == "AND" and merged)
@@ -454,10 +454,9 @@ def test_mass_cut_drops_the_lightest_classes_up_to_mass_tol(task, d, mass_tol):
 @pytest.mark.parametrize("task,merged", [("occurrence", False), pytest.param("AND", False, marks=pytest.mark.slow),
                                          ("AND", True)])
 def test_mass_cut_in_chunks_equals_the_cut_in_one_pass(task, merged, monkeypatch):
-    import numerics.experiments.population as P
-
+    from numerics.experiments import population as population_module
     def build(chunk):
-        monkeypatch.setattr(P, "CUT_CHUNK", chunk)
+        monkeypatch.setattr(population_module, "CUT_CHUNK", chunk)
         population.cache_clear()
         pop = population(task, 9, mass_tol=1e-4, len_tol=1e-7, merged=merged)
         return [a.tobytes() for a in (pop.m, pop.weights, pop.labels)]
@@ -590,7 +589,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
     1e-12 (the engine's stated bound), at |alpha| = 20, |B| = 12 within 1e-12 of its size (the gradient's
     entries are 5.5 there and 2e-12 off); the reported risk within the truncation bound plus the
     stated rounding allowance, which sum to at most 1e-12 at risks below 1."""
-    from numerics.experiments import engine as E
+    from numerics.experiments import engine
     from numerics.experiments.population import loss_bound, rounding_bound
     from numerics.experiments.runner import Config
     from numerics.theorem.integral import IntegralEvaluator
@@ -598,7 +597,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
 
     cfg = Config()
     pop = population("occurrence", d, cfg.mass_tol, cfg.len_tol)
-    tb = E.from_batch(pop)
+    tb = engine.from_batch(pop)
     ev = IntegralEvaluator(Setting(d=d), dps=20)
     H, D, K = tasks.model_shape("occurrence", d, 1)
     for aa, ab, ba, bb in [(0.0, 0.0, 0.0, 0.0), (2.3, -0.1, 1.5, -0.9), (5.0, -1.0, 2.0, -1.5),
@@ -607,7 +606,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
         alpha[..., 0] = aa
         B = np.full((1, H, D, K), bb)
         B[..., 0, :] = ba
-        risk, ga, gB, _ = E.risk_and_grad(alpha, B, tb)
+        risk, ga, gB, _ = engine.risk_and_grad(alpha, B, tb)
         ref = ev.evaluate_symmetric(aa, ab, ba, bb)
         got = [risk[0], ga[0, 0, 0], ga[0, 0, 1], gB[0, 0, 0, 0], gB[0, 0, 1, 0]]
         want = [ref.risk, *ref.grad_alpha, *ref.grad_beta]
@@ -617,7 +616,7 @@ def test_occurrence_population_is_within_1e_12_of_the_certified_integral(d):
             assert abs(g - float(w.mid())) <= 1e-12 * scale, (d, (aa, ab, ba, bb), g, w)
         # the reported risk (engine.risk, the blocked exact sum) is within the two recorded bounds, the left-out
         # mass times the largest loss and the rounding allowance, and these sum to at most 1e-12
-        reported = E.risk(alpha, B, tb)[0]
+        reported = engine.risk(alpha, B, tb)[0]
         bound = loss_bound(pop.extra["dropped"], B) + rounding_bound(reported, alpha, B)
         assert abs(reported - float(ref.risk.mid())) <= bound, (reported, bound)
         # at these points (a trained B can be larger; every committed seed is within 1e-12: tests/experiments/test_sweep.py)
@@ -633,13 +632,13 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
     term alone is 4.5e-13 times the risk), and not looser than 1e4 times an error above 1e-15.  Weights off by
     1e-12 relative (gammaln-difference weights are off by up to 2e-11) exceed it at the zero start."""
     import flint
-    from numerics.experiments import engine as E
+    from numerics.experiments import engine
     from numerics.experiments.population import rounding_bound
     from numerics.experiments.runner import Config
     flint.ctx.prec = 120
     cfg = Config()
     pop = population(task, d, cfg.mass_tol, cfg.len_tol, merged=task != "occurrence")
-    tb = E.from_batch(pop)
+    tb = engine.from_batch(pop)
     _, weights = _arb_class_weights(task, d, pop)
     k = 1 if task == "occurrence" else 2
     H, D, K = tasks.model_shape(task, d, 1)
@@ -649,7 +648,7 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
         alpha[..., :k] = a1
         B = np.full((1, H, D, K), b2)
         B[..., :k, :] = b1
-        reported = float(E.risk(alpha, B, tb)[0])
+        reported = float(engine.risk(alpha, B, tb)[0])
         e1, e2 = flint.arb(a1).exp(), flint.arb(a2).exp()
         total = flint.arb(0)
         for (c, r), y, wt in zip(pop.m.astype(int).tolist(), pop.y[:, 0].tolist(), weights):
@@ -661,8 +660,8 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
         if err > 1e-15:
             assert allowance <= 1e4 * err, (task, a1, err, allowance)
         if a1 == 0.0:  # control: weights 1e-12 too large, as the old gammaln ones could be, exceed the allowance
-            off = E.from_batch(tasks.Batch(pop.X, pop.m, pop.y, weights=pop.weights * (1 + 1e-12), labels=pop.labels))
-            assert abs(float(E.risk(alpha, B, off)[0]) - float(total.mid())) > allowance
+            off = engine.from_batch(tasks.Batch(pop.X, pop.m, pop.y, weights=pop.weights * (1 + 1e-12), labels=pop.labels))
+            assert abs(float(engine.risk(alpha, B, off)[0]) - float(total.mid())) > allowance
 
 
 @pytest.mark.parametrize("d", [50, 200])
@@ -675,17 +674,16 @@ def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
     relative of itself with the classes in another order (measured 1.4e-15).  Summed as beta . dV - sum w f g
     instead, it is 3.6e-7 relative off at d = 50 (the control below) and 4e-6 at d = 200, and moves by 4e-6
     with the order."""
-    from numerics.experiments import engine as E
-
+    from numerics.experiments import engine
     pop = population("occurrence", d, 1e-16, 1e-16)
-    tb = E.from_batch(pop)
+    tb = engine.from_batch(pop)
     H, D, K = tasks.model_shape("occurrence", d, 1)
     aa, au, ba, bu = 20.0, -3.0, 12.0, -11.0
     alpha = np.full((1, H, D), au)
     alpha[..., 0] = aa
     B = np.full((1, H, D, K), bu)
     B[..., 0, :] = ba
-    got = E.risk_and_grad(alpha, B, tb)[1][0, 0, 0]
+    got = engine.risk_and_grad(alpha, B, tb)[1][0, 0, 0]
     c, r = pop.m[:, 0], pop.m[:, 1]
     on = c > 0
     c, r, p = c[on], r[on], pop.weights[on]
@@ -696,11 +694,11 @@ def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
     assert abs(got - want) <= 1e-13 * abs(want), (got, want)
     perm = np.random.default_rng(1).permutation(len(pop.weights))
     shuffled = tasks.Batch(pop.X, pop.m[perm], pop.y[perm], weights=pop.weights[perm], labels=pop.labels[perm])
-    again = E.risk_and_grad(alpha, B, E.from_batch(shuffled))[1][0, 0, 0]
+    again = engine.risk_and_grad(alpha, B, engine.from_batch(shuffled))[1][0, 0, 0]
     assert abs(again - got) <= 1e-14 * abs(want), (again, got)
     # control: the old form's two sums of size |f| |f - y|, cancelled to the gradient, miss by far more
-    fw = E.forward(alpha, B, tb)
-    g = E._risk_and_dl(fw.f, tb, "squared")[1][:, :, 0]
+    fw = engine.forward(alpha, B, tb)
+    g = engine._risk_and_dl(fw.f, tb, "squared")[1][:, :, 0]
     f = fw.fh[:, :, 0, 0]
     ds = fw.V[:, :, 0] * np.einsum("tnc,nc->tc", fw.w, g) - np.einsum("tnc,nc->tc", fw.w, f * g)
     old = (tb.table.T @ ds)[0, 0]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from numerics.experiments import engine
-from numerics.experiments import lag as L
+from numerics.experiments import lag as lag_module
 from numerics.experiments import runner
 from numerics.experiments import verdicts
 from numerics.experiments.grid import TIE_RTOL, GridSearch
@@ -583,22 +583,22 @@ def test_grid_flat_edge_boundary():
 
 
 def test_relative_progress():
-    assert L.relative_progress([1.0, 2.0, 3.0]).tolist() == [0.0, 0.5, 1.0]
-    assert L.relative_progress([3.0, 2.0, 1.0]).tolist() == [0.0, 0.5, 1.0]
-    assert L.relative_progress([2.0, 5.0, 2.0]).tolist() == [0.0, 0.0, 0.0]
-    assert L.relative_progress([0.0, 1.0, np.inf]).tolist() == [0.0, 0.0, 0.0]
-    assert L.relative_progress([0.0, 1.0, np.nan]).tolist() == [0.0, 0.0, 0.0]
+    assert lag_module.relative_progress([1.0, 2.0, 3.0]).tolist() == [0.0, 0.5, 1.0]
+    assert lag_module.relative_progress([3.0, 2.0, 1.0]).tolist() == [0.0, 0.5, 1.0]
+    assert lag_module.relative_progress([2.0, 5.0, 2.0]).tolist() == [0.0, 0.0, 0.0]
+    assert lag_module.relative_progress([0.0, 1.0, np.inf]).tolist() == [0.0, 0.0, 0.0]
+    assert lag_module.relative_progress([0.0, 1.0, np.nan]).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_crossing_and_its_resolution():
     steps = [0, 10, 30, 60]
-    assert L.crossing(steps, [0.0, 1.0, 2.0, 4.0]) == (30, 20)  # progress exactly 1/2 at step 30
-    assert L.crossing(steps, [0.0, 1.0, 1.9, 4.0]) == (60, 30)
-    assert L.crossing(steps, [0.0, 3.0, 3.0, 4.0]) == (10, 10)
-    assert L.crossing(steps, [4.0, 2.0, 0.0, 0.0]) == (10, 10)  # decreasing measures too
-    assert L.crossing(steps, [1.0, 1.0, 1.0, 1.0]) == (None, 0)
-    assert L.t_half(steps, [0.0, 1.0, 2.0, 4.0]) == 30 and L.t_half(steps, [1.0] * 4) is None
-    assert all(type(x) is int for x in L.crossing(np.array(steps), [0.0, 1.0, 2.0, 4.0]))
+    assert lag_module.crossing(steps, [0.0, 1.0, 2.0, 4.0]) == (30, 20)  # progress exactly 1/2 at step 30
+    assert lag_module.crossing(steps, [0.0, 1.0, 1.9, 4.0]) == (60, 30)
+    assert lag_module.crossing(steps, [0.0, 3.0, 3.0, 4.0]) == (10, 10)
+    assert lag_module.crossing(steps, [4.0, 2.0, 0.0, 0.0]) == (10, 10)  # decreasing measures too
+    assert lag_module.crossing(steps, [1.0, 1.0, 1.0, 1.0]) == (None, 0)
+    assert lag_module.t_half(steps, [0.0, 1.0, 2.0, 4.0]) == 30 and lag_module.t_half(steps, [1.0] * 4) is None
+    assert all(type(x) is int for x in lag_module.crossing(np.array(steps), [0.0, 1.0, 2.0, 4.0]))
 
 
 def test_measures_ratio_and_resolution():
@@ -606,16 +606,16 @@ def test_measures_ratio_and_resolution():
     beta = [0.0, 2.0, 2.0, 2.0, 2.0]  # t_half 1
     func = {"steps": [0, 4, 8, 12], "gain_att": [0.0, 0.0, 1.0, 1.0], "gain_out": [0.0, 1.0, 1.0, 1.0]}
     align = {"steps": [0, 2, 6], "att": [0.0, 0.0, 1.0], "out": [0.0, 1.0, 1.0]}
-    got = L.measures(list(range(5)), alpha, beta, func, align)
+    got = lag_module.measures(list(range(5)), alpha, beta, func, align)
     assert got == {"displacement": {"t_half_att": 3, "t_half_out": 1, "resolution": 1, "ratio": 3.0},
                    "function": {"t_half_att": 8, "t_half_out": 4, "resolution": 4, "ratio": 2.0},
                    "alignment": {"t_half_att": 6, "t_half_out": 2, "resolution": 4, "ratio": 3.0}}
-    got = L.measures(list(range(5)), beta, alpha, func, None)
+    got = lag_module.measures(list(range(5)), beta, alpha, func, None)
     assert set(got) == {"displacement", "function"} and got["displacement"]["ratio"] == 1 / 3
     # a block that never moves: no t_half, no ratio; an output crossing at step 0 cannot divide
-    got = L.measures(list(range(5)), [0.0] * 5, beta, func, None)
+    got = lag_module.measures(list(range(5)), [0.0] * 5, beta, func, None)
     assert got["displacement"] == {"t_half_att": None, "t_half_out": 1, "resolution": 1, "ratio": None}
-    got = L.measures(list(range(5)), beta, [0.0] * 5, func, None)
+    got = lag_module.measures(list(range(5)), beta, [0.0] * 5, func, None)
     assert got["displacement"]["ratio"] is None
 
 
@@ -628,7 +628,7 @@ def test_functional_curves_reset_one_block_of_the_final_model():
     rng = np.random.default_rng(1)
     steps = [0, 3, 5, 9, 12, 20, 31]
     snaps = {s: (rng.standard_normal((1, d)), rng.standard_normal((1, d, 1))) for s in steps}
-    got = L.functional_curves(snaps, steps, test, "squared")
+    got = lag_module.functional_curves(snaps, steps, test, "squared")
     aT, bT = snaps[31]
 
     def R(a, b):
@@ -644,7 +644,7 @@ def test_functional_curves_reset_one_block_of_the_final_model():
     np.testing.assert_allclose(got["gain_att"], [att[0] - x for x in att], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(got["gain_out"], [out[0] - x for x in out], rtol=1e-12, atol=1e-14)
     assert got["risk"][-1] == got["risk_attention_at_t"][-1] == got["risk_output_at_t"][-1]
-    got = L.functional_curves(snaps, steps, test, "logistic")  # the loss is passed on
+    got = lag_module.functional_curves(snaps, steps, test, "logistic")  # the loss is passed on
     assert got["risk"][0] == pytest.approx(float(engine.risk(snaps[0][0][None], snaps[0][1][None], test, "logistic")[0]),
                                            rel=1e-12)
 
@@ -663,10 +663,10 @@ def test_functional_curves_hold_sixteen_models_at_a_time_not_all_of_them(monkeyp
         sizes.append(len(alphas))
         return np.zeros(len(alphas))
 
-    monkeypatch.setattr(L.engine, "risk", risk)
+    monkeypatch.setattr(lag_module.engine, "risk", risk)
     tracemalloc.start()
     try:
-        got = L.functional_curves(snaps, sorted(snaps), None, "squared")
+        got = lag_module.functional_curves(snaps, sorted(snaps), None, "squared")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -678,13 +678,13 @@ def test_alignment_with_the_ground_truth_directions():
     d = 5
     alpha = np.array([[3.0, 1.0, 0.0, 2.0, 4.0]])  # unmarked mean of occurrence: (1 + 0 + 2 + 4) / 4 = 1.75
     B = np.array([[[2.0], [0.0], [1.0], [1.0], [2.0]]])
-    assert L.alignment("occurrence", d, alpha, B) == (1.25, 1.0)
+    assert lag_module.alignment("occurrence", d, alpha, B) == (1.25, 1.0)
     # OR marks two symbols: gaps (3 - 2, 1 - 2) for attention and (2 - 4/3, 0 - 4/3) for the readout
-    assert L.alignment("OR", d, alpha, B) == pytest.approx((0.0, -1 / 3), abs=1e-15)
+    assert lag_module.alignment("OR", d, alpha, B) == pytest.approx((0.0, -1 / 3), abs=1e-15)
     two = np.concatenate([alpha, 2 * alpha])
-    assert L.alignment("occurrence", d, two, np.concatenate([B, B])) == (3.75, 2.0)  # summed over heads
-    assert L.alignment("AND", d, alpha, B) is None
-    assert L.alignment("parity", d, alpha, B) is None
+    assert lag_module.alignment("occurrence", d, two, np.concatenate([B, B])) == (3.75, 2.0)  # summed over heads
+    assert lag_module.alignment("AND", d, alpha, B) is None
+    assert lag_module.alignment("parity", d, alpha, B) is None
     # ICL: the previous-token-is-trigger score minus the other previous-token scores; the readout's diagonal
     # minus its off-diagonal mean
     d = 3
@@ -692,42 +692,42 @@ def test_alignment_with_the_ground_truth_directions():
     top = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
     Bi = np.concatenate([top, np.full((2, 3), 100.0)])[None]  # rows below the d x d block do not count
     # diagonal mean 5, off-diagonal mean (45 - 15) / 6 = 5
-    assert L.alignment("ICL", d, a, Bi) == (3.5, 0.0)
+    assert lag_module.alignment("ICL", d, a, Bi) == (3.5, 0.0)
     Bi[0, 0, 0] = 4.0  # diagonal mean 6, off-diagonal still 5
-    assert L.alignment("ICL", d, a, Bi) == pytest.approx((3.5, 1.0), abs=1e-14)
+    assert lag_module.alignment("ICL", d, a, Bi) == pytest.approx((3.5, 1.0), abs=1e-14)
     # SLR: cosines with k* and v*, summed over heads; a zero head contributes 0
     k, v = np.array([1.0, 0.0]), np.array([0.0, 1.0])
     aS = np.array([[3.0, 4.0], [0.0, 0.0]])
     bS = np.array([[[0.0], [2.0]], [[1.0], [0.0]]])
-    assert L.alignment("SLR", 2, aS, bS, {"k": k, "v": v}) == pytest.approx((0.6, 1.0), abs=1e-15)
-    assert L.alignment("SLR", 2, aS, bS) is None
+    assert lag_module.alignment("SLR", 2, aS, bS, {"k": k, "v": v}) == pytest.approx((0.6, 1.0), abs=1e-15)
+    assert lag_module.alignment("SLR", 2, aS, bS) is None
     # three coordinates and two heads (so heads and coordinates cannot be confused), norms below 1
     k3, v3 = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
     a3 = np.array([[0.3, 0.4, 0.0], [0.0, 0.0, 0.0]])
     b3 = np.array([[[0.0], [0.2], [0.0]], [[0.1], [0.0], [0.0]]])
-    assert L.alignment("SLR", 3, a3, b3, {"k": k3, "v": v3}) == pytest.approx((0.6, 1.0), abs=1e-15)
+    assert lag_module.alignment("SLR", 3, a3, b3, {"k": k3, "v": v3}) == pytest.approx((0.6, 1.0), abs=1e-15)
     # two heads of ICL: each head's readout against its own diagonal and off-diagonal
     a2 = np.concatenate([a, [[0.0, 0.0, 0.0, 2.0, 2.0, 2.0]]])
-    assert L.alignment("ICL", 3, a2, np.concatenate([Bi, 2 * Bi])) == pytest.approx((3.5, 3.0), abs=1e-14)
+    assert lag_module.alignment("ICL", 3, a2, np.concatenate([Bi, 2 * Bi])) == pytest.approx((3.5, 3.0), abs=1e-14)
     # three heads of OR (two marked symbols: more heads than marked symbols)
     three = np.concatenate([alpha, 2 * alpha, 0 * alpha])
-    assert L.alignment("OR", 5, three, np.concatenate([B, 2 * B, 0 * B])) == pytest.approx((0.0, -1.0), abs=1e-14)
+    assert lag_module.alignment("OR", 5, three, np.concatenate([B, 2 * B, 0 * B])) == pytest.approx((0.0, -1.0), abs=1e-14)
 
 
 def test_alignment_curves():
     d = 5
     snaps = {s: (np.full((1, d), float(s)), np.full((1, d, 1), float(s))) for s in (0, 1, 2)}
     snaps[2][0][0, 0] = 5.0
-    got = L.alignment_curves("occurrence", d, snaps, [0, 2])
+    got = lag_module.alignment_curves("occurrence", d, snaps, [0, 2])
     assert got == {"steps": [0, 2], "att": [0.0, 3.0], "out": [0.0, 0.0]}
-    assert L.alignment_curves("AND", d, snaps, [0, 2]) is None
-    assert L.alignment_curves("occurrence", d, snaps, [2]) == {"steps": [2], "att": [3.0], "out": [0.0]}
+    assert lag_module.alignment_curves("AND", d, snaps, [0, 2]) is None
+    assert lag_module.alignment_curves("occurrence", d, snaps, [2]) == {"steps": [2], "att": [3.0], "out": [0.0]}
     # d and the task's extra data are passed on (ICL reads d, SLR its directions)
     top = np.array([[4.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
     icl = {0: (np.zeros((1, 6)), np.zeros((1, 5, 3))),
            1: (np.array([[9.0, 9.0, 9.0, 5.0, 1.0, 2.0]]), np.concatenate([top, np.zeros((2, 3))])[None])}
-    got = L.alignment_curves("ICL", 3, icl, [0, 1])
+    got = lag_module.alignment_curves("ICL", 3, icl, [0, 1])
     assert got["att"] == [0.0, 3.5] and got["out"] == pytest.approx([0.0, 1.0], abs=1e-14)
     slr = {0: (np.array([[0.3, 0.4]]), np.array([[[0.0], [2.0]]]))}
-    got = L.alignment_curves("SLR", 2, slr, [0], {"k": np.array([1.0, 0.0]), "v": np.array([0.0, 1.0])})
+    got = lag_module.alignment_curves("SLR", 2, slr, [0], {"k": np.array([1.0, 0.0]), "v": np.array([0.0, 1.0])})
     assert got["att"] == pytest.approx([0.6]) and got["out"] == [1.0]

@@ -113,9 +113,8 @@ def test_bad_usage_is_refused_before_any_work(tmp_path, args, words):
 def test_law_pmf_sums_to_one_within_its_stated_tail_and_the_sampler_follows_the_tail(name):
     import numpy as np
 
-    from numerics.scope import laws as LW
-
-    law = LW.law_of(name, 10)[0]
+    from numerics.scope import laws
+    law = laws.law_of(name, 10)[0]
     for N in (1, 5, 40, 1000):
         total = sum(law.pmf(n) for n in range(1, N + 1))
         assert abs(total + law.tail(N) - 1) <= 1e-12 * N
@@ -127,10 +126,10 @@ def test_law_pmf_sums_to_one_within_its_stated_tail_and_the_sampler_follows_the_
 
 
 def test_law_series_enumerates_the_mass_the_law_states():
-    from numerics.scope import laws as LW
+    from numerics.scope import laws
     from numerics.theorem.series import SeriesEvaluator
 
-    s = LW.setting_of("poisson", 10, "squared")
+    s = laws.setting_of("poisson", 10, "squared")
     ev = SeriesEvaluator(s, tol=1e-9)
     res = ev.evaluate_symmetric(0.0, 0.0, 0.0, 0.0)
     assert res.omitted_mass <= 1e-9 and abs(float(res.risk) - 0.5) <= 1e-9   # f = 0: every string loses 1/2
@@ -138,10 +137,9 @@ def test_law_series_enumerates_the_mass_the_law_states():
 
 @pytest.mark.parametrize("name", ["geometric", "lomax", "poisson"])
 def test_law_floors_agree_with_the_series_and_monte_carlo_and_are_balanced(name):
-    from numerics.scope import laws as LW
-
-    args = LW.units(LW.config(True))[f"{name} squared d=10"]
-    out = LW._floor(args)
+    from numerics.scope import laws
+    args = laws.units(laws.config(True))[f"{name} squared d=10"]
+    out = laws._floor(args)
     assert out["floor"] > 0.05
     assert abs(out["floor"] - out["floor_series"]) <= 1e-6 + out["floor_bound"] + out["floor_series_bound"]
     assert abs(out["floor_mc"] - out["floor"]) <= 4 * out["floor_mc_se"]
@@ -151,22 +149,22 @@ def test_law_floors_agree_with_the_series_and_monte_carlo_and_are_balanced(name)
 
 def test_geometric_floor_from_the_moments_is_the_papers_c_of_d():
     from numerics.theorem.closed_forms import ClosedForms
-    from numerics.scope import laws as LW
+    from numerics.scope import laws
     from theory.setting import Setting
 
-    dd, mm, P0, c, _, _ = LW.floor_expression()
+    dd, mm, P0, c, _, _ = laws.floor_expression()
     for d in (5, 10, 50):
-        m = LW.law_of("geometric", d)[2]
+        m = laws.law_of("geometric", d)[2]
         assert abs(float(c.subs({dd: d, mm: m, P0: 0.5})) - float(ClosedForms(Setting(d)).output_only_floor())) < 1e-12
 
 
 def test_closed_forms_refuse_a_law_they_are_not_derived_for():
     from numerics.theorem.closed_forms import ClosedForms
     from numerics.theorem.evaluators import integral_applies
-    from numerics.scope import laws as LW
+    from numerics.scope import laws
     from theory.validation import SettingError
 
-    s = LW.setting_of("poisson", 10, "squared")
+    s = laws.setting_of("poisson", 10, "squared")
     with pytest.raises(SettingError, match="geometric length law"):
         ClosedForms(s)
     assert not integral_applies(s)

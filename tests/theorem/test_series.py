@@ -157,14 +157,14 @@ def test_float_enumeration_from_the_disk_cache_is_bit_identical(tmp_path, monkey
 
     from theory.cache import file_value
 
-    from numerics.theorem import series as S
+    from numerics.theorem import series
     monkeypatch.setenv("OCC_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("OCC_NO_CACHE", raising=False)
     args = (20, Fraction(1, 19), 1, (1, 19), 1e-12, ("float",), 3_000_000)
 
     def fresh(a=args):
-        S._enumeration.cache_clear()
-        return S._enumeration(*a)
+        series._enumeration.cache_clear()
+        return series._enumeration(*a)
 
     try:
         cold = fresh()
@@ -180,11 +180,11 @@ def test_float_enumeration_from_the_disk_cache_is_bit_identical(tmp_path, monkey
             assert np.array_equal(other.counts, cold.counts) and np.array_equal(other.weights, cold.weights)
             assert other.omitted == cold.omitted and other.weights.dtype == float
         assert len(cold.counts) > 1000
-        monkeypatch.setattr(S, "FLOAT_CACHE_TERMS", 1000)
+        monkeypatch.setattr(series, "FLOAT_CACHE_TERMS", 1000)
         fresh((21,) + args[1:])
         assert len(list(tmp_path.glob("value-series-*.pickle"))) == 1
     finally:
-        S._enumeration.cache_clear()
+        series._enumeration.cache_clear()
     for i in range(4):
         assert file_value("numerics.theorem.series", ("test", i), lambda: i, keep=lambda v: True, max_files=2) == i
         time.sleep(0.05)  # distinct modification times (the file system's clock is coarse)
