@@ -212,11 +212,15 @@ def _per_step(res: dict) -> list[str]:
     return L
 
 
+def _measured(res: dict, key: str) -> list[tuple[str, int, dict]]:
+    """(row, d, measurements) of every row and d whose measurements hold ``key``, rows in order, d ascending."""
+    return [(row, d, r[d]) for row, r in res["rows"].items() for d in res["ds"] if d in r and key in r[d]]
+
+
 def _numba(res: dict) -> list[str]:
     """What the numba loops gain on the default kernel."""
-    ds = res["ds"]
     L: list[str] = []
-    plain = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "numba" in r[d]]
+    plain = _measured(res, "numba")
     if plain:
         L += ["", "## What numba gains on the default kernel", "",
               "The default numpy kernel takes numba loops where numba runs (`kernels.usable`): the bag "
@@ -256,9 +260,8 @@ def _numba(res: dict) -> list[str]:
 
 def _compiled(res: dict) -> list[str]:
     """The compiled kernel beside the numpy kernel."""
-    ds = res["ds"]
     L: list[str] = []
-    comp = [(row, d, r[d]) for row, r in res["rows"].items() for d in ds if d in r and "compiled_1" in r[d]]
+    comp = _measured(res, "compiled_1")
     if comp:
         L += ["", "## The compiled kernel (`table1 --kernel compiled`)", "",
               "The engine's option for one-hot token rows (ICL, two-head AND): two compiled passes over the rows "
