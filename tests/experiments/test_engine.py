@@ -582,6 +582,7 @@ def test_temporaries_on_the_heap_stop_the_page_faults_of_population_steps():
     script = """
 import resource, sys, numpy as np
 from numerics.experiments import engine as E
+from numerics.experiments.population import population
 if sys.argv[1] == "on" and not E.keep_temporaries_on_heap():
     print("no-glibc"); sys.exit()
 tb = E.from_batch(population("OR", 50, 1e-13, 1e-13, merged=True))
