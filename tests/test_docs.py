@@ -49,7 +49,8 @@ def _fake_checkout(tmp_path):
 
 def test_docs_command_regenerates_and_checks(tmp_path, capsys):
     root = _fake_checkout(tmp_path)
-    assert stale_docs(root) == [root / "docs" / "derivations.md", root / "README.md", root / "docs" / "claims.md"]
+    assert stale_docs(root) == [root / "docs" / "derivations.md", root / "README.md", root / "docs" / "claims.md",
+                               root / "docs" / "lag.md"]
     assert main(["docs", "--check", "--root", str(root)]) == 1
     assert "is stale" in capsys.readouterr().err
     assert main(["docs", "--root", str(root)]) == 0

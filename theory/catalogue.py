@@ -159,7 +159,84 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
                    sym.eta2_min(lengths), "With the ratio and the gap rate kappa above; any larger phase-2 step gives a larger gap.",
                    display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
     ]
-    return tuple(out)
+    return tuple(out + _joint_derivations(lengths))
+
+
+def _joint_derivations(lengths: str) -> list[Derivation]:
+    """The first steps of joint GD from zero under the step sizes eta_att and eta_out, as coefficients in d and p
+    (the steps themselves, polynomials in the step sizes, are displayed by ``joint_display``)."""
+    steps = sym.joint_first_steps(lengths)
+    rates = sym.joint_leading_rates(lengths)
+    control = sym.joint_first_step_from(lengths)
+    att, out = r"\eta_{\mathrm{att}}", r"\eta_{\mathrm{out}}"
+    move = r"(\alpha_{2,a}-\alpha_{1,a})"
+    return [
+        Derivation("joint_beta_rate_a", "Joint GD from zero: the readout's first step on a, per unit of its step size",
+                   rf"\beta_{{1,a}}/{out}", rates["beta_a"],
+                   "The readout moves at first order: after t small steps it has moved by `t eta_out` times this, to leading order."),
+        Derivation("joint_beta_rate_b", "Joint GD from zero: the readout's first step on each unmarked symbol",
+                   rf"\beta_{{1,b}}/{out}", rates["beta_b"]),
+        Derivation("joint_alpha_step1", "Joint GD from zero: the attention's first step",
+                   r"\alpha_{1}-\alpha_{0}", steps["alpha1_a"],
+                   "The attention gradient vanishes at zero output weights, so the attention stays at 0 for one step."),
+        Derivation("joint_alpha_rate_a", "Joint GD from zero: the attention's first move on a, per unit of `eta_att eta_out`",
+                   rf"[{att}{out}]\,{move}", rates["alpha_a"],
+                   ("The coefficient of the product of the two step sizes in the second step; with the next entry it "
+                    "is the whole move, since the step is linear in the attention's step size and quadratic in the "
+                    "readout's. After t small steps the attention has moved by `t(t - 1)/2 eta_att eta_out` times "
+                    "this, to leading order.")),
+        Derivation("joint_alpha_rate_b", "Joint GD from zero: the attention's first move on each unmarked symbol",
+                   rf"[{att}{out}]\,(\alpha_{{2,b}}-\alpha_{{1,b}})", rates["alpha_b"]),
+        Derivation("joint_alpha_rate_a_2", "Joint GD from zero: the attention's first move on a, second-order part",
+                   rf"[{att}{out}^2]\,{move}", rates["alpha_a_2"]),
+        Derivation("joint_gap_rate", "Joint GD from zero: the attention gap's first move per unit of `eta_att eta_out`",
+                   rf"\kappa_1 = [{att}{out}]\,(\alpha_{{2,a}}-\alpha_{{2,b}})", rates["gap"],
+                   "The slope at 0 of the phase-2 gap rate kappa as a function of the phase-1 step size."),
+        Derivation("joint_gap_rate_balanced", "Joint GD from zero: that gap rate at the balancing p",
+                   r"\kappa_1\big|_{p=p^\star}", sym.joint_gap_rate_balanced(lengths)),
+        Derivation("joint_readout_order", "Joint GD from zero: order of the readout's first move in the step sizes",
+                   rf"\operatorname{{ord}}_{{({att},{out})}}(\beta_1-\beta_0)", sym.step_order(steps["beta1_a"]),
+                   "The lowest total degree of the move as a polynomial in the two step sizes."),
+        Derivation("joint_attention_order", "Joint GD from zero: order of the attention's first move in the step sizes",
+                   rf"\operatorname{{ord}}_{{({att},{out})}}(\alpha_2-\alpha_0)", sym.step_order(steps["dalpha2_a"]),
+                   "Second order: the attention waits one step for the readout, then moves by their product."),
+        Derivation("joint_control_order", "Control: order of the attention's first move from a non-zero readout",
+                   rf"\operatorname{{ord}}_{{({att},{out})}}(\alpha_1-\alpha_0)\big|_{{\beta_0\neq0}}",
+                   sym.step_order(control["dalpha1_a"]),
+                   ("From `alpha = 0` and output weights `beta_0` whose entries on a and on the unmarked symbols "
+                    "differ, the attention moves at the first step, at first order: the gating is a property of the "
+                    "zero start.")),
+        Derivation("small_step_lag_ratio", "Small-step limit of the lag ratio as the budget grows",
+                   r"\lim_{T\to\infty}\lim_{\eta\to0} t_{1/2}(\alpha)/t_{1/2}(\beta)", sym.small_step_lag_ratio(),
+                   ("To leading order the readout's displacement grows like t and the attention's like t(t - 1), "
+                    "whatever the ratio of the two step sizes.")),
+    ]
+
+
+def joint_display(lengths: str = "positive") -> list[Display]:
+    """The first steps of joint GD from zero at the balancing p, the small-step leading terms after t steps and
+    the structure of the attention's first move (docs/lag.md shows them; checks/test_lag_theory.py checks the
+    structure against the derivation)."""
+    steps = sym.joint_first_steps(lengths)
+    lead = sym.joint_small_step_leading(lengths)
+    pstar = sym.balanced_p(lengths)
+    att, out = r"\eta_{\mathrm{att}}", r"\eta_{\mathrm{out}}"
+    move = r"(\alpha_{2,a}-\alpha_{1,a})"
+
+    def tex(expr):
+        expr = sp.factor(sp.simplify(expr.subs(sym.p, pstar)))
+        return sp.latex(expr, ln_notation=True).replace(r"\eta_{att}", att).replace(r"\eta_{out}", out)
+
+    return [
+        Display("Step 1: readout weight on a", r"\beta_{1,a}", tex(steps["beta1_a"])),
+        Display("Step 1: readout weight on each unmarked symbol", r"\beta_{1,b}", tex(steps["beta1_b"])),
+        Display("Step 1: attention", r"\alpha_{1}", tex(steps["alpha1_a"])),
+        Display("Step 2: the attention's move on a (every p)", move,
+                rf"{att}{out}\,\big([{att}{out}]\,{move} + {out}\,[{att}{out}^2]\,{move}\big)"),
+        Display("After t small steps: the readout on a", r"\beta_{t,a}", tex(lead["beta_a"]) + r" + O(\eta^2)"),
+        Display("After t small steps: the attention gap", r"\alpha_{t,a}-\alpha_{t,b}",
+                tex(lead["gap"]) + r" + O(\eta^3)"),
+    ]
 
 
 def entry(key: str, lengths: str = "positive") -> Derivation:

@@ -403,3 +403,139 @@ def phase3_gradient(T: sp.Expr = T_steps) -> sp.MatrixExpr:
     Ms, ms, Ds, b0 = phase3_symbols()
     bstar = Ms.I * ms
     return Ds * Ms * sp.MatPow(sp.Identity(2) - eta3 * Ds * Ms, T) * (b0 - bstar)
+
+
+# ----------------------------------------------------------------------------------------------
+# joint gradient descent from zero: the first steps and the small-step leading terms
+
+eta_att, eta_out = sp.symbols("eta_att eta_out", positive=True)
+t_ = sp.Symbol("t", integer=True, nonnegative=True)  # a step count of joint GD
+beta0_a, beta0_b = sp.symbols("beta_0a beta_0b", real=True)  # a non-zero readout start (the control)
+
+
+def uniform_output_gradient(ba: sp.Expr, bb: sp.Expr, lengths: str = "positive") -> tuple[sp.Expr, sp.Expr]:
+    """Per-coordinate output gradient at alpha = 0 and symmetric beta: (A beta - b) on a and on each unmarked
+    coordinate, with A and b of ``uniform_attention_quadratic`` (R(0, beta) is that quadratic exactly)."""
+    a_diag, a_all, b_a, b_b = uniform_attention_quadratic(lengths)
+    total = ba + (d - 1) * bb
+    return a_diag * ba + a_all * total - b_a, a_diag * bb + a_all * total - b_b
+
+
+def uniform_attention_gradient(ba: sp.Expr, bb: sp.Expr, lengths: str = "positive") -> tuple[sp.Expr, sp.Expr]:
+    """Attention gradient at alpha = 0 and symmetric beta (squared loss): E[(f - y) r (beta_a - f)] on a, with
+    beta_a - f = (beta_a - beta_b)(1 - r), and minus its (d - 1)-th part on each unmarked coordinate."""
+    f = uniform_output(ba, bb)
+    h = r * (1 - r) * (ba - bb)
+    g_a = expect_poly(f * h, lengths) - expect_poly(h, lengths, with_label=True)
+    return g_a, -g_a / (d - 1)
+
+
+@derivation
+def joint_first_steps(lengths: str = "positive") -> dict[str, sp.Expr]:
+    """The first two steps of joint GD from (alpha, beta) = (0, 0) with step sizes eta_att and eta_out.
+
+    Step 1: the attention gradient vanishes at beta = 0, so alpha_1 = 0, and beta_1 = -eta_out grad_beta(0, 0).
+    Step 2: alpha_1 = 0 still, so both gradients are those at uniform attention, which are polynomial in
+    beta_1: alpha_2 - alpha_1 = -eta_att grad_alpha(0, beta_1), beta_2 - beta_1 = -eta_out grad_beta(0, beta_1).
+    Keys: ``beta1_a``, ``beta1_b``, ``alpha1_a``, ``alpha1_b``, ``dalpha2_a``, ``dalpha2_b``, ``dbeta2_a``,
+    ``dbeta2_b`` (the d-prefixed ones are the moves of step 2).
+    """
+    g0a, g0b = uniform_output_gradient(sp.Integer(0), sp.Integer(0), lengths)
+    b1a, b1b = sp.expand(-eta_out * g0a), sp.expand(-eta_out * g0b)
+    z0a, z0b = uniform_attention_gradient(sp.Integer(0), sp.Integer(0), lengths)
+    a1a, a1b = sp.expand(-eta_att * z0a), sp.expand(-eta_att * z0b)
+    ga, gb = uniform_attention_gradient(b1a, b1b, lengths)
+    oa, ob = uniform_output_gradient(b1a, b1b, lengths)
+    return {"beta1_a": b1a, "beta1_b": b1b, "alpha1_a": a1a, "alpha1_b": a1b,
+            "dalpha2_a": sp.expand(-eta_att * ga), "dalpha2_b": sp.expand(-eta_att * gb),
+            "dbeta2_a": sp.expand(-eta_out * oa), "dbeta2_b": sp.expand(-eta_out * ob)}
+
+
+@derivation
+def joint_first_step_from(lengths: str = "positive") -> dict[str, sp.Expr]:
+    """The first step of joint GD from alpha = 0 and a readout start (beta_0a, beta_0b): the control.
+
+    alpha_1 - alpha_0 = -eta_att grad_alpha(0, beta_0) is first order in eta_att as soon as beta_0a != beta_0b:
+    the gating of the zero start (attention waits for the readout) is a property of beta_0 = 0.
+    Keys: ``dalpha1_a``, ``dalpha1_b``, ``dbeta1_a``, ``dbeta1_b``.
+    """
+    ga, gb = uniform_attention_gradient(beta0_a, beta0_b, lengths)
+    oa, ob = uniform_output_gradient(beta0_a, beta0_b, lengths)
+    return {"dalpha1_a": sp.expand(-eta_att * ga), "dalpha1_b": sp.expand(-eta_att * gb),
+            "dbeta1_a": sp.expand(-eta_out * oa), "dbeta1_b": sp.expand(-eta_out * ob)}
+
+
+def step_order(expr: sp.Expr) -> sp.Expr:
+    """The lowest total degree in (eta_att, eta_out) of a polynomial in the step sizes (oo for 0).
+
+    >>> step_order(eta_att * eta_out * (3 + eta_out)), step_order(sp.Integer(0))
+    (2, oo)
+    """
+    poly = sp.Poly(sp.expand(expr), eta_att, eta_out)
+    if poly.is_zero:
+        return sp.oo
+    return sp.Integer(min(sum(m) for m in poly.monoms()))
+
+
+def step_coefficient(expr: sp.Expr, i: int, j: int) -> sp.Expr:
+    """The coefficient of eta_att^i eta_out^j in a polynomial in the step sizes (a function of d and p)."""
+    return sp.Poly(sp.expand(expr), eta_att, eta_out).coeff_monomial(eta_att**i * eta_out**j)
+
+
+@derivation
+def joint_leading_rates(lengths: str = "positive") -> dict[str, sp.Expr]:
+    """The leading coefficients of joint GD from zero (functions of d and p).
+
+    ``beta_a``, ``beta_b``: the readout's first step per unit eta_out; ``alpha_a``, ``alpha_b``: the coefficient
+    of eta_att eta_out in the attention's first move alpha_2 - alpha_1; ``alpha_a_2``: that of
+    eta_att eta_out^2 (the move has no other term); ``gap``: the gap alpha_a - alpha_b per eta_att eta_out.
+    """
+    steps = joint_first_steps(lengths)
+    out = {"beta_a": step_coefficient(steps["beta1_a"], 0, 1), "beta_b": step_coefficient(steps["beta1_b"], 0, 1),
+           "alpha_a": step_coefficient(steps["dalpha2_a"], 1, 1), "alpha_b": step_coefficient(steps["dalpha2_b"], 1, 1),
+           "alpha_a_2": step_coefficient(steps["dalpha2_a"], 1, 2)}
+    out["gap"] = out["alpha_a"] - out["alpha_b"]
+    return {k: tidy(v) for k, v in out.items()}
+
+
+@derivation
+def joint_gap_rate_balanced(lengths: str = "positive") -> sp.Expr:
+    """The gap per eta_att eta_out of the attention's first move at the balancing p (a function of d)."""
+    val = tidy(sp.simplify(joint_leading_rates(lengths)["gap"].subs(p, balanced_p(lengths))))
+    return val.replace(lambda e: isinstance(e, sp.polylog), lambda e: sp.polylog(e.args[0], sp.factor(e.args[1])))
+
+
+@derivation
+def joint_small_step_leading(lengths: str = "positive") -> dict[str, sp.Expr]:
+    """The leading terms of each block's displacement after t steps of joint GD from zero, for small steps.
+
+    Both gradients are analytic in the parameters.  To first order in the steps, beta_t = t eta_out g with g
+    the readout's first step per unit eta_out (the output gradient moves by O(eta) along the way), and the
+    attention gradient at (alpha_s, beta_s) is K beta_s plus terms of second order (it is 0 at beta = 0 for
+    every alpha, so it has no term in alpha alone), K beta_s = s eta_out K g.  Hence
+    alpha_t = eta_att sum_{s < t} s eta_out k + O(eta^3) = binomial(t, 2) eta_att eta_out k, k the coefficient
+    of eta_att eta_out in alpha_2 - alpha_1, for fixed t as eta_att and eta_out go to 0 at a fixed ratio.
+    Keys as ``joint_leading_rates`` (beta_a, beta_b, alpha_a, alpha_b, gap), each the leading term in t.
+    """
+    rates = joint_leading_rates(lengths)
+    s_ = sp.Symbol("s", integer=True, nonnegative=True)
+    beta_sum = t_ * eta_out
+    alpha_sum = sp.factor(sp.summation(s_, (s_, 0, t_ - 1))) * eta_att * eta_out
+    return {"beta_a": beta_sum * rates["beta_a"], "beta_b": beta_sum * rates["beta_b"],
+            "alpha_a": alpha_sum * rates["alpha_a"], "alpha_b": alpha_sum * rates["alpha_b"],
+            "gap": alpha_sum * rates["gap"]}
+
+
+@derivation
+def small_step_lag_ratio() -> sp.Expr:
+    """The lag ratio t_half(attention) / t_half(readout) of the small-step limit, as the budget T grows.
+
+    With the leading terms of ``joint_small_step_leading`` each block moves along a fixed direction, so the
+    displacement ratios are r_out(t) = t / T and r_att(t) = t (t - 1) / (T (T - 1)); r = 1/2 is reached at
+    t = T / 2 and at the root t* of t (t - 1) = T (T - 1) / 2, and t* / (T / 2) tends to sqrt 2 (whatever
+    eta_att / eta_out is).
+    """
+    T = sp.Symbol("T", positive=True)
+    tt = sp.Symbol("t", positive=True)
+    roots = [s for s in sp.solve(sp.Eq(tt * (tt - 1), T * (T - 1) / 2), tt) if s.subs(T, 10) > 0]
+    return sp.limit(roots[0] / (T / 2), T, sp.oo)

@@ -1,7 +1,7 @@
 """The generated docs: docs/derivations.md (derived expressions in Markdown + LaTeX, their values,
 the theorems as checked) and the claims block of README.md, both rendered from the catalogue
 (``theory.catalogue``) and the claims table (``theory.claims``), and docs/claims.md (every claim with its
-check and verdict, ``app.render.claims``); ``occ-companion docs`` writes them
+check and verdict, ``app.render.claims``) and docs/lag.md (``app.render.lag``); ``occ-companion docs`` writes them
 and ``occ-companion docs --check`` (and tests/test_docs.py) fail when a committed copy is stale."""
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from theory.setting import Setting
 from theory.validation import SettingError
 
 from app.render import claims
+from app.render import lag as lag_render
 from app.render.latex import aligned, equations, text_with_math
 
 DERIVATIONS = Path("docs") / "derivations.md"
@@ -134,7 +135,7 @@ def generated_docs(root: Path) -> dict[Path, str]:
     readme = root / README
     current = readme.read_text() if readme.exists() else ""
     return {root / DERIVATIONS: derivations_markdown(), readme: readme_with_claims(current),
-            root / claims.PAGE: claims.page(root)}
+            root / claims.PAGE: claims.page(root), root / lag_render.PAGE: lag_render.page()}
 
 
 def stale_docs(root: Path) -> list[Path]:

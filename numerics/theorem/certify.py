@@ -451,7 +451,8 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
 
     ``series_evaluator`` is a factory ``(setting, prec_bits, tol) -> evaluator`` of arb balls; by default
     ``arb_evaluator`` (the arb series, or the integral representation from d = INTEGRAL_FROM_D on).  The
-    finite-sample claim is statistical and reported as SKIP.
+    finite-sample claim is statistical and reported as SKIP; the lag claim's item is the certified lag ratio of
+    ``numerics.theorem.lag`` (its own precision retry, from ``prec_bits`` up to ``max_prec_bits``).
     """
     setting = Setting(d)
     if setting.d < 3:
@@ -475,6 +476,9 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     by_claim["finite_sample"].append(Certificate(
         "finite_sample", "held-out risk with N = ceil(30 d ln d)", d, None, "statistical", "SKIP",
         "a sampling claim: estimated in checks/test_finite_sample.py, not certified"))
+    from numerics.theorem.lag import lag_certificate
+
+    by_claim["lag_from_zero"].append(lag_certificate(d, prec_bits=prec_bits, max_prec_bits=max_prec_bits))
     return [it for c in CLAIMS for it in by_claim[c.key]]
 
 

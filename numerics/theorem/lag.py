@@ -1,0 +1,252 @@
+"""The lag of attention behind the readout under joint GD from zero: exact population trajectories in arb balls.
+
+Joint gradient descent from (alpha, beta) = (0, 0) with step sizes eta_att (attention) and eta_out (readout):
+alpha_{t+1} = alpha_t - eta_att grad_alpha R, beta_{t+1} = beta_t - eta_out grad_beta R, on the four numbers
+(alpha_a, alpha_b, beta_a, beta_b) that symmetry leaves (per coordinate of R^d, as ``numerics.theorem.training``).
+Every state is an arb ball that encloses the exact population trajectory: the gradients are arb enclosures at
+ball inputs (the arb series of ``numerics.theorem.series`` below ``INTEGRAL_FROM_D``, whose omitted mass is
+added to the radius; the integral representation of ``numerics.theorem.integral`` from there on, whose cost
+does not depend on d), and the update is done in ball arithmetic at the same precision.  The radii grow
+along the run (each step feeds the previous radius through the gradient), which is why the precision is
+a parameter and a comparison the balls cannot decide stays undecided.
+
+The lag measure is the displacement measure of ``numerics.experiments.lag``: with |.| the Euclidean norm in
+R^d (so |alpha - alpha_0|^2 = (alpha_a - alpha_0a)^2 + (d - 1)(alpha_b - alpha_0b)^2), r_P(t) =
+|P_t - P_0| / |P_T - P_0| over the budget of T steps, and t_half(P) is the first step with r_P >= 1/2,
+i.e. 4 |P_t - P_0|^2 >= |P_T - P_0|^2.  ``half_time`` decides each of these comparisons on the balls; the
+first step is then known to lie in [low, high].  The lag ratio is t_half(attention) / t_half(readout), and
+``LagResult.verdict`` says whether it is > 1: "holds" when every ratio the bounds allow is > 1, "does not hold"
+when every one is <= 1, "undecided" otherwise.  The result depends on the budget T (``DEFAULT_STEPS``; a
+budget long enough for the unmarked readout weights to travel turns the ratio below 1 at large d, as
+docs/lag.md shows), so T is recorded with every result.
+
+>>> res = certify_lag(3, steps=12)
+>>> (res.attention.low, res.attention.high, res.readout.low, res.readout.high, res.verdict)
+(7, 7, 3, 3, 'holds')
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from theory.setting import Setting
+from theory.validation import SettingError, check_int
+
+DEFAULT_STEPS = 50
+"""The budget T of joint GD steps over which displacements are normalised (r_P(T) = 1)."""
+DEFAULT_ETA = Fraction(1)
+"""The shared step size of both blocks (eta_att = eta_out) unless given: the largest step that is stable for
+the readout alone (the curvature of the output quadratic in orthonormal coordinates is at most 1)."""
+DEFAULT_PREC_BITS = 128
+MAX_PREC_BITS = 512
+INTEGRAL_FROM_D = 20
+"""From this d on the gradients come from the integral representation (three arb integrals a step, the same
+cost at every d); below it from the arb series, whose radii grow more slowly there along a run."""
+SERIES_TOL = 1e-30
+"""Omitted probability mass of the arb series (added to every gradient's radius at every step)."""
+GRID = (3, 4, 5, 7, 20, 50, 100, 200, 500, 1000)
+"""The d at which docs/lag.md certifies the lag ratio."""
+
+
+def _ball(x):
+    from flint import arb, fmpq
+
+    if isinstance(x, arb):
+        return x
+    x = Fraction(x)
+    return arb(fmpq(x.numerator, x.denominator))
+
+
+def evaluator(setting: Setting, prec_bits: int):
+    """The arb evaluator of the gradients at ``setting``: the series below ``INTEGRAL_FROM_D``, the integral from it."""
+    if setting.d >= INTEGRAL_FROM_D:
+        from numerics.theorem.integral import IntegralEvaluator
+
+        return IntegralEvaluator(setting, prec_bits=prec_bits)
+    from numerics.theorem.series import SeriesEvaluator
+
+    return SeriesEvaluator(setting, context="arb", prec_bits=prec_bits, tol=SERIES_TOL)
+
+
+@dataclass(frozen=True)
+class BallTrajectory:
+    """The states (alpha_a, alpha_b, beta_a, beta_b) of joint GD at steps 0..T as arb balls."""
+
+    d: int
+    eta_att: Fraction
+    eta_out: Fraction
+    steps: int
+    prec_bits: int
+    method: str  # "series" or "integral"
+    states: tuple
+
+    def squared_displacement(self, block: str, t: int):
+        """|P_t - P_0|^2 in R^d for P = "attention" or "readout" (a ball)."""
+        i = {"attention": 0, "readout": 2}[block]
+        s, s0 = self.states[t], self.states[0]
+        from flint import ctx
+
+        with ctx.workprec(self.prec_bits):
+            da, db = s[i] - s0[i], s[i + 1] - s0[i + 1]
+            return da * da + (self.d - 1) * db * db
+
+
+def ball_trajectory(d: int, *, eta_att=DEFAULT_ETA, eta_out=DEFAULT_ETA, steps: int = DEFAULT_STEPS,
+                    beta0=(0, 0), prec_bits: int = DEFAULT_PREC_BITS) -> BallTrajectory:
+    """Joint GD from alpha = 0 and beta = ``beta0`` (the zero start by default) for ``steps`` steps, in balls."""
+    from flint import ctx
+
+    setting = Setting(d)
+    steps = check_int("steps", steps, 1)
+    prec_bits = check_int("prec_bits", prec_bits, 53)
+    eta_att, eta_out = Fraction(eta_att), Fraction(eta_out)
+    if eta_att <= 0 or eta_out <= 0:
+        raise SettingError(f"the step sizes must be > 0, got eta_att={eta_att}, eta_out={eta_out}")
+    ev = evaluator(setting, prec_bits)
+    with ctx.workprec(prec_bits):
+        ea, eo = _ball(eta_att), _ball(eta_out)
+        state = (_ball(0), _ball(0), _ball(beta0[0]), _ball(beta0[1]))
+    states = [state]
+    for _ in range(steps):
+        g = ev.evaluate_symmetric(*state)
+        with ctx.workprec(prec_bits):
+            state = (state[0] - ea * g.grad_alpha[0], state[1] - ea * g.grad_alpha[1],
+                     state[2] - eo * g.grad_beta[0], state[3] - eo * g.grad_beta[1])
+        if not all(x.is_finite() for x in state):
+            raise SettingError(f"the balls of joint GD at d = {d} are no longer finite: raise prec_bits")
+        states.append(state)
+    method = "integral" if d >= INTEGRAL_FROM_D else "series"
+    return BallTrajectory(d, eta_att, eta_out, steps, prec_bits, method, tuple(states))
+
+
+@dataclass(frozen=True)
+class HalfTime:
+    """Where the first step with r_P >= 1/2 lies: in [low, high] (decided when they are equal).
+
+    ``low`` is the first step whose comparison 4 |P_t - P_0|^2 >= |P_T - P_0|^2 is not decided false; ``high``
+    the first step where it is decided true (None if none is, which the balls leave possible only when
+    |P_T - P_0| is not decided > 0)."""
+
+    low: int
+    high: int | None
+
+    @property
+    def decided(self) -> bool:
+        return self.high is not None and self.low == self.high
+
+
+def half_time(traj: BallTrajectory, block: str) -> HalfTime:
+    """t_half of ``block`` ("attention" or "readout") over the budget of ``traj``, decided on the balls."""
+    from flint import ctx
+
+    end = traj.squared_displacement(block, traj.steps)
+    low = high = None
+    with ctx.workprec(traj.prec_bits):
+        for t in range(traj.steps + 1):
+            diff = 4 * traj.squared_displacement(block, t) - end
+            if low is None and not diff < 0:
+                low = t
+            if diff >= 0 and end > 0:
+                high = t
+                break
+    return HalfTime(low if low is not None else traj.steps, high)
+
+
+@dataclass(frozen=True)
+class LagResult:
+    """The lag ratio t_half(attention) / t_half(readout) of joint GD from zero at one d, with what decided it."""
+
+    d: int
+    eta_att: Fraction
+    eta_out: Fraction
+    steps: int
+    prec_bits: int
+    method: str
+    attention: HalfTime
+    readout: HalfTime
+    evaluations: int  # gradient evaluations (one per step)
+    cpu_seconds: float
+
+    @property
+    def ratio_bounds(self) -> tuple[Fraction, Fraction | None]:
+        """The smallest and the largest lag ratio the half-time bounds allow (None: unbounded)."""
+        att, out = self.attention, self.readout
+        lo = Fraction(att.low, out.high) if out.high else Fraction(0)
+        hi = Fraction(att.high, out.low) if att.high is not None and out.low > 0 else None
+        return lo, hi
+
+    @property
+    def verdict(self) -> str:
+        """"holds" (ratio > 1 for every value the bounds allow), "does not hold" (<= 1 for every one), or
+        "undecided"."""
+        att, out = self.attention, self.readout
+        if out.high is not None and att.low > out.high:
+            return "holds"
+        if att.high is not None and att.high <= out.low:
+            return "does not hold"
+        return "undecided"
+
+
+def certify_lag(d: int, *, eta_att=DEFAULT_ETA, eta_out=DEFAULT_ETA, steps: int = DEFAULT_STEPS,
+                prec_bits: int = DEFAULT_PREC_BITS, max_prec_bits: int = MAX_PREC_BITS) -> LagResult:
+    """The lag ratio at d over a budget of ``steps`` joint GD steps from zero, certified in balls; an undecided
+    verdict (or balls that stop being finite) is computed again at doubled precision up to ``max_prec_bits``."""
+    start = time.process_time()
+    prec = prec_bits
+    while True:
+        try:
+            traj = ball_trajectory(d, eta_att=eta_att, eta_out=eta_out, steps=steps, prec_bits=prec)
+            res = LagResult(d, traj.eta_att, traj.eta_out, steps, prec, traj.method, half_time(traj, "attention"),
+                            half_time(traj, "readout"), steps, 0.0)
+        except SettingError:
+            if 2 * prec > max_prec_bits:
+                raise
+            prec *= 2
+            continue
+        if res.verdict != "undecided" or 2 * prec > max_prec_bits:
+            break
+        prec *= 2
+    return LagResult(**{**res.__dict__, "cpu_seconds": time.process_time() - start})
+
+
+def float_lag(d: int, *, eta_att: float = 1.0, eta_out: float = 1.0, steps: int = DEFAULT_STEPS) -> tuple[int, int]:
+    """(t_half(attention), t_half(readout)) of joint GD from zero by the float evaluator of
+    ``numerics.theorem.evaluators`` (an estimate, not certified: its comparisons are not checked against the
+    evaluator's error)."""
+    from numerics.theorem.evaluators import population_evaluator
+
+    ev = population_evaluator(Setting(d))
+    aa = ab = ba = bb = 0.0
+    att, out = [0.0], [0.0]
+    for _ in range(check_int("steps", steps, 1)):
+        g = ev.evaluate_symmetric(aa, ab, ba, bb)
+        ga, gb = [float(x) for x in g.grad_alpha], [float(x) for x in g.grad_beta]
+        aa, ab, ba, bb = aa - eta_att * ga[0], ab - eta_att * ga[1], ba - eta_out * gb[0], bb - eta_out * gb[1]
+        att.append(math.hypot(aa, math.sqrt(d - 1) * ab))
+        out.append(math.hypot(ba, math.sqrt(d - 1) * bb))
+    return (next(t for t, v in enumerate(att) if 2 * v >= att[-1]), next(t for t, v in enumerate(out) if 2 * v >= out[-1]))
+
+
+def lag_certificate(d: int, *, prec_bits: int = DEFAULT_PREC_BITS, max_prec_bits: int = MAX_PREC_BITS):
+    """The item of the claim ``lag_from_zero`` at d for ``occ-companion prove``: PASS when the lag ratio over the
+    default budget and shared step is certified > 1, FAIL when certified <= 1, UNDECIDED otherwise; the ball
+    spans the ratios the half-time bounds allow (None when they leave it unbounded)."""
+    from flint import arb, ctx, fmpq
+
+    from numerics.theorem.certify import Certificate
+
+    res = certify_lag(d, prec_bits=prec_bits, max_prec_bits=max_prec_bits)
+    lo, hi = res.ratio_bounds
+    ball = None
+    if hi is not None:
+        with ctx.workprec(res.prec_bits):
+            a, b = arb(fmpq(lo.numerator, lo.denominator)), arb(fmpq(hi.numerator, hi.denominator))
+            ball = a.union(b)
+    status = {"holds": "PASS", "does not hold": "FAIL", "undecided": "UNDECIDED"}[res.verdict]
+    att, out = res.attention, res.readout
+    note = (f"t_half(attention) in [{att.low}, {att.high}], t_half(readout) in [{out.low}, {out.high}] "
+            f"({res.method}, eta = {res.eta_out}, T = {res.steps})")
+    return Certificate("lag_from_zero", f"lag ratio over T = {res.steps} joint GD steps", d, ball,
+                       "t_half ratio > 1", status, note, res.prec_bits)
