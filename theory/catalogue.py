@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from theory import symbolic as sym
+from theory import symbolic
 from theory.validation import SettingError, check_variant
 
 FORBIDDEN_IN_TEXT = set("<>^_\\$&%#{}~|*`")
@@ -66,7 +66,7 @@ class Display:
 
 def _floor_forms(lengths: str) -> tuple[sp.Expr, str, sp.Expr, str]:
     """Grouped forms of c(d, p) and of c(d) at the balancing p, as SymPy and as LaTeX."""
-    d, p = sym.d, sym.p
+    d, p = symbolic.d, symbolic.p
     core = 2 * (d - 1) * p / ((d - 1) * p + 1) ** 2 * (1 + (1 - p) / sp.log(p))
     core_tex = r"\frac{2(d-1)\,p}{\big((d-1)p+1\big)^2}\left(1+\frac{1-p}{\ln p}\right)"
     if lengths == "positive":
@@ -85,30 +85,30 @@ def all_derivations(lengths: str = "positive") -> list[Derivation]:
 
 @lru_cache(maxsize=None)
 def _derivations(lengths: str) -> tuple[Derivation, ...]:
-    zg = sym.zero_init_gradients(lengths)
-    zgl = sym.zero_init_gradients(lengths, "logistic")
-    b1a, b1b = sym.phase1_beta(lengths)
-    g2a, g2b = sym.phase2_attention_gradient(lengths)
-    a2a, a2b = sym.phase2_alpha(lengths)
-    a_diag, a_all, bq_a, bq_b = sym.uniform_attention_quadratic(lengths)
+    zg = symbolic.zero_init_gradients(lengths)
+    zgl = symbolic.zero_init_gradients(lengths, "logistic")
+    b1a, b1b = symbolic.phase1_beta(lengths)
+    g2a, g2b = symbolic.phase2_attention_gradient(lengths)
+    a2a, a2b = symbolic.phase2_alpha(lengths)
+    a_diag, a_all, bq_a, bq_b = symbolic.uniform_attention_quadratic(lengths)
     c_form, c_tex, cb_form, cb_tex = _floor_forms(lengths)
     variant_note = ("The floor p/2 of the empty string plus (1 - p) times the default-law floor at the same d and p."
                     if lengths == "nonnegative" else "")
     out = [
-        Derivation("prob_negative", "Probability of the negative class", r"P(y=-1)", sym.prob_no_marked(lengths),
+        Derivation("prob_negative", "Probability of the negative class", r"P(y=-1)", symbolic.prob_no_marked(lengths),
                    "Summed over the geometric length law."),
-        Derivation("balanced_p", "Balancing geometric parameter", r"p^\star", sym.balanced_p(lengths),
+        Derivation("balanced_p", "Balancing geometric parameter", r"p^\star", symbolic.balanced_p(lengths),
                    "Unique root in (0, 1] of `P(y = +1) = 1/2`."),
     ]
     for s in (1, 2, 3):
         out.append(Derivation(f"L{s}", f"Inverse length moment of order {s}",
                               rf"L_{s} = \mathbb{{E}}[\mathbf 1\{{n\ge1\}}\, n^{{-{s}}}]",
-                              sym.inverse_length_moment(s, lengths)))
+                              symbolic.inverse_length_moment(s, lengths)))
     for k in (1, 2, 3):
         out.append(Derivation(f"r{k}", f"Moment of order {k} of the share `r = c/n`", rf"\mathbb{{E}}[r^{k}]",
-                              sym.ratio_moment(k, lengths)))
+                              symbolic.ratio_moment(k, lengths)))
     out += [
-        Derivation("risk_zero", "Risk at zero initialisation (squared loss)", r"R(0,0)", sym.zero_init_risk(lengths)),
+        Derivation("risk_zero", "Risk at zero initialisation (squared loss)", r"R(0,0)", symbolic.zero_init_risk(lengths)),
         Derivation("grad_beta_a_0", "Output gradient at zero, marked coordinate", r"\partial_{\beta_a} R(0,0)",
                    zg["grad_beta_a"]),
         Derivation("grad_beta_b_0", "Output gradient at zero, each unmarked coordinate", r"\partial_{\beta_b} R(0,0)",
@@ -123,10 +123,10 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
                    r"\partial_{\beta_b} R_{\log}(0,0)", zgl["grad_beta_b"]),
         Derivation("beta1_a", "Phase 1: output weight on a", r"\beta^{(1)}_a", b1a),
         Derivation("beta1_b", "Phase 1: output weight on each unmarked symbol", r"\beta^{(1)}_b", b1b),
-        Derivation("eta1_max", "Largest admissible phase-1 step size", r"\eta_1^{\max}", sym.eta1_max(lengths),
+        Derivation("eta1_max", "Largest admissible phase-1 step size", r"\eta_1^{\max}", symbolic.eta1_max(lengths),
                    "Below it both phase-1 output weights stay under 1, so the attention step raises the weight on a."),
         Derivation("eta1_max_balanced", "Largest admissible phase-1 step size at the balancing p",
-                   r"\eta_1^{\max}\big|_{p=p^\star}", sym.eta1_max_balanced(lengths)),
+                   r"\eta_1^{\max}\big|_{p=p^\star}", symbolic.eta1_max_balanced(lengths)),
         Derivation("grad_alpha_a_1", "Phase 2: attention gradient after phase 1, marked coordinate",
                    r"\partial_{\alpha_a} R(0,\beta^{(1)})", g2a),
         Derivation("grad_alpha_b_1", "Phase 2: attention gradient after phase 1, unmarked coordinate",
@@ -134,9 +134,9 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
         Derivation("alpha2_a", "Phase 2: attention weight on a", r"\alpha^{(2)}_a", a2a),
         Derivation("alpha2_b", "Phase 2: attention weight on each unmarked symbol", r"\alpha^{(2)}_b", a2b),
         Derivation("kappa", "Phase 2: attention gap per unit of the phase-2 step size",
-                   r"\kappa(\eta_1) = (\alpha^{(2)}_a-\alpha^{(2)}_b)/\eta_2", sym.attention_gap_rate(lengths)),
+                   r"\kappa(\eta_1) = (\alpha^{(2)}_a-\alpha^{(2)}_b)/\eta_2", symbolic.attention_gap_rate(lengths)),
         Derivation("kappa_balanced", "Phase 2: gap rate at the balancing p", r"\kappa(\eta_1)\big|_{p=p^\star}",
-                   sym.attention_gap_rate_balanced(lengths)),
+                   symbolic.attention_gap_rate_balanced(lengths)),
         Derivation("A_diag", "Uniform-attention quadratic: coefficient of the identity",
                    r"a_I", a_diag, ("`R(0, beta) = beta^T A beta/2 - b^T beta + 1/2`, where the matrix A is this coefficient times the identity "
                     "plus the next one times the all-ones matrix.")),
@@ -145,18 +145,18 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
         Derivation("b_b", "Uniform-attention quadratic: linear coefficient on each unmarked symbol",
                    r"b_b = \mathbb{E}[y\, w_k]", bq_b),
         Derivation("c_general", "Output-only floor `c(d, p)`, the infimum over all output weights of `R(0, beta)`",
-                   r"c(d,p)", sym.uniform_attention_min_risk(lengths, balanced=False), variant_note,
+                   r"c(d,p)", symbolic.uniform_attention_min_risk(lengths, balanced=False), variant_note,
                    display=c_tex, form=c_form),
-        Derivation("c_balanced", "Output-only floor at the balancing p", r"c(d)", sym.uniform_attention_min_risk(lengths),
+        Derivation("c_balanced", "Output-only floor at the balancing p", r"c(d)", symbolic.uniform_attention_min_risk(lengths),
                    display=cb_tex, form=cb_form),
         Derivation("B2", "Shifted second length moment", r"B_2=\mathbb{E}[\mathbf 1\{n\ge1\}(n-1)^2]",
-                   sym.shifted_second_length_moment(lengths)),
-        Derivation("floor", "Irreducible risk (empty string, `f = 0`)", r"R_{\mathrm{floor}}", sym.risk_floor(lengths)),
+                   symbolic.shifted_second_length_moment(lengths)),
+        Derivation("floor", "Irreducible risk (empty string, `f = 0`)", r"R_{\mathrm{floor}}", symbolic.risk_floor(lengths)),
         Derivation("u_min", "Attention ratio sufficient for `inf_beta R <= R_floor + epsilon/2`",
-                   r"u_{\min}(\epsilon)", sym.u_min(lengths),
+                   r"u_{\min}(\epsilon)", symbolic.u_min(lengths),
                    "u, the exponential of the attention gap, is the ratio of the attention on a to that on an unmarked symbol."),
         Derivation("eta2_min", "Phase-2 step size sufficient for that ratio", r"\eta_2^{\min}(\epsilon,\eta_1)",
-                   sym.eta2_min(lengths), "With the ratio and the gap rate kappa above; any larger phase-2 step gives a larger gap.",
+                   symbolic.eta2_min(lengths), "With the ratio and the gap rate kappa above; any larger phase-2 step gives a larger gap.",
                    display=r"\frac{\max(\ln u_{\min}(\epsilon),\, 0)}{\kappa(\eta_1)}"),
     ]
     return tuple(out + _joint_derivations(lengths))
@@ -165,9 +165,9 @@ def _derivations(lengths: str) -> tuple[Derivation, ...]:
 def _joint_derivations(lengths: str) -> list[Derivation]:
     """The first steps of joint GD from zero under the step sizes eta_att and eta_out, as coefficients in d and p
     (the steps themselves, polynomials in the step sizes, are displayed by ``joint_display``)."""
-    steps = sym.joint_first_steps(lengths)
-    rates = sym.joint_leading_rates(lengths)
-    control = sym.joint_first_step_from(lengths)
+    steps = symbolic.joint_first_steps(lengths)
+    rates = symbolic.joint_leading_rates(lengths)
+    control = symbolic.joint_first_step_from(lengths)
     att, out = r"\eta_{\mathrm{att}}", r"\eta_{\mathrm{out}}"
     move = r"(\alpha_{2,a}-\alpha_{1,a})"
     return [
@@ -193,21 +193,21 @@ def _joint_derivations(lengths: str) -> list[Derivation]:
                    rf"\kappa_1 = [{att}{out}]\,(\alpha_{{2,a}}-\alpha_{{2,b}})", rates["gap"],
                    "The slope at 0 of the phase-2 gap rate kappa as a function of the phase-1 step size."),
         Derivation("joint_gap_rate_balanced", "Joint GD from zero: that gap rate at the balancing p",
-                   r"\kappa_1\big|_{p=p^\star}", sym.joint_gap_rate_balanced(lengths)),
+                   r"\kappa_1\big|_{p=p^\star}", symbolic.joint_gap_rate_balanced(lengths)),
         Derivation("joint_readout_order", "Joint GD from zero: order of the readout's first move in the step sizes",
-                   rf"\operatorname{{ord}}_{{({att},{out})}}(\beta_1-\beta_0)", sym.step_order(steps["beta1_a"]),
+                   rf"\operatorname{{ord}}_{{({att},{out})}}(\beta_1-\beta_0)", symbolic.step_order(steps["beta1_a"]),
                    "The lowest total degree of the move as a polynomial in the two step sizes."),
         Derivation("joint_attention_order", "Joint GD from zero: order of the attention's first move in the step sizes",
-                   rf"\operatorname{{ord}}_{{({att},{out})}}(\alpha_2-\alpha_0)", sym.step_order(steps["dalpha2_a"]),
+                   rf"\operatorname{{ord}}_{{({att},{out})}}(\alpha_2-\alpha_0)", symbolic.step_order(steps["dalpha2_a"]),
                    "Second order: the attention waits one step for the readout, then moves by their product."),
         Derivation("joint_control_order", "Control: order of the attention's first move from a non-zero readout",
                    rf"\operatorname{{ord}}_{{({att},{out})}}(\alpha_1-\alpha_0)\big|_{{\beta_0\neq0}}",
-                   sym.step_order(control["dalpha1_a"]),
+                   symbolic.step_order(control["dalpha1_a"]),
                    ("From `alpha = 0` and output weights `beta_0` whose entries on a and on the unmarked symbols "
                     "differ, the attention moves at the first step, at first order: the gating is a property of the "
                     "zero start.")),
         Derivation("small_step_lag_ratio", "Small-step limit of the lag ratio as the budget grows",
-                   r"\lim_{T\to\infty}\lim_{\eta\to0} t_{1/2}(\alpha)/t_{1/2}(\beta)", sym.small_step_lag_ratio(),
+                   r"\lim_{T\to\infty}\lim_{\eta\to0} t_{1/2}(\alpha)/t_{1/2}(\beta)", symbolic.small_step_lag_ratio(),
                    ("To leading order the readout's displacement grows like t and the attention's like t(t - 1), "
                     "whatever the ratio of the two step sizes.")),
     ]
@@ -217,22 +217,23 @@ def joint_display(lengths: str = "positive") -> list[Display]:
     """The first steps of joint GD from zero at the balancing p, the small-step leading terms after t steps and
     the structure of the attention's first move (docs/lag.md shows them; checks/test_lag_theory.py checks the
     structure against the derivation)."""
-    steps = sym.joint_first_steps(lengths)
-    lead = sym.joint_small_step_leading(lengths)
-    pstar = sym.balanced_p(lengths)
+    steps = symbolic.joint_first_steps(lengths)
+    lead = symbolic.joint_small_step_leading(lengths)
+    pstar = symbolic.balanced_p(lengths)
     att, out = r"\eta_{\mathrm{att}}", r"\eta_{\mathrm{out}}"
     move = r"(\alpha_{2,a}-\alpha_{1,a})"
 
     def tex(expr):
-        expr = sp.factor(sp.simplify(expr.subs(sym.p, pstar)))
+        expr = sp.factor(sp.simplify(expr.subs(symbolic.p, pstar)))
         return sp.latex(expr, ln_notation=True).replace(r"\eta_{att}", att).replace(r"\eta_{out}", out)
 
     return [
         Display("Step 1: readout weight on a", r"\beta_{1,a}", tex(steps["beta1_a"])),
         Display("Step 1: readout weight on each unmarked symbol", r"\beta_{1,b}", tex(steps["beta1_b"])),
         Display("Step 1: attention", r"\alpha_{1}", tex(steps["alpha1_a"])),
-        Display("Step 2: the attention's move on a (every p)", move,
-                rf"{att}{out}\,\big([{att}{out}]\,{move} + {out}\,[{att}{out}^2]\,{move}\big)"),
+        Display("Step 2: the attention's move on a, every p (k_a and k_a^(2) are the coefficients "
+                "joint_alpha_rate_a and joint_alpha_rate_a_2 below)", move,
+                rf"{att}{out}\,\big(k_a + {out}\,k_a^{{(2)}}\big)"),
         Display("After t small steps: the readout on a", r"\beta_{t,a}", tex(lead["beta_a"]) + r" + O(\eta^2)"),
         Display("After t small steps: the attention gap", r"\alpha_{t,a}-\alpha_{t,b}",
                 tex(lead["gap"]) + r" + O(\eta^3)"),
@@ -250,7 +251,7 @@ def entry(key: str, lengths: str = "positive") -> Derivation:
 
 def phase3_series_display(lengths: str = "positive") -> list[Display]:
     """The five distinct entries of M = E[phi phi'] and m = E[y phi] as SymPy writes the double series."""
-    M, m = sym.phase3_series(lengths)
+    M, m = symbolic.phase3_series(lengths)
     entries = [
         ("Phase 3: curvature on the marked coordinate", "M_{11}", M[0, 0]),
         ("Phase 3: cross curvature", "M_{12} = M_{21}", M[0, 1]),
@@ -263,9 +264,9 @@ def phase3_series_display(lengths: str = "positive") -> list[Display]:
 
 def phase3_display() -> list[Display]:
     """The phase-3 matrix closed forms (output weights and gradient after T steps)."""
-    T = sym.T_steps
+    T = symbolic.T_steps
     return [
-        Display("Phase 3: output weights after T steps", r"\beta^{(2+T)}", sp.latex(sym.phase3_closed_form(T))),
+        Display("Phase 3: output weights after T steps", r"\beta^{(2+T)}", sp.latex(symbolic.phase3_closed_form(T))),
         Display("Phase 3: per-coordinate output gradient after T steps", r"\nabla_{\beta} R(\alpha^{(2)}, \beta^{(2+T)})",
-                sp.latex(sym.phase3_gradient(T))),
+                sp.latex(symbolic.phase3_gradient(T))),
     ]
