@@ -18,7 +18,7 @@ import sympy as sp
 from flint import ctx
 
 from numerics.theorem import lag
-from theory import symbolic as sym
+from theory import symbolic
 from theory.claims import claim
 
 CLAIM = claim("lag_from_zero")
@@ -31,7 +31,7 @@ def is_zero(expr: sp.Expr) -> bool:
     another) whose coefficients are rational functions of d and p, all 0."""
     expr = sp.expand(sp.expand_log(sp.sympify(expr), force=True))
     atoms = sorted(expr.atoms(sp.log, sp.polylog), key=sp.default_sort_key)
-    gens = [g for g in (sym.eta_att, sym.eta_out, sym.beta0_a, sym.beta0_b, *atoms) if expr.has(g)]
+    gens = [g for g in (symbolic.eta_att, symbolic.eta_out, symbolic.beta0_a, symbolic.beta0_b, *atoms) if expr.has(g)]
     if not gens:
         return sp.cancel(sp.together(expr)) == 0
     return all(sp.cancel(sp.together(c)) == 0 for c in sp.Poly(expr, *gens).coeffs())
@@ -40,45 +40,45 @@ def is_zero(expr: sp.Expr) -> bool:
 def gated(first_move: sp.Expr, second_move: sp.Expr) -> bool:
     """The gating criterion on the attention's moves of steps 1 and 2 (polynomials in the step sizes): no move at
     step 1, and a move at step 2 of exact order 2, eta_att eta_out times a coefficient that is not 0."""
-    return (is_zero(first_move) and sym.step_order(second_move) == 2
-            and not is_zero(sym.step_coefficient(second_move, 1, 1)))
+    return (is_zero(first_move) and symbolic.step_order(second_move) == 2
+            and not is_zero(symbolic.step_coefficient(second_move, 1, 1)))
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
 def test_attention_first_move_is_second_order_for_all_d(lengths):
-    steps = sym.joint_first_steps(lengths)
-    rates = sym.joint_leading_rates(lengths)
+    steps = symbolic.joint_first_steps(lengths)
+    rates = symbolic.joint_leading_rates(lengths)
     # the readout: first order, with a non-zero coefficient on a (1/d under the default law)
-    assert sym.step_order(steps["beta1_a"]) == 1 and sym.step_order(steps["beta1_b"]) == 1
+    assert symbolic.step_order(steps["beta1_a"]) == 1 and symbolic.step_order(steps["beta1_b"]) == 1
     assert not is_zero(rates["beta_a"])
     # the attention: 0 at step 1, then eta_att eta_out (k + eta_out k2) at step 2 and nothing else
     assert steps["alpha1_a"] == 0 and steps["alpha1_b"] == 0
     move = steps["dalpha2_a"]
-    assert is_zero(move - sym.eta_att * sym.eta_out * (rates["alpha_a"] + sym.eta_out * rates["alpha_a_2"]))
+    assert is_zero(move - symbolic.eta_att * symbolic.eta_out * (rates["alpha_a"] + symbolic.eta_out * rates["alpha_a_2"]))
     assert gated(steps["alpha1_a"], move)
     # the same move as the three-phase plan's attention step, which was derived on its own path
-    a2a, _ = sym.phase2_alpha(lengths)
-    assert is_zero(a2a.subs({sym.eta1: sym.eta_out, sym.eta2: sym.eta_att}) - move)
+    a2a, _ = symbolic.phase2_alpha(lengths)
+    assert is_zero(a2a.subs({symbolic.eta1: symbolic.eta_out, symbolic.eta2: symbolic.eta_att}) - move)
     # the gap's coefficient is the slope at 0 of the phase-2 gap rate kappa(eta_1)
-    kappa = sym.attention_gap_rate(lengths)
-    assert is_zero(sp.diff(kappa, sym.eta1).subs(sym.eta1, 0) - rates["gap"])
+    kappa = symbolic.attention_gap_rate(lengths)
+    assert is_zero(sp.diff(kappa, symbolic.eta1).subs(symbolic.eta1, 0) - rates["gap"])
     # shift invariance: the moves on the d - 1 unmarked symbols sum to minus the move on a
-    assert is_zero(steps["dalpha2_a"] + (sym.d - 1) * steps["dalpha2_b"])
+    assert is_zero(steps["dalpha2_a"] + (symbolic.d - 1) * steps["dalpha2_b"])
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
 def test_control_nonzero_readout_start_moves_attention_at_first_order(lengths):
     """From alpha = 0 and beta_0 = (beta_0a, beta_0b) with beta_0a != beta_0b the criterion fails: the attention
     moves at the first step, at first order in eta_att."""
-    control = sym.joint_first_step_from(lengths)
+    control = symbolic.joint_first_step_from(lengths)
     move = control["dalpha1_a"]
-    assert sym.step_order(move) == 1
+    assert symbolic.step_order(move) == 1
     assert not gated(move, move)
-    at = {sym.beta0_a: sp.Rational(1, 2), sym.beta0_b: -sp.Rational(1, 2), sym.d: 5}
-    p_star = sym.balanced_p(lengths).subs(sym.d, 5)
-    assert sp.N(sym.step_coefficient(move, 1, 0).subs(at).subs(sym.p, p_star)) != 0
+    at = {symbolic.beta0_a: sp.Rational(1, 2), symbolic.beta0_b: -sp.Rational(1, 2), symbolic.d: 5}
+    p_star = symbolic.balanced_p(lengths).subs(symbolic.d, 5)
+    assert sp.N(symbolic.step_coefficient(move, 1, 0).subs(at).subs(symbolic.p, p_star)) != 0
     # with beta_0 = 0 the same formula gives no move
-    assert is_zero(move.subs({sym.beta0_a: 0, sym.beta0_b: 0}))
+    assert is_zero(move.subs({symbolic.beta0_a: 0, symbolic.beta0_b: 0}))
 
 
 def test_control_in_balls_the_zero_start_waits_and_a_readout_start_does_not():
@@ -98,15 +98,15 @@ def test_gap_coefficient_is_positive_for_all_d():
     """At the balancing p the gap's coefficient is ((d - 2) - ln(d - 1)) / (d (d - 1) (d - 2)); with x = d - 1 > 1
     its numerator is x - 1 - ln x > 0, so the attention's first move opens the gap towards a for every d >= 3."""
     x = sp.Symbol("x", positive=True)
-    d = sym.d
-    coeff = sym.joint_gap_rate_balanced("positive")
+    d = symbolic.d
+    coeff = symbolic.joint_gap_rate_balanced("positive")
     numerator = sp.simplify(coeff * d * (d - 1) * (d - 2))
     assert sp.simplify(sp.expand_log(numerator - ((d - 2) - sp.log(d - 1)), force=True)) == 0
     assert _positive_beyond_one(numerator.subs(d, x + 1), x)
     # the procedure can say no: it refutes the opposite sign
     assert not _positive_beyond_one(-numerator.subs(d, x + 1), x)
     # the general-p coefficient at the balancing p is the same
-    general = sym.joint_leading_rates("positive")["gap"].subs(sym.p, sym.balanced_p("positive"))
+    general = symbolic.joint_leading_rates("positive")["gap"].subs(symbolic.p, symbolic.balanced_p("positive"))
     for dv in (3, 10, 1000):
         assert abs(sp.N(general.subs(d, dv) - coeff.subs(d, dv), 30)) < 1e-25
 
