@@ -58,15 +58,29 @@ def _narrow_label(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _step_label(x: float, _pos=None) -> str:
-    """Tick label of the step axis (symlog): the integer, 10^k as 1e{k} from 1e4 on.
+def _step_label(x: float, _pos=None, *, top: float = 0.0) -> str:
+    """Tick label of the step axis (symlog), one notation per axis: integers on an axis that stays
+    below 1e4, and 10^k as 1e{k} for every tick from 10 on when the axis reaches 1e4 (``top`` is the
+    axis's upper end), so that "1000" never stands next to "1e4".
 
-    >>> _step_label(0.0), _step_label(100.0), _step_label(1e6)
-    ('0', '100', '1e6')
+    >>> _step_label(0.0), _step_label(100.0), _step_label(1000.0, top=5e3)
+    ('0', '100', '1000')
+    >>> _step_label(1000.0, top=2e4), _step_label(1e4, top=2e4), _step_label(1.0, top=2e4)
+    ('1e3', '1e4', '1')
     """
-    if x >= 1e4:
+    if top >= 1e4 and x >= 10:
         return _power_of_ten(x)
     return f"{x:.0f}"
+
+
+def step_ticks(axis) -> None:
+    """Label the step axis (``ax.xaxis``, symlog) with ``_step_label``, reading the axis's upper end at
+    draw time so that every tick of one axis shares a notation."""
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(x, _pos=None):
+        return _step_label(x, top=max(axis.get_view_interval()))
+    axis.set_major_formatter(FuncFormatter(fmt))
 
 
 def first_crossing(xs: list[int], lead: list[float], lag: list[float]) -> int | None:
@@ -102,7 +116,7 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullLocator
+    from matplotlib.ticker import NullLocator
 
     fig = Figure(figsize=(12, 5.2))
     FigureCanvasAgg(fig)
@@ -130,9 +144,9 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
     left.set_yscale("log")
     plain_log_ticks(left.yaxis)
     left.set_xscale("symlog", linthresh=2)
-    left.xaxis.set_major_formatter(FuncFormatter(_step_label))
     left.xaxis.set_minor_locator(NullLocator())
     left.set_xlim(left=0)
+    step_ticks(left.xaxis)
     left.set_xlabel("gradient step (linear up to 2, then log)")
     left.set_ylabel(f"population risk ({EVALUATOR_LABELS.get(evaluator, evaluator)})")
     left.set_title("risk by training plan")
