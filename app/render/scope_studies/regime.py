@@ -80,12 +80,54 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+MARKERS = {"PASS": "^", "FAIL": "v", "UNDECIDED": "o"}
+
+
+def axis_labels(values) -> list[str]:
+    """Tick labels of one axis in one notation: three significant digits in plain text when every value
+    prints without an exponent that way, else every value as m.mm e{k} (``917`` never stands next to
+    ``3.67e+03``).
+
+    >>> axis_labels([44.1, 88.2, 705.0])
+    ['44.1', '88.2', '705']
+    >>> axis_labels([917.3, 3670.0])
+    ['9.17e2', '3.67e3']
+    """
+    plain = [f"{v:.3g}" for v in values]
+    if not any("e" in t for t in plain):
+        return plain
+    out = []
+    for v in values:
+        m, k = f"{v:.2e}".split("e")
+        out.append(f"{m}e{int(k)}")
+    return out
+
+
+def corner_marks(per: dict, fr: list, e2) -> dict[tuple[int, int, str], tuple[float, float]]:
+    """The certified corners of one d in grid coordinates, one mark per (column, row, status): corners
+    shared by neighbouring cells are drawn once, and a succeeding corner sits a third of a column left of
+    its grid point and a failing one a third right, so that the two kinds never stack on one point."""
+    import numpy as np
+
+    shift = {"PASS": -1 / 3, "FAIL": 1 / 3, "UNDECIDED": 0.0}
+    marks = {}
+    for u in per["certified"]:
+        for c in u["corners"]:
+            f = round(c["eta_1"] / per["eta1_max"], 6)
+            i = fr.index(f) if f in fr else int(np.argmin([abs(g * per["eta1_max"] - c["eta_1"]) for g in fr]))
+            j = int(np.argmin(np.abs(np.asarray(e2) - c["eta_2"])))
+            marks[(i, j, c["status"])] = (i + shift[c["status"]], j)
+    return marks
+
+
 def figure(summary: dict, path: pathlib.Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     per_ds = _by_d(summary["per_d"])
     fig, axes = plt.subplots(1, len(per_ds), figsize=(4.6 * len(per_ds), 4.0), squeeze=False)
@@ -97,7 +139,7 @@ def figure(summary: dict, path: pathlib.Path) -> None:
                       vmin=-0.3, vmax=1.3, shading="flat")
         ax.set_xticks(range(len(fr)), [num(f, 2) for f in fr], rotation=90, fontsize=7)
         ticks = list(range(0, len(e2), max(1, len(e2) // 8)))
-        ax.set_yticks(ticks, [num(e2[t], 3) for t in ticks], fontsize=7)
+        ax.set_yticks(ticks, axis_labels([e2[t] for t in ticks]), fontsize=7)
         # the theorem's region: eta_1 < eta1_max and eta_2 >= eta2_min(eta_1), in grid coordinates
         xs, ys = [], []
         for i, r in enumerate(per["rows"]):
@@ -108,18 +150,21 @@ def figure(summary: dict, path: pathlib.Path) -> None:
         ax.step(xs, ys, where="mid", color="navy", lw=2, label="eta2_min (theorem's region above)")
         edge = sum(f < 1 for f in fr) - 0.5
         ax.axvline(edge, color="navy", ls="--", lw=1.5, label="eta1_max")
-        for u in per["certified"]:
-            for c in u["corners"]:
-                i = fr.index(round(c["eta_1"] / per["eta1_max"], 6)) if round(c["eta_1"] / per["eta1_max"], 6) in fr \
-                    else int(np.argmin([abs(f * per["eta1_max"] - c["eta_1"]) for f in fr]))
-                j = int(np.argmin(np.abs(e2 - c["eta_2"])))
-                ax.plot(i, j, marker={"PASS": "^", "FAIL": "v", "UNDECIDED": "o"}[c["status"]], color="k", ms=5,
-                        ls="none")
+        for (_, _, status), (x, y) in corner_marks(per, fr, e2).items():
+            ax.plot(x, y, marker=MARKERS[status], color="k", ms=3.5, alpha=0.8, ls="none")
         ax.set_xlabel("eta_1 / eta1_max")
         ax.set_ylabel("eta_2 (attention step)")
-        ax.set_title(f"d = {per['d']}: green succeeds after T = {per['T']} steps", fontsize=9)
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.suptitle("Three-phase success map (markers: corners certified in arb, ^ succeeds, v fails)", fontsize=10)
-    fig.tight_layout()
+        ax.set_title(f"d = {per['d']}: success after T = {per['T']} steps", fontsize=9)
+    cmap = matplotlib.colormaps["RdYlGn"]
+    handles = [Patch(color=cmap((1 + 0.3) / 1.6), label="grid point succeeds"),
+               Patch(color=cmap(0.3 / 1.6), label="grid point fails"),
+               *axes[0][0].get_legend_handles_labels()[0],
+               Line2D([], [], marker="^", color="k", ls="none", ms=4, label="corner certified: succeeds"),
+               Line2D([], [], marker="v", color="k", ls="none", ms=4, label="corner certified: fails")]
+    if any(c["status"] == "UNDECIDED" for per in per_ds for u in per["certified"] for c in u["corners"]):
+        handles.append(Line2D([], [], marker="o", color="k", ls="none", ms=4, label="corner undecided"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7.5, frameon=False)
+    fig.suptitle("Three-phase success map (exact population risk; markers: corners certified in arb)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
