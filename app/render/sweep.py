@@ -344,7 +344,19 @@ def reading_page(summary: dict, reading: str) -> str:
     return "\n".join(lines)
 
 
-COLOURS = {"holds": "#4caf50", "does not hold": "#e53935", "undecided": "#9e9e9e", "refused": "#ffcc80"}
+# Okabe-Ito colours: blue against vermillion, which stay apart under red-green colour blindness
+COLOURS = {"holds": "#0072b2", "does not hold": "#d55e00", "undecided": "#bbbbbb", "refused": "#f0e442"}
+TICK_PT = 8     # tick labels of the heat maps, in points (drawn at 100 dpi)
+
+
+def column_labels(summary: dict, readings: list[str]) -> list[str]:
+    """The heat map's column labels: the readings, the protocol's default reading marked "(default)".
+
+    >>> column_labels({"default_reading": "b"}, ["a", "b"])
+    ['a', 'b (default)']
+    """
+    default = summary.get("default_reading")
+    return [r + " (default)" if r == default else r for r in readings]
 
 
 def short_claim(claim: str) -> str:
@@ -367,29 +379,38 @@ def heat_map(summary: dict, d: int, fh) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, Rectangle
 
     readings = _readings_at(summary, d)
     claims = list(_by_claim(summary, d).items())
     idx = {v: i for i, v in enumerate(VERDICTS)}
     grid = [[idx[per[r]["verdict"]] if r in per else float("nan") for r in readings] for _, per in claims]
     ylabels = [f"{row}: {short_claim(claim)}" for (row, claim), _ in claims]
-    left = 0.3 + 0.055 * max(len(t) for t in ylabels)        # inches for the row labels at 7 pt
-    bottom = 0.5 + 0.055 * max(len(r) for r in readings)
-    width, height = 0.22 * len(readings), 0.2 * len(claims)
-    W, H = left + width + 1.4, bottom + height + 0.5
+    xlabels = column_labels(summary, readings)
+    per_char = 0.055 * TICK_PT / 7                          # inches per character of a tick label
+    left = 0.3 + per_char * max(len(t) for t in ylabels)
+    bottom = 0.6 + per_char * max(len(r) for r in xlabels)
+    width, height = 0.24 * len(readings), 0.22 * len(claims)
+    W, H = left + width + 1.8, bottom + height + 0.5
     fig = plt.figure(figsize=(W, H))
     ax = fig.add_axes((left / W, bottom / H, width / W, height / H))
     ax.imshow(grid, cmap=ListedColormap([COLOURS[v] for v in VERDICTS]), vmin=-0.5, vmax=3.5, aspect="auto",
               interpolation="nearest")
-    ax.set_xticks(range(len(readings)), readings, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(claims)), ylabels, fontsize=7)
+    ax.set_xticks(range(len(readings)), xlabels, rotation=90, fontsize=TICK_PT)
+    ax.set_yticks(range(len(claims)), ylabels, fontsize=TICK_PT)
+    if summary.get("default_reading") in readings:
+        k = readings.index(summary["default_reading"])
+        ax.add_patch(Rectangle((k - 0.5, -0.5), 1, len(claims), fill=False, edgecolor="k", lw=2,
+                               label="default reading"))
+        ax.get_xticklabels()[k].set_fontweight("bold")
     ax.set_xlabel("reading (" + " / ".join(summary["readings_file"]["axes"]) + ")", fontsize=8)
     ax.set_ylabel("row: paper's claim", fontsize=8)
     ax.set_title(f"Verdict of each claim under each reading, d = {d}", fontsize=9)
-    ax.legend(handles=[Patch(color=COLOURS[v], label=v) for v in VERDICTS], loc="upper left",
-              bbox_to_anchor=(1.02, 1), fontsize=7)
-    fig.savefig(fh, format="png", dpi=80)
+    handles = [Patch(color=COLOURS[v], label=v) for v in VERDICTS]
+    if summary.get("default_reading") in readings:
+        handles.append(Patch(fill=False, edgecolor="k", lw=2, label="default reading"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=TICK_PT)
+    fig.savefig(fh, format="png", dpi=100)
     plt.close(fig)
 
 
