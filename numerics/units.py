@@ -51,6 +51,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from theory.cache import package_version  # noqa: F401 - units.package_version, the version in every key
 from theory.validation import SettingError
 
 STORE_FORMAT = 1
@@ -64,15 +65,6 @@ def canonical(obj) -> str:
 
 def key_of(spec: dict) -> str:
     return hashlib.sha256(canonical(spec).encode()).hexdigest()
-
-
-def package_version() -> str:
-    """The installed package's version ("unknown" where the metadata cannot be read)."""
-    try:
-        from importlib.metadata import version
-        return version("occurrence-companion")
-    except Exception:  # noqa: BLE001 - any failure of the metadata lookup means "unknown"
-        return "unknown"
 
 
 # ------------------------------------------------------------------------------------------------

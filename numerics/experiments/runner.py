@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from numerics.model import Model
+from theory.cache import package_version
 from theory.validation import SettingError
 
 from numerics.experiments import and_integral
@@ -500,14 +501,6 @@ def stats(values: list) -> dict:
 
 COST = {"ICL": 10, "AND": 4, "OR": 2, "SLR": 2, "even_pairs": 1, "occurrence": 1}
 """Rough relative cost per row: the heaviest rows go to the pool first."""
-
-
-def package_version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("occurrence-companion")
-    except Exception:  # noqa: BLE001 - any failure of the metadata lookup means "unknown"
-        return "unknown"
 
 
 def resumed_rows(cfg: Config, partial) -> dict:

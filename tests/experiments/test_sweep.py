@@ -921,7 +921,7 @@ def test_training_unit_keys_follow_the_code_they_import_not_its_text_or_place(tm
     text = runner.read_text()
     doc = text.index('"""') + 3
     runner.write_text(text[:doc] + "Reworded. " + text[doc:] + "\n\n# a comment at the end\n")
-    _edit(runner, "def package_version() -> str:\n", "def package_version() -> str:  # a comment\n\n")
+    _edit(runner, "def rows(cfg: Config) -> list[Row]:\n", "def rows(cfg: Config) -> list[Row]:  # a comment\n\n")
     _edit(lag, "from numerics.experiments import engine\n", "from numerics.experiments import (\n    engine,\n)\n")
     _edit(tmp_path / "numerics/experiments/verdicts.py", "MATCH_SHARE = 0.1", "MATCH_SHARE = 0.2")  # a rule
     assert units.unit_code(root, roots) == base
