@@ -246,6 +246,8 @@ def main_args(args: argparse.Namespace) -> int:
         import datetime
         results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        from numerics.experiments import verdicts as verdicts_module
+        results["decision_rules"] = verdicts_module.rules()  # the rules the verdicts below are judged by
         with out.transaction() as tx:
             paths = table1.write(results, tx)
         partial.unlink(missing_ok=True)
