@@ -322,7 +322,7 @@ def testable(row: dict, claim: str) -> tuple[bool, str]:
 
 
 def _not_testable(rec: dict, why: str) -> dict:
-    return rec | {"verdict": "not testable", "reasons": [f"not testable in this model class: {why}"]}
+    return rec | {"verdict": "not testable", "reasons": [why]}
 
 
 def _even_pairs(row: dict, rows: dict, m: str) -> list[dict]:

@@ -177,7 +177,7 @@ def test_attention_only_on_and_is_testable_only_with_an_order_one_fixed_readout(
     assert not ok and "scale 0.01" in why
     got = _by_claim({"rows": {"AND": _and()}})
     assert got[COMPETITIVE]["verdict"] == "not testable"
-    assert got[COMPETITIVE]["reasons"][0].startswith("not testable in this model class: attention-only trains")
+    assert got[COMPETITIVE]["reasons"][0].startswith("attention-only trains with a readout of scale 0.01")
     assert got["three-phase falls short of joint GD"]["verdict"] == "does not hold"  # the other claims are judged
     assert verdicts.exit_status(list(got.values())) == "undecided"
     for scale, want in ((0.1, "holds"), (1.0, "holds"), (0.09, "not testable"), (0.01, "not testable")):
