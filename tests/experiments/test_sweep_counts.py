@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from numerics import units
 from numerics.experiments import readings
 from numerics.experiments import sweep
+from numerics.experiments import verdicts
 
 LAG = "attention lags output under joint GD (displacement)"
 MATCH = "three-phase matches joint GD"
@@ -93,3 +95,8 @@ def test_cell_verdicts_record_the_cause_of_refusals_and_the_plans_of_missing_row
     assert plans[MATCH.replace("matches", "falls short of")] == ["three_phase", "joint"]
     assert plans["attention-only is competitive (matches three-phase)"] == ["attention_only", "three_phase"]
     assert plans[LAG] == ["joint"]
+
+
+def test_every_cell_records_the_decision_rules(shipped):
+    res = sweep.cell_results(shipped, units.Outcome(), "k2=plateau/shared/gd/plateau", 25)
+    assert res["rows"] == {} and res["decision_rules"] == verdicts.rules()
