@@ -416,7 +416,7 @@ def reading_page(summary: dict, reading: str) -> str:
 
 # Okabe-Ito colours: blue against vermillion, which stay apart under red-green colour blindness
 COLOURS = {"holds": "#0072b2", "does not hold": "#d55e00", "undecided": "#bbbbbb", "refused": "#f0e442",
-           "not testable": "#ffffff", "depends on tuning": "#cc79a7"}
+           "not testable": "#ffffff", "depends on tuning": "#56b4e9"}
 TICK_PT = 8     # tick labels of the heat maps, in points (drawn at 100 dpi)
 
 
@@ -477,7 +477,7 @@ def heat_map(summary: dict, d: int, fh) -> None:
     ax.set_xlabel("reading (" + " / ".join(summary["readings_file"]["axes"]) + ")", fontsize=8)
     ax.set_ylabel("row: paper's claim", fontsize=8)
     ax.set_title(f"Verdict of each claim under each reading, d = {d}", fontsize=9)
-    handles = [Patch(color=COLOURS[v], label=v) for v in VERDICTS]
+    handles = [Patch(facecolor=COLOURS[v], edgecolor="0.5", label=v) for v in VERDICTS]  # a white patch needs an edge
     if summary.get("default_reading") in readings:
         handles.append(Patch(fill=False, edgecolor="k", lw=2, label="default reading"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=TICK_PT)
