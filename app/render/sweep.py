@@ -246,16 +246,23 @@ def lag_side_by_side(summary: dict) -> list[str]:
 
 def lag_across_readings(summary: dict, d: int) -> list[str]:
     """Per row at one d: the mean t_half ratio (attention / output) of joint GD under the displacement and the
-    functional measure, as median [min, max] over the readings, with the share of readings where the ratio is
-    above 1 (whatever its verdict)."""
+    functional measure, as median [min, max] over its distinct joint-GD configurations (the readings, for a
+    summary that records none: ``distinct``), with the share of them where the ratio is above 1 (whatever its
+    verdict)."""
     import statistics
 
     per: dict = {}
+    seen: set = set()
     for cell in summary["cells"]:
         if cell["d"] != d:
             continue
+        configs = {(v["row"], v["claim"]): v.get("config") for v in cell["verdicts"]}
         for row, lag in cell["lag"].items():
             for m in ("displacement", "function"):
+                config = configs.get((row, f"attention lags output under joint GD ({m})"))
+                if config is not None and (row, m, config) in seen:
+                    continue
+                seen.add((row, m, config))
                 r = (lag.get(m) or {}).get("ratio") or {}
                 if r.get("mean") is not None:
                     per.setdefault(row, {}).setdefault(m, []).append(r["mean"])
@@ -327,7 +334,8 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
               "under the parameter-displacement measure and the functional measure, default reading:", "",
               *lag_side_by_side(summary), ""]
     for d in ds:
-        lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per reading):", "",
+        lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per distinct joint-GD "
+                  "configuration):", "",
                   *lag_across_readings(summary, d), ""]
     lines += ["### Per reading", "",
               "Every reading's plans, risks, lag measures and verdicts: "

@@ -86,3 +86,17 @@ def test_heat_map_draws_every_verdict_value():
     sweep_render.heat_map(_summary(), 8, buf)
     assert buf.getvalue().startswith(b"\x89PNG")
     assert set(sweep_render.COLOURS) == set(sweep_render.VERDICTS)
+
+
+def test_the_lag_ratios_across_readings_count_each_joint_gd_configuration_once():
+    """Three readings share one joint-GD configuration (ratio 2) and one has its own (ratio 0.5): the
+    median over configurations is 1.25 and one of two is above 1 (over readings: 2 and 3/4)."""
+    cells = []
+    for r, ratio, config in (("a", 2.0, "J1"), ("b", 2.0, "J1"), ("c", 2.0, "J1"), ("e", 0.5, "J2")):
+        cells.append({"reading": r, "d": 8, "lag": {"OR": {"displacement": {"ratio": {"mean": ratio}}}},
+                      "verdicts": [_v("OR", LAG, "holds", config)]})
+    line = sweep_render.lag_across_readings({"cells": cells}, 8)[2]
+    assert line == "| OR | 1.25 [0.5, 2] | 1/2 | n/a | - |"
+    for c in cells:
+        del c["verdicts"][0]["config"]
+    assert sweep_render.lag_across_readings({"cells": cells}, 8)[2] == "| OR | 2 [0.5, 2] | 3/4 | n/a | - |"
