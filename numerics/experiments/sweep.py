@@ -333,8 +333,8 @@ def configuration(p: Plan, reading: str, d: int, verdict: dict) -> str:
     """The identity of the evidence a verdict of the cell (reading, d) rests on: the digest of the claim and of
     the canonical specs (``canonical_spec``) of the units it reads.  A lag verdict reads joint GD's units only
     (and "least lag" those of every row of the cell), so readings that differ in what joint GD ignores (the
-    three-phase schedule) give one configuration; a comparison reads its plans', output-only's and the
-    ceiling's units."""
+    three-phase schedule) give one configuration; a comparison reads its plans', output-only's and joint GD's
+    (its margin is a share of their difference) and the ceiling's units."""
     info = p.rows[(reading, d, verdict["row"])]
     claim = verdict["claim"]
     if claim.startswith(verdicts_module.LEAST):
@@ -343,7 +343,7 @@ def configuration(p: Plan, reading: str, d: int, verdict: dict) -> str:
     elif claim.startswith(LAG_CLAIMS):
         specs = [canonical_spec(p.searches[info["plans"]["joint"]])]
     else:
-        plans = sorted(set(verdict.get("plans") or []) | {"output_only"})
+        plans = sorted(set(verdict.get("plans") or []) | {"output_only", "joint"})  # the margin reads both
         specs = [canonical_spec(p.searches[info["plans"][q]]) for q in plans if q in info["plans"]]
         specs.append(canonical_spec(p.ceilings[info["ceiling"]]))
     return units.key_of({"claim": claim, "units": specs})[:16]

@@ -39,6 +39,10 @@ def test_the_schedule_axis_collapses_for_the_lag_and_not_for_the_comparison(ship
     assert lag["k2=plateau/shared/gd/plateau"] != lag["k2=plateau/shared/adam/plateau"]
     match = _configs(shipped, 25, "occurrence", MATCH)
     assert len(set(match.values())) == 36
+    # attention-only against three-phase also reads joint GD (the margin is a share of output-only minus joint)
+    comp = _configs(shipped, 25, "AND (H=2)", "attention-only is competitive (matches three-phase)",
+                    ("attention_only", "three_phase"))
+    assert comp["k2=plateau/shared/gd/plateau"] != comp["k2=plateau/separate/gd/plateau"]
     # the claim is part of the configuration: two claims on the same units are counted apart
     func = _configs(shipped, 25, "occurrence", LAG.replace("displacement", "function"))
     assert not set(func.values()) & set(lag.values())
