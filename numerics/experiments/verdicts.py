@@ -307,11 +307,12 @@ def testable(row: dict, claim: str) -> tuple[bool, str]:
     where the first token alone carries it)."""
     mc = row.get("model_class") or {}
     if claim.startswith("attention-only is competitive") and row["task"] == "AND":
-        scale = mc.get("attention_only_readout_scale", 0.01)
+        scale = mc.get("attention_only_readout_scale")
+        scale = 0.01 if scale is None else scale
         if scale < ATTENTION_ONLY_READOUT_MIN:
-            return False, (f"attention-only trains with a readout of scale {scale:g} that it never changes, so its "
-                           f"risk cannot leave its starting level by construction (a fixed readout of scale at least "
-                           f"{ATTENTION_ONLY_READOUT_MIN:g} is needed)")
+            return False, (f"attention-only trains with a readout of scale {scale:g} that it never changes, too "
+                           f"small for its risk to leave the neighbourhood of its start (a fixed readout of scale "
+                           f"at least {ATTENTION_ONLY_READOUT_MIN:g} is needed)")
     if row["task"] == "even_pairs" and claim.startswith((LEAST, NEAR_ONE)):
         if mc.get("label_in_single_token") is not False:
             why = ("the row does not record a model where no single token carries the label; under the 'query' "
