@@ -4,7 +4,8 @@ Trains three-phase, joint GD, output-only and attention-only on occurrence, OR, 
 bigram, single-location regression and even pairs (numerics.experiments): step sizes are chosen on tuning
 seeds by extending grids, every plan runs to the same stopping rule and cap, and the reported seeds are
 measured (held-out risk, convergence, three attention-lag measures).  Each of the paper's claims gets a
-verdict: holds, does not hold, undecided, or refused with the artefact it would rest on.
+verdict: holds, does not hold, undecided, refused with the artefact it would rest on, not testable in the
+row's model class, or depends on tuning (repeated tuning draws that disagree).
 
 Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
 command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
@@ -12,7 +13,7 @@ command line and every number), table1.md and one figure per row.  Finished rows
 --from-json FILE re-renders a results file; --rerun FILE trains its recorded configuration again.
 While it trains, a line per finished row goes to stderr when stderr is not a terminal (a log, CI; a
 terminal shows a progress bar instead; --quiet neither).
-Exit status: 0 every verdict decided, 3 some verdict undecided or refused, 2 bad usage, 130 interrupted.
+Exit status: 0 every verdict decided, 3 some verdict not decided, 2 bad usage, 130 interrupted.
 3 is the normal status of --quick: at its small size some rows do not converge within the budget or
 cannot represent their task, and their verdicts are refused rather than guessed.
 """
@@ -246,6 +247,8 @@ def main_args(args: argparse.Namespace) -> int:
         import datetime
         results["commit"], results["dirty"] = commit, dirty
         results["timestamp"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        from numerics.experiments import verdicts as verdicts_module
+        results["decision_rules"] = verdicts_module.rules()  # the rules the verdicts below are judged by
         with out.transaction() as tx:
             paths = table1.write(results, tx)
         partial.unlink(missing_ok=True)

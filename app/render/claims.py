@@ -327,8 +327,10 @@ def _table1_count(records: Records) -> str:
     if records.table1 is None:
         return "undecided: no run recorded"
     counts = Counter(cell["verdict"] for cell in table1_cells(records.table1))
-    words = {"holds": "hold", "does not hold": "do not hold", "undecided": "undecided", "refused": "refused"}
-    return ", ".join(f"{counts[v]} {w}" for v, w in words.items())
+    words = {"holds": "hold", "does not hold": "do not hold", "undecided": "undecided", "refused": "refused",
+             "not testable": "not testable in this model class", "depends on tuning": "depend on tuning"}
+    return ", ".join(f"{counts[v]} {w}" for v, w in words.items() if counts[v] or v not in ("not testable",
+                                                                                          "depends on tuning"))
 
 
 def summary_table(records: Records, positive: list[Claim], finite: Claim) -> list[str]:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from numerics.experiments import sweep as sweep_module
 from app.render import table1
-VERDICTS = ("holds", "does not hold", "undecided", "refused")
+VERDICTS = ("holds", "does not hold", "undecided", "refused", "not testable", "depends on tuning")
 CATEGORIES = tuple(c for c, _ in sweep_module.REASONS) + ("other",)
+CAUSES = tuple(c for c, _ in sweep_module.CAUSES) + ("other",)
 
 
 def summarise(sweep: sweep_module.Sweep) -> dict:
@@ -119,21 +120,73 @@ def depends_on(verdicts: dict, axes: dict) -> list[str]:
     return out
 
 
+def distinct(per: dict) -> dict:
+    """{configuration: verdict}: the verdicts of one (row, claim) over readings, each configuration of the units
+    it rests on counted once (``sweep.configuration``; a verdict that records none is its own reading's)."""
+    out: dict = {}
+    for reading, v in per.items():
+        out.setdefault(v.get("config", reading), v)
+    return out
+
+
+def _earlier(summary: dict, d: int) -> dict:
+    """{configuration: (row, d)} of every verdict at an alphabet size below ``d`` (the first it appears at)."""
+    seen: dict = {}
+    for cell in sorted(summary["cells"], key=lambda c: c["d"]):
+        if cell["d"] >= d:
+            continue
+        for v in cell["verdicts"]:
+            if "config" in v:
+                seen.setdefault(v["config"], (v["row"], cell["d"]))
+    return seen
+
+
+def repeat_of(summary: dict, d: int, per: dict) -> str | None:
+    """"the same runs as <row> at d = <d'>" when every configuration of a (row, claim) at ``d`` was already
+    counted at a smaller d (OR at d is occurrence at d/2; even pairs does not depend on d), else None."""
+    configs = [v.get("config") for v in per.values()]
+    seen = _earlier(summary, d)
+    if not configs or not all(c in seen for c in configs):
+        return None
+    row, dd = seen[configs[0]]
+    return f"the same runs as {row} at d = {dd}"
+
+
+def refused_cell(verdicts: list[dict], n: int) -> str:
+    """"k/n" refused, with which plan (or the ceiling) caused each refusal (``sweep.refusal_cause``)."""
+    refused = [v for v in verdicts if v["verdict"] == "refused"]
+    why = Counter(v.get("cause") or sweep_module.refusal_cause(v["reasons"]) for v in refused)
+    return f"{len(refused)}/{n}" + (": " + ", ".join(f"{k} {why[k]}" for k in CAUSES if why[k]) if why else "")
+
+
+def among_decided(c: Counter) -> str:
+    """Holds over the decided verdicts (holds and does not hold), "-" when none is decided."""
+    decided = c["holds"] + c["does not hold"]
+    return f"{c['holds']}/{decided}" if decided else "-"
+
+
 def robustness_table(summary: dict, d: int) -> list[str]:
+    """One line per (row, claim) at ``d``: counts over its distinct configurations (``distinct``), the refusals
+    and who caused them, the share holding among the decided ones, and the axes the verdict changes with; a
+    (row, claim) whose every configuration was counted at a smaller d says so and is not counted again."""
     default = summary.get("default_reading")
     axes = summary["readings_file"]["axes"]
-    n = len(_readings_at(summary, d))
-    lines = ["| row | paper's claim | default reading | holds | does not hold | undecided | refused (why) | "
-             "verdict changes with |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | paper's claim | default reading | holds | does not hold | undecided | refused (which plan) | "
+             "not testable or depends on tuning | holds among decided | verdict changes with |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for (row, claim), per in _by_claim(summary, d).items():
-        c = Counter(v["verdict"] for v in per.values())
-        why = Counter(v.get("category", "other") for v in per.values() if v["verdict"] == "refused")
-        refused = str(c["refused"]) + (" (" + ", ".join(f"{k} {why[k]}" for k in CATEGORIES if why[k]) + ")"
-                                       if why else "")
         dv = table1.VERDICT_MARK[per[default]["verdict"]] if default in per else ("not run" if default else "-")
+        again = repeat_of(summary, d, per)
+        if again:
+            lines.append(f"| {row} | {claim} | {dv} | {again}: not counted again | | | | | | |")
+            continue
+        configs = list(distinct(per).values())
+        n = len(configs)
+        c = Counter(v["verdict"] for v in configs)
+        other = ", ".join(f"{w} {c[w]}" for w in ("not testable", "depends on tuning") if c[w]) or "0"
         dep = "; ".join(depends_on(per, axes)) or "-"
         lines.append(f"| {row} | {claim} | {dv} | {c['holds']}/{n} | {c['does not hold']}/{n} | {c['undecided']}/{n} "
-                     f"| {refused} | {dep} |")
+                     f"| {refused_cell(configs, n)} | {other} | {among_decided(c)} | {dep} |")
     return lines
 
 
@@ -153,10 +206,17 @@ def verdicts_by_d(summary: dict) -> list[str]:
             if not per:
                 cells.append("not run")
                 continue
-            c = Counter(v["verdict"] for v in per.values())
+            again = repeat_of(summary, d, per)
+            if again:
+                cells.append(again)
+                continue
+            configs = list(distinct(per).values())
+            c = Counter(v["verdict"] for v in configs)
             dv = per[default]["verdict"] if default in per else "-"
+            extra = "".join(f", {c[w]} {a}" for w, a in (("not testable", "nt"), ("depends on tuning", "dt")) if c[w])
             cells.append(f"{table1.VERDICT_MARK[dv] if dv in table1.VERDICT_MARK else dv} "
-                         f"({c['holds']} h, {c['does not hold']} n, {c['undecided']} u, {c['refused']} r of {len(per)})")
+                         f"({c['holds']} h, {c['does not hold']} n, {c['undecided']} u, {c['refused']} r{extra} "
+                         f"of {len(configs)})")
         lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
     return lines
 
@@ -186,16 +246,23 @@ def lag_side_by_side(summary: dict) -> list[str]:
 
 def lag_across_readings(summary: dict, d: int) -> list[str]:
     """Per row at one d: the mean t_half ratio (attention / output) of joint GD under the displacement and the
-    functional measure, as median [min, max] over the readings, with the share of readings where the ratio is
-    above 1 (whatever its verdict)."""
+    functional measure, as median [min, max] over its distinct joint-GD configurations (the readings, for a
+    summary that records none: ``distinct``), with the share of them where the ratio is above 1 (whatever its
+    verdict)."""
     import statistics
 
     per: dict = {}
+    seen: set = set()
     for cell in summary["cells"]:
         if cell["d"] != d:
             continue
+        configs = {(v["row"], v["claim"]): v.get("config") for v in cell["verdicts"]}
         for row, lag in cell["lag"].items():
             for m in ("displacement", "function"):
+                config = configs.get((row, f"attention lags output under joint GD ({m})"))
+                if config is not None and (row, m, config) in seen:
+                    continue
+                seen.add((row, m, config))
                 r = (lag.get(m) or {}).get("ratio") or {}
                 if r.get("mean") is not None:
                     per.setdefault(row, {}).setdefault(m, []).append(r["mean"])
@@ -229,6 +296,18 @@ def default_sentence(summary: dict) -> str:
     return f"The default reading is `{default}`."
 
 
+COUNTS_NOTE = ("Counts are over distinct configurations, not readings: readings that differ only in choices the "
+               "units of a verdict ignore are one configuration (a lag verdict reads joint GD alone, which no "
+               "three-phase schedule touches, so the schedule axis does not multiply it). OR at d is occurrence at "
+               "d/2 (same length law, p = 2/(d - 2); from the symmetric zero start the output depends only on the "
+               "length and the number of marked tokens, whose law is the same, so the risks and t_half agree and "
+               "only the scale of the chosen step sizes differs) and even pairs does not depend on d: "
+               "each is counted and reported once, at the first d it appears. *Refused* says which plan, or the "
+               "capacity ceiling, caused each refusal; *holds among decided* is holds over holds and does not hold; "
+               "*verdict changes with* names the axes along which changing one choice, all else equal, turns a "
+               "verdict between holds and does not hold (and the choices under which it holds).")
+
+
 def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     """The sweep's Markdown: what ran, a robustness table per d, the heat maps, the verdicts across d, the lag
     measures side by side, and links to the per-reading pages (``link_prefix`` + file name)."""
@@ -244,20 +323,19 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
              f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
              f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
              f"{summary['units_cpu_s'] / 3600:.1f} h. " + default_sentence(summary), "",
-             "Counts are over readings; *verdict changes with* names the axes along which changing one choice, all "
-             "else equal, turns a verdict between holds and does not hold (and the choices under which it holds).",
-             ""]
+             COUNTS_NOTE, ""]
     for d in ds:
         lines += [f"### Robustness at d = {d} ({_readings(per_d[d])})", "", *robustness_table(summary, d), "",
                   f"![claim x reading at d = {d}]({link_prefix}sweep_heat_d{d}.png)", ""]
-    lines += ["### Verdicts across d", "", "Default reading's verdict (counts over readings: h holds, n does not "
-              "hold, u undecided, r refused).", "", *verdicts_by_d(summary), "",
+    lines += ["### Verdicts across d", "", "Default reading's verdict (counts over distinct configurations: h "
+              "holds, n does not hold, u undecided, r refused, nt not testable, dt depends on tuning).", "", *verdicts_by_d(summary), "",
               "### Attention lag: displacement and functional measures side by side", "",
               "Joint GD's t_half (the step at which a block has made half of its progress) of attention and output "
               "under the parameter-displacement measure and the functional measure, default reading:", "",
               *lag_side_by_side(summary), ""]
     for d in ds:
-        lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per reading):", "",
+        lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per distinct joint-GD "
+                  "configuration):", "",
                   *lag_across_readings(summary, d), ""]
     lines += ["### Per reading", "",
               "Every reading's plans, risks, lag measures and verdicts: "
@@ -345,7 +423,8 @@ def reading_page(summary: dict, reading: str) -> str:
 
 
 # Okabe-Ito colours: blue against vermillion, which stay apart under red-green colour blindness
-COLOURS = {"holds": "#0072b2", "does not hold": "#d55e00", "undecided": "#bbbbbb", "refused": "#f0e442"}
+COLOURS = {"holds": "#0072b2", "does not hold": "#d55e00", "undecided": "#bbbbbb", "refused": "#f0e442",
+           "not testable": "#ffffff", "depends on tuning": "#56b4e9"}
 TICK_PT = 8     # tick labels of the heat maps, in points (drawn at 100 dpi)
 
 
@@ -394,7 +473,7 @@ def heat_map(summary: dict, d: int, fh) -> None:
     W, H = left + width + 1.8, bottom + height + 0.5
     fig = plt.figure(figsize=(W, H))
     ax = fig.add_axes((left / W, bottom / H, width / W, height / H))
-    ax.imshow(grid, cmap=ListedColormap([COLOURS[v] for v in VERDICTS]), vmin=-0.5, vmax=3.5, aspect="auto",
+    ax.imshow(grid, cmap=ListedColormap([COLOURS[v] for v in VERDICTS]), vmin=-0.5, vmax=len(VERDICTS) - 0.5, aspect="auto",
               interpolation="nearest")
     ax.set_xticks(range(len(readings)), xlabels, rotation=90, fontsize=TICK_PT)
     ax.set_yticks(range(len(claims)), ylabels, fontsize=TICK_PT)
@@ -406,7 +485,7 @@ def heat_map(summary: dict, d: int, fh) -> None:
     ax.set_xlabel("reading (" + " / ".join(summary["readings_file"]["axes"]) + ")", fontsize=8)
     ax.set_ylabel("row: paper's claim", fontsize=8)
     ax.set_title(f"Verdict of each claim under each reading, d = {d}", fontsize=9)
-    handles = [Patch(color=COLOURS[v], label=v) for v in VERDICTS]
+    handles = [Patch(facecolor=COLOURS[v], edgecolor="0.5", label=v) for v in VERDICTS]  # a white patch needs an edge
     if summary.get("default_reading") in readings:
         handles.append(Patch(fill=False, edgecolor="k", lw=2, label="default reading"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=TICK_PT)
@@ -422,7 +501,9 @@ def _frame(records: list[dict]):
 
 def _verdict_records(summary: dict) -> list[dict]:
     return [{"reading": c["reading"], "d": c["d"], "row": v["row"], "claim": v["claim"], "verdict": v["verdict"],
-             "category": v.get("category", ""), "reasons": "; ".join(v["reasons"]), "evidence": v["evidence"]}
+             "category": v.get("category", ""), "cause": v.get("cause", ""), "outcome": v.get("outcome", ""),
+             "draws_agreeing": v.get("draws_agreeing", ""), "config": v.get("config", ""),
+             "reasons": "; ".join(v["reasons"]), "evidence": v["evidence"]}
             for c in summary["cells"] for v in c["verdicts"]]
 
 
@@ -442,7 +523,8 @@ def write(summary: dict, tx) -> list[Path]:
 
     paths.append(tx.write("tidy.parquet", parquet))
     paths.append(tx.write_text("verdicts.csv", pd.DataFrame.from_records(
-        _verdict_records(summary), columns=["reading", "d", "row", "claim", "verdict", "category", "reasons",
+        _verdict_records(summary), columns=["reading", "d", "row", "claim", "verdict", "category", "cause",
+                                            "outcome", "draws_agreeing", "config", "reasons",
                                             "evidence"]).to_csv(index=False)))
     for d in sorted({c["d"] for c in summary["cells"]}):
         paths.append(tx.write(f"sweep_heat_d{d}.png", partial(heat_map, summary, d)))

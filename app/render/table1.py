@@ -17,7 +17,8 @@ from numerics.experiments.readout import TIE_RTOL
 from numerics.experiments.lag import relative_progress
 from numerics.experiments.runner import PLANS
 VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecided": "undecided",
-                "refused": "*refused*"}
+                "refused": "*refused*", "not testable": "*not testable in this model class*",
+                "depends on tuning": "*depends on tuning*"}
 
 
 def fmt(s: dict, digits: int = 3) -> str:
@@ -124,13 +125,48 @@ def lag_table(results: dict) -> list[str]:
 
 
 def verdict_table(verdicts: list[dict]) -> list[str]:
+    """The verdicts with their evidence (the interval, the per-seed count or the lag outcome) and reasons, and
+    how many tuning draws give each verdict when there are several."""
     out = ["| row | paper's claim | here | evidence or reasons |", "|---|---|---|---|"]
     for v in verdicts:
         text = v["evidence"]
         if v["reasons"]:
             text = (text + "; " if text else "") + "; ".join(v["reasons"])
+        draws = v.get("draws_agreeing", "1/1")
+        if not draws.endswith("/1"):
+            text += f"; tuning draws giving it: {draws}"
         out.append(f"| {v['row']} | {v['claim']} | {VERDICT_MARK[v['verdict']]} | {text} |")
     return out
+
+
+def rules_note(results: dict) -> str:
+    """The decision rules the verdicts are judged by (``verdicts.rules``), and whether the results recorded
+    them (results assembled before the rules were recorded are judged by the current ones)."""
+    r = verdicts_module.rules()
+    recorded = results.get("decision_rules")
+    lo, hi = r["lag_band"]
+    where = ("as recorded with the results" if recorded == r else
+             "the current rules; the results record other rules" if recorded else
+             "the current rules; the results record none")
+    return (f"Decision rules, fixed before the run ({where}): confidence bounds are mean ± {r['z']:g} standard errors "
+            f"over seeds plus the population error slack; *matches* holds when the upper bound of the excess risk "
+            f"is at most the margin {r['match_share']:g} x the attention effect (output-only minus joint GD), does "
+            f"not hold when the lower bound is above it, and is undecided in between; *falls short* is the "
+            f"superiority test on the same interval; a lag ratio interval above [{lo:g}, {hi:g}] is *attention "
+            f"lags*, inside it *no appreciable lag*, below it *attention leads*; *almost as fast* holds when the "
+            f"interval is inside the band. With several tuning draws a verdict is decided only when every draw "
+            f"gives it.")
+
+
+def identity_note(results: dict) -> str:
+    """The sentence that OR at d is occurrence at d/2, when the results have an OR row; else nothing."""
+    d = results["config"]["d"]
+    if "OR" not in results["rows"] or d % 2:
+        return ""
+    return (f"OR at d = {d} is occurrence at d = {d // 2}: both lengths have p = 2/(d - 2) and each token is "
+            "marked with probability 2/d, and from the symmetric zero start the output depends only on the "
+            "length and the number of marked tokens, so the two rows give the same risks and t_half (only the "
+            "scale of the chosen step sizes differs). ")
 
 
 def reading_line(reading: dict) -> str:
@@ -190,7 +226,7 @@ def markdown(results: dict) -> str:
              reading_line(results["reading"]) + ".", "", held_out_note(results) + accuracy_note(results), "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
              "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
-             *verdict_table(verdicts), ""]
+             identity_note(results) + rules_note(results), "", *verdict_table(verdicts), ""]
     return "\n".join(lines)
 
 

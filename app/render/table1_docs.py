@@ -62,7 +62,8 @@ plateau|fixed`, `--k1`, `--k2 N|plateau`, `--joint-steps shared|separate`, `--op
 token rows: numpy, the default and the committed results' kernel, or numba-compiled, faster on ICL and two-head
 AND steps, with other rounding; docs/benchmarks_engine.md has the figures), `--jobs`, `--out`, `--quiet`. A run saves each
 finished row at once (`.occ-table1.partial.json`); the same command after a kill trains only the missing rows.
-Exit status 0 when every verdict is decided, 3 when some verdict is undecided or refused, 2 on bad usage.
+Exit status 0 when every verdict is decided, 3 when some verdict is undecided, refused, not testable or depends
+on tuning, 2 on bad usage.
 
 """
 
@@ -102,9 +103,23 @@ with one learning rate for all parameters). The default reading replaces each ch
   the final model, gain_att(t) = R(alpha_0, B_end) - R(alpha_t, B_end) and gain_out(t) = R(alpha_end, B_0) -
   R(alpha_end, B_t) on held-out data; and t_half of the alignment with the task's ground-truth directions
   (marked-symbol score and readout gaps; the ICL trigger coordinate and the identity readout; SLR's k* and
-  v*). Attention lags under a measure when the mean ratio t_half(attention) / t_half(output) is above 1 by 3
-  standard errors and the t_half difference exceeds the snapshot resolution; it does not when the mean is
-  below 1 by 3 standard errors; otherwise undecided.
+  v*).
+* **Decision rules, fixed before the run** (`numerics/experiments/verdicts.py`, recorded in every result under
+  `decision_rules`). Confidence bounds are mean ± 3 standard errors over seeds, widened by the population
+  error slack where one is recorded. *Matches* is a non-inferiority test: with the excess e = risk(plan) -
+  risk(reference) and the margin 0.1 x the attention effect (output-only risk minus joint-GD risk), it holds
+  when the upper bound of e is at most the margin, does not hold when the lower bound is above it, and is
+  undecided when the interval straddles it (a wide seed spread leaves it undecided, never a match); a plan
+  clearly better than its reference matches. *Falls short* is the superiority test on the same interval.
+  Each comparison prints how many seeds are within the margin of the reference's mean, and flags bimodal
+  seeds where the run records them. *Lags*: the ratio t_half(attention) / t_half(output) with its interval
+  (3 standard errors plus the snapshot resolution carried to the ratio) against the practical band
+  [0.8, 1.25]: above it *attention lags* (the claim holds), inside it *no appreciable lag*, below it
+  *attention leads* (the claim does not hold), otherwise undecided. *Almost as fast* (even pairs) is the
+  equivalence test: the interval inside the band. A claim the row's model class cannot test (attention-only
+  on AND with a readout of scale below 0.1; the even-pairs lag claims where one token carries the label) is
+  *not testable in this model class*. With repeated tuning draws, a verdict is decided only when every draw
+  gives it, otherwise it *depends on tuning*.
 * **Data.** Exact population gradients for occurrence, OR and one-head AND (classes of (marked count,
   rest); OR and AND by their a/b-symmetric reduction, exact from the zero start), with each reported seed's
   final risk's error bounded by the left-out mass times the largest loss (given the weights' stated relative error) plus a
@@ -123,7 +138,8 @@ def page(results: dict, sweep: dict | None = None) -> str:
     r = results["reading"]
     cfg = results["config"]
     verdicts = verdicts_module.assess(results)
-    counts = {k: sum(v["verdict"] == k for v in verdicts) for k in ("holds", "does not hold", "undecided", "refused")}
+    counts = {k: sum(v["verdict"] == k for v in verdicts) for k in ("holds", "does not hold", "undecided", "refused",
+                                                                     "not testable", "depends on tuning")}
     minutes = max(1, round(results["elapsed_s"] / 60))
     sweep_time = "not run yet"
     lead: list[str] = []
@@ -151,7 +167,10 @@ def page(results: dict, sweep: dict | None = None) -> str:
              f"Command: `{shlex.join(results['command'])}` at commit {results.get('commit') or 'unknown'}; "
              f"{duration(results['elapsed_s'])} wall on the 2-core machine, {duration(results['cpu_s'])} of "
              f"CPU (timing, not a test; the machine was shared). Verdicts: {counts['holds']} hold, "
-             f"{counts['does not hold']} do not hold, {counts['undecided']} undecided, {counts['refused']} refused.",
+             f"{counts['does not hold']} do not hold, {counts['undecided']} undecided, {counts['refused']} refused"
+             + "".join(f", {counts[k]} {w}" for k, w in (("not testable", "not testable in this model class"),
+                                                          ("depends on tuning", "depend on tuning")) if counts[k])
+             + ".",
              "", "### The paper's claims", "", *table1.verdict_table(verdicts), "",
              "### Plans", "", "Held-out risk: exact population risk on the exact rows (run once: deterministic), "
              "test-set risk otherwise (mean ± standard deviation over the reported seeds); steps: where the "

@@ -229,6 +229,8 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
             out.incomplete.append({"reading": reading, "d": dd, "rows_missing": not_run})
             continue
         verdicts = cell_verdicts(res)
+        for v in verdicts:
+            v["config"] = configuration(p, reading, dd, v)
         lag = {name: {m: {k: row["lag"][m][k] for k in ("t_half_att", "t_half_out", "ratio", "resolution")}
                       for m in row["lag"]} for name, row in res["rows"].items()}
         risks = {name: {pl: pr["risk"] for pl, pr in row["plans"].items()} for name, row in res["rows"].items()}
@@ -304,7 +306,47 @@ def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
     cfg = p.cell_config(reading, d, tuple(info["task"] for (rn, dd, _), info in p.rows.items()
                                           if (rn, dd) == (reading, d)))
     return {"suite": "occurrence-companion", "version": p.version, "config": cfg.to_dict(), "reading": r.to_dict(),
-            "rows": rows, "missing_rows": missing}
+            "rows": rows, "missing_rows": missing, "decision_rules": verdicts_module.rules()}
+
+
+def canonical_spec(spec: dict) -> dict:
+    """A unit's spec up to the identities between rows, so that units computing the same thing compare equal:
+    OR at d is occurrence at d/2 (both lengths have p = 2/(d - 2) and each token is marked with probability
+    2/d; from the symmetric zero start every unmarked symbol keeps the same weights, so the output depends
+    only on the length and the number of marked tokens, whose law is the same: the risks and t_half agree, only
+    the scale of the chosen step sizes differs), and even pairs does not depend on d (its tokens and length law
+    do not involve it)."""
+    cfg = dict(spec["config"])
+    task = spec["task"]
+    if task == "OR" and cfg["d"] % 2 == 0:
+        task, cfg["d"] = "occurrence", cfg["d"] // 2
+    elif task == "even_pairs":
+        cfg["d"] = None
+    return {**spec, "task": task, "config": cfg}
+
+
+LAG_CLAIMS = ("attention lags output", verdicts_module.NEAR_ONE, verdicts_module.LEAST)
+"""Claims judged on joint GD alone (``verdicts.lag_verdict`` and the even-pairs claims)."""
+
+
+def configuration(p: Plan, reading: str, d: int, verdict: dict) -> str:
+    """The identity of the evidence a verdict of the cell (reading, d) rests on: the digest of the claim and of
+    the canonical specs (``canonical_spec``) of the units it reads.  A lag verdict reads joint GD's units only
+    (and "least lag" those of every row of the cell), so readings that differ in what joint GD ignores (the
+    three-phase schedule) give one configuration; a comparison reads its plans', output-only's and joint GD's
+    (its margin is a share of their difference) and the ceiling's units."""
+    info = p.rows[(reading, d, verdict["row"])]
+    claim = verdict["claim"]
+    if claim.startswith(verdicts_module.LEAST):
+        specs = sorted((canonical_spec(p.searches[i["plans"]["joint"]]) for (r, dd, _), i in p.rows.items()
+                        if (r, dd) == (reading, d)), key=units.canonical)
+    elif claim.startswith(LAG_CLAIMS):
+        specs = [canonical_spec(p.searches[info["plans"]["joint"]])]
+    else:
+        plans = sorted(set(verdict.get("plans") or []) | {"output_only", "joint"})  # the margin reads both
+        specs = [canonical_spec(p.searches[info["plans"][q]]) for q in plans if q in info["plans"]]
+        specs.append(canonical_spec(p.ceilings[info["ceiling"]]))
+    return units.key_of({"claim": claim, "units": specs})[:16]
 
 
 REASONS = (("edge step", ("grid edge",)), ("divergence", ("diverged", "unstable")),
@@ -322,17 +364,40 @@ def reason_category(reasons: list[str]) -> str:
     return "other"
 
 
+CAUSES = (("capacity", ("representable", "capacity", "ceiling")), ("three-phase", ("three phase", "three_phase")),
+          ("joint", ("joint",)), ("output-only", ("output only", "output_only")),
+          ("attention-only", ("attention only", "attention_only")), ("measure", ("measure", "t_half")),
+          ("other rows", ("other row",)))
+"""Who caused a refusal (first match in this order, on the start of the first reason): the capacity ceiling,
+a plan, a lag measure that is missing or undefined, or the other rows a comparison across rows needs."""
+
+
+def refusal_cause(reasons: list[str]) -> str:
+    """Which plan (or the capacity ceiling, a missing measure) caused a refused verdict: its first reason's
+    subject (``CAUSES``; "other" when none matches)."""
+    for reason in reasons[:1]:
+        head = reason.removeprefix("training failed: ").split(":")[0]
+        for cause, words in CAUSES:
+            if any(w in head for w in words):
+                return cause
+    return "other"
+
+
 def cell_verdicts(results: dict) -> list[dict]:
-    """``verdicts.assess`` on a cell, with every claim of a row that could not be assembled refused."""
+    """``verdicts.assess`` on a cell, with every claim of a row that could not be assembled refused; each
+    refused verdict records its reason's category and its cause (``refusal_cause``)."""
     out = verdicts_module.assess(results) if results["rows"] else []
     for name, why in results["missing_rows"].items():
         row = {"name": name, "task": name.split(" ")[0], "lag": {}, "rows": {}}
         for claim in claims_of(row["task"]):
-            out.append({"row": name, "claim": claim, "verdict": "refused", "reasons": ["training failed: " + w for w in why],
-                        "evidence": ""})
+            plans = (["joint"] if claim.startswith(LAG_CLAIMS) else ["attention_only", "three_phase"]
+                     if claim == verdicts_module.COMPETITIVE else ["three_phase", "joint"])
+            out.append({"row": name, "claim": claim, "plans": plans, "verdict": "refused",
+                        "reasons": ["training failed: " + w for w in why], "evidence": ""})
     for v in out:
         if v["verdict"] == "refused":
             v["category"] = reason_category(v["reasons"])
+            v["cause"] = refusal_cause(v["reasons"])
     return out
 
 

@@ -7,29 +7,83 @@ Every verdict is one of:
   t_half, or the error bound of an exact population: truncation and rounding; the AND integral's quadrature
   estimate where it is used);
 * ``refused``: the verdict would rest on an artefact, and each reason is given: a chosen step size at an
-  untried edge of its grid, a diverged or unstable run (ending above its start), a run that did not converge within the budget, a row whose
-  capacity ceiling is far from the task's best value ("not representable"), or a row with no ceiling.
+  untried edge of its grid, a diverged or unstable run (ending above its start), a run that did not converge
+  within the budget, a row whose capacity ceiling is far from the task's best value ("not representable"), or
+  a row with no ceiling;
+* ``not testable``: the row's model class cannot express what the claim is about (``testable``), so the run
+  says nothing about the claim either way;
+* ``depends on tuning``: repeated tuning draws (``results["tuning_draws"]``) give different verdicts.
 
-Criteria.  *Matches*: plan P matches plan Q when the excess mean held-out risk of P over Q is at most
-max(3 standard errors of the difference, MATCH_SHARE x the attention effect), the attention effect being the
-output-only risk minus the joint-GD risk; *falls short* is its negation.  *Lags*: under joint GD, per measure
-(``lag``), the ratio t_half(attention) / t_half(output) over seeds: holds when its mean minus 3 standard errors
-is above 1 and t_half(attention) - t_half(output) exceeds the measure's resolution (the spacing of the
-recorded steps around the crossings); does not hold when its mean plus 3 standard errors is below 1 and
-t_half(output) - t_half(attention) exceeds the resolution; undecided otherwise (a single run has no standard
-error: the resolution alone decides).
+The rules are fixed before any run (the constants below) and recorded beside every result (``rules``).  A
+confidence bound is mean +- Z standard errors over seeds (one run has no standard error), widened by the
+population error slack where one is recorded.
+
+Criteria.  *Matches* (three-phase vs joint GD; attention-only vs three-phase) is a non-inferiority test: the
+excess e = mean risk(plan) - mean risk(reference) against the margin MATCH_SHARE x |the attention effect|
+(output-only risk minus joint-GD risk), a share of the effect the claim is about, not of the seed spread.
+It holds when the upper bound e + Z SE + slack is at most the margin, does not hold when the lower bound
+e - Z SE - slack is above it, and is undecided when the interval straddles the margin; a wide seed spread
+therefore makes the verdict undecided, never easier.  The test is one-sided: a plan clearly better than its
+reference (e far below 0) matches.  *Falls short* (three-phase vs joint GD on AND) is the superiority test on
+the same interval and margin: it holds when the lower bound is above the margin (three-phase is worse by more
+than a share of the effect that nobody would call a shortfall), does not hold when the upper bound is at most
+the margin (non-inferiority shown), and is undecided otherwise; so on one row exactly one of the two claims
+holds whenever either is decided.  Each comparison prints its per-seed count: the plan's seeds whose risk is
+within the margin of the reference's mean ("3/5 seeds within margin"), and flags a plan whose seeds the run
+records as bimodal.
+
+*Lags*: under joint GD, per measure (``lag``), the ratio t_half(attention) / t_half(output) over seeds, with
+the interval mean +- (Z SE + w), w = resolution x (1 + mean) / t_half(output) the snapshot resolution carried to
+the ratio.  Against the practical band LAG_BAND = [0.8, 1.25], fixed in advance, the outcome is "attention
+lags" (interval entirely above 1.25), "no appreciable lag" (interval inside the band, ends included),
+"attention leads" (interval entirely below 0.8), else undecided; the claim "attention lags output" holds on
+the first, does not hold on the second and third (the outcome is recorded under "outcome").  *Almost as
+fast* (even pairs) is the equivalence test on the same interval: holds inside the band, does not hold when the
+interval lies entirely outside it, undecided otherwise.  *Least lag on even pairs*: even pairs' ratio interval
+(mean +- Z SE) below every other usable row's.
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 MATCH_SHARE = 0.1
+"""The non-inferiority margin of *matches* and *falls short*: this share of the attention effect (output-only
+risk minus joint-GD risk)."""
+Z = 3.0
+"""Confidence bounds are mean +- Z standard errors over seeds."""
+LAG_BAND = (0.8, 1.25)
+"""The practical band of the lag ratio t_half(attention) / t_half(output): inside it, no appreciable lag."""
 REPRESENTABLE_SHARE = 0.05
 """A row is representable when the best risk its model class reaches is within REPRESENTABLE_SHARE x its
 starting risk of the task's best value (``capacity``)."""
+ATTENTION_ONLY_READOUT_MIN = 0.1
+"""AND's "attention-only is competitive" is testable only when attention-only trains with a fixed readout of at
+least this scale (``testable``); a readout of scale 0.01 keeps its risk near the start by construction."""
 MEASURES = ("displacement", "function", "alignment")
 PAPER_MATCH = ("occurrence", "OR", "ICL", "SLR", "even_pairs")
 """Tasks on which the paper reports that three-phase matches joint GD (every task except AND)."""
+DECIDED = ("holds", "does not hold")
+MATCHES = "three-phase matches joint GD"
+FALLS_SHORT = "three-phase falls short of joint GD"
+COMPETITIVE = "attention-only is competitive (matches three-phase)"
+NEAR_ONE = "attention grows almost as fast as the output under joint GD"
+LEAST = "the lag is least on even pairs"
+
+
+def rules() -> dict:
+    """The decision rules of this module, as recorded in every result (``results["decision_rules"]``)."""
+    return {"z": Z, "match_share": MATCH_SHARE, "lag_band": list(LAG_BAND),
+            "representable_share": REPRESENTABLE_SHARE, "attention_only_readout_min": ATTENTION_ONLY_READOUT_MIN,
+            "matches": "non-inferiority: holds when excess + z SE + slack <= match_share x |effect|, does not "
+                       "hold when excess - z SE - slack > that margin, else undecided",
+            "falls_short": "superiority: holds when excess - z SE - slack > match_share x |effect|, does not "
+                           "hold when excess + z SE + slack <= that margin, else undecided",
+            "lags": "ratio interval mean +- (z SE + resolution slack): attention lags above the band, no "
+                    "appreciable lag inside it, attention leads below it, else undecided",
+            "almost_as_fast": "equivalence: holds when the ratio interval is inside the band, does not hold when "
+                              "it is entirely outside, else undecided",
+            "tuning_draws": "decided only when every tuning draw gives the same verdict, else depends on tuning"}
 
 
 def _se(s: dict) -> float:
@@ -95,39 +149,112 @@ def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
 
 
 def excess(row: dict, plan: str, reference: str) -> tuple[float, float, float]:
-    """(excess mean risk of plan over reference, margin, slack: the two plans' population error bounds, truncation
-    and rounding, where recorded, and the AND integral's quadrature estimate where it is used)."""
+    """(excess mean risk of plan over reference, margin MATCH_SHARE x |attention effect|, slack: the two plans'
+    population error bounds, truncation and rounding, where recorded, and the AND integral's quadrature
+    estimate where it is used)."""
     plans = row["plans"]
     a, b = plans[plan]["risk"], plans[reference]["risk"]
-    se = math.sqrt(_se(a) ** 2 + _se(b) ** 2)
     effect = plans["output_only"]["risk"]["mean"] - plans["joint"]["risk"]["mean"]
     slack = sum(plans[q].get(key) or 0.0 for q in (plan, reference)
                 for key in ("truncation_bound", "rounding_bound", "quadrature_estimate"))
-    return a["mean"] - b["mean"], max(3 * se, MATCH_SHARE * abs(effect)), slack
+    return a["mean"] - b["mean"], MATCH_SHARE * abs(effect), slack
+
+
+def excess_interval(row: dict, plan: str, reference: str) -> dict:
+    """The excess of ``excess`` with its confidence interval: ``lower`` and ``upper`` = excess -+ (Z SE +
+    slack), SE the standard error of the difference of the two means."""
+    e, margin, slack = excess(row, plan, reference)
+    a, b = row["plans"][plan]["risk"], row["plans"][reference]["risk"]
+    se = math.sqrt(_se(a) ** 2 + _se(b) ** 2)
+    half = Z * se + slack
+    return {"excess": e, "se": se, "margin": margin, "slack": slack, "lower": e - half, "upper": e + half}
+
+
+def non_inferior(lower: float, upper: float, margin: float) -> bool | None:
+    """True when the excess interval [lower, upper] is at most the margin, False when it is entirely above it,
+    None when it straddles it."""
+    if upper <= margin:
+        return True
+    if lower > margin:
+        return False
+    return None
+
+
+def seed_values(pr: dict) -> list[float]:
+    """The per-seed held-out risks of a plan (its ``risk["values"]``, else its seeds' ``test_risk``)."""
+    vals = pr["risk"].get("values")
+    if vals is None:
+        vals = [r.get("test_risk") for r in pr.get("seeds", [])]
+    return [v for v in vals if v is not None]
+
+
+def seeds_within(row: dict, plan: str, reference: str, margin: float) -> tuple[int, int] | None:
+    """(seeds of ``plan`` whose risk is within ``margin`` of the reference's mean risk, seeds), None when the
+    row records no per-seed risk."""
+    vals = seed_values(row["plans"][plan])
+    if not vals:
+        return None
+    ref = row["plans"][reference]["risk"]["mean"]
+    return sum(v - ref <= margin for v in vals), len(vals)
 
 
 def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str) -> dict:
+    """A *matches* (``want_match``) or *falls short* claim of ``plan`` against ``reference`` (module doc)."""
     reasons = artefacts(row, (plan, reference, "output_only"))
     out = {"row": row["name"], "claim": claim, "plans": [plan, reference]}
     if any(row["plans"][p]["risk"]["mean"] is None for p in (plan, reference, "output_only")):
         reasons.append("a plan has no finite held-out risk")
     if reasons:
         return out | {"verdict": "refused", "reasons": reasons, "evidence": ""}
-    e, margin, slack = excess(row, plan, reference)
+    iv = excess_interval(row, plan, reference)
+    count = seeds_within(row, plan, reference, iv["margin"])
+    bimodal = [p.replace("_", " ") for p in (plan, reference) if row["plans"][p].get("bimodal")]
     ev = (f"{plan.replace('_', ' ')} {row['plans'][plan]['risk']['mean']:.3g} vs {reference.replace('_', ' ')} "
-          f"{row['plans'][reference]['risk']['mean']:.3g}: excess {e:.3g}, margin {margin:.3g}")
-    if abs(e - margin) <= slack:
-        return out | {"verdict": "undecided", "reasons": [f"within the population error allowance {slack:.2g}"],
-                      "evidence": ev}
-    match = e <= margin
-    return out | {"verdict": "holds" if match == want_match else "does not hold", "reasons": [], "evidence": ev,
-                  "excess": e, "margin": margin}
+          f"{row['plans'][reference]['risk']['mean']:.3g}: excess {iv['excess']:.3g} in [{iv['lower']:.3g}, "
+          f"{iv['upper']:.3g}] (±{Z:g} SE" + (f" + slack {iv['slack']:.2g}" if iv["slack"] else "")
+          + f"), margin {iv['margin']:.3g}")
+    if count is not None:
+        ev += f"; {count[0]}/{count[1]} seeds within margin"
+    if bimodal:
+        ev += f"; bimodal seeds: {', '.join(bimodal)}"
+    match = non_inferior(iv["lower"], iv["upper"], iv["margin"])
+    rec = out | {"evidence": ev, "excess": iv["excess"], "margin": iv["margin"], "interval": [iv["lower"], iv["upper"]],
+                 "seeds_within": list(count) if count is not None else None}
+    if match is None:
+        return rec | {"verdict": "undecided", "reasons": ["the excess interval straddles the margin"]}
+    return rec | {"verdict": "holds" if match == want_match else "does not hold", "reasons": []}
+
+
+def ratio_interval(ratio_mean: float, ratio_se: float, resolution: float, t_half_out: float | None) -> tuple[float, float]:
+    """The lag ratio's interval: mean -+ (Z SE + w), w = resolution x (1 + mean) / t_half(output), the snapshot
+    resolution of both t_half carried to their ratio (t_half(output) below 1, or missing, counts as 1)."""
+    w = resolution * (1 + abs(ratio_mean)) / max(t_half_out or 1.0, 1.0)
+    half = Z * ratio_se + w
+    return ratio_mean - half, ratio_mean + half
+
+
+def lag_outcome(lower: float, upper: float) -> str:
+    """The lag ratio interval [lower, upper] against LAG_BAND: "attention lags", "no appreciable lag",
+    "attention leads" or "undecided"."""
+    lo, hi = LAG_BAND
+    if lower > hi:
+        return "attention lags"
+    if upper < lo:
+        return "attention leads"
+    if lower >= lo and upper <= hi:
+        return "no appreciable lag"
+    return "undecided"
+
+
+LAG_VERDICT = {"attention lags": "holds", "no appreciable lag": "does not hold", "attention leads": "does not hold",
+               "undecided": "undecided"}
 
 
 def lag_call(ratio_mean: float, ratio_se: float, diff: float, resolution: float) -> str:
-    """The *lags* criterion on a ratio t_half(attention) / t_half(output) (mean and standard error over seeds)
-    and the difference ``diff`` of the mean t_half of attention and of output: "holds", "does not hold" or
-    "undecided"."""
+    """A point criterion on a ratio t_half(attention) / t_half(output) (mean and standard error over seeds)
+    and the difference ``diff`` of the mean t_half of attention and of output, for the scope studies (whose
+    lag is reported against 1): "holds" when the ratio is above 1 by 3 SE and attention is later by more than
+    the resolution, "does not hold" in the mirror case, else "undecided"."""
     if ratio_mean - 3 * ratio_se > 1 and diff > resolution:
         return "holds"
     if ratio_mean + 3 * ratio_se < 1 and diff < -resolution:
@@ -135,8 +262,12 @@ def lag_call(ratio_mean: float, ratio_se: float, diff: float, resolution: float)
     return "undecided"
 
 
+def _band(x: float) -> str:
+    return f"[{x[0]:.3g}, {x[1]:.3g}]"
+
+
 def lag_verdict(row: dict, measure: str) -> dict:
-    """'attention lags output under joint GD' under one measure."""
+    """'attention lags output under joint GD' under one measure, with its three-way outcome."""
     claim = f"attention lags output under joint GD ({measure})"
     out = {"row": row["name"], "claim": claim, "measure": measure, "plans": ["joint"]}
     reasons = artefacts(row, ("joint",))
@@ -151,12 +282,14 @@ def lag_verdict(row: dict, measure: str) -> dict:
     if rs["n"] == 0:
         return out | {"verdict": "refused", "reasons": ["t_half undefined (a block never moves)"], "evidence": ""}
     se = _se(rs)
-    diff = ta["mean"] - tb["mean"]
-    ev = (f"t_half(attention) {_fmt(ta)}, t_half(output) {_fmt(tb)}, ratio {_fmt(rs)} "
-          f"(resolution {m['resolution']} steps)")
-    v = lag_call(rs["mean"], se, diff, m["resolution"])
-    return out | {"verdict": v, "reasons": [] if v != "undecided" else ["ratio within its uncertainty of 1"],
-                  "evidence": ev, "ratio": rs["mean"], "ratio_se": se}
+    lo, hi = ratio_interval(rs["mean"], se, m["resolution"], tb["mean"])
+    outcome = lag_outcome(lo, hi)
+    ev = (f"t_half(attention) {_fmt(ta)}, t_half(output) {_fmt(tb)}, ratio {_fmt(rs)} in {_band((lo, hi))} "
+          f"(±{Z:g} SE + resolution {m['resolution']} steps; band {_band(LAG_BAND)}): {outcome}")
+    v = LAG_VERDICT[outcome]
+    return out | {"verdict": v, "outcome": outcome,
+                  "reasons": [] if v != "undecided" else ["the ratio interval straddles an edge of the band"],
+                  "evidence": ev, "ratio": rs["mean"], "ratio_se": se, "interval": [lo, hi]}
 
 
 def _fmt(s: dict) -> str:
@@ -165,55 +298,143 @@ def _fmt(s: dict) -> str:
     return f"{s['mean']:.3g}" if s["n"] <= 1 else f"{s['mean']:.3g} ± {s['std']:.2g}"
 
 
-def assess(results: dict) -> list[dict]:
-    """Every claim of the paper that the results speak to, with its verdict."""
+def testable(row: dict, claim: str) -> tuple[bool, str]:
+    """(can the row's model class test the claim?, why not): AND's "attention-only is competitive" needs an
+    attention-only plan with a fixed readout of order one (``model_class["attention_only_readout_scale"]`` at
+    least ATTENTION_ONLY_READOUT_MIN; a row that records none trained it at 0.01); the even-pairs lag claims
+    ("least lag", "almost as fast") need a model where no single token carries the label
+    (``model_class["label_in_single_token"]`` False; a row that records nothing used the 'query' embedding,
+    where the first token alone carries it)."""
+    mc = row.get("model_class") or {}
+    if claim.startswith("attention-only is competitive") and row["task"] == "AND":
+        scale = mc.get("attention_only_readout_scale")
+        scale = 0.01 if scale is None else scale
+        if scale < ATTENTION_ONLY_READOUT_MIN:
+            return False, (f"attention-only trains with a readout of scale {scale:g} that it never changes, too "
+                           f"small for its risk to leave the neighbourhood of its start (a fixed readout of scale "
+                           f"at least {ATTENTION_ONLY_READOUT_MIN:g} is needed)")
+    if row["task"] == "even_pairs" and claim.startswith((LEAST, NEAR_ONE)):
+        if mc.get("label_in_single_token") is not False:
+            why = ("the row does not record a model where no single token carries the label; under the 'query' "
+                   "embedding the first token alone carries it, so the row is first-token retrieval"
+                   if "label_in_single_token" not in mc else "a single token carries the label")
+            return False, why
+    return True, ""
+
+
+def _not_testable(rec: dict, why: str) -> dict:
+    return rec | {"verdict": "not testable", "reasons": [why]}
+
+
+def _even_pairs(row: dict, rows: dict, m: str) -> list[dict]:
+    """The even-pairs claims under measure ``m``: almost as fast (equivalence) and least lag."""
+    base = lag_verdict(row, m)
+    out = []
+    near = f"{NEAR_ONE} ({m}: ratio interval inside {_band(LAG_BAND)})"
+    least = f"{LEAST} ({m}: smallest t_half ratio of all rows)"
+    for claim in (near, least):
+        ok, why = testable(row, claim)
+        if not ok:
+            out.append(_not_testable({k: v for k, v in base.items() if k != "outcome"} | {"claim": claim}, why))
+        elif base["verdict"] == "refused":
+            out.append(base | {"claim": claim})
+        elif claim == near:
+            lo, hi = base["interval"]
+            if LAG_BAND[0] <= lo and hi <= LAG_BAND[1]:
+                v = "holds"
+            elif lo > LAG_BAND[1] or hi < LAG_BAND[0]:
+                v = "does not hold"
+            else:
+                v = "undecided"
+            out.append({k: x for k, x in base.items() if k != "outcome"} | {
+                "claim": claim, "verdict": v,
+                "reasons": ["the ratio interval straddles an edge of the band"] if v == "undecided" else []})
+        else:
+            out.append(_least(row, rows, m, base, claim))
+    return out
+
+
+def _least(row: dict, rows: dict, m: str, base: dict, claim: str) -> dict:
+    lm = row["lag"][m]
+    others = {r["name"]: lag_verdict(r, m) for r in rows.values() if r is not row}
+    usable = {k: v for k, v in others.items() if v["verdict"] != "refused"}
+    base = {k: v for k, v in base.items() if k != "outcome"}
+    if not usable:
+        return base | {"claim": claim, "verdict": "refused", "reasons": ["no other row has a usable ratio"]}
+    se = _se(lm["ratio"])
+    lo_ep, hi_ep = lm["ratio"]["mean"] - Z * se, lm["ratio"]["mean"] + Z * se
+    bounds = {k: (v["ratio"] - Z * v["ratio_se"], v["ratio"] + Z * v["ratio_se"]) for k, v in usable.items()}
+    if all(hi_ep < lo for lo, _ in bounds.values()):
+        v = "holds"
+    elif any(hi < lo_ep for _, hi in bounds.values()):
+        v = "does not hold"
+    else:
+        v = "undecided"
+    ev = "ratios " + ", ".join(f"{k} {u['ratio']:.3g}" for k, u in usable.items()) + \
+         f", even pairs {lm['ratio']['mean']:.3g}"
+    skipped = sorted(set(others) - set(usable))
+    return base | {"claim": claim, "verdict": v, "evidence": ev,
+                   "reasons": [f"rows refused and left out: {', '.join(skipped)}"] if skipped else []}
+
+
+def assess_draw(results: dict) -> list[dict]:
+    """Every claim of the paper that one draw's results (its ``rows``) speak to, with its verdict."""
     rows = results["rows"]
     out = []
     for row in rows.values():
         task = row["task"]
         if task in PAPER_MATCH:
-            out.append(_compare(row, "three_phase", "joint", True, "three-phase matches joint GD"))
+            out.append(_compare(row, "three_phase", "joint", True, MATCHES))
         if task == "AND":
-            out.append(_compare(row, "three_phase", "joint", False, "three-phase falls short of joint GD"))
-            out.append(_compare(row, "attention_only", "three_phase", True,
-                                "attention-only is competitive (matches three-phase)"))
+            out.append(_compare(row, "three_phase", "joint", False, FALLS_SHORT))
+            rec = _compare(row, "attention_only", "three_phase", True, COMPETITIVE)
+            ok, why = testable(row, COMPETITIVE)
+            out.append(rec if ok else _not_testable(rec, why))
         for m in MEASURES:
             if m != "alignment" or (m in row["lag"] and task != "AND"):
                 out.append(lag_verdict(row, m))
-    ep = [r for r in rows.values() if r["task"] == "even_pairs"]
-    for row in ep:
-        for m in ("displacement", "function"):
-            base = lag_verdict(row, m)
-            claim = f"attention grows almost as fast as the output under joint GD ({m}: ratio within 3 SE of 1)"
-            if base["verdict"] == "refused":
-                out.append(base | {"claim": claim})
-                continue
-            lm = row["lag"][m]
-            se = _se(lm["ratio"])
-            near = abs(lm["ratio"]["mean"] - 1) <= max(3 * se, lm["resolution"] / max(lm["t_half_out"]["mean"] or 1, 1))
-            out.append(base | {"claim": claim, "verdict": "holds" if near else "does not hold", "reasons": []})
-            others = {r["name"]: lag_verdict(r, m) for r in rows.values() if r is not row}
-            usable = {k: v for k, v in others.items() if v["verdict"] != "refused"}
-            claim = f"the lag is least on even pairs ({m}: smallest t_half ratio of all rows)"
-            if not usable:
-                out.append(base | {"claim": claim, "verdict": "refused", "reasons": ["no other row has a usable ratio"]})
-                continue
-            lo_ep, hi_ep = lm["ratio"]["mean"] - 3 * se, lm["ratio"]["mean"] + 3 * se
-            bounds = {k: (v["ratio"] - 3 * v["ratio_se"], v["ratio"] + 3 * v["ratio_se"]) for k, v in usable.items()}
-            if all(hi_ep < lo for lo, _ in bounds.values()):
-                v = "holds"
-            elif any(hi < lo_ep for _, hi in bounds.values()):
-                v = "does not hold"
-            else:
-                v = "undecided"
-            ev = "ratios " + ", ".join(f"{k} {u['ratio']:.3g}" for k, u in usable.items()) + \
-                 f", even pairs {lm['ratio']['mean']:.3g}"
-            skipped = sorted(set(others) - set(usable))
-            out.append(base | {"claim": claim, "verdict": v, "evidence": ev,
-                               "reasons": [f"rows refused and left out: {', '.join(skipped)}"] if skipped else []})
+    for row in rows.values():
+        if row["task"] == "even_pairs":
+            for m in ("displacement", "function"):
+                out += _even_pairs(row, rows, m)
     return out
 
 
+def combine(draws: list[list[dict]]) -> list[dict]:
+    """One verdict per claim from the verdicts of several tuning draws (the first is the reported one): a
+    claim's verdict is the draws' common verdict when they all give the same, else "depends on tuning" with
+    every draw's verdict in the evidence; each records ``draws_agreeing`` ("k/n": the draws giving the
+    reported draw's verdict) and ``draw_verdicts``."""
+    n = len(draws)
+    keyed = [{(v["row"], v["claim"]): v for v in d} for d in draws]
+    out = []
+    for v in draws[0]:
+        key = (v["row"], v["claim"])
+        got = [k.get(key) for k in keyed]
+        calls = [g["verdict"] if g is not None else "refused" for g in got]
+        rec = dict(v)
+        rec["draw_verdicts"] = calls
+        rec["draws_agreeing"] = f"{calls.count(v['verdict'])}/{n}"
+        if len(set(calls)) > 1:
+            listed = ", ".join(f"draw {i + 1} {c}" for i, c in enumerate(calls))
+            why = [f"draw {i + 1}: " + ("; ".join(g["reasons"]) if g is not None else "row not in this draw")
+                   for i, (g, c) in enumerate(zip(got, calls)) if c == "refused"]
+            rec["verdict"] = "depends on tuning"
+            rec["evidence"] = (v["evidence"] + "; " if v["evidence"] else "") + f"tuning draws: {listed}"
+            rec["reasons"] = [f"the tuning draws disagree ({dict(Counter(calls))})"] + why
+        out.append(rec)
+    return out
+
+
+def assess(results: dict) -> list[dict]:
+    """Every claim of the paper that the results speak to, with its verdict, judged on the reported draw and on
+    each of ``results["tuning_draws"]`` (further results from disjoint tuning seeds, when recorded) and
+    combined (``combine``); results without tuning draws are one draw."""
+    draws = [results] + list(results.get("tuning_draws") or [])
+    return combine([assess_draw(d) for d in draws])
+
+
 def exit_status(verdicts: list[dict]) -> str:
-    """'done' when every verdict was decided, else 'undecided' (some verdict refused or undecided)."""
-    return "done" if all(v["verdict"] in ("holds", "does not hold") for v in verdicts) else "undecided"
+    """'done' when every verdict was decided, else 'undecided' (some verdict refused, undecided, not testable
+    or dependent on tuning)."""
+    return "done" if all(v["verdict"] in DECIDED for v in verdicts) else "undecided"

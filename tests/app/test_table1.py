@@ -114,6 +114,8 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     res = json.loads((a / "table1.json").read_text())
     assert res["command"][:2] == ["occ-companion", "table1"] and res["reading"]["max_steps"] == 60
     assert res["version"] and "timestamp" in res and not (a / ".occ-table1.partial.json").exists()
+    from numerics.experiments import verdicts
+    assert res["decision_rules"] == verdicts.rules()  # the rules its verdicts are judged by, recorded with them
     assert (a / "table1_even_pairs.png").stat().st_size > 0
     assert _cli(["--from-json", str(a / "table1.json"), "--out", str(b)]) == status
     assert (a / "table1.md").read_text() == (b / "table1.md").read_text()
