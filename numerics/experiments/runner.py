@@ -43,6 +43,9 @@ from numerics.experiments.protocol import TUNING_SEED_BASE, Reading, base_grid, 
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
 AND_HEADS_DATA = ("sampled", "integral")
 ICL_LOSSES = ("squared", "cross_entropy")
+ATTENTION_ONLY_READOUTS = ("fixed", "small")
+"""The readout of the attention-only plan on AND, which that plan never trains: "fixed", of order one
+(``attention_only_readout``), or "small", the row's own start (zero for one head, init_scale otherwise)."""
 EXACT_MASS_TOL = 1e-16
 """Left-out probability mass of the exact populations, lengths and light classes each (about 2e-16 left out
 in all; the bound it puts on every risk, left-out mass times the largest loss, is recorded per row beside the
@@ -71,7 +74,15 @@ class Config:
     curve_points: int = 40
     lag_points: int = 400
     icl_loss: str = "squared"
-    even_pairs_embedding: str = "query"
+    even_pairs_embedding: str = "ends"
+    """The even-pairs tokens (``tasks.EVEN_PAIRS_EMBEDDINGS``): "ends" by default, under which no single token
+    carries the label and the row has the two heads that represent it (``tasks.even_pairs_heads``)."""
+    attention_only_readout: str = "fixed"
+    """The attention-only plan's readout on AND rows (``ATTENTION_ONLY_READOUTS``): "fixed" at the scale
+    ``attention_only_readout_scale`` (``attention_only_readout``), so that training attention alone can move the
+    risk; "small" keeps the row's start, whose readout (0 or init_scale) leaves the risk near 1/2 whatever the
+    attention does.  The other plans and rows never use it."""
+    attention_only_readout_scale: float = 1.0
     kernel: str = "numpy"
     and_heads_data: str = "sampled"
     """AND rows with more than one head and a random start: "sampled" mini-batches (default: the committed
@@ -126,6 +137,12 @@ class Config:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
             raise SettingError(f"init_scale must be finite and >= 0, got {self.init_scale!r}")
+        if self.attention_only_readout not in ATTENTION_ONLY_READOUTS:
+            raise SettingError(f"attention_only_readout must be one of {', '.join(ATTENTION_ONLY_READOUTS)}, "
+                               f"got {self.attention_only_readout!r}")
+        v = self.attention_only_readout_scale
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+            raise SettingError(f"attention_only_readout_scale must be finite and > 0, got {v!r}")
         self.reading.validate()
         return self
 
@@ -185,8 +202,11 @@ class Row:
     config: Config
 
     @classmethod
-    def of(cls, cfg: Config, task: str, heads: int = 1) -> Row:
-        """The row of ``task`` with ``heads`` heads (AND's rows are named by their head count)."""
+    def of(cls, cfg: Config, task: str, heads: int | None = None) -> Row:
+        """The row of ``task`` with ``heads`` heads (AND's rows are named by their head count; None: one head,
+        on even pairs the embedding's own count, ``tasks.even_pairs_heads``)."""
+        if heads is None:
+            heads = tasks_module.even_pairs_heads(cfg.even_pairs_embedding) if task == "even_pairs" else 1
         return cls(name=f"AND (H={heads})" if task == "AND" else task, task=task, heads=heads, d=cfg.d,
                    loss=task_loss(task, cfg), kernel=cfg.kernel, exact=exact(task, heads, cfg),
                    integral=integral(task, heads, cfg), config=cfg)
@@ -268,6 +288,51 @@ def initial_params(row: Row, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return p.alpha, p.B
 
 
+def fixed_readout(row: Row) -> bool:
+    """Whether the row's attention-only plan starts from (and keeps) the fixed readout: AND rows under
+    ``attention_only_readout="fixed"``."""
+    return row.task == "AND" and row.config.attention_only_readout == "fixed"
+
+
+def attention_only_readout(row: Row) -> np.ndarray:
+    """The fixed readout (H, D, 1) of the attention-only plan on AND: scale / H times +1 on the marked symbols
+    a and b and -1 on every other symbol, in every head.
+
+    These are the signs of each symbol's correlation with the label at the start (a string's share of a or b
+    tokens is larger on positive strings, so the share of the others is smaller), the readout the output layer
+    takes first under every other plan; frozen there, the model's output is a weighted average of +-scale
+    whose weights the attention alone sets, so its range is the labels' at scale 1 for any number of heads.
+    It is a/b-symmetric and symmetric over the unmarked symbols, so the exact class population of one-head AND
+    stays exact along the run."""
+    H, D, K = tasks_module.model_shape(row.task, row.d, row.heads)
+    sign = np.where(np.arange(D) < marked_symbols("AND"), 1.0, -1.0)
+    return np.broadcast_to((row.config.attention_only_readout_scale / H) * sign[None, :, None], (H, D, K)).copy()
+
+
+def start_of(row: Row, seed: int, plan: str) -> tuple[np.ndarray, np.ndarray]:
+    """The start of one plan's run on the row: ``initial_params``, with the fixed readout in place of B for
+    the attention-only plan where ``fixed_readout`` holds (that plan never trains B, so it keeps it)."""
+    a0, b0 = initial_params(row, seed)
+    if plan == "attention_only" and fixed_readout(row):
+        b0 = attention_only_readout(row)
+    return a0, b0
+
+
+def model_class(row: Row) -> dict:
+    """What the row's model class lets its claims test, recorded in the row: the attention-only plan's readout
+    (kind and scale: the row's start, 0 or init_scale, where it is not fixed) and, on even pairs, the
+    embedding and whether a single token's type carries the label (``tasks.label_in_single_token``)."""
+    cfg = row.config
+    if fixed_readout(row):
+        kind, scale = "fixed", float(cfg.attention_only_readout_scale)
+    else:
+        kind, scale = "small", float(0.0 if row.heads == 1 or cfg.init_scale == 0 else cfg.init_scale)
+    ep = row.task == "even_pairs"
+    return {"attention_only_readout": kind, "attention_only_readout_scale": scale,
+            "even_pairs_embedding": cfg.even_pairs_embedding if ep else None,
+            "label_in_single_token": tasks_module.label_in_single_token(cfg.even_pairs_embedding) if ep else None}
+
+
 def output_curvature(val: engine.Tokens, loss: str) -> float:
     """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token,
     ``engine.uniform_mean_token_moment``), the curvature of the squared risk in each output column at
@@ -293,10 +358,14 @@ def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
 
 def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):
     data = data or make_data(row, seed)
-    a0, b0 = initial_params(row, seed)
+    a, b = initial_params(row, seed)
     R = len(programs)
-    return bank.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
-                         row.loss, row.config.reading, record=record), data
+    a0, b0 = np.repeat(a[None], R, 0), np.repeat(b[None], R, 0)
+    for i, prog in enumerate(programs):
+        if prog.plan == "attention_only" and fixed_readout(row):
+            a0[i], b0[i] = start_of(row, seed, prog.plan)
+    return bank.train_bank(a0, b0, programs, data.train, data.val, row.loss, row.config.reading,
+                           record=record), data
 
 
 def search(row: Row, plans=PLANS) -> dict:
@@ -475,7 +544,7 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
     data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
     return {"name": row.name, "task": row.task, "heads": row.heads, "loss": row.loss, "exact": row.exact,
             "seeds_run": reported_seeds(row), "data": data_info, "plans": plans, "lag": lag,
-            "ceiling": ceiling}
+            "ceiling": ceiling, "model_class": model_class(row)}
 
 
 def ceiling_of(row: Row) -> dict:
