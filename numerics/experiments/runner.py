@@ -88,6 +88,11 @@ class Config:
     """AND rows with more than one head and a random start: "sampled" mini-batches (default: the committed
     results), or "integral", the exact population risk and gradient by the integral representation
     (``and_integral``; accuracies on the sampled test set)."""
+    length_multiples: tuple = (1, 2, 5, 10, 20)
+    """Edges of the held-out length buckets in multiples of the training law's mean length m: buckets
+    [shortest, m), [m, 2m), [2m, 5m), [5m, 10m), [10m, 20m) by default (``length_buckets``)."""
+    length_test_size: int = 512
+    """Held-out strings per length bucket, per reported seed (``length_risk``)."""
     jobs: int = 2
     reading: Reading = field(default_factory=Reading)
 
@@ -115,7 +120,8 @@ class Config:
         unknown = [t for t in self.tasks if t not in tasks_module.TASKS]
         if unknown or not self.tasks:
             raise SettingError(f"tasks must be a non-empty list of {', '.join(tasks_module.TASKS)}; got {list(self.tasks)}")
-        for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs"):
+        for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs",
+                     "length_test_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise SettingError(f"{name} must be an integer >= 1, got {v!r}")
@@ -137,6 +143,10 @@ class Config:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
             raise SettingError(f"init_scale must be finite and >= 0, got {self.init_scale!r}")
+        lm = self.length_multiples
+        if (not lm or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in lm)
+                or lm[0] <= 0 or any(b <= a for a, b in zip(lm, lm[1:]))):
+            raise SettingError(f"length_multiples must be increasing positive numbers, got {list(lm)!r}")
         if self.attention_only_readout not in ATTENTION_ONLY_READOUTS:
             raise SettingError(f"attention_only_readout must be one of {', '.join(ATTENTION_ONLY_READOUTS)}, "
                                f"got {self.attention_only_readout!r}")
@@ -417,6 +427,51 @@ def search(row: Row, plans=PLANS) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
+# held-out risk by string length
+
+
+LENGTH_PURPOSE = 3
+"""The generator of length bucket k of seed s is seeded [s, task index, LENGTH_PURPOSE, k] (purposes 0-2 are
+the training, validation and test sets)."""
+
+
+def length_buckets(row: Row) -> list[tuple[int, int]]:
+    """The row's held-out length buckets [lo, hi): from the task's shortest length to the first multiple of
+    the mean length m, then between consecutive multiples (``Config.length_multiples``), each edge rounded up
+    to an integer and kept above the one before."""
+    m = tasks_module.mean_length(row.task, row.d)
+    edges = [tasks_module.shortest_length(row.task)]
+    for f in row.config.length_multiples:
+        edges.append(max(edges[-1] + 1, math.ceil(f * m)))
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def length_risk(row: Row, seed: int, finals: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
+    """The held-out risk and accuracy of each final model (alpha, B) of ``finals`` in each length bucket of the
+    row: on ``length_test_size`` fresh strings per bucket, drawn from the task's law conditioned on the bucket
+    (``tasks.sample_lengths_in``, the generator seeded as ``LENGTH_PURPOSE`` says), also on the exact rows,
+    whose population is not split by length.  Returns per model a list of {"lo", "hi", "risk", "acc"}."""
+    cfg = row.config
+    out: list[list[dict]] = [[] for _ in finals]
+    if not finals:
+        return out
+    A = np.stack([a for a, _ in finals])
+    B = np.stack([b for _, b in finals])
+    tid = tasks_module.TASKS.index(row.task)
+    for k, (lo, hi) in enumerate(length_buckets(row)):
+        batch = tasks_module.sample_lengths_in(row.task, row.d, cfg.length_test_size,
+                                               np.random.default_rng([seed, tid, LENGTH_PURPOSE, k]), lo, hi,
+                                               seed=seed, even_pairs_embedding=cfg.even_pairs_embedding)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            risks, accs, _ = engine.risk_and_accuracy(A, B, engine.from_batch(batch, row.kernel), row.loss)
+        for i in range(len(finals)):
+            r = float(risks[i])
+            out[i].append({"lo": lo, "hi": hi, "risk": r if math.isfinite(r) else None,
+                           "acc": None if accs is None else float(accs[i])})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # reported seeds
 
 
@@ -473,6 +528,13 @@ def report_seed(row: Row, seed: int, chosen: dict) -> dict:
             res["alignment"] = align
             res["lag"] = lag_module.measures(fsteps, rec.alpha_dist, rec.B_dist, func, align)
         out[plan] = res
+    trained = [rec for rec in recs if not rec.diverged]
+    for rec, buckets in zip(trained, length_risk(row, seed, [(rec.final_alpha, rec.final_B) for rec in trained])):
+        out[rec.program.plan]["length_risk"] = buckets
+    for rec in recs:
+        if rec.diverged:
+            out[rec.program.plan]["length_risk"] = [{"lo": lo, "hi": hi, "risk": None, "acc": None}
+                                                    for lo, hi in length_buckets(row)]
     return out
 
 
@@ -525,7 +587,8 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
                     "unstable": [r["seed"] for r in recs if r["unstable"]],
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
-                    "steps": stats([r["steps"] for r in recs])}
+                    "steps": stats([r["steps"] for r in recs]),
+                    "length_risk": length_summary(row, recs)}
         for key, out_key in (("truncation_bound",) * 2, ("rounding_bound",) * 2, ("quadrature_estimate",) * 2,
                              ("test_acc_tied", "acc_tied")):
             bounds = [r.get(key) for r in recs if r.get(key) is not None]
@@ -542,9 +605,25 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
                       "resolution": max(v["resolution"] for v in vals),
                       "resolution_per_seed": [v["resolution"] for v in vals]}
     data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
+    lengths = {"mean_length": tasks_module.mean_length(row.task, row.d),
+               "multiples": list(row.config.length_multiples), "strings_per_bucket": row.config.length_test_size,
+               "seed": f"[reported seed, {tasks_module.TASKS.index(row.task)}, {LENGTH_PURPOSE}, bucket index]",
+               "law": "the training length law conditioned on the bucket"}
     return {"name": row.name, "task": row.task, "heads": row.heads, "loss": row.loss, "exact": row.exact,
             "seeds_run": reported_seeds(row), "data": data_info, "plans": plans, "lag": lag,
-            "ceiling": ceiling, "model_class": model_class(row)}
+            "ceiling": ceiling, "model_class": model_class(row), "length_buckets": lengths}
+
+
+def length_summary(row: Row, recs: list[dict]) -> list[dict]:
+    """A plan's held-out risk per length bucket over its seeds: {"lo", "hi", "risk" and "acc" (``stats``),
+    "n": strings per bucket and seed}.  Seed records without ``length_risk`` (saved before it was measured)
+    count as missing."""
+    out = []
+    for k, (lo, hi) in enumerate(length_buckets(row)):
+        got = [r["length_risk"][k] for r in recs if len(r.get("length_risk") or []) > k]
+        out.append({"lo": lo, "hi": hi, "risk": stats([g["risk"] for g in got]),
+                    "acc": stats([g["acc"] for g in got]), "n": row.config.length_test_size})
+    return out
 
 
 def ceiling_of(row: Row) -> dict:

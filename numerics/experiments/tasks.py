@@ -435,6 +435,50 @@ def sample(task: str, d: int, N: int, rng: np.random.Generator, seed: int = 0, *
     return sample_even_pairs(N, rng, embedding=even_pairs_embedding)
 
 
+def mean_length(task: str, d: int) -> float:
+    """The mean string length of the task's length law (1 / p; ICL, on {2, 3, ...}: 1 + 1 / p)."""
+    p = length_parameter(task, d)
+    return 1.0 + 1.0 / p if task == "ICL" else 1.0 / p
+
+
+def shortest_length(task: str) -> int:
+    """The shortest string of the task's length law (2 for ICL, else 1)."""
+    return 2 if task == "ICL" else 1
+
+
+class _BucketLengths:
+    """A numpy Generator whose geometric draws are conditioned on a range: ``geometric(p, size)`` returns
+    Geometric(p) on {1, 2, ...} conditioned on lo <= g < hi (the inverse of the truncated law's distribution
+    function on one uniform draw each); every other method is the wrapped generator's.  The samplers draw their
+    lengths by ``geometric`` alone (``_lengths``), so through this generator they draw the task's strings with
+    the length law conditioned on the range, and everything else as they always do."""
+
+    def __init__(self, rng: np.random.Generator, lo: int, hi: int):
+        self._rng, self._lo, self._hi = rng, int(lo), int(hi)
+
+    def geometric(self, p: float, size) -> np.ndarray:
+        q = np.log1p(-p)
+        span = -np.expm1((self._hi - self._lo) * q)          # P(g < hi | g >= lo)
+        k = np.floor(np.log1p(-self._rng.random(size) * span) / q).astype(np.int64)
+        return self._lo + np.minimum(k, self._hi - self._lo - 1)
+
+    def __getattr__(self, name):
+        return getattr(self._rng, name)
+
+
+def sample_lengths_in(task: str, d: int, N: int, rng: np.random.Generator, lo: int, hi: int, seed: int = 0, *,
+                      even_pairs_embedding: str = "query") -> Batch:
+    """N strings of ``task`` (``sample``) whose lengths follow the task's law conditioned on lo <= n < hi:
+    held-out strings longer (or shorter) than training ever shows, at the law's own shape within the range."""
+    check_task(task, d)
+    start = shortest_length(task)
+    if not (start <= lo < hi):
+        raise SettingError(f"a length range of {task} needs {start} <= lo < hi, got [{lo}, {hi})")
+    # the samplers add start - 1 to their geometric draws
+    return sample(task, d, N, _BucketLengths(rng, lo - start + 1, hi - start + 1), seed,
+                  even_pairs_embedding=even_pairs_embedding)
+
+
 def model_shape(task: str, d: int, heads: int = 1, *, even_pairs_embedding: str = "query") -> tuple[int, int, int]:
     """(H, D, K) of the model for the task."""
     check_even_pairs_embedding(even_pairs_embedding)
