@@ -17,9 +17,10 @@ Length laws and their parameters (``length_parameter``):
 * single-location regression (SLR): Geometric on {1, ...}, mean 10, p = 1/10;
 * even pairs: Geometric on {1, ...}, mean 20, p = 1/20 (not balanced: P(y = +1) = (1 + p)/2).
 
-Even pairs has two embeddings (``even_pairs_embedding``; docs/setting.md, "Capacity"):
+Even pairs has three embeddings (``even_pairs_embedding``; docs/setting.md, "Capacity"); the functions here
+default to "query", the runner (``runner.Config``) to "ends":
 
-* ``"query"`` (default): token i of z_1..z_n is the one-hot of (first_i, z_i, z_n), first_i = [i = 1], index
+* ``"query"``: token i of z_1..z_n is the one-hot of (first_i, z_i, z_n), first_i = [i = 1], index
   4 first_i + 2 z_i + z_n (D = 8).  The last symbol z_n is the query of a last-token attention (Huang, Liang &
   Yang 2025); our attention has one fixed query alpha, so the query's symbol is part of every token, and
   alpha^T x_i is any function of (first_i, z_i, z_n).  A one-head model represents the task: attention on the
@@ -64,7 +65,7 @@ SLR_GAMMA2 = 0.5
 SLR_NOISE = 0.1
 BRENTQ_XTOL = 1e-15
 EVEN_PAIRS_EMBEDDINGS = ("query", "adjacent", "ends")
-"""Embeddings of even pairs: the representable default first (see the module doc)."""
+"""Embeddings of even pairs: the samplers' default first (see the module doc)."""
 EVEN_PAIRS_DIM = {"query": 8, "adjacent": 9, "ends": 8}
 EVEN_PAIRS_HEADS = {"query": 1, "adjacent": 1, "ends": 2}
 """Heads of the even-pairs row per embedding: the fewest that represent the task where some do (one for
