@@ -165,11 +165,20 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Config":
+        """The configuration a results file recorded.  A setting it does not name (it predates the setting) is
+        the setting's default, except those in ``PREDATING``, whose default trains otherwise than the code
+        before them did: they take the value that code had, so that a rerun trains what the file recorded."""
         known = {f.name for f in fields(cls)}
+        data = {**PREDATING, **data}
         kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
         if isinstance(kw.get("reading"), dict):
             kw["reading"] = Reading.from_dict(kw["reading"])
         return cls(**kw)
+
+
+PREDATING = {"attention_only_readout": "small"}
+"""The value of a setting in a configuration recorded before the setting existed, where it differs from the
+setting's default (``Config.from_dict``): attention-only trained on the row's start readout."""
 
 
 # ------------------------------------------------------------------------------------------------

@@ -128,3 +128,14 @@ def test_one_head_ends_certificate_costs_two_for_any_parameters():
             c = np.bincount(tasks.even_pairs_token_types(z, "ends"), minlength=8)[None].astype(float)
             total += abs(model.forward(params, np.eye(8), c)[0][0, 0] - tasks.even_pairs_label(z))
         assert total >= 2 - 1e-12
+
+
+def test_a_configuration_recorded_before_the_readout_setting_reruns_with_the_small_readout():
+    """A results file without ``attention_only_readout`` was trained on the row's start readout: read back, it
+    names "small" (so --rerun trains it again and a partial file of it is not resumed under "fixed")."""
+    recorded = runner.Config.quick().to_dict()
+    del recorded["attention_only_readout"]
+    assert runner.Config.from_dict(recorded).attention_only_readout == "small"
+    assert runner.resumed_rows(runner.Config.quick(), {"config": recorded, "rows": {"AND (H=1)": {}}}) == {}
+    now = runner.Config.quick(attention_only_readout="fixed").to_dict()
+    assert runner.Config.from_dict(now).attention_only_readout == "fixed"
