@@ -139,3 +139,18 @@ def test_a_configuration_recorded_before_the_readout_setting_reruns_with_the_sma
     assert runner.resumed_rows(runner.Config.quick(), {"config": recorded, "rows": {"AND (H=1)": {}}}) == {}
     now = runner.Config.quick(attention_only_readout="fixed").to_dict()
     assert runner.Config.from_dict(now).attention_only_readout == "fixed"
+
+
+def test_fixed_readout_has_the_signs_of_the_first_output_step():
+    """The fixed readout's sign on each symbol is that of the first output step from the zero start on AND's
+    exact population (minus the readout gradient), so it is the readout every plan that trains the output
+    moves to first, not one chosen for attention-only."""
+    from numerics.experiments import engine
+
+    row = _and_row("fixed")
+    data = runner.make_data(row, 0)
+    a0, b0 = runner.initial_params(row, 0)
+    _, _, gB, _ = engine.risk_and_grad(a0[None], b0[None], data.val, row.loss, with_f=False)
+    step = -gB[0, 0, :, 0]
+    assert np.all(step != 0)
+    assert np.array_equal(np.sign(runner.attention_only_readout(row)[0, :, 0]), np.sign(step))
