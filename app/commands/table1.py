@@ -85,7 +85,8 @@ class EngineKernels(Sequence):
 
 KERNEL_CHOICES = EngineKernels()
 TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
-                  "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel", "and_heads_data")
+                  "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel", "and_heads_data",
+                  "attention_only_readout", "attention_only_readout_scale")
 
 
 def _k2(text: str):
@@ -127,9 +128,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="seeds used only to choose step sizes (default 2)")
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
                    help="loss of the ICL bigram task (default squared)")
-    p.add_argument("--even-pairs-embedding", choices=["query", "adjacent"], default=None,
-                   help="even-pairs tokens: 'query' (default; one head can represent the task) or 'adjacent' "
-                        "(the first protocol's pair tokens, which it cannot)")
+    p.add_argument("--even-pairs-embedding", choices=list(tasks.EVEN_PAIRS_EMBEDDINGS), default=None,
+                   help="even-pairs tokens: 'ends' (default; no single token carries the label, two heads can "
+                        "represent the task), 'query' (the first token carries the label; one head) or "
+                        "'adjacent' (the first protocol's pair tokens, which one head cannot represent)")
+    p.add_argument("--attention-only-readout", choices=["fixed", "small"], default=None,
+                   help="the readout the attention-only plan keeps on AND: 'fixed' (default; +-scale, of order "
+                        "one) or 'small' (the row's start: 0 for one head, the init scale for more)")
+    p.add_argument("--attention-only-readout-scale", type=float, default=None, metavar="S",
+                   help="scale of the fixed attention-only readout (default 1.0; > 0)")
     p.add_argument("--kernel", choices=KERNEL_CHOICES, default=None,
                    help="engine loops on one-hot token rows (ICL, two-head AND): 'numpy' (default; the rounding of "
                         "the committed results) or 'compiled' (numba; faster ICL and two-head AND steps, other "
@@ -179,6 +186,9 @@ def config_from_args(args: argparse.Namespace):
         over["even_pairs_embedding"] = args.even_pairs_embedding
     if args.kernel is not None:
         over["kernel"] = args.kernel
+    for name in ("attention_only_readout", "attention_only_readout_scale"):
+        if getattr(args, name) is not None:
+            over[name] = getattr(args, name)
     if args.and_heads_data is not None:
         over["and_heads_data"] = args.and_heads_data
     for t in args.tasks or tasks.TASKS:  # the defaults of d (quick or not) suit every task

@@ -81,17 +81,47 @@ def _accuracy(acc, tied) -> str:
     return text if not tied else f"{text} (tied {tied:.2g})"
 
 
+def has_length_risk(results: dict) -> bool:
+    """Whether the results measured the plans' risk per length bucket (``runner.length_risk``); results that
+    predate it render without the column and the figures."""
+    return any(pr.get("length_risk") for row in results["rows"].values() for pr in row["plans"].values())
+
+
+def longest_bucket(pr: dict) -> str:
+    """A plan's held-out risk in its longest length bucket, with the bucket: "0.49 ± 0.01 at n in [491, 981)"."""
+    buckets = pr.get("length_risk") or []
+    if not buckets:
+        return "n/a"
+    last = buckets[-1]
+    return f"{fmt(last['risk'])} at n in [{last['lo']}, {last['hi']})"
+
+
 def plan_table(results: dict) -> list[str]:
-    out = ["| row | plan | held-out risk | accuracy | steps | status | step sizes |",
-           "|---|---|---|---|---|---|---|"]
+    lengths = has_length_risk(results)
+    out = ["| row | plan | held-out risk | accuracy | steps | status | step sizes |"
+           + (" risk, longest strings |" if lengths else ""),
+           "|---|---|---|---|---|---|---|" + ("---|" if lengths else "")]
     for name, row in results["rows"].items():
         label = name if row["loss"] == "squared" else f"{name} ({row['loss'].replace('_', '-')})"
         for plan in PLANS:
             pr = row["plans"][plan]
             out.append(f"| {label} | {plan} | {fmt(pr['risk'])} | {_accuracy(pr['acc'], pr.get('acc_tied'))} | "
                        f"{fmt(pr['steps'], 4)} | "
-                       f"{_status(pr)} | {_rates(pr['chosen'])} |")
+                       f"{_status(pr)} | {_rates(pr['chosen'])} |" + (f" {longest_bucket(pr)} |" if lengths else ""))
     return out
+
+
+LENGTH_NOTE = ("Risk, longest strings: each plan's trained models on {size} fresh strings per seed whose lengths "
+               "follow the training law conditioned on the longest bucket, up to {top:g} times the mean length "
+               "(mean over seeds; every bucket in the figures `table1_<row>_lengths.png`).")
+
+
+def length_note(results: dict) -> str:
+    """What the longest-strings column is, for results that measured it; else nothing."""
+    if not has_length_risk(results):
+        return ""
+    cfg = results["config"]
+    return " " + LENGTH_NOTE.format(size=cfg.get("length_test_size", "?"), top=max(cfg.get("length_multiples", [0])))
 
 
 def ceiling_table(results: dict) -> list[str]:
@@ -223,7 +253,8 @@ def markdown(results: dict) -> str:
              f"d = {cfg['d']}, reported seeds = {cfg['seeds']}, batch {cfg['batch']}, validation "
              f"{cfg['val_size']}, test {cfg['test_size']}, two-head init scale {cfg['init_scale']}, ICL loss "
              f"{cfg['icl_loss'].replace('_', '-')}{kernel_note(cfg)}{and_data_note(results)}.", "",
-             reading_line(results["reading"]) + ".", "", held_out_note(results) + accuracy_note(results), "",
+             reading_line(results["reading"]) + ".", "",
+             held_out_note(results) + accuracy_note(results) + length_note(results), "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
              "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
              identity_note(results) + rules_note(results), "", *verdict_table(verdicts), ""]
@@ -324,7 +355,42 @@ def figures(results: dict, tx) -> list[Path]:
         fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.93, wspace=0.25)
         paths.append(tx.write(f"table1_{slug(name)}.png", partial(_save_png, fig)))
         plt.close(fig)
+        if has_length_risk(results):
+            fig = length_figure(name, row)
+            paths.append(tx.write(f"table1_{slug(name)}_lengths.png", partial(_save_png, fig)))
+            plt.close(fig)
     return paths
+
+
+def length_figure(name: str, row: dict):
+    """The row's held-out risk against string length: one line per plan through its buckets' risks (mean over
+    seeds, bars one standard deviation), each point at the bucket's geometric middle, on a log length axis
+    that marks the training law's mean."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from app.render.plotting import plain_log_ticks
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for plan in PLANS:
+        buckets = row["plans"][plan].get("length_risk") or []
+        pts = [(np.sqrt(b["lo"] * max(b["hi"] - 1, b["lo"])), b["risk"]["mean"], b["risk"]["std"] or 0.0)
+               for b in buckets if b["risk"]["mean"] is not None]
+        if pts:
+            x, y, e = map(np.asarray, zip(*pts))
+            ax.errorbar(x, y, yerr=e, marker="o", ms=3, capsize=2, label=plan.replace("_", " "))
+    mean = (row.get("length_buckets") or {}).get("mean_length")
+    if mean:
+        ax.axvline(mean, color="k", ls=":", lw=0.8, label=f"training mean length {mean:.3g}")
+    ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)
+    ax.set_xlabel("string length n (log; bucket's geometric middle)")
+    ax.set_ylabel("held-out risk (mean over seeds)")
+    ax.set_title(f"{name}: risk by string length")
+    ax.legend(fontsize=7)
+    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.13, top=0.92)
+    return fig
 
 
 def slug(name: str) -> str:

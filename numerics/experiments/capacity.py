@@ -36,6 +36,11 @@ Ceilings per task (all at the task's own length law):
 * SLR: Monte Carlo.  best_risk is the Bayes risk E[Var(y | X)] / 2 (the posterior of the location J is
   quadratic in x_i, outside the model class since gamma^2 != 1); the model's risk is bounded by the best
   over alpha = a k*, beta = b v* (fitted on one sample, evaluated on another);
+* even pairs, "ends" embedding: H >= 2, exact infimum 0 by construction (``even_pairs_ends_construction``:
+  one head reads "no b at the ends", the other "no a at the ends"); H = 1, not representable, with the proved
+  lower bound (1 - p) / 8: for every length n >= 2 and middle counts, the four strings x...y with the same
+  middle give the certificate c(a..a) + c(b..b) = c(a..b) + c(b..a), four classes of equal probability pi,
+  so each family costs at least pi / 2 and the families of one length hold P(n) / 4 in all;
 * even pairs, "query" embedding: exact infimum 0 by construction (attention on the first token);
   "adjacent" embedding (H = 1): not representable; a proved lower bound (certificates a^i, b^j, a^i b^j,
   b^j a^i, a^i b^j a^i, b^j a^i b^j, i, j <= 6) and the best value found by multi-start L-BFGS on the exact class
@@ -505,6 +510,58 @@ def even_pairs_query_construction_risk(s: float, n_max: int = 4000) -> float:
     return float(0.5 * (pn * (e / (1 + e)) ** 2).sum())
 
 
+def even_pairs_ends_construction(s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two heads (alpha (2, 8), B (2, 8, 1)) that represent even pairs under the "ends" embedding as s grows
+    (types 4 first + 2 last + z: 0, 1 middle a, b; 2, 3 last a, b; 4, 5 first a, b; 6, 7 a string of one
+    symbol).  Head 1 scores the b-ends 2s, the a-ends s, the middle 0 and reads -1, +1, 0: its limit is +1 when
+    no end is b, else -1.  Head 2 scores the a-ends 2s, the b-ends s and reads 0, 2: its limit is 2 when no
+    end is a, else 0.  The sum is +1 on aa and bb, -1 on ab and ba; a one-symbol string has score 2s and
+    value 1/2 in both heads, so f = 1 exactly."""
+    alpha = np.zeros((2, 8))
+    beta = np.zeros((2, 8))
+    alpha[0, [3, 5]], alpha[0, [2, 4]], alpha[:, [6, 7]] = 2 * s, s, 2 * s
+    alpha[1, [2, 4]], alpha[1, [3, 5]] = 2 * s, s
+    beta[0, [3, 5]], beta[0, [2, 4]], beta[:, [6, 7]] = -1.0, 1.0, 0.5
+    beta[1, [3, 5]] = 2.0
+    return alpha, beta[..., None]
+
+
+def even_pairs_ends_construction_risk(s: float, n_max: int = 4000) -> float:
+    """The population risk of ``even_pairs_ends_construction(s)``, summed over lengths (tail below 1e-15):
+    a string of length n >= 2 enters only through its two ends and its n - 2 middle tokens, which have score
+    0 and value 0 in both heads (the one-symbol strings have f = 1 exactly)."""
+    p = tasks.length_parameter("even_pairs", 2)
+    m = np.arange(0, n_max - 1, dtype=float)          # middle tokens of the lengths n = 2, 3, ...
+    pn = p * (1 - p) ** (m + 1)
+    e1, e2 = math.exp(s), math.exp(2 * s)
+    same_a = 2 * e1 / (2 * e1 + m)
+    same_b = -2 * e2 / (2 * e2 + m) + 4 * e1 / (2 * e1 + m)
+    mixed = (e1 - e2) / (e1 + e2 + m) + 2 * e1 / (e2 + e1 + m)
+    loss = ((same_a - 1) ** 2 + (same_b - 1) ** 2 + 2 * (mixed + 1) ** 2) / 8   # (f - y)^2 / 2, ends 1/4 each
+    return float((pn * loss).sum())
+
+
+def even_pairs_ends_lower_bound_one_head() -> float:
+    """The proved lower bound (1 - p) / 8 on the one-head risk under the "ends" embedding (module doc)."""
+    return (1 - tasks.length_parameter("even_pairs", 2)) / 8
+
+
+def _even_pairs_ends_ceiling(d: int, heads: int) -> Ceiling:
+    if heads >= 2:
+        method = ("construction (ends embedding, two heads; further heads 0): "
+                  "``even_pairs_ends_construction(s)``, whose risk -> 0 as s -> infinity "
+                  f"({even_pairs_ends_construction_risk(20.0):.1e} at s = 20)")
+        return Ceiling("even_pairs", d, heads, "squared", 0.0, 0.0, 1.0, 0.0,
+                       "exact infimum (0, approached by the construction; not attained)", method,
+                       details={"embedding": "ends"})
+    lower = even_pairs_ends_lower_bound_one_head()
+    return Ceiling("even_pairs", d, heads, "squared", 0.5, 0.5 - lower, 0.5, 0.0,
+                   "bracket: proved lower bound, upper bound reached (not the infimum)",
+                   "lower: (1 - p) / 8 by the certificates c(a..a) + c(b..b) = c(a..b) + c(b..a) of every length "
+                   "and middle (sign-linearity, any parameters); upper: 1/2, the zero model",
+                   lower=lower, upper=0.5, details={"embedding": "ends", "lower_bound": lower})
+
+
 @lru_cache(maxsize=4)
 def adjacent_population(mass_tol: float = 1e-4, len_tol: float = 1e-5):
     """The exact population of even pairs under the adjacent embedding as count classes.
@@ -681,7 +738,7 @@ def _even_pairs_adjacent_ceiling(d: int, heads: int) -> Ceiling:
 def ceiling(task: str, d: int, heads: int = 1, *, loss: str = "squared", **task_options) -> Ceiling:
     """The representability ceiling of ``task`` at alphabet size d with ``heads`` heads under ``loss``.
 
-    Options: even pairs ``even_pairs_embedding`` ("query" default, or "adjacent"); SLR ``samples`` (Monte
+    Options: even pairs ``even_pairs_embedding`` ("query" default, "adjacent" or "ends"); SLR ``samples`` (Monte
     Carlo size, default 40000) and ``seed`` (default 0); occurrence, OR, AND ``mass_tol`` and ``len_tol``
     of the class population (defaults 1e-6 and 1e-8; AND 1e-4 and 1e-6, its population being the largest).
     """
@@ -710,6 +767,7 @@ def ceiling(task: str, d: int, heads: int = 1, *, loss: str = "squared", **task_
     else:
         emb = task_options.get("even_pairs_embedding", "query")
         tasks.check_even_pairs_embedding(emb)
-        out = _even_pairs_query_ceiling(d, heads) if emb == "query" else _even_pairs_adjacent_ceiling(d, heads)
+        out = {"query": _even_pairs_query_ceiling, "adjacent": _even_pairs_adjacent_ceiling,
+               "ends": _even_pairs_ends_ceiling}[emb](d, heads)
     out.details["seconds"] = time.perf_counter() - t0
     return out

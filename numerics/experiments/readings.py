@@ -24,7 +24,8 @@ from numerics.experiments import tasks as tasks_module
 from numerics.experiments.protocol import Reading
 
 CONFIG_FIELDS = ("and_heads", "init_scale", "batch", "val_size", "test_size", "mass_tol", "len_tol", "curve_points",
-                 "lag_points", "icl_loss", "even_pairs_embedding", "kernel")
+                 "lag_points", "icl_loss", "even_pairs_embedding", "attention_only_readout",
+                 "attention_only_readout_scale", "length_multiples", "length_test_size", "kernel")
 """The run-configuration fields a readings file may set in [config] (the rest come from the cells)."""
 
 MAX_D = 400

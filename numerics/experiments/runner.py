@@ -43,6 +43,9 @@ from numerics.experiments.protocol import TUNING_SEED_BASE, Reading, base_grid, 
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
 AND_HEADS_DATA = ("sampled", "integral")
 ICL_LOSSES = ("squared", "cross_entropy")
+ATTENTION_ONLY_READOUTS = ("fixed", "small")
+"""The readout of the attention-only plan on AND, which that plan never trains: "fixed", of order one
+(``attention_only_readout``), or "small", the row's own start (zero for one head, init_scale otherwise)."""
 EXACT_MASS_TOL = 1e-16
 """Left-out probability mass of the exact populations, lengths and light classes each (about 2e-16 left out
 in all; the bound it puts on every risk, left-out mass times the largest loss, is recorded per row beside the
@@ -71,12 +74,25 @@ class Config:
     curve_points: int = 40
     lag_points: int = 400
     icl_loss: str = "squared"
-    even_pairs_embedding: str = "query"
+    even_pairs_embedding: str = "ends"
+    """The even-pairs tokens (``tasks.EVEN_PAIRS_EMBEDDINGS``): "ends" by default, under which no single token
+    carries the label and the row has the two heads that represent it (``tasks.even_pairs_heads``)."""
+    attention_only_readout: str = "fixed"
+    """The attention-only plan's readout on AND rows (``ATTENTION_ONLY_READOUTS``): "fixed" at the scale
+    ``attention_only_readout_scale`` (``attention_only_readout``), so that training attention alone can move the
+    risk; "small" keeps the row's start, whose readout (0 or init_scale) leaves the risk near 1/2 whatever the
+    attention does.  The other plans and rows never use it."""
+    attention_only_readout_scale: float = 1.0
     kernel: str = "numpy"
     and_heads_data: str = "sampled"
     """AND rows with more than one head and a random start: "sampled" mini-batches (default: the committed
     results), or "integral", the exact population risk and gradient by the integral representation
     (``and_integral``; accuracies on the sampled test set)."""
+    length_multiples: tuple = (1, 2, 5, 10, 20)
+    """Edges of the held-out length buckets in multiples of the training law's mean length m: buckets
+    [shortest, m), [m, 2m), [2m, 5m), [5m, 10m), [10m, 20m) by default (``length_buckets``)."""
+    length_test_size: int = 512
+    """Held-out strings per length bucket, per reported seed (``length_risk``)."""
     jobs: int = 2
     reading: Reading = field(default_factory=Reading)
 
@@ -104,7 +120,8 @@ class Config:
         unknown = [t for t in self.tasks if t not in tasks_module.TASKS]
         if unknown or not self.tasks:
             raise SettingError(f"tasks must be a non-empty list of {', '.join(tasks_module.TASKS)}; got {list(self.tasks)}")
-        for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs"):
+        for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs",
+                     "length_test_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise SettingError(f"{name} must be an integer >= 1, got {v!r}")
@@ -126,6 +143,16 @@ class Config:
             raise SettingError(f"icl_loss must be one of {', '.join(ICL_LOSSES)}, got {self.icl_loss!r}")
         if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
             raise SettingError(f"init_scale must be finite and >= 0, got {self.init_scale!r}")
+        lm = self.length_multiples
+        if (not lm or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in lm)
+                or lm[0] <= 0 or any(b <= a for a, b in zip(lm, lm[1:]))):
+            raise SettingError(f"length_multiples must be increasing positive numbers, got {list(lm)!r}")
+        if self.attention_only_readout not in ATTENTION_ONLY_READOUTS:
+            raise SettingError(f"attention_only_readout must be one of {', '.join(ATTENTION_ONLY_READOUTS)}, "
+                               f"got {self.attention_only_readout!r}")
+        v = self.attention_only_readout_scale
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+            raise SettingError(f"attention_only_readout_scale must be finite and > 0, got {v!r}")
         self.reading.validate()
         return self
 
@@ -138,11 +165,20 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Config":
+        """The configuration a results file recorded.  A setting it does not name (it predates the setting) is
+        the setting's default, except those in ``PREDATING``, whose default trains otherwise than the code
+        before them did: they take the value that code had, so that a rerun trains what the file recorded."""
         known = {f.name for f in fields(cls)}
+        data = {**PREDATING, **data}
         kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
         if isinstance(kw.get("reading"), dict):
             kw["reading"] = Reading.from_dict(kw["reading"])
         return cls(**kw)
+
+
+PREDATING = {"attention_only_readout": "small"}
+"""The value of a setting in a configuration recorded before the setting existed, where it differs from the
+setting's default (``Config.from_dict``): attention-only trained on the row's start readout."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -185,8 +221,11 @@ class Row:
     config: Config
 
     @classmethod
-    def of(cls, cfg: Config, task: str, heads: int = 1) -> Row:
-        """The row of ``task`` with ``heads`` heads (AND's rows are named by their head count)."""
+    def of(cls, cfg: Config, task: str, heads: int | None = None) -> Row:
+        """The row of ``task`` with ``heads`` heads (AND's rows are named by their head count; None: one head,
+        on even pairs the embedding's own count, ``tasks.even_pairs_heads``)."""
+        if heads is None:
+            heads = tasks_module.even_pairs_heads(cfg.even_pairs_embedding) if task == "even_pairs" else 1
         return cls(name=f"AND (H={heads})" if task == "AND" else task, task=task, heads=heads, d=cfg.d,
                    loss=task_loss(task, cfg), kernel=cfg.kernel, exact=exact(task, heads, cfg),
                    integral=integral(task, heads, cfg), config=cfg)
@@ -268,6 +307,51 @@ def initial_params(row: Row, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return p.alpha, p.B
 
 
+def fixed_readout(row: Row) -> bool:
+    """Whether the row's attention-only plan starts from (and keeps) the fixed readout: AND rows under
+    ``attention_only_readout="fixed"``."""
+    return row.task == "AND" and row.config.attention_only_readout == "fixed"
+
+
+def attention_only_readout(row: Row) -> np.ndarray:
+    """The fixed readout (H, D, 1) of the attention-only plan on AND: scale / H times +1 on the marked symbols
+    a and b and -1 on every other symbol, in every head.
+
+    These are the signs of each symbol's correlation with the label at the start (a string's share of a or b
+    tokens is larger on positive strings, so the share of the others is smaller), the readout the output layer
+    takes first under every other plan; frozen there, the model's output is a weighted average of +-scale
+    whose weights the attention alone sets, so its range is the labels' at scale 1 for any number of heads.
+    It is a/b-symmetric and symmetric over the unmarked symbols, so the exact class population of one-head AND
+    stays exact along the run."""
+    H, D, K = tasks_module.model_shape(row.task, row.d, row.heads)
+    sign = np.where(np.arange(D) < marked_symbols("AND"), 1.0, -1.0)
+    return np.broadcast_to((row.config.attention_only_readout_scale / H) * sign[None, :, None], (H, D, K)).copy()
+
+
+def start_of(row: Row, seed: int, plan: str) -> tuple[np.ndarray, np.ndarray]:
+    """The start of one plan's run on the row: ``initial_params``, with the fixed readout in place of B for
+    the attention-only plan where ``fixed_readout`` holds (that plan never trains B, so it keeps it)."""
+    a0, b0 = initial_params(row, seed)
+    if plan == "attention_only" and fixed_readout(row):
+        b0 = attention_only_readout(row)
+    return a0, b0
+
+
+def model_class(row: Row) -> dict:
+    """What the row's model class lets its claims test, recorded in the row: the attention-only plan's readout
+    (kind and scale: the row's start, 0 or init_scale, where it is not fixed) and, on even pairs, the
+    embedding and whether a single token's type carries the label (``tasks.label_in_single_token``)."""
+    cfg = row.config
+    if fixed_readout(row):
+        kind, scale = "fixed", float(cfg.attention_only_readout_scale)
+    else:
+        kind, scale = "small", float(0.0 if row.heads == 1 or cfg.init_scale == 0 else cfg.init_scale)
+    ep = row.task == "even_pairs"
+    return {"attention_only_readout": kind, "attention_only_readout_scale": scale,
+            "even_pairs_embedding": cfg.even_pairs_embedding if ep else None,
+            "label_in_single_token": tasks_module.label_in_single_token(cfg.even_pairs_embedding) if ep else None}
+
+
 def output_curvature(val: engine.Tokens, loss: str) -> float:
     """lambda_B: the largest eigenvalue of E[xbar xbar^T] (xbar the uniform-attention mean token,
     ``engine.uniform_mean_token_moment``), the curvature of the squared risk in each output column at
@@ -293,10 +377,14 @@ def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
 
 def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):
     data = data or make_data(row, seed)
-    a0, b0 = initial_params(row, seed)
+    a, b = initial_params(row, seed)
     R = len(programs)
-    return bank.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
-                         row.loss, row.config.reading, record=record), data
+    a0, b0 = np.repeat(a[None], R, 0), np.repeat(b[None], R, 0)
+    for i, prog in enumerate(programs):
+        if prog.plan == "attention_only" and fixed_readout(row):
+            a0[i], b0[i] = start_of(row, seed, prog.plan)
+    return bank.train_bank(a0, b0, programs, data.train, data.val, row.loss, row.config.reading,
+                           record=record), data
 
 
 def search(row: Row, plans=PLANS) -> dict:
@@ -344,6 +432,51 @@ def search(row: Row, plans=PLANS) -> dict:
                   "insensitive": g.insensitive(), "all_diverged": best is None,
                   "tuning_seeds": tune, "flat_tolerance": flat}
     out["_steps"] = steps_used
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# held-out risk by string length
+
+
+LENGTH_PURPOSE = 3
+"""The generator of length bucket k of seed s is seeded [s, task index, LENGTH_PURPOSE, k] (purposes 0-2 are
+the training, validation and test sets)."""
+
+
+def length_buckets(row: Row) -> list[tuple[int, int]]:
+    """The row's held-out length buckets [lo, hi): from the task's shortest length to the first multiple of
+    the mean length m, then between consecutive multiples (``Config.length_multiples``), each edge rounded up
+    to an integer and kept above the one before."""
+    m = tasks_module.mean_length(row.task, row.d)
+    edges = [tasks_module.shortest_length(row.task)]
+    for f in row.config.length_multiples:
+        edges.append(max(edges[-1] + 1, math.ceil(f * m)))
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def length_risk(row: Row, seed: int, finals: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
+    """The held-out risk and accuracy of each final model (alpha, B) of ``finals`` in each length bucket of the
+    row: on ``length_test_size`` fresh strings per bucket, drawn from the task's law conditioned on the bucket
+    (``tasks.sample_lengths_in``, the generator seeded as ``LENGTH_PURPOSE`` says), also on the exact rows,
+    whose population is not split by length.  Returns per model a list of {"lo", "hi", "risk", "acc"}."""
+    cfg = row.config
+    out: list[list[dict]] = [[] for _ in finals]
+    if not finals:
+        return out
+    A = np.stack([a for a, _ in finals])
+    B = np.stack([b for _, b in finals])
+    tid = tasks_module.TASKS.index(row.task)
+    for k, (lo, hi) in enumerate(length_buckets(row)):
+        batch = tasks_module.sample_lengths_in(row.task, row.d, cfg.length_test_size,
+                                               np.random.default_rng([seed, tid, LENGTH_PURPOSE, k]), lo, hi,
+                                               seed=seed, even_pairs_embedding=cfg.even_pairs_embedding)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            risks, accs, _ = engine.risk_and_accuracy(A, B, engine.from_batch(batch, row.kernel), row.loss)
+        for i in range(len(finals)):
+            r = float(risks[i])
+            out[i].append({"lo": lo, "hi": hi, "risk": r if math.isfinite(r) else None,
+                           "acc": None if accs is None else float(accs[i])})
     return out
 
 
@@ -404,6 +537,13 @@ def report_seed(row: Row, seed: int, chosen: dict) -> dict:
             res["alignment"] = align
             res["lag"] = lag_module.measures(fsteps, rec.alpha_dist, rec.B_dist, func, align)
         out[plan] = res
+    trained = [rec for rec in recs if not rec.diverged]
+    for rec, buckets in zip(trained, length_risk(row, seed, [(rec.final_alpha, rec.final_B) for rec in trained])):
+        out[rec.program.plan]["length_risk"] = buckets
+    for rec in recs:
+        if rec.diverged:
+            out[rec.program.plan]["length_risk"] = [{"lo": lo, "hi": hi, "risk": None, "acc": None}
+                                                    for lo, hi in length_buckets(row)]
     return out
 
 
@@ -456,7 +596,8 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
                     "unstable": [r["seed"] for r in recs if r["unstable"]],
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
-                    "steps": stats([r["steps"] for r in recs])}
+                    "steps": stats([r["steps"] for r in recs]),
+                    "length_risk": length_summary(row, recs)}
         for key, out_key in (("truncation_bound",) * 2, ("rounding_bound",) * 2, ("quadrature_estimate",) * 2,
                              ("test_acc_tied", "acc_tied")):
             bounds = [r.get(key) for r in recs if r.get(key) is not None]
@@ -473,9 +614,25 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
                       "resolution": max(v["resolution"] for v in vals),
                       "resolution_per_seed": [v["resolution"] for v in vals]}
     data_info = {k: v for k, v in data_info.items() if not isinstance(v, np.ndarray)}
+    lengths = {"mean_length": tasks_module.mean_length(row.task, row.d),
+               "multiples": list(row.config.length_multiples), "strings_per_bucket": row.config.length_test_size,
+               "seed": f"[reported seed, {tasks_module.TASKS.index(row.task)}, {LENGTH_PURPOSE}, bucket index]",
+               "law": "the training length law conditioned on the bucket"}
     return {"name": row.name, "task": row.task, "heads": row.heads, "loss": row.loss, "exact": row.exact,
             "seeds_run": reported_seeds(row), "data": data_info, "plans": plans, "lag": lag,
-            "ceiling": ceiling}
+            "ceiling": ceiling, "model_class": model_class(row), "length_buckets": lengths}
+
+
+def length_summary(row: Row, recs: list[dict]) -> list[dict]:
+    """A plan's held-out risk per length bucket over its seeds: {"lo", "hi", "risk" and "acc" (``stats``),
+    "n": strings per bucket and seed}.  Seed records without ``length_risk`` (saved before it was measured)
+    count as missing."""
+    out = []
+    for k, (lo, hi) in enumerate(length_buckets(row)):
+        got = [r["length_risk"][k] for r in recs if len(r.get("length_risk") or []) > k]
+        out.append({"lo": lo, "hi": hi, "risk": stats([g["risk"] for g in got]),
+                    "acc": stats([g["acc"] for g in got]), "n": row.config.length_test_size})
+    return out
 
 
 def ceiling_of(row: Row) -> dict:

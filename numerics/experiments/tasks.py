@@ -17,9 +17,10 @@ Length laws and their parameters (``length_parameter``):
 * single-location regression (SLR): Geometric on {1, ...}, mean 10, p = 1/10;
 * even pairs: Geometric on {1, ...}, mean 20, p = 1/20 (not balanced: P(y = +1) = (1 + p)/2).
 
-Even pairs has two embeddings (``even_pairs_embedding``; docs/setting.md, "Capacity"):
+Even pairs has three embeddings (``even_pairs_embedding``; docs/setting.md, "Capacity"); the functions here
+default to "query", the runner (``runner.Config``) to "ends":
 
-* ``"query"`` (default): token i of z_1..z_n is the one-hot of (first_i, z_i, z_n), first_i = [i = 1], index
+* ``"query"``: token i of z_1..z_n is the one-hot of (first_i, z_i, z_n), first_i = [i = 1], index
   4 first_i + 2 z_i + z_n (D = 8).  The last symbol z_n is the query of a last-token attention (Huang, Liang &
   Yang 2025); our attention has one fixed query alpha, so the query's symbol is part of every token, and
   alpha^T x_i is any function of (first_i, z_i, z_n).  A one-head model represents the task: attention on the
@@ -27,9 +28,19 @@ Even pairs has two embeddings (``even_pairs_embedding``; docs/setting.md, "Capac
 * ``"adjacent"``: the framed string BOS z_1..z_n EOS as its adjacent pairs (D = 9).  A one-head model cannot
   represent the task (sign f is linear in the 9 pair counts; no linear rule classifies a, b, ab, ba, aba,
   bab); kept as a documented variant with its measured ceiling (``capacity.ceiling``).
+* ``"ends"``: token i is the one-hot of (first_i, last_i, z_i), first_i = [i = 1], last_i = [i = n], index
+  4 first_i + 2 last_i + z_i (D = 8).  The first token knows z_1 and the last z_n, but no token knows both
+  (except the single token of a string of length 1), so no single token's type carries the label
+  (``label_in_single_token``): the label [z_1 = z_n] is the XNOR of two tokens.  One head cannot represent it
+  (sign f is linear in the counts, and the counts of aa + bb equal those of ab + ba); two heads can, in the
+  limit of large scores (``capacity.ceiling``), so the even-pairs row has ``even_pairs_heads`` heads.
+
+``label_in_single_token`` decides by enumeration of the short strings whether a single token carries the
+label under an embedding: True for "query" (the first token's type (1, z_1, z_n)), False for the others.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -53,9 +64,63 @@ EVEN_PAIRS_MEAN_LENGTH = 20
 SLR_GAMMA2 = 0.5
 SLR_NOISE = 0.1
 BRENTQ_XTOL = 1e-15
-EVEN_PAIRS_EMBEDDINGS = ("query", "adjacent")
-"""Embeddings of even pairs: the representable default first (see the module doc)."""
-EVEN_PAIRS_DIM = {"query": 8, "adjacent": 9}
+EVEN_PAIRS_EMBEDDINGS = ("query", "adjacent", "ends")
+"""Embeddings of even pairs: the samplers' default first (see the module doc)."""
+EVEN_PAIRS_DIM = {"query": 8, "adjacent": 9, "ends": 8}
+EVEN_PAIRS_HEADS = {"query": 1, "adjacent": 1, "ends": 2}
+"""Heads of the even-pairs row per embedding: the fewest that represent the task where some do (one for
+"query", two for "ends"); one for "adjacent", whose one-head ceiling is the measured one."""
+
+
+def even_pairs_heads(embedding: str) -> int:
+    """The head count of the even-pairs row under ``embedding`` (``EVEN_PAIRS_HEADS``)."""
+    check_even_pairs_embedding(embedding)
+    return EVEN_PAIRS_HEADS[embedding]
+
+
+def even_pairs_token_types(z, embedding: str) -> list[int]:
+    """The token types (one-hot indices) of the string z (symbols 0 = a, 1 = b) under ``embedding``, in the
+    order of the tokens: the definition ``sample_even_pairs`` vectorises, written out one string at a time."""
+    check_even_pairs_embedding(embedding)
+    n = len(z)
+    if embedding == "query":
+        return [4 * (i == 0) + 2 * int(z[i]) + int(z[-1]) for i in range(n)]
+    if embedding == "ends":
+        return [4 * (i == 0) + 2 * (i == n - 1) + int(z[i]) for i in range(n)]
+    framed = [-1, *[int(x) for x in z], 2]
+    return [3 * (u + 1) + v for u, v in zip(framed[:-1], framed[1:])]
+
+
+def even_pairs_label(z) -> int:
+    """+1 when the string has an even number of ab and ba pairs, else -1 (counted, not read off its ends)."""
+    changes = sum(int(u != v) for u, v in zip(z[:-1], z[1:]))
+    return 1 if changes % 2 == 0 else -1
+
+
+LABEL_ENUMERATION_LENGTH = 8
+"""Longest string ``label_in_single_token`` enumerates (all 510 strings of lengths 1 to 8)."""
+
+
+@lru_cache(maxsize=8)
+def label_in_single_token(embedding: str, n_max: int = LABEL_ENUMERATION_LENGTH) -> bool:
+    """Whether a single token's type carries the even-pairs label under ``embedding``, by enumeration of every
+    string of length 1 to ``n_max``: True when (a) the type at some position, counted from the start or from
+    the end, determines the label over all strings that have that position, or (b) every string has a token
+    whose type occurs in strings of one label only (a token the attention could pick out and read the label
+    from).  Either reading of "a single token carries the label" makes it True, so False means that the
+    label needs at least two tokens whichever way a token is picked."""
+    strings = [z for n in range(1, n_max + 1) for z in itertools.product((0, 1), repeat=n)]
+    typed = [(even_pairs_token_types(z, embedding), even_pairs_label(z)) for z in strings]
+    for i in range(n_max):
+        for pick in (lambda t: t[i], lambda t: t[-1 - i]):
+            seen: dict = {}
+            if all(seen.setdefault(pick(t), y) == y for t, y in typed if len(t) > i):
+                return True
+    labels_of: dict = {}
+    for t, y in typed:
+        for k in t:
+            labels_of.setdefault(k, set()).add(y)
+    return all(any(len(labels_of[k]) == 1 for k in t) for t, _ in typed)
 
 
 def check_even_pairs_embedding(embedding: str) -> None:
@@ -325,7 +390,8 @@ def sample_even_pairs(N: int, rng: np.random.Generator, return_strings: bool = F
 
     * "query": tokens (first_i, z_i, z_n), index 4 first_i + 2 z_i + z_n (D = 8);
     * "adjacent": the framed string BOS z_1..z_n EOS as its adjacent pairs (prev, next) in
-      {BOS, a, b} x {a, b, EOS} (D = 9, index 3 prev + next).
+      {BOS, a, b} x {a, b, EOS} (D = 9, index 3 prev + next);
+    * "ends": tokens (first_i, last_i, z_i), index 4 first_i + 2 last_i + z_i (D = 8).
     """
     check_even_pairs_embedding(embedding)
     n = _lengths(rng, length_parameter("even_pairs", 2), N)
@@ -337,6 +403,10 @@ def sample_even_pairs(N: int, rng: np.random.Generator, return_strings: bool = F
     if embedding == "query":
         pos = np.arange(L)[None, :]
         cells = 4 * (pos == 0) + 2 * z + last[:, None]
+        m = _counts(cells, pos < n[:, None], 8)
+    elif embedding == "ends":
+        pos = np.arange(L)[None, :]
+        cells = 4 * (pos == 0) + 2 * (pos == (n - 1)[:, None]) + z
         m = _counts(cells, pos < n[:, None], 8)
     else:
         framed_prev = np.concatenate([np.full((N, 1), -1), z], axis=1)      # BOS = -1
@@ -364,6 +434,50 @@ def sample(task: str, d: int, N: int, rng: np.random.Generator, seed: int = 0, *
     if task == "SLR":
         return sample_slr(d, N, rng, seed)
     return sample_even_pairs(N, rng, embedding=even_pairs_embedding)
+
+
+def mean_length(task: str, d: int) -> float:
+    """The mean string length of the task's length law (1 / p; ICL, on {2, 3, ...}: 1 + 1 / p)."""
+    p = length_parameter(task, d)
+    return 1.0 + 1.0 / p if task == "ICL" else 1.0 / p
+
+
+def shortest_length(task: str) -> int:
+    """The shortest string of the task's length law (2 for ICL, else 1)."""
+    return 2 if task == "ICL" else 1
+
+
+class _BucketLengths:
+    """A numpy Generator whose geometric draws are conditioned on a range: ``geometric(p, size)`` returns
+    Geometric(p) on {1, 2, ...} conditioned on lo <= g < hi (the inverse of the truncated law's distribution
+    function on one uniform draw each); every other method is the wrapped generator's.  The samplers draw their
+    lengths by ``geometric`` alone (``_lengths``), so through this generator they draw the task's strings with
+    the length law conditioned on the range, and everything else as they always do."""
+
+    def __init__(self, rng: np.random.Generator, lo: int, hi: int):
+        self._rng, self._lo, self._hi = rng, int(lo), int(hi)
+
+    def geometric(self, p: float, size) -> np.ndarray:
+        q = np.log1p(-p)
+        span = -np.expm1((self._hi - self._lo) * q)          # P(g < hi | g >= lo)
+        k = np.floor(np.log1p(-self._rng.random(size) * span) / q).astype(np.int64)
+        return self._lo + np.minimum(k, self._hi - self._lo - 1)
+
+    def __getattr__(self, name):
+        return getattr(self._rng, name)
+
+
+def sample_lengths_in(task: str, d: int, N: int, rng: np.random.Generator, lo: int, hi: int, seed: int = 0, *,
+                      even_pairs_embedding: str = "query") -> Batch:
+    """N strings of ``task`` (``sample``) whose lengths follow the task's law conditioned on lo <= n < hi:
+    held-out strings longer (or shorter) than training ever shows, at the law's own shape within the range."""
+    check_task(task, d)
+    start = shortest_length(task)
+    if not (start <= lo < hi):
+        raise SettingError(f"a length range of {task} needs {start} <= lo < hi, got [{lo}, {hi})")
+    # the samplers add start - 1 to their geometric draws
+    return sample(task, d, N, _BucketLengths(rng, lo - start + 1, hi - start + 1), seed,
+                  even_pairs_embedding=even_pairs_embedding)
 
 
 def model_shape(task: str, d: int, heads: int = 1, *, even_pairs_embedding: str = "query") -> tuple[int, int, int]:

@@ -189,7 +189,7 @@ def test_a_row_on_the_integral_records_exact_risks_sampled_accuracies_and_severa
         estimates = []
         for res in pr["seeds"]:
             seed = res["seed"]
-            a0, b0 = runner.initial_params(runner.Row.of(cfg, "AND", 2), seed)
+            a0, b0 = runner.start_of(runner.Row.of(cfg, "AND", 2), seed, plan)
             start = and_integral.population_risk(a0, b0, cfg.d).risk
             assert res["curve"]["risk"][0] == start and res["val_curve"]["risk"][0] == start, plan
             # the test set: the sampler's stream 2 of the seed (not the validation stream, 1)

@@ -18,7 +18,8 @@ def test_progress_counts_every_finished_row_kept_ones_included(monkeypatch):
     cfg = runner.Config.quick(tasks=("occurrence", "OR", "even_pairs"), jobs=1)
     seen = []
     runner.run(cfg, quiet=True, done={"OR": {"name": "OR", "cpu_s": 0.0}}, progress=seen.append)
-    assert [(c["row"], c["finished"], c["total"]) for c in seen] == [("occurrence", 2, 3), ("even_pairs", 3, 3)]
+    # rows run dearest first (``runner.COST`` times heads: two-head even pairs before occurrence)
+    assert [(c["row"], c["finished"], c["total"]) for c in seen] == [("even_pairs", 2, 3), ("occurrence", 3, 3)]
     assert all(c["elapsed"] >= 0 for c in seen)
 
 

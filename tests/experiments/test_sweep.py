@@ -231,7 +231,10 @@ def test_every_run_configuration_field_is_in_every_units_key():
     processes run, not what they compute.  A field added to runner.Config is taken in by the loop."""
     from dataclasses import fields
 
-    choices = {"icl_loss": runner_module.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
+    choices = {"icl_loss": runner_module.ICL_LOSSES,
+               "even_pairs_embedding": runner_module.tasks_module.EVEN_PAIRS_EMBEDDINGS,
+               "attention_only_readout": runner_module.ATTENTION_ONLY_READOUTS,
+               "length_multiples": ((1, 2, 5, 10, 20), (1, 2, 4)),
                "kernel": runner_module.engine.KERNELS, "and_heads_data": runner_module.AND_HEADS_DATA}
     base = readings.parse({**ALL_TASKS, "base": SMALL, "axes": {"a": {"x": {}}}}, "t")
     keys = _unit_keys(base)

@@ -74,8 +74,8 @@ def test_seeded_and_reproducible():
 @pytest.mark.parametrize("embedding", tasks.EVEN_PAIRS_EMBEDDINGS)
 def test_even_pairs_label_and_tokens(embedding):
     """The label counts the ab and ba pairs of the string (even iff first = last), and the tokens are those
-    of the embedding: (first flag, symbol, last symbol) for "query", the framed adjacent pairs for
-    "adjacent"."""
+    of the embedding: (first flag, symbol, last symbol) for "query", (first flag, last flag, symbol) for
+    "ends", the framed adjacent pairs for "adjacent"."""
     b = tasks.sample_even_pairs(4000, np.random.default_rng(5), return_strings=True, embedding=embedding)
     changes = np.array([int(np.sum(s[1:] != s[:-1])) for s in b.extra["strings"]])
     assert np.array_equal(b.labels == 1, changes % 2 == 0)
@@ -85,6 +85,9 @@ def test_even_pairs_label_and_tokens(embedding):
         if embedding == "query":
             for i, zi in enumerate(s):
                 want[4 * (i == 0) + 2 * zi + s[-1]] += 1
+        elif embedding == "ends":
+            for i, zi in enumerate(s):
+                want[4 * (i == 0) + 2 * (i == len(s) - 1) + zi] += 1
         else:
             for u, v in zip([-1, *s], [*s, 2]):
                 want[3 * (u + 1) + v] += 1
