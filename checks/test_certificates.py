@@ -196,7 +196,7 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
     assert data["counts"]["FAIL"] == 0 and data["counts"]["PASS"] >= 15
     keys = {c["claim"] for c in data["certificates"]}
     assert keys == {"three_phase", "output_only", "attention_then_output", "attention_only", "finite_sample",
-                    "lag_from_zero"}
+                    "lag_from_zero", "lag_crossover"}
     for c in data["certificates"]:
         assert c["status"] in certify.STATUSES
         if c["status"] == "PASS" and c["ball"] is not None:
@@ -205,6 +205,7 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
     verdicts = {c["claim"]: c["status"] for c in data["claims"]}
     assert verdicts["finite_sample"] == "SKIP" and verdicts["output_only"] == "PASS"
     assert verdicts["three_phase"] == "PASS" and verdicts["lag_from_zero"] == "PASS"
+    assert verdicts["lag_crossover"] == "SKIP"  # certified only with --lag-crossover
 
 
 def test_claim_verdict_is_the_worst_item():
@@ -899,7 +900,8 @@ def test_certify_claims_retries_up_to_the_cap_and_says_so():
     t_min = undecided["T_min"]
     assert t_min.note == "gap >= log u_min: PASS; curvature 0 < lambda_min, eta_3 lambda_max <= 1: PASS; " + cap
     # the lag item has its own retry (numerics.theorem.lag.certify_lag) and a note with its half times
-    rest = [c for c in items if c.status != "UNDECIDED" and c.claim not in ("finite_sample", "lag_from_zero")]
+    rest = [c for c in items if c.status != "UNDECIDED"
+            and c.claim not in ("finite_sample", "lag_from_zero", "lag_crossover")]
     assert rest and all(c.status == "PASS" and c.note == "" and c.prec_bits == 256 for c in rest)
 
 

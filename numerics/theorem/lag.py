@@ -20,6 +20,11 @@ when every one is <= 1, "undecided" otherwise.  The result depends on the budget
 budget long enough for the unmarked readout weights to travel turns the ratio below 1 at large d, as
 docs/lag.md shows), so T is recorded with every result.
 
+The crossover: with eta_out = 1 and eta_att = rho, the ratio falls as rho grows, and ``certify_crossover``
+brackets where it crosses 1 on the grid rho = (5/4)^k by two certified runs, one certified > 1 and the next
+certified <= 1 (a float search places the bracket; only certified verdicts decide it).  How rho* grows with d is
+fitted by ``crossover_fit``, an estimate; ``linear_gap`` is the quantity of its leading-order law.
+
 >>> res = certify_lag(3, steps=12)
 >>> (res.attention.low, res.attention.high, res.readout.low, res.readout.high, res.verdict)
 (7, 7, 3, 3, 'holds')
@@ -271,8 +276,6 @@ CROSSOVER_MAX_K = 64
 CROSSOVER_MAX_PREC_BITS = 2048
 """The precision cap of the crossover's certified runs: past the crossover the attention gap opens within the
 budget and the balls lose about 8 bits a step (``RADIUS_CAP``)."""
-CROSSOVER_DS = (3, 5, 10, 20, 50, 100, 200, 500, 1000)
-"""The d at which docs/lag.md shows the certified crossover (from the certificate record)."""
 CROSSOVER_FIT_FROM_D = 100
 """The smallest d of the power-law fit of rho*(d): below it the readout on the marked symbol saturates within
 the budget as well, and the law is not yet a power."""
