@@ -276,9 +276,10 @@ CROSSOVER_MAX_K = 64
 CROSSOVER_MAX_PREC_BITS = 2048
 """The precision cap of the crossover's certified runs: past the crossover the attention gap opens within the
 budget and the balls lose about 8 bits a step (``RADIUS_CAP``)."""
-CROSSOVER_FIT_FROM_D = 100
-"""The smallest d of the power-law fit of rho*(d): below it the readout on the marked symbol saturates within
-the budget as well, and the law is not yet a power."""
+CROSSOVER_FIT_FROM_D = 200
+"""The smallest d of the power-law fit of rho*(d): from it on the linear gap at the crossover (``linear_gap``)
+is close to its large-d value, while at smaller d the readout's own saturation within the budget still moves
+the crossover, so the law is not yet a power there (docs/lag.md shows both)."""
 
 
 def gap_rate(d: int) -> float:
