@@ -171,3 +171,14 @@ def test_linear_gap_is_the_small_step_gap():
     """G = binomial(T, 2) rho kappa_1(d), and kappa_1 ~ 1/d^2 for large d."""
     assert lag.linear_gap(50, 3, steps=10) == 45 * 3 * lag.gap_rate(50)
     assert abs(lag.gap_rate(10 ** 6) * 10 ** 12 - 1) < 1e-4
+
+
+@pytest.mark.slow
+def test_a_fast_attention_at_d50_is_certified_at_higher_precision():
+    """At d = 50 and eta_att = 20 the balls lose about 8 bits a step once the gap opens: the 128- and 256-bit runs
+    pass the radius cap part-way and are abandoned, and the 512-bit run decides the half times (19 and 23, the
+    float trajectory's)."""
+    res = lag.certify_lag(50, eta_att=20, eta_out=1)
+    assert res.prec_bits == 512 and res.verdict == "does not hold"
+    assert (res.attention.low, res.readout.low) == lag.float_lag(50, eta_att=20.0) == (19, 23)
+    assert res.attention.decided and res.readout.decided
