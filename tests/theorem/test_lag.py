@@ -158,11 +158,11 @@ def test_no_crossing_up_to_the_search_limit_fails():
 def test_crossover_fit_recovers_a_power_law():
     """The fit of ln rho_mid on ln d recovers the exponent and constant of an exact power law, ignores d below
     ``from_d``, and needs two points."""
-    points = {d: (0.9 * 0.002 * d ** 1.75, 0.002 * d ** 1.75 / 0.9) for d in (100, 300, 1000)}
-    points[10] = (1.0, 1.25)
+    points = {d: (0.9 * 0.002 * d ** 1.75, 0.002 * d ** 1.75 / 0.9) for d in (200, 600, 2000)}
+    points[lag.CROSSOVER_FIT_FROM_D - 1] = (1.0, 1.25)
     fit = lag.crossover_fit(points)
     assert abs(fit["exponent"] - 1.75) < 1e-12 and abs(fit["constant"] / 0.002 - 1) < 1e-12
-    assert fit["max_log_residual"] < 1e-12 and fit["from_d"] == 100
+    assert fit["max_log_residual"] < 1e-12 and fit["from_d"] == 200 == lag.CROSSOVER_FIT_FROM_D
     with pytest.raises(SettingError, match="two d"):
         lag.crossover_fit({10: (1.0, 1.25), 1000: (500.0, 625.0)})
 
