@@ -196,7 +196,7 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
     assert data["counts"]["FAIL"] == 0 and data["counts"]["PASS"] >= 15
     keys = {c["claim"] for c in data["certificates"]}
     assert keys == {"three_phase", "output_only", "attention_then_output", "attention_only", "finite_sample",
-                    "lag_from_zero"}
+                    "lag_from_zero", "lag_crossover"}
     for c in data["certificates"]:
         assert c["status"] in certify.STATUSES
         if c["status"] == "PASS" and c["ball"] is not None:
@@ -205,6 +205,7 @@ def test_prove_at_d50_writes_the_certificate(tmp_path, capsys):
     verdicts = {c["claim"]: c["status"] for c in data["claims"]}
     assert verdicts["finite_sample"] == "SKIP" and verdicts["output_only"] == "PASS"
     assert verdicts["three_phase"] == "PASS" and verdicts["lag_from_zero"] == "PASS"
+    assert verdicts["lag_crossover"] == "SKIP"  # certified only with --lag-crossover
 
 
 def test_claim_verdict_is_the_worst_item():
@@ -702,14 +703,16 @@ def test_certify_claims_retries_only_what_is_undecided():
     DEFAULT_PREC_BITS; at 53 bits an item left open is certified again at doubled precision (106, 212, ...) and
     records the precision that decided it.  The finite-sample row is the statistical SKIP."""
     items = certify.certify_claims(3, Fraction(1, 1000), steps=5)
-    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {certify.DEFAULT_PREC_BITS}
-    assert all(c.status == "PASS" for c in items if c.claim != "finite_sample")
+    skipped = ("finite_sample", "lag_crossover")  # the statistical claim; the crossover without lag_crossover=True
+    assert {c.prec_bits for c in items if c.claim not in skipped} == {certify.DEFAULT_PREC_BITS}
+    assert all(c.status == "PASS" for c in items if c.claim not in skipped)
+    assert [c.status for c in items if c.claim == "lag_crossover"] == ["SKIP"]
     fs = [c for c in items if c.claim == "finite_sample"]
     assert [(c.item, c.d, c.ball, c.test, c.status, c.note) for c in fs] == [
         ("held-out risk with N = ceil(30 d ln d)", 3, None, "statistical", "SKIP",
          "a sampling claim: estimated in checks/test_finite_sample.py, not certified")]
     low = certify.certify_claims(3, Fraction(1, 10**14), steps=5, prec_bits=53)
-    precs = {c.prec_bits for c in low if c.claim != "finite_sample"}
+    precs = {c.prec_bits for c in low if c.claim not in skipped}
     assert precs <= {53 * 2 ** k for k in range(6)} and max(precs) > 53
     assert all(c.status != "UNDECIDED" or "undecided at" in c.note for c in low)
 
@@ -861,7 +864,7 @@ def test_certify_claims_works_at_the_precision_it_is_asked_for():
     assert set(series) == {"T_min", "end-point risk"}
     for c in series.values():
         assert c.status == "PASS" and c.ball.rad() < arb(2) ** -220 * abs(c.ball), c.line()
-    assert {c.prec_bits for c in items if c.claim != "finite_sample"} == {256}
+    assert {c.prec_bits for c in items if c.claim not in ("finite_sample", "lag_crossover")} == {256}
 
 
 class _WideRisk:
@@ -899,7 +902,8 @@ def test_certify_claims_retries_up_to_the_cap_and_says_so():
     t_min = undecided["T_min"]
     assert t_min.note == "gap >= log u_min: PASS; curvature 0 < lambda_min, eta_3 lambda_max <= 1: PASS; " + cap
     # the lag item has its own retry (numerics.theorem.lag.certify_lag) and a note with its half times
-    rest = [c for c in items if c.status != "UNDECIDED" and c.claim not in ("finite_sample", "lag_from_zero")]
+    rest = [c for c in items if c.status != "UNDECIDED"
+            and c.claim not in ("finite_sample", "lag_from_zero", "lag_crossover")]
     assert rest and all(c.status == "PASS" and c.note == "" and c.prec_bits == 256 for c in rest)
 
 

@@ -3,7 +3,7 @@
 For each d and each claim, one line per certified item: claim, d, item, the arb ball, the test, and
 PASS (the ball is on the right side: certified), FAIL (it is on the wrong side: certified false),
 UNDECIDED (the ball straddles the threshold even after retrying at doubled precision up to
---max-prec-bits) or SKIP (a statistical claim).  Writes certificate.json into the --out folder (checked,
+--max-prec-bits) or SKIP (a statistical claim, or the lag crossover without --lag-crossover).  Writes certificate.json into the --out folder (checked,
 locked and written atomically through ``app.io.OutputFolder`` before any work).  Exit status
 (app/exitcodes.py): 0 every item PASS or SKIP, 1 an item FAILs, 3 nothing FAILs but an item is UNDECIDED,
 2 bad flags or an unusable --out / --proofs-doc (checked before any work).  --epsilon is taken exactly as
@@ -30,8 +30,9 @@ DEFAULT_DS = "3,5,10,50"
 HELP = """Certify every claim of the claims table in ball arithmetic (python-flint arb) at each --d: one line per
 certified item with its ball, the test and PASS (certified), FAIL (certified false), UNDECIDED (the ball
 straddles the threshold even at --max-prec-bits: the item is retried at doubled precision up to it) or SKIP
-(a statistical claim).  --epsilon is taken exactly as the decimal written (1e-3 = 1/1000).  Writes certificate.json
-into --out.  --all-d adds the proofs for every d >= 3 and their mutation controls.
+(a statistical claim, or the lag crossover without --lag-crossover).  --epsilon is taken exactly as the decimal
+written (1e-3 = 1/1000).  Writes certificate.json into --out.  --all-d adds the proofs for every d >= 3 and their
+mutation controls; --lag-crossover certifies the crossover rho* of the lag ratio at each d.
 
 The end point of the three-phase plan is certified by the arb series below d = 1000 and by the integral
 representation from d = 1000 on, so d just below 1000 is the slowest (d = 999 takes about ten times as long
@@ -161,7 +162,8 @@ def _certify_and_write(args, ds, eps, steps, precs, out: OutputFolder, doc) -> i
     for d in ds:
         print(f"certifying d = {d} ...", file=sys.stderr, flush=True)
         t = time.time()
-        at_d = certify_claims(d, eps, steps=steps, prec_bits=prec, max_prec_bits=max_prec)
+        at_d = certify_claims(d, eps, steps=steps, prec_bits=prec, max_prec_bits=max_prec,
+                              lag_crossover=args.lag_crossover)
         for c in at_d:
             print(c.line(), flush=True)
         for cl in CLAIMS:
@@ -239,6 +241,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     pr.add_argument("--max-prec-bits", default="1024",
                     help="an UNDECIDED item is retried at doubled precision up to this many bits (default 1024)")
     pr.add_argument("--out", default="results", help="output folder for certificate.json (default results/)")
+    pr.add_argument("--lag-crossover", action="store_true",
+                    help="also certify the crossover rho* of the lag ratio at each d (a few certified trajectories a d)")
     pr.add_argument("--all-d", action="store_true", help="also run the proofs for all d and their mutation controls")
     pr.add_argument("--proofs-doc", default=None, help="with the all-d proofs, write docs/proofs.md to this path")
     pr.set_defaults(func=cmd_prove)

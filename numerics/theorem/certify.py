@@ -439,7 +439,8 @@ def claim_verdict(items: list[Certificate]) -> str:
 
 
 def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAULT_PREC_BITS,
-                   max_prec_bits: int = MAX_PREC_BITS, series_evaluator=None) -> list[Certificate]:
+                   max_prec_bits: int = MAX_PREC_BITS, series_evaluator=None,
+                   lag_crossover: bool = False) -> list[Certificate]:
     """All certificates at one d under the default length law, ordered as the claims table.
 
     An item left UNDECIDED at ``prec_bits`` is certified again at doubled precision (the arb series'
@@ -452,7 +453,9 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     ``series_evaluator`` is a factory ``(setting, prec_bits, tol) -> evaluator`` of arb balls; by default
     ``arb_evaluator`` (the arb series, or the integral representation from d = INTEGRAL_FROM_D on).  The
     finite-sample claim is statistical and reported as SKIP; the lag claim's item is the certified lag ratio of
-    ``numerics.theorem.lag`` (its own precision retry, from ``prec_bits`` up to ``max_prec_bits``).
+    ``numerics.theorem.lag`` (its own precision retry, from ``prec_bits`` up to ``max_prec_bits``).  The
+    crossover claim's item (``numerics.theorem.lag.crossover_certificate``: a float search and at least two
+    certified trajectories) is certified only with ``lag_crossover``, and SKIP otherwise.
     """
     setting = Setting(d)
     if setting.d < 3:
@@ -479,6 +482,14 @@ def certify_claims(d: int, epsilon, *, steps: int = 300, prec_bits: int = DEFAUL
     from numerics.theorem.lag import lag_certificate
 
     by_claim["lag_from_zero"].append(lag_certificate(d, prec_bits=prec_bits, max_prec_bits=max_prec_bits))
+    if lag_crossover:
+        from numerics.theorem.lag import crossover_certificate
+
+        by_claim["lag_crossover"].append(crossover_certificate(d, prec_bits=prec_bits, max_prec_bits=max_prec_bits))
+    else:
+        by_claim["lag_crossover"].append(Certificate(
+            "lag_crossover", "crossover rho* of the lag ratio", d, None, "certified on request", "SKIP",
+            "not requested: occ-companion prove --lag-crossover certifies it"))
     return [it for c in CLAIMS for it in by_claim[c.key]]
 
 

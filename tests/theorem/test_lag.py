@@ -82,13 +82,15 @@ def test_series_and_integral_agree_where_both_run():
     assert isinstance(lag.evaluator(Setting(d - 1), 128), SeriesEvaluator)
 
 
-def test_too_little_precision_is_retried_and_recorded():
-    """At 53 bits the balls of 50 steps at d = 3 stop being finite; the run is repeated at 106 bits."""
+def test_too_little_precision_is_retried_and_recorded(monkeypatch):
+    """At 53 bits the balls of 50 steps at d = 3 grow wider than the cap; the run is repeated at 106 bits."""
     low = lag.certify_lag(3, steps=50, prec_bits=53)
     assert low.verdict == "holds" and low.prec_bits == 106 and low.attention.decided
-    with pytest.raises(SettingError, match="no longer finite"):
+    with pytest.raises(lag.PrecisionLost, match="grew wider than"):
         lag.certify_lag(3, steps=50, prec_bits=53, max_prec_bits=53)
-    # a short run is decided at 53 bits, where its half times are intervals, and is not repeated
+    # with no cap on the radii, a short run is decided at 53 bits, where its half times are intervals, and is
+    # not repeated: a decided verdict stops the retries
+    monkeypatch.setattr(lag, "RADIUS_CAP", float("inf"))
     short = lag.certify_lag(3, steps=30, prec_bits=53)
     assert short.prec_bits == 53 and short.verdict == "holds" and not short.attention.decided
 
@@ -106,3 +108,77 @@ def test_certificate_item_carries_the_verdict():
     with ctx.workprec(128):
         assert item.ball.overlaps(arb(fmpq(14, 3))) and item.ball.rad() < 1e-30
     assert "T = 50" in item.item and "[14, 14]" in item.note
+
+
+def test_a_trajectory_is_abandoned_as_soon_as_its_balls_pass_the_cap(monkeypatch):
+    """The first state wider than ``RADIUS_CAP`` stops the run (it does not carry on to the end with balls too wide
+    to decide anything), and ``certify_lag`` doubles the precision: with the cap at 2^-40 the 12 steps at d = 3
+    pass it at 64 bits (radii near 1e-12 by step 11) and not at 128, with the verdict and half times of the
+    default run."""
+    plain = lag.certify_lag(3, steps=12)
+    monkeypatch.setattr(lag, "RADIUS_CAP", 2.0 ** -40)
+    with pytest.raises(lag.PrecisionLost, match="at step 1[01] at 64 bits"):
+        lag.ball_trajectory(3, steps=12, prec_bits=64)
+    tight = lag.certify_lag(3, steps=12, prec_bits=64)
+    assert tight.prec_bits == 128 and (tight.attention, tight.readout, tight.verdict) == (
+        plain.attention, plain.readout, plain.verdict)
+
+
+def test_crossover_search_and_certificate_at_d3():
+    """The float search brackets a crossing where the certified runs do too, and the certificate's ball is the
+    bracket [(5/4)^k, (5/4)^(k + 1)]."""
+    k = lag.locate_crossover(3)
+    assert k is not None and k[1] == k[0] + 1
+    assert lag.float_above_one(3, lag.CROSSOVER_FACTOR ** k[0]) and not lag.float_above_one(3, lag.CROSSOVER_FACTOR ** k[1])
+    item = lag.crossover_certificate(3)
+    assert (item.claim, item.d, item.status) == ("lag_crossover", 3, "PASS")
+    lo, hi = (lag.CROSSOVER_FACTOR ** j for j in k)
+    with ctx.workprec(128):
+        assert item.ball.contains(arb(fmpq(lo.numerator, lo.denominator)))
+        assert item.ball.contains(arb(fmpq(hi.numerator, hi.denominator)))
+        assert not item.ball.contains(arb(fmpq(hi.numerator, hi.denominator)) * 1.01)
+    assert f"(5/4)^{k[0]}: t_half" in item.note and "does not hold" in item.note
+
+
+def test_crossover_walks_the_bracket_when_the_float_search_is_wrong(monkeypatch):
+    """Only certified verdicts decide: a float search that brackets the wrong place is corrected by walking down
+    (its lower end certified not above 1) or up (its upper end certified above 1)."""
+    right = lag.locate_crossover(3)
+    for wrong in ((right[0] + 3, right[0] + 4), (right[0] - 3, right[0] - 2)):
+        monkeypatch.setattr(lag, "_locate", lambda *args, w=wrong: (w, 0))
+        res = lag.certify_crossover(3)
+        assert res.status == "PASS" and (res.k_low, res.k_high) == right and res.certified_runs > 2
+
+
+def test_no_crossing_up_to_the_search_limit_fails():
+    res = lag.certify_crossover(3, max_k=3)
+    assert res.status == "FAIL" and res.bracket is None
+
+
+def test_crossover_fit_recovers_a_power_law():
+    """The fit of ln rho_mid on ln d recovers the exponent and constant of an exact power law, ignores d below
+    ``from_d``, and needs two points."""
+    points = {d: (0.9 * 0.002 * d ** 1.75, 0.002 * d ** 1.75 / 0.9) for d in (200, 600, 2000)}
+    points[lag.CROSSOVER_FIT_FROM_D - 1] = (1.0, 1.25)
+    fit = lag.crossover_fit(points)
+    assert abs(fit["exponent"] - 1.75) < 1e-12 and abs(fit["constant"] / 0.002 - 1) < 1e-12
+    assert fit["max_log_residual"] < 1e-12 and fit["from_d"] == 200 == lag.CROSSOVER_FIT_FROM_D
+    with pytest.raises(SettingError, match="two d"):
+        lag.crossover_fit({10: (1.0, 1.25), 1000: (500.0, 625.0)})
+
+
+def test_linear_gap_is_the_small_step_gap():
+    """G = binomial(T, 2) rho kappa_1(d), and kappa_1 ~ 1/d^2 for large d."""
+    assert lag.linear_gap(50, 3, steps=10) == 45 * 3 * lag.gap_rate(50)
+    assert abs(lag.gap_rate(10 ** 6) * 10 ** 12 - 1) < 1e-4
+
+
+@pytest.mark.slow
+def test_a_fast_attention_at_d50_is_certified_at_higher_precision():
+    """At d = 50 and eta_att = 20 the balls lose about 8 bits a step once the gap opens: the 128- and 256-bit runs
+    pass the radius cap part-way and are abandoned, and the 512-bit run decides the half times (19 and 23, the
+    float trajectory's)."""
+    res = lag.certify_lag(50, eta_att=20, eta_out=1)
+    assert res.prec_bits == 512 and res.verdict == "does not hold"
+    assert (res.attention.low, res.readout.low) == lag.float_lag(50, eta_att=20.0) == (19, 23)
+    assert res.attention.decided and res.readout.decided
