@@ -29,7 +29,10 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   ``step_parts``), and the rows-loops rows' step beside the same step on a batch of two strings, which bounds
   what the step pays for its calls, in banks of 1, 4 and 16 runs (``fixed_share``);
 * two-head AND's step on its exact population by the integral (``table1 --and-heads-data integral``,
-  ``integral_step``) beside the sampled row's step and sampler.
+  ``integral_step``) beside the sampled row's step and sampler;
+* per sampled row at d = 50 and 200, the draw of a step's batch beside one run's step
+  (``sampling_beside_step``), and banks of 1, 4 and 16 runs stepped in one call (``bank_steps``), whose
+  ratios decide which rows the runner banks (``runner.RUNS_PER_CALL``).
 
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
@@ -822,6 +825,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                 if d in out["rows"][row]:
                     with threadpool_limits(limits=1):
                         out["rows"][row][d]["peak_bytes"] = peak_memory(row, task, heads, d, Config())
+    out["sampling"], out["banks"] = sampling_and_banks(ds, rows, repeats, min_seconds)
     out["icl_default_threads"] = _icl_threads(ds[0], repeats, min_seconds, default_threads)
     out["icl_fixed_cost"] = _icl_fixed_cost(repeats, min_seconds)
     out["load"].append(_load())
@@ -1039,7 +1043,9 @@ def measure(size: str = "full", use_torch: bool = True, progress=None) -> dict:
     ds, repeats = opts.pop("ds"), opts.pop("repeats")
     res = bench(ds, repeats, use_torch=use_torch, progress=progress, **opts)
     tg = targets(res)
-    return {"res": res, "targets": tg, "profiles": _missed_profiles(tg),
+    profiles = _missed_profiles(tg)  # (the engine step's profiles: not of the sampling and bank targets)
+    tg += sampling_and_bank_targets(res)
+    return {"res": res, "targets": tg, "profiles": profiles,
             "lines": _icl_lines(ds) if size == "full" else {},
             "seconds": (time.perf_counter() - w0, time.process_time() - c0),
             "finished": datetime.datetime.now(datetime.timezone.utc)}
@@ -1076,3 +1082,102 @@ def _icl_lines(ds) -> dict:
             lines[("ICL (compiled kernel)", ds[0])] = line_times(
                 lambda: engine.risk_and_grad(a1, B1, tbc, case.loss), ENGINE_FILES)
     return lines
+
+
+# ------------------------------------------------------------------------------------------------ sampling and banks
+
+
+SAMPLED_D = (50, 200)
+"""The alphabet sizes of "Sampling beside the step" and "Banks" (at a size without them, its own d)."""
+BANK_RUNS = (1, 4, 16)
+"""Runs of a bank in "Banks": one run alone, four (Table 1's reported seed: one run per plan), sixteen (a
+step-size search round)."""
+BANK_TARGET = 0.8
+"""The banks' target: a bank of k runs steps at least BANK_TARGET k runs in the time one run alone takes a step,
+``bank_ratio`` >= BANK_TARGET k (k runs in one call as fast per run as 0.8 k runs alone: a bank of k at most
+1 / BANK_TARGET steps of one run), or the runner does not bank the row."""
+BANK_PAYS = 0.8
+"""The runner banks a row (``runner.RUNS_PER_CALL``) where every bank measured has ``bank_ratio`` >= BANK_PAYS:
+one call of k runs takes at most 1 / BANK_PAYS the time of k calls of one run (noise on a shared machine is of
+that order), so stepping the runs one call each would not be clearly faster."""
+
+
+def sampled_rows(rows=ROWS) -> list[tuple[str, str, int]]:
+    """The rows of ``rows`` that train on sampled batches under the runner's default configuration."""
+    cfg = Config()
+    return [(row, task, heads) for row, task, heads in rows if not exact(task, heads, cfg)]
+
+
+def sampled_ds(ds) -> list[int]:
+    """The d of ``ds`` that the sampling and bank sections measure: ``SAMPLED_D``, else every d of ``ds``."""
+    return [d for d in ds if d in SAMPLED_D] or list(ds)
+
+
+def sampling_beside_step(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """The draw of a fresh step's batch in the engine layout (``case.sampler``: the sampler, then ``from_batch``
+    with the batch's operators, what the runner pays each step) beside one engine step of one run on a batch
+    whose operators are built, alternately, repeat by repeat (``alternated``; every draw a new step).  Medians
+    (wall s, CPU s) per call: ``{"draw", "step"}``."""
+    a, B = initial(case, 1)
+    step_no = iter(range(1, 1 << 30))
+
+    def draw():
+        case.sampler(next(step_no))
+
+    step = lambda: engine_step(a, B, case.tb, case.loss)  # noqa: E731
+    got = alternated({"draw": draw, "step": step}, repeats, _calls_for(step, min_seconds))
+    return {k: got[k] for k in ("draw", "step")}
+
+
+def bank_steps(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """One step of a bank of k runs in one call (``engine_step``) for each k of ``BANK_RUNS``, the banks timed
+    alternately, repeat by repeat, on the case's batch: medians (wall s, CPU s) per call of the bank, by k."""
+    params = {k: initial(case, k) for k in BANK_RUNS}
+    arms = {k: (lambda p=params[k]: engine_step(*p, case.tb, case.loss)) for k in BANK_RUNS}
+    return alternated(arms, repeats, _calls_for(arms[BANK_RUNS[-1]], min_seconds))
+
+
+def sampling_and_banks(ds, rows, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[dict, dict]:
+    """``sampling_beside_step`` and ``bank_steps`` of every sampled row at ``sampled_ds(ds)``, on one BLAS
+    thread: ({row: {d: record}}, {row: {d: record}})."""
+    draws, banks = {}, {}
+    for row, task, heads in sampled_rows(rows):
+        for d in sampled_ds(ds):
+            if d < tasks.MIN_D[task]:
+                continue
+            with threadpool_limits(limits=1):
+                case = make_case(row, task, heads, d, Config())
+                draws.setdefault(row, {})[d] = sampling_beside_step(case, repeats, min_seconds)
+                banks.setdefault(row, {})[d] = bank_steps(case, repeats, min_seconds)
+    return draws, banks
+
+
+def bank_ratio(steps: dict, k: int) -> float:
+    """k T_1 / T_k by CPU medians: how many runs a bank of k steps in the time one run alone takes a step (the
+    speed of the bank against its k runs stepped one call each)."""
+    return k * steps[1][1] / steps[k][1]
+
+
+def sampling_and_bank_targets(res: dict) -> list[dict]:
+    """The targets of sampling (at d = 200, the draw of a step's batch at most the step of one run, CPU) and of
+    banks (every sampled row, every measured d and k > 1: ``bank_ratio`` >= ``BANK_TARGET`` k, or the runner
+    does not bank the row, ``runner.RUNS_PER_CALL``)."""
+    from numerics.experiments.runner import RUNS_PER_CALL
+
+    out = []
+    for row, by_d in (res.get("sampling") or {}).items():
+        if 200 in by_d:
+            x = by_d[200]
+            out.append({"target": f"{row} at d = 200: drawing a step's batch costs at most the step (CPU)",
+                        "value": ("draw vs step", x["draw"][1], x["step"][1]), "met": x["draw"][1] <= x["step"][1],
+                        "row": row, "d": 200})
+    for row, by_d in (res.get("banks") or {}).items():
+        task = next(t for r, t, _ in ROWS if r == row)
+        # the worst bank_ratio / k over k and d
+        worst = min(bank_ratio(s, k) / k for s in by_d.values() for k in BANK_RUNS if k > 1)
+        unbanked = task in RUNS_PER_CALL
+        out.append({"target": f"{row}: k = 4, 16 runs in one call step >= {BANK_TARGET} k runs per step of one run, "
+                              f"or are not banked (d = {', '.join(str(d) for d in by_d)})",
+                    "value": ("bank", worst, unbanked), "met": worst >= BANK_TARGET or unbanked,
+                    "row": row, "d": max(by_d)})
+    return out

@@ -291,12 +291,27 @@ def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
     return bank.Program(plan=plan, lr_out=out, lr_att=att, label=label)
 
 
+RUNS_PER_CALL = {"ICL": 1}
+"""Rows whose runs the runner does not bank, by task: at most this many runs a call of the engine
+(``bank.train_bank``'s ``runs_per_call``; the runs of a bank still share each batch).  A row is banked when a
+bank of k runs steps at least 0.8 k times as fast as k runs stepped alone, one call each (k = 4 and 16, d = 50
+and 200: docs/benchmarks_engine.md, "Banks"); ICL's step does not (its runs' token-row temporaries grow with
+the bank and leave the cache), so each ICL run takes calls of its own, with the bits of the run trained
+alone whatever runs share its bank.  The other sampled rows (SLR, even pairs, two-head AND) and the exact
+rows are banked."""
+
+
+def runs_per_call(row: Row) -> int | None:
+    """The most runs of ``row`` one engine call takes (``RUNS_PER_CALL``; None: all of a bank's)."""
+    return RUNS_PER_CALL.get(row.task)
+
+
 def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):
     data = data or make_data(row, seed)
     a0, b0 = initial_params(row, seed)
     R = len(programs)
     return bank.train_bank(np.repeat(a0[None], R, 0), np.repeat(b0[None], R, 0), programs, data.train, data.val,
-                         row.loss, row.config.reading, record=record), data
+                           row.loss, row.config.reading, record=record, runs_per_call=runs_per_call(row)), data
 
 
 def search(row: Row, plans=PLANS) -> dict:
