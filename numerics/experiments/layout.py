@@ -148,7 +148,9 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
     if X.ndim == 2:
-        table = X if sparse.issparse(X) else _sparse_if_sparse(X)
+        # a sampler may hand in the sparse form of its dense table, built once (``tasks.identity_sparse``)
+        kept = batch.extra.get("table_sparse") if isinstance(batch.X, np.ndarray) else None
+        table = X if sparse.issparse(X) else kept if kept is not None else _sparse_if_sparse(X)
         rows = _take_rows(table, tok) if sparse.issparse(table) else table[tok]
     elif X.ndim == 3:
         m = np.asarray(batch.m, float)

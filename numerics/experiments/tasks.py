@@ -151,6 +151,23 @@ def _uniform_counts(n: np.ndarray, d: int, rng: np.random.Generator) -> np.ndarr
     return np.bincount(flat, minlength=N * d).reshape(N, d).astype(float)
 
 
+@lru_cache(maxsize=8)
+def identity_sparse(d: int):
+    """The one-hot table I_d of the symbol tasks in the sparse form the engine layout gives it
+    (``layout.from_batch``: ``scipy.sparse.csr_matrix`` of the dense table, the same arrays), built once per d,
+    read-only; None where the layout keeps the table dense (few types, or a table too dense to pay)."""
+    import scipy.sparse as sp
+
+    from numerics.experiments import layout
+    eye = np.eye(d)
+    table = layout._sparse_if_sparse(eye)
+    if not sp.issparse(table):
+        return None
+    for a in (table.data, table.indices, table.indptr):
+        a.flags.writeable = False
+    return table
+
+
 def sample_symbols(task: str, d: int, N: int, rng: np.random.Generator) -> Batch:
     """Occurrence, OR or AND: symbol counts (N, d) over the one-hot table I_d; a = symbol 0, b = symbol 1.
     Each string's counts are those of its n_i uniform tokens (``_uniform_counts``)."""
@@ -159,7 +176,11 @@ def sample_symbols(task: str, d: int, N: int, rng: np.random.Generator) -> Batch
     has_a, has_b = c[:, 0] > 0, c[:, 1] > 0
     pos = {"occurrence": has_a, "OR": has_a | has_b, "AND": has_a & has_b}[task]
     lab = np.where(pos, 1, -1)
-    return Batch(np.eye(d), c, lab[:, None].astype(float), labels=lab, extra={"n": n})
+    extra = {"n": n}
+    table = identity_sparse(d)
+    if table is not None:
+        extra["table_sparse"] = table
+    return Batch(np.eye(d), c, lab[:, None].astype(float), labels=lab, extra=extra)
 
 
 @lru_cache(maxsize=8)
