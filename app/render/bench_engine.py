@@ -7,8 +7,8 @@ import platform
 
 import numpy as np
 
-from numerics.bench.engine import (AGREE_TOL, BANK_PAYS, BANK_RUNS, BANK_TARGET, RUNS, SMALL_STRINGS, bank_ratio,
-                                   fit_exponent, flop_count)
+from numerics.bench.engine import (AGREE_TOL, BANK_PAYS, BANK_RUNS, BANK_TARGET, RUNS, SMALL_STRINGS, bank_gain,
+                                   bank_ratio, fit_exponent, flop_count)
 from numerics.experiments.runner import RUNS_PER_CALL
 
 
@@ -338,30 +338,36 @@ def _sampling(res: dict) -> list[str]:
 
 
 def _banks(res: dict) -> list[str]:
-    """Banks of 1, 4 and 16 runs in one call, per sampled row, and whether the runner banks the row."""
+    """Banks of 1, 4 and 16 runs in one call beside the same runs one call each, per sampled row, and whether
+    the runner banks the row."""
     if not res.get("banks"):
         return []
     ks = [k for k in BANK_RUNS if k > 1]
     L = ["", "## Banks", "",
-         "One step of a bank of k runs (one engine call: risks, gradients and the update of all k, each run its own "
-         "random parameters) on the row's batch, the banks timed alternately, repeat by repeat (`bank_steps`). "
-         "`k T1 / Tk`: how many runs the bank steps in the time one run alone takes a step (CPU medians), i.e. the "
-         "bank's speed against its k runs stepped one call each. The target reads \"k runs in one program at "
-         f"least {BANK_TARGET} k times as fast per run as one run alone\": k T1 / Tk >= {BANK_TARGET} k, a bank "
-         f"of k at most {1 / BANK_TARGET:.3g} steps of one run, or the runner does not bank the row. The runner "
-         f"banks a row where every bank measured has k T1 / Tk >= {BANK_PAYS} (its runs one call each would not "
-         "be clearly faster), and steps each run by calls of its own otherwise, sharing each batch all the same "
-         "(`runner.RUNS_PER_CALL`, decided on this table). CPU / wall medians in ms per step of the bank.", "",
-         "| row | d | " + " | ".join(f"k = {k} CPU / wall" for k in BANK_RUNS) + " | "
-         + " | ".join(f"{k} T1 / T{k}" for k in ks) + " | runner | target |",
-         "|---|---|" + "---|" * len(BANK_RUNS) + "---|" * len(ks) + "---|---|"]
+         "One step of k runs on the row's batch (risks, gradients and the update; each run its own random "
+         "parameters), in one engine call (`bank`) and in k calls of one run each (`calls`: what the runner does "
+         "where it does not bank a row), every arm timed alternately, repeat by repeat (`bank_steps`). "
+         "`k T1 / Tk`: how many runs the bank steps in the time one run alone takes a step (CPU medians). The "
+         f"target reads \"k runs in one program at least {BANK_TARGET} k times as fast per run as one run alone\": "
+         f"k T1 / Tk >= {BANK_TARGET} k, a bank of k at most {1 / BANK_TARGET:.3g} steps of one run, or the "
+         "runner does not bank the row. One run alone keeps its parameters in cache from step to step; k runs "
+         "read k runs' parameters whichever way they are stepped, so `calls / bank` is what banking gains: the "
+         f"runner banks a row where it is at least {BANK_PAYS} at every k and d measured, and steps each run by "
+         "calls of its own otherwise, sharing each batch all the same (`runner.RUNS_PER_CALL`, decided on this "
+         "table). CPU / wall medians in ms per step of the k runs.", "",
+         "| row | d | k = 1 | " + " | ".join(f"k = {k}: bank / calls (CPU)" for k in ks) + " | "
+         + " | ".join(f"{k} T1 / T{k}" for k in ks) + " | " + " | ".join(f"calls / bank, k = {k}" for k in ks)
+         + " | runner | target |",
+         "|---|---|---|" + "---|" * (3 * len(ks)) + "---|---|"]
     for row, d, x in _by_d(res["banks"]):
         ratios = {k: bank_ratio(x, k) for k in ks}
         banked = _task_of(row) not in RUNS_PER_CALL
         met = all(r >= BANK_TARGET * k for k, r in ratios.items()) or not banked
-        L.append(f"| {row} | {d} | " + " | ".join(_cw(x[k]) for k in BANK_RUNS) + " | "
-                 + " | ".join(f"{r:.2g}" for r in ratios.values()) + f" | {'banked' if banked else 'not banked'} "
-                 f"| {'target met' if met else 'missed'} |")
+        L.append(f"| {row} | {d} | {_cw(x[1]['bank'])} | "
+                 + " | ".join(f"{_ms(x[k]['bank'][1])} / {_ms(x[k]['calls'][1])}" for k in ks) + " | "
+                 + " | ".join(f"{r:.2g}" for r in ratios.values()) + " | "
+                 + " | ".join(_x(bank_gain(x, k)) for k in ks)
+                 + f" | {'banked' if banked else 'not banked'} | {'target met' if met else 'missed'} |")
     return L
 
 

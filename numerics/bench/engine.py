@@ -1097,9 +1097,9 @@ BANK_TARGET = 0.8
 ``bank_ratio`` >= BANK_TARGET k (k runs in one call as fast per run as 0.8 k runs alone: a bank of k at most
 1 / BANK_TARGET steps of one run), or the runner does not bank the row."""
 BANK_PAYS = 0.8
-"""The runner banks a row (``runner.RUNS_PER_CALL``) where every bank measured has ``bank_ratio`` >= BANK_PAYS:
-one call of k runs takes at most 1 / BANK_PAYS the time of k calls of one run (noise on a shared machine is of
-that order), so stepping the runs one call each would not be clearly faster."""
+"""The runner banks a row (``runner.RUNS_PER_CALL``) where every bank measured has ``bank_gain`` >= BANK_PAYS:
+one call of k runs takes at most 1 / BANK_PAYS the time of the same runs stepped one call each (a shared
+machine's noise is of that order), so stepping them one call each would not be clearly faster."""
 
 
 def sampled_rows(rows=ROWS) -> list[tuple[str, str, int]]:
@@ -1130,11 +1130,25 @@ def sampling_beside_step(case: Case, repeats: int, min_seconds: float = MIN_REPE
 
 
 def bank_steps(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
-    """One step of a bank of k runs in one call (``engine_step``) for each k of ``BANK_RUNS``, the banks timed
-    alternately, repeat by repeat, on the case's batch: medians (wall s, CPU s) per call of the bank, by k."""
+    """For each k of ``BANK_RUNS``: one step of k runs in one call (``engine_step``: a bank), and for k > 1 the
+    same k runs stepped by k calls of one run each (what the runner does where it does not bank a row), all
+    arms timed alternately, repeat by repeat, on the case's batch.  Each run has parameters of its own, so the
+    calls of one run each read k runs' parameters as the bank does (one run stepped alone keeps its own in
+    cache).  Medians (wall s, CPU s) per step of the k runs: ``{k: {"bank": ..., "calls": ...}}`` (k = 1: the
+    bank alone)."""
     params = {k: initial(case, k) for k in BANK_RUNS}
-    arms = {k: (lambda p=params[k]: engine_step(*p, case.tb, case.loss)) for k in BANK_RUNS}
-    return alternated(arms, repeats, _calls_for(arms[BANK_RUNS[-1]], min_seconds))
+    arms = {}
+    for k in BANK_RUNS:
+        a, B = params[k]
+        arms[(k, "bank")] = lambda a=a, B=B: engine_step(a, B, case.tb, case.loss)
+        if k > 1:
+            arms[(k, "calls")] = lambda a=a, B=B: [engine_step(a[i:i + 1], B[i:i + 1], case.tb, case.loss)
+                                                    for i in range(a.shape[0])]
+    got = alternated(arms, repeats, _calls_for(arms[(BANK_RUNS[-1], "bank")], min_seconds))
+    out: dict = {}
+    for (k, arm), t in got.items():
+        out.setdefault(k, {})[arm] = t
+    return out
 
 
 def sampling_and_banks(ds, rows, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[dict, dict]:
@@ -1153,9 +1167,15 @@ def sampling_and_banks(ds, rows, repeats: int, min_seconds: float = MIN_REPEAT_S
 
 
 def bank_ratio(steps: dict, k: int) -> float:
-    """k T_1 / T_k by CPU medians: how many runs a bank of k steps in the time one run alone takes a step (the
-    speed of the bank against its k runs stepped one call each)."""
-    return k * steps[1][1] / steps[k][1]
+    """k T_1 / T_k by CPU medians (``bank_steps``' record): how many runs a bank of k steps in the time one run
+    alone takes a step."""
+    return k * steps[1]["bank"][1] / steps[k]["bank"][1]
+
+
+def bank_gain(steps: dict, k: int) -> float:
+    """The time of k runs stepped one call each over that of the bank of k (CPU medians): above 1 the bank is
+    faster."""
+    return steps[k]["calls"][1] / steps[k]["bank"][1]
 
 
 def sampling_and_bank_targets(res: dict) -> list[dict]:

@@ -293,12 +293,11 @@ def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
 
 RUNS_PER_CALL = {"ICL": 1}
 """Rows whose runs the runner does not bank, by task: at most this many runs a call of the engine
-(``bank.train_bank``'s ``runs_per_call``; the runs of a bank still share each batch).  A row is banked when a
-bank of k runs steps at least 0.8 k times as fast as k runs stepped alone, one call each (k = 4 and 16, d = 50
-and 200: docs/benchmarks_engine.md, "Banks"); ICL's step does not (its runs' token-row temporaries grow with
-the bank and leave the cache), so each ICL run takes calls of its own, with the bits of the run trained
-alone whatever runs share its bank.  The other sampled rows (SLR, even pairs, two-head AND) and the exact
-rows are banked."""
+(``bank.train_bank``'s ``runs_per_call``; the runs of a bank still share each step's batch).  A row is banked
+where one engine call of k runs takes at most 1.25 times as long as the same k runs stepped one call each, at
+k = 4 and 16 and d = 50 and 200 (docs/benchmarks_engine.md, "Banks"); ICL's bank of 16 at d = 50 does not
+(its banks at d = 200 gain nothing either), so each ICL run takes calls of its own, and keeps the bits of the
+run trained alone whatever runs share its bank.  SLR, even pairs, two-head AND and the exact rows are banked."""
 
 
 def runs_per_call(row: Row) -> int | None:

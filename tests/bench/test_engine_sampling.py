@@ -11,14 +11,18 @@ def test_the_sections_measure_the_sampled_rows_at_50_and_200():
     assert engine.sampled_ds((50, 100, 200)) == [50, 200] and engine.sampled_ds((5, 8)) == [5, 8]
 
 
-def _banks(t1: float, t4: float, t16: float) -> dict:
-    return {1: (t1, t1), 4: (t4, t4), 16: (t16, t16)}
+def _banks(t1: float, t4: float, t16: float, c4: float = 1.0, c16: float = 1.0) -> dict:
+    """A ``bank_steps`` record: banks of 1, 4, 16 at t1, t4, t16 s; the calls one run each at c4, c16 s."""
+    return {1: {"bank": (t1, t1)}, 4: {"bank": (t4, t4), "calls": (c4, c4)},
+            16: {"bank": (t16, t16), "calls": (c16, c16)}}
 
 
-def test_a_bank_ratio_is_k_runs_stepped_per_step_of_one():
-    """k T1 / Tk: a bank of 4 at the time of 2 single steps steps 2 runs per single step."""
-    assert engine.bank_ratio(_banks(1.0, 2.0, 8.0), 4) == 2.0
-    assert engine.bank_ratio(_banks(1.0, 2.0, 8.0), 16) == 2.0
+def test_a_bank_ratio_is_k_runs_stepped_per_step_of_one_and_its_gain_the_calls_over_the_bank():
+    """k T1 / Tk: a bank of 4 at the time of 2 single steps steps 2 runs per single step; the gain is the k
+    calls' time over the bank's."""
+    x = _banks(1.0, 2.0, 8.0, c4=3.0, c16=4.0)
+    assert engine.bank_ratio(x, 4) == 2.0 and engine.bank_ratio(x, 16) == 2.0
+    assert engine.bank_gain(x, 4) == 1.5 and engine.bank_gain(x, 16) == 0.5
 
 
 def _targets(banks: dict, sampling: dict | None = None) -> dict:
@@ -48,11 +52,12 @@ def test_the_sampling_target_is_the_draw_at_most_the_step_at_200():
 
 def test_the_page_marks_each_row_and_prints_the_new_kinds_of_value():
     res = {"sampling": {"SLR": {200: {"draw": (0.002, 0.004), "step": (0.001, 0.001)}}},
-           "banks": {"SLR": {200: _banks(1e-3, 1.25e-3, 1.25e-3)}, "ICL": {200: _banks(1e-3, 4e-3, 2e-2)}}}
+           "banks": {"SLR": {200: _banks(1e-3, 1.25e-3, 1.25e-3, 5e-3, 2e-2)},
+                     "ICL": {200: _banks(1e-3, 4e-3, 2e-2, 4e-3, 1e-2)}}}
     text = "\n".join(bench_engine._sampling(res) + bench_engine._banks(res))
     assert "| SLR | 200 | 4 / 2 | 1 / 1 | 4.0x | missed |" in text
-    assert "| 3.2 | 13 | banked | target met |" in text
-    assert "| 1 | 0.8 | not banked | target met |" in text
+    assert "| SLR | 200 | 1 / 1 | 1.25 / 5 | 1.25 / 20 | 3.2 | 13 | 4.0x | 16x | banked | target met |" in text
+    assert "| ICL | 200 | 1 / 1 | 4 / 4 | 20 / 10 | 1 | 0.8 | 1.0x | 0.5x | not banked | target met |" in text
     assert bench_engine._sampling({}) == [] and bench_engine._banks({}) == []
     assert bench_engine.target_value(("draw vs step", 0.0036, 0.0003)) == "draw 3.6 ms vs step 0.3 ms (12x)"
     assert bench_engine.target_value(("bank", 0.0772, False)) == "worst bank 0.077 k (banked)"
@@ -66,4 +71,6 @@ def test_the_measurements_run_at_a_tiny_size():
     assert set(draws) == set(banks) == {r for r, _, _ in engine.sampled_rows()}
     for row in draws:
         assert set(draws[row][5]) == {"draw", "step"} and set(banks[row][5]) == set(engine.BANK_RUNS)
-        assert all(len(t) == 2 and t[1] > 0 for t in banks[row][5].values())
+        assert {k: set(x) for k, x in banks[row][5].items()} == {
+            k: {"bank", "calls"} if k > 1 else {"bank"} for k in engine.BANK_RUNS}
+        assert all(len(t) == 2 and t[1] > 0 for x in banks[row][5].values() for t in x.values())
