@@ -291,18 +291,28 @@ def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
     return bank.Program(plan=plan, lr_out=out, lr_att=att, label=label)
 
 
-RUNS_PER_CALL = {"ICL": 1}
-"""Rows whose runs the runner does not bank, by task: at most this many runs a call of the engine
-(``bank.train_bank``'s ``runs_per_call``; the runs of a bank still share each step's batch).  A row is banked
-where one engine call of k runs takes at most 1.25 times as long as the same k runs stepped one call each, at
-k = 4 and 16 and d = 50 and 200 (docs/benchmarks_engine.md, "Banks"); ICL's bank of 16 at d = 50 does not
-(its banks at d = 200 gain nothing either), so each ICL run takes calls of its own, and keeps the bits of the
-run trained alone whatever runs share its bank.  SLR, even pairs, two-head AND and the exact rows are banked."""
+RUNS_PER_CALL = {"ICL": ((16, None), (100, 4), (math.inf, 1))}
+"""Rows whose runs the runner does not bank whole, by task: (largest d, most runs a call of the engine) in
+order of d, None no limit (``bank.train_bank``'s ``runs_per_call``; the runs of a bank share each step's
+batch whatever the limit).  A bank is kept where one engine call of k runs takes at most 1.25 times as long as
+the same k runs stepped one call each (docs/benchmarks_engine.md, "Banks").  ICL's banks of 16 do not from
+d = 25 on, nor its banks of 4 at d = 200 (their token-row temporaries and readouts grow with the bank past what
+the cache holds), while banks of 4 gain up to d = 100: so ICL runs take calls of at most 4 runs up to
+d = 100 and calls of their own above, where each run keeps the bits of the run trained alone whatever runs
+share its bank.  SLR, even pairs, two-head AND and the exact rows are banked whole."""
+
+
+def runs_per_call_at(task: str, d: int) -> int | None:
+    """The most runs of ``task`` at ``d`` one engine call takes (``RUNS_PER_CALL``; None: all of a bank's)."""
+    for top, cap in RUNS_PER_CALL.get(task, ()):
+        if d <= top:
+            return cap
+    return None
 
 
 def runs_per_call(row: Row) -> int | None:
-    """The most runs of ``row`` one engine call takes (``RUNS_PER_CALL``; None: all of a bank's)."""
-    return RUNS_PER_CALL.get(row.task)
+    """``runs_per_call_at`` of the row's task and d."""
+    return runs_per_call_at(row.task, row.d)
 
 
 def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):

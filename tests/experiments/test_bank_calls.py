@@ -12,11 +12,15 @@ from numerics.experiments import runner
 from numerics.experiments import tasks
 
 
-def test_the_runner_leaves_icl_alone_unbanked():
-    """ICL's step costs more per run in a bank than alone: its runs take one call each; every other row is
-    banked (no entry)."""
-    assert runner.RUNS_PER_CALL == {"ICL": 1}
-    cfg = runner.Config.quick()
+def test_the_runner_caps_icl_banks_by_d_and_banks_every_other_row_whole():
+    """ICL's banks of 16 cost more than their runs one call each from d = 25 on, its banks of 4 from d = 200:
+    no cap up to d = 16, 4 runs a call up to d = 100, one above; every other row is banked whole."""
+    assert [runner.runs_per_call_at("ICL", d) for d in (3, 16, 17, 25, 50, 100, 101, 200, 400)] == [
+        None, None, 4, 4, 4, 4, 1, 1, 1]
+    for task in tasks.TASKS:
+        if task != "ICL":
+            assert all(runner.runs_per_call_at(task, d) is None for d in (5, 25, 50, 100, 200))
+    cfg = runner.Config.quick(d=200)
     assert {r.task: runner.runs_per_call(r) for r in runner.rows(cfg)} == {
         t: (1 if t == "ICL" else None) for t in tasks.TASKS}
 
@@ -62,7 +66,10 @@ def test_an_unbanked_run_has_the_bits_of_the_run_alone(monkeypatch):
 
 
 def test_the_runner_hands_the_bank_its_rows_cap(monkeypatch):
-    """``runner._train`` passes ``runs_per_call(row)`` to the bank."""
+    """``runner._train`` passes ``runs_per_call(row)`` to the bank (the table set here at every d)."""
+    import math
+
+    monkeypatch.setattr(runner, "RUNS_PER_CALL", {"ICL": ((math.inf, 1),)})
     seen = []
     real = bank.train_bank
 
