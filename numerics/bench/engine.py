@@ -31,8 +31,9 @@ mini-batches of the runner's default size) and per d, measured side by side in o
 * two-head AND's step on its exact population by the integral (``table1 --and-heads-data integral``,
   ``integral_step``) beside the sampled row's step and sampler;
 * per sampled row at d = 50 and 200, the draw of a step's batch beside one run's step
-  (``sampling_beside_step``), and banks of 1, 4 and 16 runs stepped in one call (``bank_steps``), whose
-  ratios decide which rows the runner banks (``runner.RUNS_PER_CALL``).
+  (``sampling_beside_step``); at d = 25, 50, 100 and 200, banks of 1, 4 and 16 runs stepped in one call
+  beside the same runs one call each (``bank_steps``), which decide how many runs the runner puts in one
+  call (``runner.RUNS_PER_CALL``).
 
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and

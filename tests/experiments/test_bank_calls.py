@@ -13,10 +13,10 @@ from numerics.experiments import tasks
 
 
 def test_the_runner_caps_icl_banks_by_d_and_banks_every_other_row_whole():
-    """ICL's banks of 16 cost more than their runs one call each from d = 25 on, its banks of 4 from d = 200:
-    no cap up to d = 16, 4 runs a call up to d = 100, one above; every other row is banked whole."""
-    assert [runner.runs_per_call_at("ICL", d) for d in (3, 16, 17, 25, 50, 100, 101, 200, 400)] == [
-        None, None, 4, 4, 4, 4, 1, 1, 1]
+    """ICL's banks of 16 cost more than their runs one call each from d = 25 on, its banks of 4 above d = 50:
+    no cap up to d = 16, 4 runs a call up to d = 50, one above; every other row is banked whole."""
+    assert [runner.runs_per_call_at("ICL", d) for d in (3, 16, 17, 25, 50, 51, 100, 200, 400)] == [
+        None, None, 4, 4, 4, 1, 1, 1, 1]
     for task in tasks.TASKS:
         if task != "ICL":
             assert all(runner.runs_per_call_at(task, d) is None for d in (5, 25, 50, 100, 200))
