@@ -148,8 +148,11 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
     if X.ndim == 2:
-        # a sampler may hand in the sparse form of its dense table, built once (``tasks.identity_sparse``)
+        # a sampler may hand in the sparse form of its dense table, built once (``tasks.identity_sparse``; a
+        # dense copy of an ICL batch keeps its sparse table): the arrays ``_sparse_if_sparse`` gives the table
         kept = batch.extra.get("table_sparse") if isinstance(batch.X, np.ndarray) else None
+        if kept is not None and kept.shape != X.shape:
+            raise SettingError(f"the batch's sparse table is {kept.shape}, its table {X.shape}")
         table = X if sparse.issparse(X) else kept if kept is not None else _sparse_if_sparse(X)
         rows = _take_rows(table, tok) if sparse.issparse(table) else table[tok]
     elif X.ndim == 3:

@@ -156,3 +156,13 @@ def test_the_kept_sparse_identity_gives_the_layout_of_the_dense_table(d):
         r, ga, gB, _ = engine.risk_and_grad(np.full((1, 2, d), 0.3), np.full((1, 2, d, 1), 0.2), kept)
         r2, ga2, gB2, _ = engine.risk_and_grad(np.full((1, 2, d), 0.3), np.full((1, 2, d, 1), 0.2), built)
         assert np.array_equal(r, r2) and np.array_equal(ga, ga2) and np.array_equal(gB, gB2)
+
+
+def test_a_sparse_table_of_another_shape_is_refused():
+    """The layout takes a batch's kept sparse table only for its own table: another shape is refused."""
+    from numerics.experiments import engine
+    from theory.validation import SettingError
+    b = tasks.sample("AND", 30, 16, np.random.default_rng(2))
+    b.extra["table_sparse"] = tasks.identity_sparse(31)
+    with pytest.raises(SettingError):
+        engine.from_batch(b)
