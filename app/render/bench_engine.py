@@ -7,7 +7,9 @@ import platform
 
 import numpy as np
 
-from numerics.bench.engine import AGREE_TOL, RUNS, SMALL_STRINGS, fit_exponent, flop_count
+from numerics.bench.engine import (AGREE_TOL, BANK_PAYS, BANK_RUNS, BANK_TARGET, RUNS, SMALL_STRINGS, bank_gain,
+                                   bank_met, bank_ratio, fit_exponent, flop_count)
+from numerics.experiments.runner import runs_per_call_at
 
 
 def _x(ratio: float) -> str:
@@ -142,6 +144,7 @@ def render(record: dict) -> str:
     share = fixed_share_text(res)
     if share:
         L += ["", *share]
+    L += _sampling(res) + _banks(res)
     L += _and_integral(res) + _growth(res) + _tail(res, record["targets"], record["profiles"], record["lines"])
     return "\n".join(L)
 
@@ -315,6 +318,73 @@ def _seeds(res: dict) -> list[str]:
     return L
 
 
+def _sampling(res: dict) -> list[str]:
+    """The draw of a step's batch beside one run's step, per sampled row."""
+    if not res.get("sampling"):
+        return []
+    L = ["", "## Sampling beside the step", "",
+         "Every step of a sampled row draws a fresh batch (the sampler, then the engine layout with the batch's "
+         "operators) that all the runs of its bank share. `draw`: that, for a new step each call; `step`: one "
+         "engine step of one run (risks, gradients and the update) on a batch laid out before. The two arms "
+         "timed alternately, repeat by repeat (`sampling_beside_step`); CPU / wall medians in ms. "
+         "`draw / step` above 1: drawing costs more than one run's step; a bank of k runs shares one draw among "
+         "k runs' steps (\"Banks\" below).", "",
+         "| row | d | draw CPU / wall | step CPU / wall | draw / step (CPU) | at d = 200 |", "|---|---|---|---|---|---|"]
+    for row, d, x in _by_d(res["sampling"]):
+        ratio = x["draw"][1] / x["step"][1]
+        mark = ("target met" if ratio <= 1 else "missed") if d == 200 else ""
+        L.append(f"| {row} | {d} | {_cw(x['draw'])} | {_cw(x['step'])} | {_x(ratio)} | {mark} |")
+    return L
+
+
+def _banks(res: dict) -> list[str]:
+    """Banks of 1, 4 and 16 runs in one call beside the same runs one call each, per sampled row, and whether
+    the runner banks the row."""
+    if not res.get("banks"):
+        return []
+    ks = [k for k in BANK_RUNS if k > 1]
+    L = ["", "## Banks", "",
+         "One step of k runs on the row's batch (risks, gradients and the update; each run its own random "
+         "parameters), in one engine call (`bank`) and in k calls of one run each (`calls`: what the runner does "
+         "where it does not bank a row), every arm timed alternately, repeat by repeat (`bank_steps`). "
+         "`k T1 / Tk`: how many runs the bank steps in the time one run alone takes a step (CPU medians). The "
+         f"target reads \"k runs in one program at least {BANK_TARGET} k times as fast per run as one run alone\": "
+         f"k T1 / Tk >= {BANK_TARGET} k, a bank of k at most {1 / BANK_TARGET:.3g} steps of one run, or the "
+         "runner does not bank the row. One run alone keeps its parameters in cache from step to step; k runs "
+         "read k runs' parameters whichever way they are stepped, so `calls / bank` is what banking gains: the "
+         f"runner keeps a bank of k where it is at least {BANK_PAYS}, and otherwise steps the runs in calls of "
+         "fewer (`runner`: the most runs it puts in one call at that d, `runner.RUNS_PER_CALL`, decided on this "
+         "table), sharing each batch all the same. The target is met at a d where every bank the runner makes "
+         "(k up to its limit) meets it. CPU / wall medians in ms per step of the k runs.", "",
+         "| row | d | k = 1 | " + " | ".join(f"k = {k}: bank / calls (CPU)" for k in ks) + " | "
+         + " | ".join(f"{k} T1 / T{k}" for k in ks) + " | " + " | ".join(f"calls / bank, k = {k}" for k in ks)
+         + " | runner | target |",
+         "|---|---|---|" + "---|" * (3 * len(ks)) + "---|---|"]
+    for row, d, x in _by_d(res["banks"]):
+        ratios = {k: bank_ratio(x, k) for k in ks}
+        cap = runs_per_call_at(_task_of(row), d)
+        runner = "banked" if cap is None else "one run a call" if cap == 1 else f"{cap} runs a call"
+        L.append(f"| {row} | {d} | {_cw(x[1]['bank'])} | "
+                 + " | ".join(f"{_ms(x[k]['bank'][1])} / {_ms(x[k]['calls'][1])}" for k in ks) + " | "
+                 + " | ".join(f"{r:.2g}" for r in ratios.values()) + " | "
+                 + " | ".join(_x(bank_gain(x, k)) for k in ks)
+                 + f" | {runner} | {'target met' if bank_met(_task_of(row), d, x) else 'missed'} |")
+    return L
+
+
+def _by_d(by_row: dict):
+    """(row, d, x) of every record x of a result {row: {d: x}}, in its order."""
+    for row, by_d in by_row.items():
+        for d, x in by_d.items():
+            yield row, d, x
+
+
+def _task_of(row: str) -> str:
+    """The task of a benchmark row's name."""
+    from numerics.bench.engine import ROWS
+    return next(t for r, t, _ in ROWS if r == row)
+
+
 def _and_integral(res: dict) -> list[str]:
     """Two-head AND on its exact population by the integral."""
     L: list[str] = []
@@ -412,4 +482,8 @@ def target_value(value: tuple) -> str:
         return f"{x[0] * 1e3:.3g} ms (with the sampler {x[1] * 1e3:.3g} ms)"
     if kind == "exponent":
         return f"d^{x[0]:.2f}"
+    if kind == "draw vs step":  # the draw of a step's batch against one run's step, seconds
+        return f"draw {x[0] * 1e3:.3g} ms vs step {x[1] * 1e3:.3g} ms ({_x(x[0] / x[1])})"
+    if kind == "bank":  # k T1 / Tk in units of k, for k = 4 and 16
+        return ", ".join(f"{r:.2g} k" for r in x)
     raise ValueError(f"unknown kind of target value {kind!r}")

@@ -29,7 +29,11 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   ``step_parts``), and the rows-loops rows' step beside the same step on a batch of two strings, which bounds
   what the step pays for its calls, in banks of 1, 4 and 16 runs (``fixed_share``);
 * two-head AND's step on its exact population by the integral (``table1 --and-heads-data integral``,
-  ``integral_step``) beside the sampled row's step and sampler.
+  ``integral_step``) beside the sampled row's step and sampler;
+* per sampled row at d = 50 and 200, the draw of a step's batch beside one run's step
+  (``sampling_beside_step``); at d = 25, 50, 100 and 200, banks of 1, 4 and 16 runs stepped in one call
+  beside the same runs one call each (``bank_steps``), which decide how many runs the runner puts in one
+  call (``runner.RUNS_PER_CALL``).
 
 Times are medians over repeats of wall time and of process CPU time, with BLAS limited to one thread
 (threadpoolctl): on this shared machine a multi-threaded BLAS spins on small products.  The dgemm rate and
@@ -822,6 +826,7 @@ def bench(ds, repeats: int, rows=ROWS, use_torch: bool = True, progress=None, me
                 if d in out["rows"][row]:
                     with threadpool_limits(limits=1):
                         out["rows"][row][d]["peak_bytes"] = peak_memory(row, task, heads, d, Config())
+    out["sampling"], out["banks"] = sampling_and_banks(ds, rows, repeats, min_seconds)
     out["icl_default_threads"] = _icl_threads(ds[0], repeats, min_seconds, default_threads)
     out["icl_fixed_cost"] = _icl_fixed_cost(repeats, min_seconds)
     out["load"].append(_load())
@@ -1039,7 +1044,9 @@ def measure(size: str = "full", use_torch: bool = True, progress=None) -> dict:
     ds, repeats = opts.pop("ds"), opts.pop("repeats")
     res = bench(ds, repeats, use_torch=use_torch, progress=progress, **opts)
     tg = targets(res)
-    return {"res": res, "targets": tg, "profiles": _missed_profiles(tg),
+    profiles = _missed_profiles(tg)  # (the engine step's profiles: not of the sampling and bank targets)
+    tg += sampling_and_bank_targets(res)
+    return {"res": res, "targets": tg, "profiles": profiles,
             "lines": _icl_lines(ds) if size == "full" else {},
             "seconds": (time.perf_counter() - w0, time.process_time() - c0),
             "finished": datetime.datetime.now(datetime.timezone.utc)}
@@ -1076,3 +1083,136 @@ def _icl_lines(ds) -> dict:
             lines[("ICL (compiled kernel)", ds[0])] = line_times(
                 lambda: engine.risk_and_grad(a1, B1, tbc, case.loss), ENGINE_FILES)
     return lines
+
+
+# ------------------------------------------------------------------------------------------------ sampling and banks
+
+
+SAMPLED_D = (50, 200)
+"""The alphabet sizes of "Sampling beside the step" (at a size without them, its own d)."""
+BANK_D = (25, 50, 100, 200)
+"""The alphabet sizes of "Banks": the readings grid's, on which ``runner.RUNS_PER_CALL`` is decided (at a size
+without d = 50, its own d)."""
+BANK_RUNS = (1, 4, 16)
+"""Runs of a bank in "Banks": one run alone, four (Table 1's reported seed: one run per plan), sixteen (a
+step-size search round)."""
+BANK_TARGET = 0.8
+"""The banks' target: a bank of k runs steps at least BANK_TARGET k runs in the time one run alone takes a step,
+``bank_ratio`` >= BANK_TARGET k (k runs in one call as fast per run as 0.8 k runs alone: a bank of k at most
+1 / BANK_TARGET steps of one run), or the runner does not bank the row."""
+BANK_PAYS = 0.8
+"""The runner banks a row (``runner.RUNS_PER_CALL``) where every bank measured has ``bank_gain`` >= BANK_PAYS:
+one call of k runs takes at most 1 / BANK_PAYS the time of the same runs stepped one call each (a shared
+machine's noise is of that order), so stepping them one call each would not be clearly faster."""
+
+
+def sampled_rows(rows=ROWS) -> list[tuple[str, str, int]]:
+    """The rows of ``rows`` that train on sampled batches under the runner's default configuration."""
+    cfg = Config()
+    return [(row, task, heads) for row, task, heads in rows if not exact(task, heads, cfg)]
+
+
+def sampled_ds(ds) -> list[int]:
+    """The d of ``ds`` that the sampling and bank sections measure: ``SAMPLED_D``, else every d of ``ds``."""
+    return [d for d in ds if d in SAMPLED_D] or list(ds)
+
+
+def bank_ds(ds) -> list[int]:
+    """The d that the bank section measures: ``BANK_D`` where ``ds`` holds d = 50, else every d of ``ds``."""
+    return list(BANK_D) if 50 in ds else list(ds)
+
+
+def sampling_beside_step(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """The draw of a fresh step's batch in the engine layout (``case.sampler``: the sampler, then ``from_batch``
+    with the batch's operators, what the runner pays each step) beside one engine step of one run on a batch
+    whose operators are built, alternately, repeat by repeat (``alternated``; every draw a new step).  Medians
+    (wall s, CPU s) per call: ``{"draw", "step"}``."""
+    a, B = initial(case, 1)
+    step_no = iter(range(1, 1 << 30))
+
+    def draw():
+        case.sampler(next(step_no))
+
+    step = lambda: engine_step(a, B, case.tb, case.loss)  # noqa: E731
+    got = alternated({"draw": draw, "step": step}, repeats, _calls_for(step, min_seconds))
+    return {k: got[k] for k in ("draw", "step")}
+
+
+def bank_steps(case: Case, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> dict:
+    """For each k of ``BANK_RUNS``: one step of k runs in one call (``engine_step``: a bank), and for k > 1 the
+    same k runs stepped by k calls of one run each (what the runner does where it does not bank a row), all
+    arms timed alternately, repeat by repeat, on the case's batch.  Each run has parameters of its own, so the
+    calls of one run each read k runs' parameters as the bank does (one run stepped alone keeps its own in
+    cache).  Medians (wall s, CPU s) per step of the k runs: ``{k: {"bank": ..., "calls": ...}}`` (k = 1: the
+    bank alone)."""
+    params = {k: initial(case, k) for k in BANK_RUNS}
+    arms = {}
+    for k in BANK_RUNS:
+        a, B = params[k]
+        arms[(k, "bank")] = lambda a=a, B=B: engine_step(a, B, case.tb, case.loss)
+        if k > 1:
+            arms[(k, "calls")] = lambda a=a, B=B: [engine_step(a[i:i + 1], B[i:i + 1], case.tb, case.loss)
+                                                    for i in range(a.shape[0])]
+    got = alternated(arms, repeats, _calls_for(arms[(BANK_RUNS[-1], "bank")], min_seconds))
+    out: dict = {}
+    for (k, arm), t in got.items():
+        out.setdefault(k, {})[arm] = t
+    return out
+
+
+def sampling_and_banks(ds, rows, repeats: int, min_seconds: float = MIN_REPEAT_SECONDS) -> tuple[dict, dict]:
+    """``sampling_beside_step`` of every sampled row at ``sampled_ds(ds)`` and its ``bank_steps`` at
+    ``bank_ds(ds)``, on one BLAS thread: ({row: {d: record}}, {row: {d: record}})."""
+    draws, banks = {}, {}
+    for row, task, heads in sampled_rows(rows):
+        for d in sorted(set(sampled_ds(ds)) | set(bank_ds(ds))):
+            if d < tasks.MIN_D[task]:
+                continue
+            with threadpool_limits(limits=1):
+                case = make_case(row, task, heads, d, Config())
+                if d in sampled_ds(ds):
+                    draws.setdefault(row, {})[d] = sampling_beside_step(case, repeats, min_seconds)
+                if d in bank_ds(ds):
+                    banks.setdefault(row, {})[d] = bank_steps(case, repeats, min_seconds)
+    return draws, banks
+
+
+def bank_ratio(steps: dict, k: int) -> float:
+    """k T_1 / T_k by CPU medians (``bank_steps``' record): how many runs a bank of k steps in the time one run
+    alone takes a step."""
+    return k * steps[1]["bank"][1] / steps[k]["bank"][1]
+
+
+def bank_gain(steps: dict, k: int) -> float:
+    """The time of k runs stepped one call each over that of the bank of k (CPU medians): above 1 the bank is
+    faster."""
+    return steps[k]["calls"][1] / steps[k]["bank"][1]
+
+
+def bank_met(task: str, d: int, steps: dict) -> bool:
+    """The banks' target at one d: every bank of k > 1 runs that the runner makes (k at most its
+    ``runner.runs_per_call_at``) steps at least ``BANK_TARGET`` k runs per step of one run alone."""
+    from numerics.experiments.runner import runs_per_call_at
+
+    cap = runs_per_call_at(task, d)
+    return all(bank_ratio(steps, k) >= BANK_TARGET * k for k in BANK_RUNS if k > 1 and (cap is None or k <= cap))
+
+
+def sampling_and_bank_targets(res: dict) -> list[dict]:
+    """The targets of sampling (at d = 200, the draw of a step's batch at most the step of one run, CPU) and of
+    banks (every sampled row at d = 50 and 200, k = 4 and 16: ``bank_met``)."""
+    out = []
+    for row, by_d in (res.get("sampling") or {}).items():
+        if 200 in by_d:
+            x = by_d[200]
+            out.append({"target": f"{row} at d = 200: drawing a step's batch costs at most the step (CPU)",
+                        "value": ("draw vs step", x["draw"][1], x["step"][1]), "met": x["draw"][1] <= x["step"][1],
+                        "row": row, "d": 200})
+    for row, by_d in (res.get("banks") or {}).items():
+        task = next(t for r, t, _ in ROWS if r == row)
+        for d in [d for d in SAMPLED_D if d in by_d] or list(by_d):
+            ratios = tuple(bank_ratio(by_d[d], k) / k for k in BANK_RUNS if k > 1)
+            out.append({"target": f"{row} at d = {d}: k = 4, 16 runs in one call step >= {BANK_TARGET} k runs "
+                                  "per step of one run alone, or the runner does not bank them",
+                        "value": ("bank", *ratios), "met": bank_met(task, d, by_d[d]), "row": row, "d": d})
+    return out

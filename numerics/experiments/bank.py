@@ -134,11 +134,28 @@ class _Optimizer:
         return lr_b * mhat / (np.sqrt(vhat) + self.r.adam_eps)
 
 
+def _in_calls(fn, alpha: np.ndarray, B: np.ndarray, runs_per_call: int | None):
+    """``fn(alpha, B)`` (risks, or a tuple of per-run arrays, with the runs first) over the runs in calls of at
+    most ``runs_per_call`` runs (None: one call), concatenated: the runs share the batch either way."""
+    R = alpha.shape[0]
+    if runs_per_call is None or R <= runs_per_call:
+        return fn(alpha, B)
+    parts = [fn(alpha[i:i + runs_per_call], B[i:i + runs_per_call]) for i in range(0, R, runs_per_call)]
+    if isinstance(parts[0], tuple):
+        return tuple(None if p[0] is None else np.concatenate(p) for p in zip(*parts))
+    return np.concatenate([np.atleast_1d(p) for p in parts])
+
+
 def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], train: Callable[[int], engine.Tokens],
                val: engine.Tokens, loss: str, r: Reading, record: bool = False,
-               progress: Callable[[int], None] | None = None) -> list[RunRecord]:
+               progress: Callable[[int], None] | None = None, runs_per_call: int | None = None) -> list[RunRecord]:
     """Train the runs of ``programs`` from (alpha0, B0) (each (R, H, D) / (R, H, D, K), one start per run)
-    on the batches ``train(step)``, validating on ``val``; see the module doc."""
+    on the batches ``train(step)``, validating on ``val``; see the module doc.  Every step draws one batch for
+    all runs; ``runs_per_call`` caps the runs of one engine call (None: all active runs in one), for rows
+    whose step costs more per run in a bank than alone (``runner.RUNS_PER_CALL``): 1 trains each run by
+    calls of its own, so its bits are those of the run trained alone."""
+    if runs_per_call is not None and runs_per_call < 1:
+        raise ValueError(f"runs_per_call must be None or >= 1, got {runs_per_call!r}")
     R = len(programs)
     alpha, B = alpha0.astype(float).copy(), B0.astype(float).copy()
     recs = [RunRecord(program=p) for p in programs]
@@ -146,7 +163,12 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
     phase = np.zeros(R, int)
     phase_start = np.zeros(R, int)
     window: list[list[float]] = [[] for _ in range(R)]  # validation risks since the phase began
-    R0 = np.asarray(engine.risk(alpha, B, val, loss), float)
+
+    def val_risk(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(_in_calls(lambda x, y: np.asarray(engine.risk(x, y, val, loss), float), a, b,
+                                    runs_per_call), float)
+
+    R0 = val_risk(alpha, B)
     active = np.ones(R, bool)
     opt_a, opt_b = _Optimizer(r, alpha.shape), _Optimizer(r, B.shape)
     snaps = snapshot_steps(r.eval_every, r.max_steps) if record else set()
@@ -189,7 +211,8 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
         idx = np.flatnonzero(active)
         tb = train(t)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            risk, ga, gB, _ = engine.risk_and_grad(alpha[idx], B[idx], tb, loss, with_f=False)
+            risk, ga, gB, _ = _in_calls(lambda x, y: engine.risk_and_grad(x, y, tb, loss, with_f=False),
+                                        alpha[idx], B[idx], runs_per_call)
         rates = np.array([block_rates(i) for i in idx])
         bad = ~np.isfinite(risk) | ~np.isfinite(ga).all(axis=(1, 2)) | ~np.isfinite(gB).all(axis=(1, 2, 3))
         if bad.any():  # a non-finite step is not taken: the run keeps its last parameters and is stopped below
@@ -218,7 +241,7 @@ def train_bank(alpha0: np.ndarray, B0: np.ndarray, programs: list[Program], trai
         if not idx.size:
             break
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            v = np.asarray(engine.risk(alpha[idx], B[idx], val, loss), float)
+            v = val_risk(alpha[idx], B[idx])
         for j, i in enumerate(idx):
             rec = recs[i]
             rec.val_steps.append(t)

@@ -148,7 +148,12 @@ def from_batch(batch: Batch, kernel: str = "numpy", operators: bool = True) -> T
             n_idx, tok = np.nonzero(m)
             mult = m[n_idx, tok]
     if X.ndim == 2:
-        table = X if sparse.issparse(X) else _sparse_if_sparse(X)
+        # a sampler may hand in the sparse form of its dense table, built once (``tasks.identity_sparse``; a
+        # dense copy of an ICL batch keeps its sparse table): the arrays ``_sparse_if_sparse`` gives the table
+        kept = batch.extra.get("table_sparse") if isinstance(batch.X, np.ndarray) else None
+        if kept is not None and kept.shape != X.shape:
+            raise SettingError(f"the batch's sparse table is {kept.shape}, its table {X.shape}")
+        table = X if sparse.issparse(X) else kept if kept is not None else _sparse_if_sparse(X)
         rows = _take_rows(table, tok) if sparse.issparse(table) else table[tok]
     elif X.ndim == 3:
         m = np.asarray(batch.m, float)
@@ -285,18 +290,18 @@ def _dense_scatter(rows: np.ndarray, starts: np.ndarray):
     """``scatter`` of dense rows (M, D) built from their layout: the CSR matrix that converting the rows to CSR
     (which drops their zeros), shifting each row's columns to its string's block and transposing gives, the
     same arrays (so the same products, bit for bit), without the conversion's scan and the transpose's sort
-    (most of the cost of an SLR batch's layout).  Entry (i, j) goes to row seg_i D + j, whose
-    entries are the rows of string seg_i in order: position starts_n D + j L_n + (i - starts_n), L_n the
-    string's rows."""
+    (most of the cost of an SLR batch's layout).  Row seg_i D + j lists the entries (i, j) of its string's
+    rows in order, so a string's block of entries is its rows transposed (``rows[s:e].T``, copied block by
+    block: contiguous reads and writes, where one scatter over all M D entries jumps across the array)."""
     M, D = rows.shape
     N_ne = len(starts)
-    L = np.diff(np.append(starts, M))
-    first = np.repeat(starts, L)                                                      # (M,) the string's first row
-    i = np.arange(M)
-    pos = ((first * D + i - first)[:, None] + np.arange(D)[None, :] * np.repeat(L, L)[:, None]).ravel()
-    data, indices = np.empty(M * D), np.empty(M * D, np.int64)
-    data[pos] = rows.ravel()
-    indices[pos] = np.repeat(i, D)
+    ends = np.append(starts[1:], M).astype(np.int64)
+    L = ends - starts
+    bounds = list(zip(np.asarray(starts).tolist(), ends.tolist()))
+    data = np.concatenate([rows[s:e].T.ravel() for s, e in bounds]) if M else np.empty(0)
+    dt = csr_index_dtype(N_ne * D, M, M * D)
+    i = np.arange(M, dtype=dt)
+    indices = np.concatenate([np.tile(i[s:e], D) for s, e in bounds]) if M else np.empty(0, dt)
     per_row = np.repeat(L, D)
     keep = data != 0
     if not keep.all():

@@ -375,6 +375,30 @@ def _program(plan: str, lrs: dict, label: dict) -> bank.Program:
     return bank.Program(plan=plan, lr_out=out, lr_att=att, label=label)
 
 
+RUNS_PER_CALL = {"ICL": ((16, None), (50, 4), (math.inf, 1))}
+"""Rows whose runs the runner does not bank whole, by task: (largest d, most runs a call of the engine) in
+order of d, None no limit (``bank.train_bank``'s ``runs_per_call``; the runs of a bank share each step's
+batch whatever the limit).  A bank is kept where one engine call of k runs takes at most 1.25 times as long as
+the same k runs stepped one call each (docs/benchmarks_engine.md, "Banks").  ICL's banks of 16 do not from
+d = 25 on (their token-row temporaries and readouts grow with the bank past what the cache holds), nor do its
+banks of 4 above d = 50, while banks of 4 gain at d = 25 and hold even at d = 50: so ICL runs take calls of at
+most 4 runs up to d = 50 and calls of their own above, where each run keeps the bits of the run trained alone
+whatever runs share its bank.  SLR, even pairs, two-head AND and the exact rows are banked whole."""
+
+
+def runs_per_call_at(task: str, d: int) -> int | None:
+    """The most runs of ``task`` at ``d`` one engine call takes (``RUNS_PER_CALL``; None: all of a bank's)."""
+    for top, cap in RUNS_PER_CALL.get(task, ()):
+        if d <= top:
+            return cap
+    return None
+
+
+def runs_per_call(row: Row) -> int | None:
+    """``runs_per_call_at`` of the row's task and d."""
+    return runs_per_call_at(row.task, row.d)
+
+
 def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data | None = None):
     data = data or make_data(row, seed)
     a, b = initial_params(row, seed)
@@ -384,7 +408,7 @@ def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data
         if prog.plan == "attention_only" and fixed_readout(row):
             a0[i], b0[i] = start_of(row, seed, prog.plan)
     return bank.train_bank(a0, b0, programs, data.train, data.val, row.loss, row.config.reading,
-                           record=record), data
+                           record=record, runs_per_call=runs_per_call(row)), data
 
 
 def search(row: Row, plans=PLANS) -> dict:

@@ -148,8 +148,10 @@ def and_balance(p: float, d: int) -> float:
     return 1.0 - 2.0 * _geometric_pgf(p, 1.0 - 1.0 / d) + _geometric_pgf(p, 1.0 - 2.0 / d) - 0.5
 
 
+@lru_cache(maxsize=64)
 def length_parameter(task: str, d: int) -> float:
-    """The geometric parameter p of the task's length law (balancing for occurrence, OR and AND)."""
+    """The geometric parameter p of the task's length law (balancing for occurrence, OR and AND); kept per
+    (task, d), since every batch of a sampled row asks (AND's root is a dozen evaluations of ``and_balance``)."""
     check_task(task, d)
     if task == "occurrence":
         return 1.0 / (d - 1)
@@ -204,14 +206,46 @@ def _counts(index: np.ndarray, valid: np.ndarray, cells: int) -> np.ndarray:
     return np.bincount(flat, minlength=N * cells).reshape(N, cells).astype(float)
 
 
+def _uniform_counts(n: np.ndarray, d: int, rng: np.random.Generator) -> np.ndarray:
+    """Counts (N, d) of n_i tokens uniform over d symbols per string: Multinomial(n_i, uniform), drawn as the
+    tokens themselves (one integer draw for all strings) and counted, which costs the tokens, not d binomials
+    a string."""
+    N = n.size
+    tokens = rng.integers(0, d, int(n.sum()))
+    flat = np.repeat(np.arange(N, dtype=np.int64) * d, n) + tokens
+    return np.bincount(flat, minlength=N * d).reshape(N, d).astype(float)
+
+
+@lru_cache(maxsize=8)
+def identity_sparse(d: int):
+    """The one-hot table I_d of the symbol tasks in the sparse form the engine layout gives it
+    (``layout.from_batch``: ``scipy.sparse.csr_matrix`` of the dense table, the same arrays), built once per d,
+    read-only; None where the layout keeps the table dense (few types, or a table too dense to pay)."""
+    import scipy.sparse as sp
+
+    from numerics.experiments import layout
+    eye = np.eye(d)
+    table = layout._sparse_if_sparse(eye)
+    if not sp.issparse(table):
+        return None
+    for a in (table.data, table.indices, table.indptr):
+        a.flags.writeable = False
+    return table
+
+
 def sample_symbols(task: str, d: int, N: int, rng: np.random.Generator) -> Batch:
-    """Occurrence, OR or AND: symbol counts (N, d) over the one-hot table I_d; a = symbol 0, b = symbol 1."""
+    """Occurrence, OR or AND: symbol counts (N, d) over the one-hot table I_d; a = symbol 0, b = symbol 1.
+    Each string's counts are those of its n_i uniform tokens (``_uniform_counts``)."""
     n = _lengths(rng, length_parameter(task, d), N)
-    c = rng.multinomial(n, np.full(d, 1.0 / d)).astype(float)
+    c = _uniform_counts(n, d, rng)
     has_a, has_b = c[:, 0] > 0, c[:, 1] > 0
     pos = {"occurrence": has_a, "OR": has_a | has_b, "AND": has_a & has_b}[task]
     lab = np.where(pos, 1, -1)
-    return Batch(np.eye(d), c, lab[:, None].astype(float), labels=lab, extra={"n": n})
+    extra = {"n": n}
+    table = identity_sparse(d)
+    if table is not None:
+        extra["table_sparse"] = table
+    return Batch(np.eye(d), c, lab[:, None].astype(float), labels=lab, extra=extra)
 
 
 @lru_cache(maxsize=8)
@@ -369,17 +403,22 @@ def slr_directions(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def sample_slr(d: int, N: int, rng: np.random.Generator, seed: int) -> Batch:
     """Single-location regression: x_i ~ N(0, I_d) except x_J ~ N(sqrt(d/2) k*, gamma^2 I) at one uniform
-    location J; y = <x_J, v*> + 0.1 xi.  Strings padded to the batch maximum with multiplicity 0."""
+    location J; y = <x_J, v*> + 0.1 xi.  Strings padded to the batch maximum with multiplicity 0.
+
+    Only the present tokens are drawn (one standard normal vector each, in string order; the padding is
+    zero), and x_J is its own standard normal draw g moved to sqrt(d/2) k* + gamma g: the same law as a draw
+    of its own, without d further normals a string."""
     k, v = slr_directions(d, seed)
     n = _lengths(rng, length_parameter("SLR", d), N)
     L = int(n.max())
-    X = rng.standard_normal((N, L, d))
-    J = rng.integers(0, n)
-    rows = np.arange(N)
-    X[rows, J] = np.sqrt(d / 2) * k + np.sqrt(SLR_GAMMA2) * rng.standard_normal((N, d))
-    y = X[rows, J] @ v + SLR_NOISE * rng.standard_normal(N)
     m = (np.arange(L)[None, :] < n[:, None]).astype(float)
-    X[m == 0] = 0.0
+    J = rng.integers(0, n)
+    X = np.zeros((N, L, d))
+    X[m > 0] = rng.standard_normal((int(n.sum()), d))
+    rows = np.arange(N)
+    XJ = np.sqrt(d / 2) * k + np.sqrt(SLR_GAMMA2) * X[rows, J]
+    X[rows, J] = XJ
+    y = XJ @ v + SLR_NOISE * rng.standard_normal(N)
     return Batch(X, m, y[:, None], extra={"n": n, "J": J, "k": k, "v": v})
 
 
