@@ -278,7 +278,7 @@ def row_figure(name: str, row: dict):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from app.render.plotting import plain_log_ticks
+    from app.render.plotting import MEASURE_COLOURS, PLAN_COLOURS, plain_log_ticks
 
     panels = _lag_panels(row)
     fig, axes = plt.subplots(1, 1 + len(panels), figsize=(5 * (1 + len(panels)), 4.6), squeeze=False)
@@ -290,7 +290,8 @@ def row_figure(name: str, row: dict):
         if got is not None:
             steps, med = got
             seeds = max(seeds, sum(1 for r in row["plans"][plan]["seeds"] if r["curve"]["steps"]))
-            ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "))
+            ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "),
+                    color=PLAN_COLOURS[plan.replace("_", "-")])
     c = row.get("ceiling")
     if c and "error" not in c and c["upper"] > 1e-12:  # a ceiling of 0 has no place on a log axis
         ax.axhline(c["upper"], color="k", ls="--", lw=0.8, label="capacity ceiling (upper bound)")
@@ -312,7 +313,9 @@ def row_figure(name: str, row: dict):
                 curves.append((steps, relative_progress(vals)))
             grid = sorted({s for st, _ in curves for s in st})
             mean = np.nanmean([np.interp(grid, st, v) for st, v in curves], axis=0)
-            ax.plot(np.maximum(grid, 0.5), mean, ls="-" if "attention" in label else "--", label=label)
+            measure = next(m for m in MEASURE_COLOURS if m in label)
+            ax.plot(np.maximum(grid, 0.5), mean, ls="-" if "attention" in label else "--", label=label,
+                    color=MEASURE_COLOURS[measure])
             if label in NEGATIVE_GAIN and mean.min() < NEGATIVE_GAIN_SHOWN:
                 notes.append(negative_gain_note(label, joint))
         ax.axhline(0.5, color="k", lw=0.8, ls=":")

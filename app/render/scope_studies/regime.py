@@ -120,12 +120,18 @@ def corner_marks(per: dict, fr: list, e2) -> dict[tuple[int, int, str], tuple[fl
     return marks
 
 
+SUCCEEDS, FAILS = "#56b4e9", "#e69f00"
+"""Okabe-Ito sky blue and orange: a grid point that succeeds and one that fails stay apart under red-green
+colour blindness (they differ on the blue-yellow axis and in lightness), as the sweep's heat maps do."""
+
+
 def figure(summary: dict, path: pathlib.Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.colors import ListedColormap
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -135,8 +141,8 @@ def figure(summary: dict, path: pathlib.Path) -> None:
         fr = [r["eta1_frac"] for r in per["rows"]]
         e2 = np.array(per["eta2_grid"])
         ok = np.array([r["succeeds"] for r in per["rows"]], dtype=float)
-        ax.pcolormesh(np.arange(len(fr) + 1) - 0.5, np.arange(len(e2) + 1) - 0.5, ok.T, cmap="RdYlGn",
-                      vmin=-0.3, vmax=1.3, shading="flat")
+        ax.pcolormesh(np.arange(len(fr) + 1) - 0.5, np.arange(len(e2) + 1) - 0.5, ok.T,
+                      cmap=ListedColormap([FAILS, SUCCEEDS]), vmin=0, vmax=1, shading="flat")
         ax.set_xticks(range(len(fr)), [num(f, 2) for f in fr], rotation=90, fontsize=7)
         ticks = list(range(0, len(e2), max(1, len(e2) // 8)))
         ax.set_yticks(ticks, axis_labels([e2[t] for t in ticks]), fontsize=7)
@@ -155,9 +161,7 @@ def figure(summary: dict, path: pathlib.Path) -> None:
         ax.set_xlabel("eta_1 / eta1_max")
         ax.set_ylabel("eta_2 (attention step)")
         ax.set_title(f"d = {per['d']}: success after T = {per['T']} steps", fontsize=9)
-    cmap = matplotlib.colormaps["RdYlGn"]
-    handles = [Patch(color=cmap((1 + 0.3) / 1.6), label="grid point succeeds"),
-               Patch(color=cmap(0.3 / 1.6), label="grid point fails"),
+    handles = [Patch(color=SUCCEEDS, label="grid point succeeds"), Patch(color=FAILS, label="grid point fails"),
                *axes[0][0].get_legend_handles_labels()[0],
                Line2D([], [], marker="^", color="k", ls="none", ms=4, label="corner certified: succeeds"),
                Line2D([], [], marker="v", color="k", ls="none", ms=4, label="corner certified: fails")]
