@@ -13,6 +13,7 @@ from matplotlib.colors import to_rgb
 from app.render import plotting
 from app.render import sweep as sweep_render
 from app.render.scope_studies import regime
+from app.render.scope_studies import samples
 
 RENDER = Path(__file__).resolve().parents[2] / "app" / "render"
 
@@ -67,9 +68,9 @@ def test_outcome_colours_stay_apart():
     assert seen_apart(sweep_render.COLOURS["holds"], sweep_render.COLOURS["does not hold"]) >= BINARY_DELTA_E
 
 
-@pytest.mark.parametrize("palette", ["PLAN_COLOURS", "MEASURE_COLOURS"])
+@pytest.mark.parametrize("palette", ["PLAN_COLOURS", "MEASURE_COLOURS", "SHAPE_COLOURS"])
 def test_line_colours_stay_apart(palette):
-    colours = getattr(plotting, palette)
+    colours = getattr(samples if palette == "SHAPE_COLOURS" else plotting, palette)
     for (p, a), (q, b) in itertools.combinations(colours.items(), 2):
         assert seen_apart(a, b) >= CATEGORY_DELTA_E, (p, q)
 
