@@ -107,6 +107,16 @@ PLAN_COLOURS = {"three-phase": OKABE_ITO["blue"], "output-only": OKABE_ITO["oran
                 "joint": OKABE_ITO["black"]}
 """One colour per plan, whatever plans a run draws, so figures of different runs compare (Table 1's plans
 by the same names with underscores)."""
+def ordered_colours(n: int) -> list:
+    """``n`` colours for the values of an ordered variable (batch sizes, head counts), from dark to light
+    along cividis, whose lightness rises steadily and reads the same under red-green colour blindness (the
+    lightest tenth is left out: it fades on white)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["cividis"]
+    return [cmap(0.9 * i / max(n - 1, 1)) for i in range(n)]
+
+
 MEASURE_COLOURS = {"displacement": OKABE_ITO["blue"], "function": OKABE_ITO["vermillion"],
                    "alignment": OKABE_ITO["bluish green"]}
 """One colour per lag measure on the Table 1 figures (attention solid, output dashed)."""

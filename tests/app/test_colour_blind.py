@@ -81,3 +81,13 @@ def test_no_figure_code_names_a_red_green_colormap():
             for line in path.read_text().splitlines() if names.search(line)]
     assert not hits
     assert names.search('cmap="RdYlGn"') and names.search("colormaps['jet_r']")  # the pattern bites
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_ordered_colours_rise_in_lightness_as_everyone_sees_them(n):
+    """An ordered variable's colours (batch sizes, m) read in order by lightness alone, in normal vision and
+    under both simulations, each step at least 5 CIELAB units of lightness."""
+    colours = [to_rgb(c) for c in plotting.ordered_colours(n)]
+    for m in (np.eye(3), *DICHROMACY.values()):
+        lightness = [_lab(np.clip(m @ _linear(c), 0, 1))[0] for c in colours]
+        assert all(b - a >= 5 for a, b in zip(lightness, lightness[1:])), lightness
