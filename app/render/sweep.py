@@ -452,11 +452,6 @@ def write(summary: dict, tx) -> list[Path]:
     return paths
 
 
-TABLES = ("sweep.json", "tidy.parquet")
-"""The committed tables a sweep's pages are re-rendered from (``from_tables``); tidy.csv stands in for the
-parquet file where that is absent."""
-
-
 def _tidy_records(folder: Path) -> list[dict]:
     """The tidy table of a sweep's output ``folder`` as ``tidy_rows`` wrote it: missing values as None."""
     import pandas as pd
@@ -484,7 +479,7 @@ def cell_from_tables(summary: dict, cell: dict, tidy: list[dict]) -> dict:
         plans = {}
         for plan in plans_of:
             seeds = [r for r in recs if r["plan"] == plan]
-            search = cell["plans"][name][plan]
+            search = plans_of[plan]
             tied = [r["test_acc_tied"] for r in seeds if r["test_acc_tied"] is not None]
             plans[plan] = {"search": {"edge": search["edge"], "insensitive": search["insensitive"]},
                            "chosen": search["chosen"], "seeds": seeds,
@@ -503,9 +498,10 @@ def cell_from_tables(summary: dict, cell: dict, tidy: list[dict]) -> dict:
 
 
 def from_tables(folder: Path) -> dict:
-    """The summary of the sweep whose output ``folder`` holds the committed tables (``TABLES``), with the cell
-    results and tidy records its pages need: ``write`` renders from it the pages the sweep wrote, without the
-    results store.  A sweep.json written before the cells recorded their step-size searches is refused."""
+    """The summary of the sweep whose output ``folder`` holds its tables (sweep.json, and tidy.parquet or, where
+    that is absent, tidy.csv), with the cell results and tidy records its pages need: ``write`` renders from it
+    the pages the sweep wrote, without the results store.  A sweep.json written before the cells recorded their
+    step-size searches is refused."""
     summary = json.loads((folder / "sweep.json").read_text())
     if any("plans" not in c for c in summary["cells"]):
         raise ValueError(f"{folder / 'sweep.json'} records no step-size searches (cells without 'plans'): its "
