@@ -15,8 +15,11 @@ and --readings inside the repository relative to its root, the counts, every ver
 failures with their errors), tidy.csv and tidy.parquet (one row per reading, row, plan, seed
 and d), verdicts.csv, sweep.md (the robustness table), one heat map per d and one page per reading.
 --no-train renders what the store holds without starting a cluster (cells with units missing are listed as
-incomplete).  Exit status: 0 every task finished, 3 some task failed (its verdicts are refused) or some cell is
-incomplete, 2 bad usage, 130 interrupted (finished tasks are in the store).
+incomplete); --from-tables DIR renders the pages again from the tables a sweep wrote into DIR (sweep.json and
+tidy.parquet, or tidy.csv) without the store, so the committed docs/sweep/ re-renders from its own tables
+(occ-companion sweep --from-tables docs/sweep --out docs/sweep).  Exit status: 0 every task finished, 3 some
+task failed (its verdicts are refused) or some cell is incomplete, 2 bad usage, 130 interrupted (finished
+tasks are in the store).
 """
 from __future__ import annotations
 
@@ -74,6 +77,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-train", action="store_true",
                    help="render from the store only (no cluster); cells with units missing are reported as "
                         "incomplete and left out of the tables")
+    p.add_argument("--from-tables", type=Path, default=None, metavar="DIR",
+                   help="render the pages again from the tables a sweep wrote into DIR (sweep.json and tidy.parquet "
+                        "or tidy.csv), without the store or a cluster; the readings and the store are not read")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=main_args)
     return p
@@ -196,12 +202,42 @@ def check_cluster_options(args) -> None:
             raise SettingError(f"--scheduler {exc}") from None
 
 
+FROM_TABLES_EXCLUDES = (("readings", "--readings"), ("quick", "--quick"), ("d", "--d"), ("scheduler", "--scheduler"),
+                       ("workers", "--workers"), ("dry_run", "--dry-run"), ("no_train", "--no-train"))
+"""The flags --from-tables would ignore (it reads the readings, the cells and d from the tables)."""
+
+
+def from_tables(args: argparse.Namespace) -> int:
+    """--from-tables: the pages of the sweep whose tables are in ``args.from_tables``, written into --out."""
+    from app.render import sweep as sweep_render
+
+    given = [flag for name, flag in FROM_TABLES_EXCLUDES if getattr(args, name) not in (None, False)]
+    if given:
+        raise SettingError(f"--from-tables renders the recorded sweep; drop {', '.join(given)}")
+    try:
+        summary = sweep_render.from_tables(args.from_tables)
+    except FileNotFoundError as exc:
+        raise SettingError(f"--from-tables {args.from_tables} holds no sweep tables ({exc.filename} is missing)") \
+            from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SettingError(f"--from-tables {args.from_tables}: {exc}") from None
+    with OutputFolder(args.out, result="sweep", owns=OWNS) as out:
+        with out.transaction() as tx:
+            paths = sweep_render.write(summary, tx)
+    print(f"rendered from the tables in {args.from_tables}, as recorded: " + sweep_render.summary_text(summary))
+    print("wrote " + ", ".join(str(x) for x in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else ""),
+          file=sys.stderr)
+    return exitcodes.UNDECIDED if summary["failures"] or summary["incomplete_cells"] else exitcodes.DONE
+
+
 def main_args(args: argparse.Namespace) -> int:
     from numerics import units
     from numerics.experiments import sweep as sweep_run
     from app.render import sweep as sweep_render
     from app.checkout import git_commit
 
+    if args.from_tables is not None:
+        return from_tables(args)
     grid = _grid(args)
     store = units.Store(args.store)
     if args.dry_run:

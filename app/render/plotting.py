@@ -98,9 +98,28 @@ def first_crossing(xs: list[int], lead: list[float], lag: list[float]) -> int | 
     return None
 
 
-PLAN_COLOURS = {"three-phase": "tab:blue", "output-only": "tab:orange", "attention-only": "tab:green",
-                "attention-then-output": "tab:red", "joint": "tab:purple"}
-"""One colour per plan, whatever plans a run draws, so figures of different runs compare."""
+OKABE_ITO = {"black": "#000000", "orange": "#e69f00", "sky blue": "#56b4e9", "bluish green": "#009e73",
+             "yellow": "#f0e442", "blue": "#0072b2", "vermillion": "#d55e00", "reddish purple": "#cc79a7"}
+"""The Okabe-Ito palette: colours that stay apart under red-green colour blindness (deuteranopia and
+protanopia), from which every figure's categorical colours are taken."""
+PLAN_COLOURS = {"three-phase": OKABE_ITO["blue"], "output-only": OKABE_ITO["orange"],
+                "attention-only": OKABE_ITO["bluish green"], "attention-then-output": OKABE_ITO["sky blue"],
+                "joint": OKABE_ITO["black"]}
+"""One colour per plan, whatever plans a run draws, so figures of different runs compare (Table 1's plans
+by the same names with underscores)."""
+def ordered_colours(n: int) -> list:
+    """``n`` colours for the values of an ordered variable (batch sizes, head counts), from dark to light
+    along cividis, whose lightness rises steadily and reads the same under red-green colour blindness (the
+    lightest tenth is left out: it fades on white)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["cividis"]
+    return [cmap(0.9 * i / max(n - 1, 1)) for i in range(n)]
+
+
+MEASURE_COLOURS = {"displacement": OKABE_ITO["blue"], "function": OKABE_ITO["vermillion"],
+                   "alignment": OKABE_ITO["bluish green"]}
+"""One colour per lag measure on the Table 1 figures (attention solid, output dashed)."""
 EVALUATOR_LABELS = {"series": "exact series", "integral": "integral representation"}
 
 
@@ -132,10 +151,10 @@ def plot_plans(plans: Mapping[str, Trajectory], fh: BinaryIO, *, floor_c: float 
     if floor_c is not None:
         left.axhline(floor_c, color="k", ls="--", lw=1, label=f"output-only floor c(d) = {floor_c:.3g}")
     if risk_floor:
-        left.axhline(risk_floor, color="tab:red", ls="-.", lw=1,
+        left.axhline(risk_floor, color=OKABE_ITO["vermillion"], ls="-.", lw=1,
                      label=f"risk floor (empty string) = {risk_floor:.3g}")
     if target is not None:
-        left.axhline(target, color="g", ls=":", lw=1.2, label=f"three-phase target = {target:.3g}")
+        left.axhline(target, color=OKABE_ITO["bluish green"], ls=":", lw=1.2, label=f"three-phase target = {target:.3g}")
     if phase_ends:
         for i, x in enumerate(phase_ends):
             left.axvline(x, color="0.5", lw=0.8, ls=":",

@@ -534,6 +534,70 @@ def write(summary: dict, tx) -> list[Path]:
     return paths
 
 
+def _tidy_records(folder: Path) -> list[dict]:
+    """The tidy table of a sweep's output ``folder`` as ``tidy_rows`` wrote it: missing values as None."""
+    import pandas as pd
+
+    path = folder / "tidy.parquet"
+    frame = pd.read_parquet(path) if path.exists() else pd.read_csv(folder / "tidy.csv", keep_default_na=False,
+                                                                      na_values=[""])
+    frame = frame.astype(object).where(frame.notna(), None)
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in rec.items()}
+            for rec in frame.to_dict(orient="records")]
+
+
+def cell_from_tables(summary: dict, cell: dict, tidy: list[dict]) -> dict:
+    """The results of one cell of a sweep, as far as its reading page shows them, from the cell's record in
+    sweep.json (its rows and plans, each plan's step-size search, the lag measures, rows not assembled) and its
+    records of the tidy table (each reported seed's risk, accuracy, steps and end state), in the row and seed
+    order the sweep wrote them."""
+    from numerics.experiments import runner
+
+    reading = summary["readings_file"]["readings"][cell["reading"]]
+    rows = {}
+    for name, plans_of in cell["plans"].items():
+        recs = [r for r in tidy if r["row"] == name]
+        task = recs[0]["task"] if recs else name.split(" ")[0]
+        plans = {}
+        for plan in plans_of:
+            seeds = [r for r in recs if r["plan"] == plan]
+            search = plans_of[plan]
+            tied = [r["test_acc_tied"] for r in seeds if r["test_acc_tied"] is not None]
+            plans[plan] = {"search": {"edge": search["edge"], "insensitive": search["insensitive"]},
+                           "chosen": search["chosen"], "seeds": seeds,
+                           "risk": runner.stats([r["test_risk"] for r in seeds]),
+                           "acc": runner.stats([r["test_acc"] for r in seeds]),
+                           "acc_tied": max(tied) if tied else None,
+                           "diverged": [r["seed"] for r in seeds if r["diverged"]],
+                           "unstable": [r["seed"] for r in seeds if r["unstable"]],
+                           "capped": [r["seed"] for r in seeds if r["capped"]],
+                           "not_converged": [r["seed"] for r in seeds if not r["converged"]],
+                           "steps": runner.stats([r["steps"] for r in seeds])}
+        rows[name] = {"name": name, "task": task, "plans": plans,
+                      "loss": summary["run_config"]["icl_loss"] if task == "ICL" else "squared",
+                      "lag": cell["lag"][name]}
+    return {"reading": reading, "rows": rows, "missing_rows": cell["missing_rows"]}
+
+
+def from_tables(folder: Path) -> dict:
+    """The summary of the sweep whose output ``folder`` holds its tables (sweep.json, and tidy.parquet or, where
+    that is absent, tidy.csv), with the cell results and tidy records its pages need: ``write`` renders from it
+    the pages the sweep wrote, without the results store.  A sweep.json written before the cells recorded their
+    step-size searches is refused."""
+    summary = json.loads((folder / "sweep.json").read_text())
+    if any("plans" not in c for c in summary["cells"]):
+        raise ValueError(f"{folder / 'sweep.json'} records no step-size searches (cells without 'plans'): its "
+                         "pages can be re-rendered only from the results store (sweep --no-train)")
+    tidy = _tidy_records(folder)
+    by_cell: dict = {}
+    for r in tidy:
+        by_cell.setdefault((r["reading"], r["d"]), []).append(r)
+    summary["_tidy"] = tidy
+    summary["_cells"] = {(c["reading"], c["d"]): cell_from_tables(summary, c, by_cell.get((c["reading"], c["d"]), []))
+                         for c in summary["cells"]}
+    return summary
+
+
 def summary_text(summary: dict) -> str:
     """The one line a sweep prints at its end.  A corrupt store entry is moved to corrupt/ when it is read,
     and trained again only by a run that trains (not by ``--no-train``)."""

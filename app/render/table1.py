@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import textwrap
 from functools import partial
 from pathlib import Path
 
@@ -267,92 +268,147 @@ def summary_text(results: dict) -> str:
 
 
 def _median_curve(recs: list[dict], key: str = "risk") -> tuple[list, np.ndarray] | None:
+    """(steps, median): the median of ``key`` over every seed of ``recs`` with a recorded curve, at every step
+    any of them recorded.  Seeds validate at different steps and stop at different steps, so each seed's
+    curve is held at its last recorded value from one of its steps to the next and after its end (a stopped
+    run keeps its parameters): the median at every step is over the same seeds, and does not jump as seeds
+    enter and leave it."""
     curves = [r["curve"] for r in recs if r["curve"]["steps"]]
     if not curves:
         return None
     grid = sorted({s for c in curves for s in c["steps"]})
+    pos = {s: j for j, s in enumerate(grid)}
     vals = np.full((len(curves), len(grid)), np.nan)
     for i, c in enumerate(curves):
-        pos = {s: j for j, s in enumerate(grid)}
         for s, v in zip(c["steps"], c[key]):
             if v is not None:
                 vals[i, pos[s]] = v
-        # carry the last value of a run that stopped early (stopped runs keep their parameters)
         last = np.nan
-        for j in range(len(grid)):
-            if np.isnan(vals[i, j]) and grid[j] > c["steps"][-1]:
+        for j in range(pos[c["steps"][0]], len(grid)):
+            if np.isnan(vals[i, j]):
                 vals[i, j] = last
-            elif not np.isnan(vals[i, j]):
+            else:
                 last = vals[i, j]
     with np.errstate(all="ignore"):
         return grid, np.nanmedian(vals, axis=0)
 
 
-def figures(results: dict, tx) -> list[Path]:
-    """One figure per row, staged in the transaction ``tx`` (``app.io``): risk by plan, and joint GD's
-    attention and output progress under each measure."""
+def _lag_panels(row: dict) -> list[tuple[str, object]]:
+    """The joint-GD panels of a row's figure, as (title, seed -> {label: (steps, values)}): the displacement
+    and function measures when the row has a joint run, and the alignment measure only where the row states a
+    ground-truth direction (``lag.alignment``; none for AND), so that no panel is drawn empty."""
+    joint = [r for r in row["plans"]["joint"]["seeds"] if "lag" in r]
+    if not joint:
+        return []
+    panels = [("displacement and function", lambda r: {
+        "attention displacement": (r["curve"]["steps"], r["alpha_dist"]),
+        "output displacement": (r["curve"]["steps"], r["B_dist"]),
+        "attention gain (function)": (r["function"]["steps"], r["function"]["gain_att"]),
+        "output gain (function)": (r["function"]["steps"], r["function"]["gain_out"])})]
+    if row["task"] != "AND" and all(r.get("alignment") for r in joint):
+        panels.append(("alignment with ground truth", lambda r: {
+            "attention alignment": (r["alignment"]["steps"], r["alignment"]["att"]),
+            "output alignment": (r["alignment"]["steps"], r["alignment"]["out"])}))
+    return panels
+
+
+NEGATIVE_GAIN = {"output gain (function)": ("readout", "attention", "risk_output_at_t"),
+                 "attention gain (function)": ("attention", "readout", "risk_attention_at_t")}
+
+
+def negative_gain_note(label: str, joint: list[dict]) -> str:
+    """Why the function gain of ``label`` (a key of ``NEGATIVE_GAIN``) goes below 0 on the joint runs ``joint``.
+
+    gain_out(t) = R(alpha_end, B_0) - R(alpha_end, B_t) is below 0 when the readout of step t, put with the
+    final attention, does worse than the readout at the start: the readout of step t fits the attention of
+    step t, not the final one (and likewise for the attention's gain).  The note gives the worst such risk
+    against the start's, and the end gain that divides both: the dip is that mismatch, not a small end value
+    blown up by the normalisation."""
+    block, other, key = NEGATIVE_GAIN[label]
+    runs = [r["function"][key] for r in joint]
+    top = max(max(v) for v in runs)
+    start = max(v[0] for v in runs)
+    end = min(v[0] - v[-1] for v in runs)
+    return (f"{label} < 0: the final {other} with the {block} of step t has risk up to {top:.2g} against "
+            f"{start:.2g} with the starting {block}, as the {block} of step t fits the {other} of step t; "
+            f"the end gain (at least {end:.2g}) divides it")
+
+
+NEGATIVE_GAIN_SHOWN = -0.02
+"""A function gain whose drawn mean goes below this (2 % of its end value) gets a note under the figure."""
+
+
+def row_figure(name: str, row: dict):
+    """One row's figure (a pyplot figure; the caller closes it): risk by plan, and one panel per joint-GD
+    measure the row has (``_lag_panels``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from app.render.plotting import plain_log_ticks
+    from app.render.plotting import MEASURE_COLOURS, PLAN_COLOURS, plain_log_ticks
+
+    panels = _lag_panels(row)
+    fig, axes = plt.subplots(1, 1 + len(panels), figsize=(5 * (1 + len(panels)), 4.6), squeeze=False)
+    axes = axes[0]
+    ax = axes[0]
+    seeds = 0
+    for plan in PLANS:
+        got = _median_curve(row["plans"][plan]["seeds"])
+        if got is not None:
+            steps, med = got
+            seeds = max(seeds, sum(1 for r in row["plans"][plan]["seeds"] if r["curve"]["steps"]))
+            ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "),
+                    color=PLAN_COLOURS[plan.replace("_", "-")])
+    c = row.get("ceiling")
+    if c and "error" not in c and c["upper"] > 1e-12:  # a ceiling of 0 has no place on a log axis
+        ax.axhline(c["upper"], color="k", ls="--", lw=0.8, label="capacity ceiling (upper bound)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
+    ax.set_xlabel("gradient step (log)")
+    ax.set_ylabel(f"held-out risk (median over all {seeds} seeds)" if seeds > 1 else "held-out risk")
+    ax.set_title(f"{name}: risk by plan")
+    ax.legend(fontsize=7)
+    joint = [r for r in row["plans"]["joint"]["seeds"] if "lag" in r]
+    notes = []
+    for ax, (title, getter) in zip(axes[1:], panels):
+        for label in getter(joint[0]):
+            curves = []
+            for r in joint:
+                steps, vals = getter(r)[label]
+                curves.append((steps, relative_progress(vals)))
+            grid = sorted({s for st, _ in curves for s in st})
+            mean = np.nanmean([np.interp(grid, st, v) for st, v in curves], axis=0)
+            measure = next(m for m in MEASURE_COLOURS if m in label)
+            ax.plot(np.maximum(grid, 0.5), mean, ls="-" if "attention" in label else "--", label=label,
+                    color=MEASURE_COLOURS[measure])
+            if label in NEGATIVE_GAIN and mean.min() < NEGATIVE_GAIN_SHOWN:
+                notes.append(negative_gain_note(label, joint))
+        ax.axhline(0.5, color="k", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
+        ax.set_xlabel("joint GD step (log)")
+        ax.set_ylabel("relative progress (mean over seeds)")
+        ax.set_title(f"joint GD: {title}")
+        ax.legend(fontsize=7)
+    lines = [line for note in notes for line in textwrap.wrap(note, int(15 * fig.get_figwidth()))]
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, va="bottom")
+    # fixed margins that fit these labels at this size: tight_layout would draw every figure once more to
+    # measure them
+    fig.subplots_adjust(left=0.05 * 3 / len(axes), right=0.99, bottom=0.12 + 0.03 * len(lines), top=0.93,
+                        wspace=0.25)
+    return fig
+
+
+def figures(results: dict, tx) -> list[Path]:
+    """One figure per row (``row_figure``), staged in the transaction ``tx`` (``app.io``)."""
+    import matplotlib.pyplot as plt
 
     paths = []
     for name, row in results["rows"].items():
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-        ax = axes[0]
-        for plan in PLANS:
-            got = _median_curve(row["plans"][plan]["seeds"])
-            if got is not None:
-                steps, med = got
-                ax.plot(np.maximum(steps, 0.5), med, marker="o", ms=2, label=plan.replace("_", " "))
-        c = row.get("ceiling")
-        if c and "error" not in c and c["upper"] > 1e-12:  # a ceiling of 0 has no place on a log axis
-            ax.axhline(c["upper"], color="k", ls="--", lw=0.8, label="capacity ceiling (upper bound)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        plain_log_ticks(ax.xaxis)
-        plain_log_ticks(ax.yaxis)
-        ax.set_xlabel("gradient step (log)")
-        ax.set_ylabel("held-out risk (median over seeds)")
-        ax.set_title(f"{name}: risk by plan")
-        ax.legend(fontsize=7)
-        joint = [r for r in row["plans"]["joint"]["seeds"] if "lag" in r]
-        for ax, (title, getter) in zip(axes[1:], (
-                ("displacement and function", lambda r: {
-                    "attention displacement": (r["curve"]["steps"], r["alpha_dist"]),
-                    "output displacement": (r["curve"]["steps"], r["B_dist"]),
-                    "attention gain (function)": (r["function"]["steps"], r["function"]["gain_att"]),
-                    "output gain (function)": (r["function"]["steps"], r["function"]["gain_out"])}),
-                ("alignment with ground truth", lambda r: {} if not r.get("alignment") or row["task"] == "AND" else {
-                    "attention alignment": (r["alignment"]["steps"], r["alignment"]["att"]),
-                    "output alignment": (r["alignment"]["steps"], r["alignment"]["out"])}))):
-            drawn = False
-            if joint:
-                first = getter(joint[0])
-                for label in first:
-                    curves = []
-                    for r in joint:
-                        steps, vals = getter(r)[label]
-                        curves.append((steps, relative_progress(vals)))
-                    grid = sorted({s for st, _ in curves for s in st})
-                    mean = np.nanmean([np.interp(grid, st, v) for st, v in curves], axis=0)
-                    ax.plot(np.maximum(grid, 0.5), mean, ls="-" if "attention" in label else "--", label=label)
-                    drawn = True
-            ax.axhline(0.5, color="k", lw=0.8, ls=":")
-            ax.set_xscale("log")
-            plain_log_ticks(ax.xaxis)
-            ax.set_xlabel("joint GD step (log)")
-            ax.set_ylabel("relative progress (mean over seeds)")
-            ax.set_title(f"joint GD: {title}")
-            if drawn:
-                ax.legend(fontsize=7)
-            else:
-                ax.text(0.5, 0.5, "no ground-truth direction stated" if "alignment" in title else "no joint run",
-                        transform=ax.transAxes, ha="center")
-        # fixed margins that fit these labels at this size: tight_layout would draw every figure once more to
-        # measure them
-        fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.93, wspace=0.25)
+        fig = row_figure(name, row)
         paths.append(tx.write(f"table1_{slug(name)}.png", partial(_save_png, fig)))
         plt.close(fig)
         if has_length_risk(results):

@@ -14,6 +14,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from numerics.experiments import verdicts as verdicts_module
 from numerics.experiments.protocol import QUICK_BUDGET, QUICK_SIZE, READINGS
 
@@ -177,9 +179,11 @@ def page(results: dict, sweep: dict | None = None) -> str:
              "stopping rule ended the run. " + table1.accuracy_note(results), "", *table1.plan_table(results), "",
              "### Capacity ceilings", "", *table1.ceiling_table(results), "",
              "### Attention lag under joint GD", "", *table1.lag_table(results), "", "### Figures", "",
-             "Left: held-out risk by plan (median over seeds; the dashed line is the row's capacity ceiling). "
-             "Middle and right: joint GD's attention (solid) and output (dashed) progress under each measure, "
-             "normalised to 1 at the end; the dotted line at 1/2 gives t_half.", ""]
+             "Left: held-out risk by plan (median over all the reported seeds at every step, each seed held at its "
+             "last validation after it stops; the dashed line is the row's capacity ceiling). Then joint GD's "
+             "attention (solid) and output (dashed) progress under each measure, normalised to 1 at the end; the "
+             "dotted line at 1/2 gives t_half; alignment only where the row states a ground-truth direction (not "
+             "AND). " + negative_gain_caption(results), ""]
     for name in results["rows"]:
         lines.append(f"![{name}](example_table1/table1_{table1.slug(name)}.png)")
     lines += _other_run(EXAMPLE / "theory-52" / "table1.json", "The theory's reading under this protocol (`theory-52`)",
@@ -208,6 +212,30 @@ def page(results: dict, sweep: dict | None = None) -> str:
               "claims as not holding; under the default reading above, each of those verdicts is decided again, "
               "or refused where it would rest on an artefact.", ""]
     return "\n".join(lines)
+
+
+def negative_gain_caption(results: dict) -> str:
+    """What an output gain below 0 on the figures means, with the numbers of the row where it dips deepest
+    (nothing when no row's dips)."""
+    worst = None
+    for name, row in results["rows"].items():
+        for r in row["plans"]["joint"]["seeds"]:
+            f = r.get("function") if "lag" in r else None
+            if not f:
+                continue
+            gain = np.asarray(f["gain_out"])
+            if gain[-1] > 0 and gain.min() < 0:
+                rel = gain.min() / gain[-1]
+                i = int(np.argmax(f["risk_output_at_t"]))
+                if worst is None or rel < worst[0]:
+                    worst = (rel, name, f["risk_output_at_t"][i], f["steps"][i], f["risk_output_at_t"][0], gain[-1])
+    if worst is None:
+        return ""
+    rel, name, top, step, start, end = worst
+    return ("An output gain below 0 is the model's, not the normalisation's: the readout of step t fits the "
+            "attention of step t, and put with the final attention it does worse than the starting readout "
+            f"(deepest on {name}: risk {top:.2g} at step {step} against {start:.2g}, divided by an end gain of "
+            f"{end:.2g}, not a small one, gives {rel:.2g}); each figure states its numbers beneath it.")
 
 
 def duration(seconds: float) -> str:

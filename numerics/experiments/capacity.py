@@ -22,7 +22,15 @@ Two facts carry most of the ceilings (docs/setting.md, "Capacity"):
   combination of f over P equal one over M, whence sum_{s in P u M} |f_s - y_s| >= 2 for every parameter,
   and the risk is at least 2 / sum_s 1/pi_s (pi_s: the probability of count vector s).  Over a family of
   such certificates the dual of min sum pi_s e_s^2 / 2 subject to them gives the bound (weak duality: any
-  nonnegative multipliers give a valid bound).
+  nonnegative multipliers give a valid bound).  The even-pairs certificates are of this form.
+* AND's certificates are not: c(u + k a + l b) + c(u) = c(u + k a) + c(u + l b) puts the negative string u
+  beside the positive one.  The four errors still sum to at least 2, by a step that needs v > 0: the
+  all-marked string dominates the other three, so its denominator is the largest,
+  D_P = D_u + k v_a + l v_b >= max(D_u + k v_a, D_u + l v_b, D_u) (D_s = v . c_s).  Writing each output as
+  f_s D_s = w . c_s, the relation holds for the numerators and the denominators alike, and with the labels
+  (+1 for P, -1 for the rest) it reads 2 D_P = (1 - f_P) D_P + (1 + f_ua) D_ua + (1 + f_ub) D_ub
+  - (1 + f_u) D_u <= sum_s |f_s - y_s| D_s <= D_P sum_s |f_s - y_s|: dividing by D_P gives the 2.  Without
+  the dominance (a weight v_k <= 0, which softmax never gives) the errors can sum to far less than 2.
 
 Ceilings per task (all at the task's own length law):
 
@@ -219,7 +227,10 @@ def and_lower_bound_terms(d: int, tail: float = 1e-14, K: int = 1):
 
     For each unmarked part u (a count vector over the d - 2 unmarked symbols, |u| = m >= 1) and k, l >= 1 the
     count vectors u, u + k a, u + l b, u + k a + l b (labels -, -, -, +) satisfy c(u + k a + l b) + c(u) =
-    c(u + k a) + c(u + l b), so the sum of their four errors is >= 2 (module doc).  With
+    c(u + k a) + c(u + l b), so the sum of their four errors is >= 2: not by a Farkas relation (u, a negative
+    string, stands beside the positive one) but because the all-marked string's attention denominator is the
+    largest of the four, D(u + k a + l b) = D(u) + k e^{alpha_a} + l e^{alpha_b} (module doc, "AND's
+    certificates").  With
     pi(u + i a + j b) = T(u) g_ij(m), T(u) = m! / prod u! d^-m and g_ij(m) = P(n = m + i + j) (m + i + j)! /
     (m! i! j!) d^-(i + j), and sum_{|u| = m} T(u) = ((d - 2)/d)^m, the parts with |u| = m contribute at least
     ((d - 2)/d)^m times the bound of the families k, l <= K over the g_ij(m): for K = 1 the closed form

@@ -169,7 +169,7 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
 @dataclass
 class Sweep:
     """What ``run_sweep`` did: the plan and the outcome of its units, the complete cells (each reading at each
-    d: verdicts, lag measures, risks, rows not assembled) with their results, the cells with units missing
+    d: verdicts, lag measures, risks, step-size searches, rows not assembled) with their results, the cells with units missing
     from the store, the tidy records (``TIDY_COLUMNS``) and the store's run log (this grid's invocations)."""
 
     plan: Plan
@@ -235,12 +235,21 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
                       for m in row["lag"]} for name, row in res["rows"].items()}
         risks = {name: {pl: pr["risk"] for pl, pr in row["plans"].items()} for name, row in res["rows"].items()}
         out.cells.append({"reading": reading, "d": dd, "verdicts": verdicts, "lag": lag, "risk": risks,
-                          "missing_rows": res["missing_rows"]})
+                          "plans": search_record(res), "missing_rows": res["missing_rows"]})
         out.results[(reading, dd)] = res
         out.tidy += tidy_rows(res, reading, dd)
     out.runs = [r for r in store.runs() if r.get("readings_sha256") == grid.sha256
                 and r.get("version") == p.version and r.get("code") == out.code]
     return out
+
+
+def search_record(results: dict) -> dict:
+    """{row: {plan: chosen step sizes, grid edges, insensitive}} of a cell's results: what its pages say of
+    each plan's step-size search that the tidy table (one record per reported seed) cannot, for a plan
+    without seeds has no record there, and whether the search was step-insensitive is no seed's metric."""
+    return {name: {pl: {"chosen": pr["chosen"], "edge": list(pr["search"]["edge"]),
+                        "insensitive": bool(pr["search"]["insensitive"])}
+                   for pl, pr in row["plans"].items()} for name, row in results["rows"].items()}
 
 
 def survey(grid: Grid, store: units.Store, d: tuple[int, ...] | None = None) -> dict:

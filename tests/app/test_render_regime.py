@@ -23,3 +23,26 @@ def test_corner_marks_do_not_stack():
     points = list(marks.values())
     assert len(points) == len(set(points)) == 5
     assert marks[(0, 1, "PASS")][0] < 0 < marks[(0, 1, "FAIL")][0]
+
+
+def _regime_summary(ratios: dict) -> dict:
+    """The committed regime summary with its smallest succeeding eta_2 / eta2_min replaced by ``ratios``."""
+    import copy
+    import json
+    from pathlib import Path
+
+    record = json.loads((Path(__file__).resolve().parents[2] / "docs" / "scope_full" / "scope.json").read_text())
+    summary = copy.deepcopy(record["studies"]["regime"]["summary"])
+    summary["verdict"]["ratios_T"] = ratios
+    return summary
+
+
+def test_the_verdict_states_how_tight_the_reconstruction_is():
+    """"tight within about X %" with X = 100 (1 - mean ratio) from the page's own ratios, the range of the
+    ratios below eta2_min, and eta2_min named as the suite's reconstruction, never "the theorem's region"."""
+    md = regime.markdown(_regime_summary({"10": 0.801, "50": 0.834, "200": 0.857}))
+    assert "tight within about 17 % in eta_2" in md and "14 to 20 % below eta2_min" in md
+    assert "suite's reconstruction of the regime" in md
+    assert "conservative" not in md and "theorem's sufficient region" not in md and "theorem's plan" not in md
+    md = regime.markdown(_regime_summary({"10": 0.5, "50": 0.6, "200": 0.7}))
+    assert "tight within about 40 % in eta_2" in md and "30 to 50 % below eta2_min" in md

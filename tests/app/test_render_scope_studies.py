@@ -56,7 +56,20 @@ def test_kqv_verdict_counts_runs(summaries):
     assert f"reached epsilon in {v['three_phase_reached']} of {v['units']} runs" in md
 
 
-def test_samples_verdict_says_when_the_growth_is_slower_than_d():
-    md = samples_render.markdown(_samples_summary(lambda d: 20 * d ** 0.4))
-    assert "grows more slowly than d" in md
-    assert "grows more slowly than d" not in samples_render.markdown(_samples_summary(lambda d: d * math.log(d)))
+def test_samples_verdict_reads_n_star_against_ln_d_without_a_power_law_interval():
+    """N* = the first grid N at or above 80 ln d: every bracket (N_below, N] / ln d holds 80, from the smallest
+    d on, and the page says so in strings and in tokens; N* growing like d ln d shares no multiple of ln d over
+    two d, and gets no such sentence. Neither page gives an interval for a power of d."""
+    log_summary = _samples_summary(lambda d: 40 * math.log(d))
+    k = samples_render.ln_d_reading(log_summary["table"])
+    assert k["from_d"] == 5 and k["low"] < 80 <= k["high"]
+    md = samples_render.markdown(log_summary)
+    assert f"N*(d) is about {samples_render._two_digits(k['K'])} ln d strings" in md
+    assert f"{samples_render._two_digits(k['K'])} d ln d tokens" in md
+    dlnd = _samples_summary(lambda d: d * math.log(d))
+    assert samples_render.ln_d_reading(dlnd["table"]) is None
+    assert "ln d strings there" not in samples_render.markdown(dlnd)
+    assert "every bracket holds N = C d ln d" in samples_render.markdown(dlnd)
+    assert "no one C lies in every bracket" in md
+    for page in (md, samples_render.markdown(dlnd)):
+        assert "d^b" not in page and "95% [" not in page

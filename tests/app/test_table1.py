@@ -348,3 +348,70 @@ def test_quick_run_logs_each_row_and_explains_its_exit_status(tmp_path, capsys):
 
     assert _with_quick_note(json.loads((out / "table1.json").read_text()), exitcodes.DONE) == exitcodes.DONE
     assert "normal status" not in capsys.readouterr().err
+
+
+def test_the_median_risk_curve_is_over_every_seed_at_every_step():
+    """Seeds validate and stop at different steps: the median at each step is over all of them, each held at
+    its last recorded value, so the seed set does not change from step to step."""
+    from app.render.table1 import _median_curve
+
+    recs = [{"curve": {"steps": [0, 2, 4], "risk": [1.0, 0.5, 0.1]}},
+            {"curve": {"steps": [0, 1, 3], "risk": [1.0, 0.9, 0.8]}},
+            {"curve": {"steps": [0, 1, 2, 3, 4, 5], "risk": [1.0, 0.2, 0.2, 0.2, 0.2, 0.2]}}]
+    held = {0: (1.0, 1.0, 1.0), 1: (1.0, 0.9, 0.2), 2: (0.5, 0.9, 0.2), 3: (0.5, 0.8, 0.2), 4: (0.1, 0.8, 0.2),
+            5: (0.1, 0.8, 0.2)}
+    steps, med = _median_curve(recs)
+    assert steps == [0, 1, 2, 3, 4, 5]
+    assert list(med) == [float(np.median(held[s])) for s in steps]
+
+
+def _example_rows() -> dict:
+    from app.render import table1_docs
+
+    return json.loads((table1_docs.EXAMPLE / "table1.json").read_text())["rows"]
+
+
+def test_row_figures_draw_no_empty_panel():
+    """A panel per joint-GD measure the row has: none for alignment on AND (no ground-truth direction), none at
+    all without a joint run; every panel drawn holds curves."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    from app.render import table1 as table1_render
+
+    rows = _example_rows()
+    no_joint = copy.deepcopy(rows["occurrence"])
+    for r in no_joint["plans"]["joint"]["seeds"]:
+        r.pop("lag", None)
+    for name, row, panels in (("AND (H=2)", rows["AND (H=2)"], 2), ("occurrence", rows["occurrence"], 3),
+                              ("occurrence", no_joint, 1)):
+        fig = table1_render.row_figure(name, row)
+        try:
+            assert len(fig.axes) == panels, name
+            for ax in fig.axes:
+                assert sum(1 for line in ax.get_lines() if len(line.get_xdata()) > 2) >= 2, ax.get_title()
+        finally:
+            plt.close(fig)
+
+
+def test_a_negative_function_gain_is_explained_on_the_figure():
+    """Two-head AND's output gain dips to about -3 of its end value: the readout of step t with the final
+    attention has risk above 2, against 0.5 with the starting readout; the figure says so with those numbers.
+    ICL's gains stay at or above 0, and its figure carries no such note."""
+    import matplotlib.pyplot as plt
+
+    from app.render import table1 as table1_render
+
+    rows = _example_rows()
+    joint = [r for r in rows["AND (H=2)"]["plans"]["joint"]["seeds"] if "lag" in r]
+    top = max(max(r["function"]["risk_output_at_t"]) for r in joint)
+    assert top > 2
+    fig = table1_render.row_figure("AND (H=2)", rows["AND (H=2)"])
+    text = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    plt.close(fig)
+    assert "output gain (function) < 0" in text and f"risk up to {top:.2g}" in text
+    assert "attention gain (function) < 0" not in text
+    fig = table1_render.row_figure("ICL", rows["ICL"])
+    assert not fig.texts
+    plt.close(fig)

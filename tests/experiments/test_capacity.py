@@ -391,3 +391,46 @@ def test_ceiling_tie_margins_come_from_a_readout_per_head(monkeypatch, task, d, 
     c = capacity.ceiling(task, d, heads, **options)
     assert calls and all(s == shape for s, _ in calls), calls
     assert c.details["accuracy_tied"] == calls[-1][1][1] and c.accuracy == calls[-1][1][0]
+
+
+def _and_quadruples(u: tuple, k: int, j: int) -> np.ndarray:
+    """Count vectors over (a, b, u1, u2) of u, u + k a, u + j b, u + k a + j b (labels -, -, -, +)."""
+    base = np.array([0, 0, *u], float)
+    return np.array([base, base + [k, 0, 0, 0], base + [0, j, 0, 0], base + [k, j, 0, 0]])
+
+
+def test_and_certificate_rests_on_the_all_marked_denominator():
+    """The step that makes AND's one-head certificate work: with softmax weights v = e^alpha > 0 the all-marked
+    string's denominator D = v . c is the largest of its quadruple, and then the four errors of the model's
+    outputs sum to at least 2; checked over a grid of scores, readouts, unmarked parts u and k, l <= 4."""
+    model = Model(1, 4, 1)
+    y = np.array([-1.0, -1.0, -1.0, 1.0])
+    quads = [_and_quadruples(u, k, j) for u in ((1, 0), (0, 2), (2, 1), (3, 3)) for k in range(1, 5)
+             for j in range(1, 5)]
+    m = np.concatenate(quads)
+    rng = np.random.default_rng(7)
+    tightest = math.inf
+    for alpha in itertools.product((-6.0, 0.0, 2.0, 6.0), repeat=4):
+        v = np.exp(np.array(alpha))
+        den = (m @ v).reshape(-1, 4)
+        assert (den[:, 3] >= den[:, :3].max(axis=1)).all(), alpha              # the dominance step
+        for beta in (rng.standard_normal(4) * 3, np.array([1.0, 1.0, -1.0, -1.0]), np.array([5.0, 5.0, -9.0, 0.0])):
+            f = model.forward(Params(np.array([alpha]), beta.reshape(1, 4, 1)), np.eye(4), m)[0][:, 0]
+            assert np.allclose(f, (m @ (beta * v)) / (m @ v), rtol=1e-12, atol=1e-12)  # f = (w . c) / (v . c)
+            errors = np.abs(f.reshape(-1, 4) - y).sum(axis=1)
+            assert (errors >= 2 - 1e-9).all(), (alpha, beta)
+            tightest = min(tightest, float(errors.min()))
+    assert tightest < 2.01  # the bound is reached on the grid, not only respected from afar
+
+
+def test_and_certificate_fails_without_the_dominance():
+    """The control: the same linear relation with a weight v_a < 0 (no softmax gives one) leaves the all-marked
+    denominator below the others, and outputs f = (w . c) / (v . c) then err by about 0.1 in all, not 2."""
+    c = _and_quadruples((1, 0), 1, 1)
+    assert np.array_equal(c[3] + c[0], c[1] + c[2])
+    v = np.array([-0.9, -0.05, 1.0, 1.0])
+    w = np.array([0.9, 0.15, -1.0, 0.0])
+    den = c @ v
+    assert den.min() > 0 and den[3] < den[:3].max()
+    errors = np.abs(c @ w / den - np.array([-1.0, -1.0, -1.0, 1.0])).sum()
+    assert errors < 0.2

@@ -556,6 +556,23 @@ def test_a_scheduler_address_where_another_service_answers_is_a_usage_error(tmp_
 
 
 @pytest.mark.slow  # the reference sweep on a dask cluster
+@pytest.mark.slow  # the reference sweep on a dask cluster
+def test_from_tables_renders_the_pages_the_sweep_wrote(reference, tmp_path):
+    """A sweep's pages render again from its own tables (sweep.json, and tidy.csv without the parquet file)
+    without its store: every page, table and sweep.json the same bytes."""
+    for name in ("sweep.json", "tidy.csv"):
+        shutil.copy(reference / "out" / name, tmp_path / name)
+    r = _cli("--from-tables", str(tmp_path), "--out", "out", "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    def outputs(folder):  # the pages and tables, not the folder's completion marker
+        return sorted(p.name for p in folder.iterdir() if p.suffix in (".md", ".json", ".csv")
+                      and not p.name.startswith("."))
+    written = outputs(tmp_path / "out")
+    assert written == outputs(reference / "out") and "sweep.md" in written
+    for name in written:
+        assert (tmp_path / "out" / name).read_bytes() == (reference / "out" / name).read_bytes(), name
+
+
 def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
     r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(reference / "store"), "--out", "out",
              "--no-train", "--quiet", cwd=tmp_path, timeout=120)

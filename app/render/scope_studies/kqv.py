@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pathlib
 
+from app.render.plotting import PLAN_COLOURS, ordered_colours
 from app.render.scope_studies import figure as _figure
 from app.render.scope_studies import num, save, table
 
@@ -73,15 +74,18 @@ def figure(summary: dict, path: pathlib.Path) -> None:
     fig, (left, right) = _figure(2)
     name, curves = next(iter(summary["curves"].items()))
     for plan, c in curves.items():
-        left.plot([s + 1 for s in c["steps"]], c["risk"], label=PLAN_NAMES[plan])
+        left.plot([s + 1 for s in c["steps"]], c["risk"], label=PLAN_NAMES[plan],
+                  color=PLAN_COLOURS[plan.replace("_", "-")])
     left.axhline(summary["verdict"]["c_d"], color="grey", ls=":", label="c(d)")
     left.axhline(summary["verdict"]["epsilon"], color="grey", ls="--", label="epsilon")
     left.set(xscale="log", yscale="log", xlabel="step + 1", ylabel="exact population risk", title=f"KQV, {name}")
     left.legend(fontsize=7)
-    for m in sorted({r["m"] for r in summary["table"]}):
+    ms = sorted({r["m"] for r in summary["table"]})
+    for m, colour in zip(ms, ordered_colours(len(ms))):
         rows = [r for r in summary["table"] if r["m"] == m and r["lag"]["function"]["ratio"]["n"]]
         right.errorbar([r["scale"] for r in rows], [r["lag"]["function"]["ratio"]["mean"] for r in rows],
-                       yerr=[r["lag"]["function"]["ratio"]["std"] for r in rows], marker="o", capsize=3, label=f"m = {m}")
+                       yerr=[r["lag"]["function"]["ratio"]["std"] for r in rows], marker="o", capsize=3, label=f"m = {m}",
+                       color=colour)
     right.axhline(1.0, color="grey", ls=":")
     right.set(xscale="log", xlabel="initialisation scale", ylabel="lag ratio t_half(att) / t_half(out), function",
               title="attention lag under joint GD")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pathlib
 
+from app.render.plotting import ordered_colours
 from app.render.scope_studies import figure as _figure
 from app.render.scope_studies import num, save, table
 from app.render.scope_studies.kqv import PLAN_NAMES
@@ -45,9 +46,9 @@ def figure(summary: dict, path: pathlib.Path) -> None:
     fig, (left, right) = _figure(2)
     pop = summary["population"]
     left.plot([s + 1 for s in pop["steps"]], pop["risk"], color="black", label="population (exact)")
-    for b, band in summary["bands"].items():
+    for (b, band), colour in zip(summary["bands"].items(), ordered_colours(len(summary["bands"]))):
         x = [s + 1 for s in band["steps"]]
-        (line,) = left.plot(x, band["median"], label=f"b = {b}, median")
+        (line,) = left.plot(x, band["median"], label=f"b = {b}, median", color=colour)
         left.fill_between(x, band["q10"], band["q90"], color=line.get_color(), alpha=0.2)
     left.axhline(summary["verdict"]["epsilon"], color="grey", ls="--", label="epsilon")
     left.set(xscale="log", yscale="log", xlabel="step + 1", ylabel="risk (held-out for SGD)",
