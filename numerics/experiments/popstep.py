@@ -102,33 +102,15 @@ def _type_values(alpha: np.ndarray, B: np.ndarray, table) -> tuple[np.ndarray, n
     return np.exp(np.minimum(S - top, 0.0)), V
 
 
-def _lane_sum(buf, q):  # pragma: no cover - compiled
-    """The sum of buf[q, :BLOCK] in eight lanes (entry k in lane k mod 8, each lane in order from +0), the
-    lanes added as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))."""
-    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
-    for k in range(0, BLOCK, LANES):
-        r0 += buf[q, k]
-        r1 += buf[q, k + 1]
-        r2 += buf[q, k + 2]
-        r3 += buf[q, k + 3]
-        r4 += buf[q, k + 4]
-        r5 += buf[q, k + 5]
-        r6 += buf[q, k + 6]
-        r7 += buf[q, k + 7]
-    return ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-
-
-def _step_sums(c0s, c1s, y, w, e, V, tot, comp, buf):  # pragma: no cover - compiled
+def _step_sums(c0s, c1s, y, w, e, V, tot, comp, b0, b1, b2, b3):  # pragma: no cover - compiled
     """The four sums of every column c (risk, dV_0, dV_1, M) into tot (4, C), Neumaier's compensations in comp
-    (4, C), block by block (``BLOCK`` classes, a whole number of them): a block's terms of one column into
-    ``buf`` (4, BLOCK) in one elementwise loop over one-dimensional arrays (branch-free, one division a class,
-    so that it runs in vector registers), then each term's ``_lane_sum``."""
+    (4, C), block by block (``BLOCK`` classes, a whole number of them).  A block's terms of one column are summed
+    in eight lanes in one elementwise loop over one-dimensional arrays: ``b0`` .. ``b3`` (BLOCK + 8 each, one
+    a term) hold each lane's running sum at k + 8 (b[k + 8] = b[k] + term k, from b[:8] = 0), a dependence
+    eight entries back that leaves the loop branch-free and in vector registers; the lanes' sums end at
+    b[BLOCK:] and are added as a tree."""
     Np = c0s.shape[0]
     C = e.shape[1]
-    b0 = buf[0]
-    b1 = buf[1]
-    b2 = buf[2]
-    b3 = buf[3]
     for lo in range(0, Np, BLOCK):
         k0 = c0s[lo:lo + BLOCK]
         k1 = c1s[lo:lo + BLOCK]
@@ -139,6 +121,11 @@ def _step_sums(c0s, c1s, y, w, e, V, tot, comp, buf):  # pragma: no cover - comp
             e1 = e[1, c]
             v0 = V[0, c]
             v1 = V[1, c]
+            for j in range(LANES):
+                b0[j] = 0.0
+                b1[j] = 0.0
+                b2[j] = 0.0
+                b3[j] = 0.0
             for k in range(BLOCK):
                 c0 = float(k0[k])
                 c1 = float(k1[k])
@@ -152,12 +139,13 @@ def _step_sums(c0s, c1s, y, w, e, V, tot, comp, buf):  # pragma: no cover - comp
                 wt = wb[k]
                 err = (0.0 + x0 * v0 + x1 * v1) - float(yb[k])
                 g = err * wt
-                b0[k] = wt * (0.5 * (err * err))
-                b1[k] = x0 * g
-                b2[k] = x1 * g
-                b3[k] = (x1 * x0) * g
+                b0[k + LANES] = b0[k] + wt * (0.5 * (err * err))
+                b1[k + LANES] = b1[k] + x0 * g
+                b2[k + LANES] = b2[k] + x1 * g
+                b3[k + LANES] = b3[k] + (x1 * x0) * g
             for q in range(4):
-                b = _lane_loop(buf, q)
+                r = (b0, b1, b2, b3)[q][BLOCK:]
+                b = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
                 s = tot[q, c]
                 t = s + b
                 if abs(s) >= abs(b):
@@ -165,11 +153,6 @@ def _step_sums(c0s, c1s, y, w, e, V, tot, comp, buf):  # pragma: no cover - comp
                 else:
                     comp[q, c] += (b - t) + s
                 tot[q, c] = t
-
-
-_lane_loop = _lane_sum
-"""What ``_step_sums`` calls: ``_lane_sum``, compiled once ``_compiled`` has run (numba resolves the global when
-it compiles its caller)."""
 
 
 def _numpy_sums(nar: Narrow, e: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,7 +192,8 @@ def sums(nar: Narrow, e: np.ndarray, V: np.ndarray) -> np.ndarray:
     if kernels.usable():
         tot, comp = np.zeros((4, C)), np.zeros((4, C))
         _compiled()(nar.counts[0], nar.counts[1], nar.y, nar.weights, np.ascontiguousarray(e, np.float64),
-                    np.ascontiguousarray(V, np.float64), tot, comp, np.empty((4, BLOCK)))
+                    np.ascontiguousarray(V, np.float64), tot, comp,
+                    *(np.empty(BLOCK + LANES) for _ in range(4)))  # four arrays: rows of one run slower
     else:
         tot, comp = _numpy_sums(nar, e, V)
     return tot + comp
@@ -235,7 +219,4 @@ def _compiled():
     """``_step_sums`` compiled by numba (on first use; numba caches the machine code beside this file)."""
     import numba
 
-    global _lane_loop
-    jit = numba.njit(cache=True, nogil=True, boundscheck=False)
-    _lane_loop = jit(_lane_sum)  # before its caller compiles (on its first call)
-    return jit(_step_sums)
+    return numba.njit(cache=True, nogil=True, boundscheck=False)(_step_sums)
