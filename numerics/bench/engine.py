@@ -14,6 +14,12 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   the dgemm rate measured beside the row's own engine timing (a dgemm after each repeat, ``timed_beside_dgemm``:
   on a shared machine the rate of the moment moves, and a rate measured once at the start would not be the
   rate the row ran at);
+* the bytes of its batch a step must read (``step_bytes``), turned into time at the memory's read rate measured
+  at the start (``memory_bandwidth``), and each row's step against the larger of that traffic bound and its FLOP
+  bound (``bounds``);
+* the PyTorch programs a performance-aware user would write besides the padded float64 one (``anchors``:
+  type-first (T, N) counts in float64 and float32 for the exact populations, the padded program's per-slot
+  lookups in float32 for the sampled rows), each checked against the engine and its accuracy reported;
 * the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
 * the peak traced memory (tracemalloc) of building the data and one engine step;
 * the default kernel's step and sampler again with its numba loops switched off (``kernels.numpy_paths``: the
