@@ -139,7 +139,7 @@ def test_the_engine_takes_the_fused_pass_exactly_where_it_applies(monkeypatch):
                                "squared")
 
 
-@pytest.mark.parametrize("d", [50, pytest.param(200, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("d", [50, 200])
 def test_fused_step_on_occurrence_is_within_1e_12_of_the_certified_integral(d):
     """The trainer's step (no outputs: the fused pass) on the exact population occurrence trains on, against the
     integral representation's arb balls at symmetric points up to |alpha| = 20, |B| = 12: risk and every
