@@ -8,7 +8,8 @@ passes (``passes.forward`` and the backward sums of ``passes._risk_and_grad``) r
 copy of the population (``narrow``: the counts in the narrowest integer type that holds them, the
 targets as int8 where they are small integers, the weights as they are, float64), and every run's
 weights, output, loss and four sums (the risk, the two type-value gradients dV_t = sum_n x_tn g_n and the
-pair sum M = sum_n x_1n x_0n g_n of the score gradient) are taken in registers.  A class's attention
+pair sum M = sum_n x_1n x_0n g_n of the score gradient) are taken in one vectorised loop over the block
+(``_step_sums``).  A class's attention
 weights need no exponential of their own: the two types' exponentials exp(s_t - max_t s_t) are taken once
 per run (the shift makes both at most 1, so nothing overflows), and x_t = c_t e_t / (c_0 e_0 + c_1 e_1).
 
