@@ -7,8 +7,8 @@ import platform
 
 import numpy as np
 
-from numerics.bench.engine import (AGREE_TOL, BANK_PAYS, BANK_RUNS, BANK_TARGET, RUNS, SMALL_STRINGS, bank_gain,
-                                   bank_met, bank_ratio, fit_exponent, flop_count)
+from numerics.bench.engine import (AGREE_TOL, ANCHOR_TOL, BANK_PAYS, BANK_RUNS, BANK_TARGET, RUNS, SMALL_STRINGS,
+                                   bank_gain, bank_met, bank_ratio, best_anchor, fit_exponent, flop_count, row_bounds)
 from numerics.experiments.runner import runs_per_call_at
 
 
@@ -137,7 +137,7 @@ def render(record: dict) -> str:
     """The page of one run of the benchmark (``numerics.bench.engine.measure``'s record)."""
     res = record["res"]
     L = _header(res, record["seconds"], record["finished"])
-    L += _per_step(res) + _numba(res) + _compiled(res) + _seeds(res)
+    L += _per_step(res) + _bounds_and_anchors(res) + _numba(res) + _compiled(res) + _seeds(res)
     parts = parts_text(res)
     if parts:
         L += ["", *parts]
@@ -212,6 +212,49 @@ def _per_step(res: dict) -> list[str]:
                      f"{_x(e1[1] / x['flop_seconds'])} | "
                      + (f"{_ms(x['sampler'][1])} / {_ms(x['sampler'][0])} |" if x["sampler"] else
                         f"(population built once: {x['build_cpu']:.2f} s CPU) |"))
+    return L
+
+
+def _bounds_and_anchors(res: dict) -> list[str]:
+    """Each row's step against the larger of its FLOP and traffic bounds, and against the best of the PyTorch
+    programs (``anchors``), with each program's accuracy."""
+    if not res.get("bandwidth"):
+        return []
+    L = ["", "## Bounds and anchors", "",
+         f"Memory read rate: {res['bandwidth'] / 1e9:.1f} GB/s by CPU time ({res['bandwidth_wall'] / 1e9:.1f} by wall "
+         f"time), numpy's sum of a {res['bandwidth_bytes'] / 2 ** 20:.0f} MB float64 array on one thread at the start "
+         "of the run (`memory_bandwidth`: one pass that reads every byte once, from main memory: the array is "
+         "eight times the last-level cache). `bytes`: what a step must read of its batch once (`step_bytes`): on "
+         "the exact rows, the population in the fused pass's narrow copy (`popstep.narrow`: two counts in the "
+         "narrowest integer type that holds them, the target in int8, the weight in float64; the layout holds "
+         "32 bytes a class in float64); on the sampled rows, the layout's arrays. `traffic bound`: those bytes at "
+         "the read rate (a population that fits the caches can be read faster: the bound is main memory's); "
+         "`FLOP bound`: as in the table above; `engine / larger`: `engine x1` by CPU over the larger of the two. "
+         "Anchors: PyTorch programs of one run on one thread, each checked against the engine before it is timed "
+         "(`agree`: the largest relative difference of risk and gradients, to the engine's size; float64 within "
+         f"{ANCHOR_TOL['float64']:g}, float32 within {ANCHOR_TOL['float32']:g}): `padded float64` is the PyTorch "
+         "column above; `type-first` (the exact rows) holds the counts as a (T, N) tensor and takes the T scores "
+         "and type values once (`TorchTypeFirst`); `per-slot float32` (sampled rows) is the padded program with "
+         "its per-slot index lookups in float32. `engine / best`: `engine x1` over the fastest anchor, by CPU. "
+         "Times in ms per run-step, CPU.", "",
+         "| row | d | bytes | bytes a class | traffic bound | FLOP bound | engine x1 | engine / traffic | "
+         "engine / larger | anchors: CPU (agree) | best | engine / best |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row, r in res["rows"].items():
+        for d in res["ds"]:
+            x = r.get(d)
+            b = None if x is None else row_bounds(res, x)
+            if b is None:
+                continue
+            e = x["engine_1"][1]
+            per_class = f"{x['bytes'] / x['N']:.0f}" if x["exact"] else "-"
+            anchors = ([f"padded float64 {_ms(x['torch'][1])} ({x['agreement']:.0e})"] if "torch" in x else []) + [
+                f"{k} {_ms(v['time'][1])} ({v['agree']:.0e})" for k, v in x.get("anchors", {}).items()]
+            best = best_anchor(x)
+            L.append(f"| {row} | {d} | {x['bytes']:.3g} | {per_class} | {_ms(b['traffic'])} | {_ms(b['flop'])} | "
+                     f"{_ms(e)} | {_x(e / b['traffic'])} | {_x_near(e / b['larger'], 2)} | "
+                     + ("; ".join(anchors) or "-") + " | "
+                     + (f"{best[0]} | {e / best[1][1]:.2f} |" if best else "- | - |"))
     return L
 
 
@@ -476,6 +519,8 @@ def target_value(value: tuple) -> str:
         return f"{x[0] * 1e3:.3g} ms vs {x[1] * 1e3:.3g} ms (ratio {x[0] / x[1]:.2f})"
     if kind == "ratio":  # to the FLOP bound
         return _x_near(x[0], 3)
+    if kind == "ratio to":  # to a bound, against the target's limit
+        return _x_near(x[0], x[1])
     if kind == "ratios":  # one run's and 8 runs' (per run) to the FLOP bound
         return f"{_x_near(x[0], 3)} (8 runs at once: {_x(x[1])} per run)"
     if kind == "with sampler":  # the step, and the step with the sampler, seconds

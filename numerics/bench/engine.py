@@ -14,6 +14,12 @@ mini-batches of the runner's default size) and per d, measured side by side in o
   the dgemm rate measured beside the row's own engine timing (a dgemm after each repeat, ``timed_beside_dgemm``:
   on a shared machine the rate of the moment moves, and a rate measured once at the start would not be the
   rate the row ran at);
+* the bytes of its batch a step must read (``step_bytes``), turned into time at the memory's read rate measured
+  at the start (``memory_bandwidth``), and each row's step against the larger of that traffic bound and its FLOP
+  bound (``bounds``);
+* the PyTorch programs a performance-aware user would write besides the padded float64 one (``anchors``:
+  type-first (T, N) counts in float64 and float32 for the exact populations, the padded program's per-slot
+  lookups in float32 for the sampled rows), each checked against the engine and its accuracy reported;
 * the sampler's cost per batch (sampling plus the engine layout), part of every step of a sampled task;
 * the peak traced memory (tracemalloc) of building the data and one engine step;
 * the default kernel's step and sampler again with its numba loops switched off (``kernels.numpy_paths``: the
@@ -65,6 +71,7 @@ from numerics.experiments import and_integral
 from numerics.experiments import engine
 from numerics.experiments import kernels
 from numerics.experiments import layout, passes, readout
+from numerics.experiments import popstep
 from numerics.experiments import tasks
 from numerics.experiments.population import population
 from numerics.experiments.runner import Config, exact, task_loss
@@ -125,8 +132,9 @@ def initial(case: Case, runs: int, seed: int = 1) -> tuple[np.ndarray, np.ndarra
 
 
 def engine_step(alpha: np.ndarray, B: np.ndarray, tb: engine.Tokens, loss: str) -> None:
-    """One training step of all runs: risks and gradients, then the gradient-descent update in place."""
-    _, ga, gB, _ = engine.risk_and_grad(alpha, B, tb, loss)
+    """One training step of all runs: risks and gradients (without outputs, as the trainer asks:
+    ``bank.train_bank``), then the gradient-descent update in place."""
+    _, ga, gB, _ = engine.risk_and_grad(alpha, B, tb, loss, with_f=False)
     alpha -= LR * ga
     B -= LR * gB
 
@@ -593,12 +601,14 @@ class TorchModel:
     token is a scatter-add of the weights, then the linear readout.  Other tokens (the class tokens of the
     populations, SLR's Gaussian vectors) are projected once per table row (scores table @ alpha, readouts
     table @ B) and gathered at the token ids.  The softmax runs over the string's tokens with
-    log-multiplicities and padding masked; then the loss, autograd, and the gradient-descent update."""
+    log-multiplicities and padding masked; then the loss, autograd, and the gradient-descent update.  ``dtype``
+    "float32" is the same program in single precision (``anchors``)."""
 
-    def __init__(self, batch: tasks.Batch, loss: str, heads: int, D: int, K: int):
+    def __init__(self, batch: tasks.Batch, loss: str, heads: int, D: int, K: int, dtype: str = "float64"):
         import torch
 
         self.torch = torch
+        self.dtype = getattr(torch, dtype)
         self.loss, self.H, self.D, self.K = loss, heads, D, K
         X = batch.X
         if not sparse.issparse(X):
@@ -624,7 +634,7 @@ class TorchModel:
         cnt[n_idx, slot] = mult
         self.ids = torch.from_numpy(ids)
         self.mask = torch.from_numpy(cnt > 0)
-        self.logm = torch.from_numpy(np.log(np.where(cnt > 0, cnt, 1.0)))
+        self.logm = torch.from_numpy(np.log(np.where(cnt > 0, cnt, 1.0))).to(self.dtype)
         tcsr = sparse.csr_matrix(table)
         one_hot = tcsr.nnz == 0 or (np.all(tcsr.data == 1.0) and np.diff(tcsr.indptr).max() <= 2)
         if one_hot:
@@ -636,12 +646,13 @@ class TorchModel:
             self.table = None
         else:
             self.feat = None
-            self.table = torch.from_numpy(np.asarray(tcsr.toarray(), float))
-        self.w = torch.from_numpy(np.full(N, 1.0 / N) if batch.weights is None else np.asarray(batch.weights))
+            self.table = torch.from_numpy(np.asarray(tcsr.toarray(), float)).to(self.dtype)
+        self.w = torch.from_numpy(np.full(N, 1.0 / N) if batch.weights is None
+                                  else np.asarray(batch.weights, float)).to(self.dtype)
         if loss == "cross_entropy":
             self.target = torch.from_numpy(np.asarray(batch.labels, np.int64))
         else:
-            self.target = torch.from_numpy(np.asarray(batch.y, float))
+            self.target = torch.from_numpy(np.asarray(batch.y, float)).to(self.dtype)
 
     def risk(self, alpha, B):
         torch = self.torch
@@ -673,17 +684,17 @@ class TorchModel:
 
     def risk_and_grad(self, alpha: np.ndarray, B: np.ndarray):
         torch = self.torch
-        a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
-        b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
+        a = torch.tensor(alpha, dtype=self.dtype, requires_grad=True)
+        b = torch.tensor(B, dtype=self.dtype, requires_grad=True)
         r = self.risk(a, b)
         r.backward()
-        return float(r.detach()), a.grad.numpy().copy(), b.grad.numpy().copy()
+        return float(r.detach()), a.grad.double().numpy().copy(), b.grad.double().numpy().copy()
 
     def stepper(self, alpha: np.ndarray, B: np.ndarray):
         """A function doing one training step (forward, backward, update) on leaf tensors it owns."""
         torch = self.torch
-        a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
-        b = torch.tensor(B, dtype=torch.float64, requires_grad=True)
+        a = torch.tensor(alpha, dtype=self.dtype, requires_grad=True)
+        b = torch.tensor(B, dtype=self.dtype, requires_grad=True)
 
         def step():
             a.grad = b.grad = None
@@ -714,6 +725,128 @@ def _agreement(other: str, case: Case, ours, theirs, scale) -> float:
                              f"differences risk {errs[0]:.2e}, alpha grad {errs[1]:.2e}, B grad {errs[2]:.2e} "
                              f"(tolerance {AGREE_TOL:g})")
     return worst
+
+
+# ------------------------------------------------------------------------------------------------ bounds, anchors
+
+
+BANDWIDTH_BYTES = 1 << 28
+"""The array ``memory_bandwidth`` reads: 256 MB, eight times the largest last-level cache seen here (32 MB), so
+that the rate is the main memory's."""
+
+
+def memory_bandwidth(nbytes: int = BANDWIDTH_BYTES, repeat: int = 5) -> tuple[float, float]:
+    """The memory's read rate in bytes/s on one thread: a float64 array of ``nbytes`` summed by numpy (one
+    pass that reads every byte once and writes nothing), (by median wall time, by median process CPU time)
+    over ``repeat`` sums after a first untimed one."""
+    a = np.ones(max(1, nbytes // 8))
+    a.sum()
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        a.sum()
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return a.nbytes / max(float(np.median(walls)), 1e-9), a.nbytes / max(float(np.median(cpus)), 1e-9)
+
+
+def step_bytes(tb: engine.Tokens, H: int, K: int, loss: str) -> float:
+    """The bytes of its batch a step must read once: where the fused population pass applies (``popstep``), the
+    population's classes in its narrow copy (two counts, a target and a weight a class, the padding left out);
+    elsewhere the arrays of the layout the step reads (the count matrix, or the token rows with their
+    multiplicities and string starts; the targets and weights)."""
+    if popstep.applies(tb, H, K, loss):
+        return float(tb.size * popstep.narrow(tb).bytes_per_class)
+    parts = [tb.y, tb.weights]
+    if tb.layout == "bag":
+        parts.append(tb.counts)
+    else:
+        X = tb.rows
+        parts += [X.data, X.indices, X.indptr] if sparse.issparse(X) else [np.asarray(X)]
+        parts += [tb.mult, tb.starts]
+    return float(sum(np.asarray(p).nbytes for p in parts))
+
+
+def bounds(flops: float, gflops: float, nbytes: float, bandwidth: float) -> dict:
+    """A step's two lower bounds in seconds, its operation count at ``gflops`` GFLOP/s and its bytes at
+    ``bandwidth`` bytes/s, and the larger of the two (the bound a row's ratio is taken against)."""
+    flop_s, traffic_s = flops / (gflops * 1e9), nbytes / bandwidth
+    return {"flop": flop_s, "traffic": traffic_s, "larger": max(flop_s, traffic_s)}
+
+
+class TorchTypeFirst:
+    """A population written in PyTorch the way a performance-aware user would: type-first, the counts a (T, N)
+    tensor (each type's counts contiguous over the classes), the T scores and type values projected once (table
+    @ alpha, table @ B), each class's attention weights counts x exp(score - max score) normalised over the T
+    types, the output their mean type value; the squared loss, autograd and the gradient-descent update.  One
+    head and one output (the exact populations), in float64 or float32 (``dtype``)."""
+
+    def __init__(self, batch: tasks.Batch, dtype: str = "float64"):
+        import torch
+
+        self.torch = torch
+        self.dtype = getattr(torch, dtype)
+        as_t = lambda x: torch.from_numpy(np.ascontiguousarray(x, float)).to(self.dtype)  # noqa: E731
+        self.counts = as_t(np.asarray(batch.m, float).T)                                  # (T, N)
+        self.table = as_t(batch.X)                                                         # (T, D)
+        self.y = as_t(np.asarray(batch.y, float)[:, 0])
+        self.w = as_t(batch.weights)
+
+    def risk(self, alpha, B):
+        torch = self.torch
+        s = self.table @ alpha[0]                                                          # (T,)
+        V = self.table @ B[0, :, 0]                                                        # (T,)
+        wn = self.counts * torch.exp(s - s.max())[:, None]                                 # (T, N)
+        Z = wn.sum(0)
+        f = (V @ wn) / torch.where(Z > 0, Z, torch.ones_like(Z))                           # empty class: f = 0
+        return (self.w * (0.5 * (f - self.y) ** 2)).sum()
+
+    risk_and_grad = TorchModel.risk_and_grad
+    stepper = TorchModel.stepper
+
+
+ANCHOR_TOL = {"float64": AGREE_TOL, "float32": 1e-3}
+"""The largest relative difference from the engine an anchor may show before it is timed (``anchor_agreement``):
+float64 anchors as the PyTorch column, float32 ones at a tolerance that a wrong program misses and single
+precision's rounding (1e-7 relative a term, more through cancellation) meets; the measured difference is
+reported beside each."""
+
+
+def anchors(case: Case, D: int, K: int) -> dict:
+    """The PyTorch programs a performance-aware user would write for the case, by name (without the float64
+    padded one, ``TorchModel``, timed as the PyTorch column): exact populations of one head and one output,
+    type-first in float64 and float32 (``TorchTypeFirst``); sampled rows, the padded program with its per-slot
+    index lookups in float32."""
+    if case.exact and case.heads == 1 and K == 1 and case.loss == "squared":
+        return {f"type-first {dt}": TorchTypeFirst(case.batch, dt) for dt in ("float64", "float32")}
+    if not case.exact:
+        return {"per-slot float32": TorchModel(case.batch, case.loss, case.heads, D, K, "float32")}
+    return {}
+
+
+def anchor_agreement(case: Case, name: str, model, alpha: np.ndarray, B: np.ndarray) -> float:
+    """Largest relative difference between the engine's and an anchor's risk and gradients at (alpha, B) of one
+    run, each relative to the engine's own size; AssertionError above the anchor's ``ANCHOR_TOL``."""
+    r, ga, gB, _ = engine.risk_and_grad(alpha[None], B[None], case.tb, case.loss, with_f=False)
+    rt, gat, gBt = model.risk_and_grad(alpha, B)
+    ours = (r[0], ga[0], gB[0])
+    errs = [float(np.abs(np.asarray(a) - b).max() / max(np.abs(np.asarray(a)).max(), 1e-300))
+            for a, b in zip(ours, (rt, gat, gBt))]
+    tol = ANCHOR_TOL["float32" if name.endswith("float32") else "float64"]
+    if not max(errs) <= tol:
+        raise AssertionError(f"PyTorch {name} and the engine disagree on {case.row} at d = {case.d}: relative "
+                             f"differences {', '.join(f'{e:.2e}' for e in errs)} (tolerance {tol:g})")
+    return max(errs)
+
+
+def _anchor_records(case: Case, D: int, K: int, repeats: int, min_seconds: float) -> dict:
+    """Each anchor's accuracy against the engine and its step time (median wall, CPU per run-step)."""
+    out = {}
+    for name, model in anchors(case, D, K).items():
+        a0, B0 = initial(case, 1, seed=2)
+        agree = anchor_agreement(case, name, model, a0[0], B0[0])
+        out[name] = {"agree": agree, "time": timed(model.stepper(a0[0], B0[0]), repeats, min_seconds)}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ compiled kernel
@@ -855,6 +988,8 @@ def _machine(ds, repeats: int, use_torch: bool, gemm_n: int) -> tuple[dict, int]
         out["dgemm_gflops_default"], _ = dgemm_rate(gemm_n)
     out["gemm_n"] = gemm_n
     out["blas_default_threads"] = default_threads
+    out["bandwidth_wall"], out["bandwidth"] = memory_bandwidth()
+    out["bandwidth_bytes"] = BANDWIDTH_BYTES
     return out, default_threads
 
 
@@ -890,6 +1025,8 @@ def _row_record(row: str, task: str, heads: int, d: int, repeats: int, min_secon
         tm = TorchModel(case.batch, case.loss, heads, D, K)
         rec["agreement"] = check_agreement(case, tm, a0[0], B0[0])
         rec["torch"] = timed(tm.stepper(a0[0], B0[0]), repeats, min_seconds)
+        rec["anchors"] = _anchor_records(case, D, K, repeats, min_seconds)
+    rec["bytes"] = step_bytes(case.tb, H, K, case.loss)
     return rec
 
 
@@ -1024,6 +1161,47 @@ def targets(res: dict) -> list[dict]:
             if k is not None:
                 out.append({"target": f"{row}: {name} grows no faster than d^2", "value": ("exponent", k),
                             "met": k <= 2, "row": row, "d": max(dd)})
+    return out + bound_and_anchor_targets(res)
+
+
+def row_bounds(res: dict, rec: dict) -> dict | None:
+    """``bounds`` of a row's record: its FLOP count at the dgemm rate beside it, its ``step_bytes`` at the
+    memory's read rate by CPU time (``memory_bandwidth``); None for a record without its bytes."""
+    if "bytes" not in rec or not res.get("bandwidth"):
+        return None
+    return bounds(rec["flops"], rec["dgemm_gflops_beside"], rec["bytes"], res["bandwidth"])
+
+
+def best_anchor(rec: dict) -> tuple[str, tuple[float, float]] | None:
+    """(name, time) of the fastest PyTorch program of a row by CPU time: the PyTorch column's (float64,
+    padded) and its ``anchors``; None without PyTorch."""
+    if "torch" not in rec:
+        return None
+    timings = {"padded float64": rec["torch"]} | {k: v["time"] for k, v in rec.get("anchors", {}).items()}
+    name = min(timings, key=lambda k: timings[k][1])
+    return name, timings[name]
+
+
+def bound_and_anchor_targets(res: dict) -> list[dict]:
+    """The exact-population rows within 2x of the larger of their FLOP and traffic bounds at every d (one run,
+    CPU); every row at least as fast as the best of its PyTorch programs at every d (CPU)."""
+    out = []
+    for row, r in res["rows"].items():
+        for d in res["ds"]:
+            rec = r.get(d)
+            if rec is None:
+                continue
+            b = row_bounds(res, rec)
+            if rec.get("exact") and b is not None:
+                ratio = rec["engine_1"][1] / b["larger"]
+                out.append({"target": f"{row} at d = {d}: within 2x of the larger of its FLOP and traffic bounds "
+                                      "(CPU)", "value": ("ratio to", ratio, 2), "met": ratio <= 2, "row": row, "d": d})
+            best = best_anchor(rec)
+            if best is not None:
+                e = rec["engine_1"][1]
+                out.append({"target": f"{row} at d = {d}: engine per step <= the best PyTorch program "
+                                      f"({best[0]}, CPU)", "value": ("versus", e, best[1][1]),
+                            "met": e <= best[1][1], "row": row, "d": d})
     return out
 
 

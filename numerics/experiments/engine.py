@@ -23,6 +23,7 @@ from theory.validation import SettingError
 from numerics.model import loss_terms  # noqa: F401  (read through this module by callers)
 from numerics.experiments.and_integral import IntegralPopulation
 from numerics.experiments.allocator import keep_temporaries_on_heap  # noqa: F401
+from numerics.experiments import popstep
 from numerics.experiments.layout import (  # noqa: F401  (the layout's API, read through this module)
     DENSE_BAG_MAX_TYPES, KERNELS, Tokens, _dense_scatter, _onehot, check_kernel, from_batch, stack, stackable)
 from numerics.experiments.passes import (  # noqa: F401
@@ -189,13 +190,18 @@ def _per_run(tb: Tokens, H: int, K: int) -> int:
 def risk_and_grad(alpha: np.ndarray, B: np.ndarray, tb: Tokens, loss: str = "squared", with_f: bool = True):
     """(risks (R,), d risk / d alpha (R, H, D), d risk / d B (R, H, D, K), f (N, R, K)) of R runs;
     ``with_f=False`` returns None for f (a trainer needs no outputs, and on a population of a million
-    classes f of 30 runs is 240 MB)."""
+    classes f of 30 runs is 240 MB).  Without outputs, a bag of two token types with one head, one output
+    and the squared loss (the exact populations of occurrence, OR and one-head AND) takes one fused pass
+    over the population for all R runs (``popstep``: its own summation order, compensated across blocks;
+    the same values to rounding)."""
     if _integral(tb, loss):
         if with_f:
             raise SettingError("the AND integral gives no outputs f")
         return (*tb.risk_and_grad(alpha, B), None)
     _unstacked(tb)
     R, H, _ = alpha.shape
+    if not with_f and popstep.applies(tb, H, B.shape[-1], loss):
+        return (*popstep.risk_and_grad(alpha, B, tb), None)
     c = _chunk(tb, H, B.shape[-1])
     if R <= c:  # one chunk (the common case): no slices, no list of parts
         r, ga, gB, f = _risk_and_grad(alpha, B, tb, loss)
