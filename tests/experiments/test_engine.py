@@ -804,13 +804,14 @@ def test_a_configuration_is_frozen_and_changed_by_replace():
 def test_rows_carry_what_their_functions_read_of_the_configuration():
     """``rows``: each row built once from the configuration, in table order, with its name, the task's loss
     (ICL's the configured one), the alphabet size, the kernel and how its data is made (exact: occurrence, OR
-    and one-head AND; the integral: AND with two heads under and_heads_data="integral")."""
+    and one-head AND; the integral: AND with two heads under and_heads_data="integral"; even pairs under its
+    default "ends" embedding with two heads, the fewest that represent it)."""
     cfg = runner.Config(d=9, icl_loss="cross_entropy", kernel="numpy", and_heads=(2, 1), and_heads_data="integral")
     got = [(r.name, r.task, r.heads, r.loss, r.exact, r.integral) for r in runner.rows(cfg)]
     assert got == [("occurrence", "occurrence", 1, "squared", True, False), ("OR", "OR", 1, "squared", True, False),
                    ("AND (H=2)", "AND", 2, "squared", False, True), ("AND (H=1)", "AND", 1, "squared", True, False),
                    ("ICL", "ICL", 1, "cross_entropy", False, False), ("SLR", "SLR", 1, "squared", False, False),
-                   ("even_pairs", "even_pairs", 1, "squared", False, False)]
+                   ("even_pairs", "even_pairs", 2, "squared", False, False)]
     assert all(r.d == 9 and r.kernel == "numpy" and r.config is cfg for r in runner.rows(cfg))
     zero = runner.rows(runner.Config(tasks=("AND",), init_scale=0.0, and_heads_data="integral"))
     assert [(r.exact, r.integral) for r in zero] == [(True, False), (True, False)]  # a zero start keeps symmetry
