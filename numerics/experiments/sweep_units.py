@@ -20,7 +20,8 @@ from numerics.experiments.protocol import Reading
 PROJECTED = {"three_phase": ("joint_steps",), "joint": ("k1", "k2", "phase2_cap"),
              "output_only": ("k1", "k2", "phase2_cap", "joint_steps"),
              "attention_only": ("k1", "k2", "phase2_cap", "joint_steps")}
-"""Reading fields a plan does not use (``relevant``; the constants of the optimizers not chosen are ignored too)."""
+"""Reading fields a plan does not use (``relevant``; the constants of the optimizers not chosen, and the fixed
+learning rate under the searched step rule, are ignored too)."""
 CONFIG_FIELDS_OUT = ("tasks", "seeds", "and_heads", "jobs", "reading")
 """Config fields that are not part of a unit's spec (the unit names its own row, seed and reading)."""
 
@@ -36,6 +37,8 @@ def relevant(reading: Reading, plan: str) -> dict:
         ignored.append("momentum")
     if reading.optimizer != "adam":
         ignored += ["adam_beta1", "adam_beta2", "adam_eps"]
+    if reading.step_rule != "fixed":
+        ignored.append("fixed_lr")
     for f in ignored:
         out[f] = getattr(base, f)
     return out

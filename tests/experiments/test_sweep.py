@@ -267,7 +267,7 @@ def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
     from numerics.experiments import protocol
 
     choices = {"k2": ("plateau", 3), "budget": protocol.BUDGETS, "joint_steps": protocol.JOINT_STEPS,
-               "optimizer": protocol.OPTIMIZERS, "name": ("x", "y")}
+               "optimizer": protocol.OPTIMIZERS, "step_rule": protocol.STEP_RULES, "name": ("x", "y")}
     constants = {"momentum": ("momentum",), "adam": ("adam_beta1", "adam_beta2", "adam_eps")}
     base = protocol.Reading(optimizer=optimizer, **SMALL)
     for f in fields(protocol.Reading):
@@ -280,7 +280,8 @@ def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
                 continue
             plan = unit[0]
             ignored = (plan == "ceiling" or f.name == "name" or f.name in sweep_units.PROJECTED[plan]
-                       or any(f.name in names for opt, names in constants.items() if opt != optimizer))
+                       or any(f.name in names for opt, names in constants.items() if opt != optimizer)
+                       or (f.name == "fixed_lr" and base.step_rule != "fixed"))
             assert (key == keys[("base", d, row, *unit)]) == ignored, (f.name, row, unit)
 
 
