@@ -266,3 +266,48 @@ def test_fixed_step_rule_gives_every_plan_one_rate_without_training(monkeypatch)
         "three_phase": {"out": 3e-3, "att": 3e-3}, "joint": {"out": 3e-3, "att": 3e-3},
         "output_only": {"out": 3e-3}, "attention_only": {"att": 3e-3}}
     assert all(found[p]["fixed"] and found[p]["tried"] == [] for p in runner.PLANS)
+
+
+# ------------------------------------------------------------------------------------------------
+# the readings grid
+
+
+def test_shipped_grid_runs_the_long_reading_and_every_axis_at_d_50():
+    from numerics.experiments import readings
+
+    g = readings.load()
+    assert {**g.readings["long-adam"].to_dict(), "name": None} == {**protocol.LONG_READING.to_dict(), "name": None}
+    at = {d: [g.readings[name] for name, dd, _ in g.cells() if dd == d] for d in g.d}
+    assert "long-adam" in {r.name for r in at[25]} and "long-adam" in {r.name for r in at[50]}
+    assert "long-adam" not in {r.name for r in at[100] + at[200]}
+    default = {k: v for k, v in protocol.Reading().to_dict().items() if k != "name"}
+    changed_alone = {tuple(sorted(f for f, v in r.to_dict().items() if f != "name" and v != default[f]))
+                     for r in at[50]}
+    for f in ("joint_steps", "optimizer", "budget", "k2"):
+        assert any(c and set(c) <= {f, "max_steps"} for c in changed_alone), f
+    assert {r.optimizer for r in at[50]} == {"gd", "momentum", "adam"}
+
+
+def test_named_readings_in_a_readings_file_join_the_product():
+    from numerics.experiments import readings
+
+    g = readings.parse({"sweep": {"d": [8]}, "base": {"max_steps": 40},
+                        "axes": {"a": {"x": {}, "y": {"optimizer": "adam"}}},
+                        "readings": {"long": {"step_rule": "fixed", "budget": "fixed"}}}, "t")
+    assert list(g.readings) == ["x", "y", "long"]
+    assert (g.readings["long"].step_rule, g.readings["long"].max_steps) == ("fixed", 40)
+    for bad, words in (({"a/b": {}}, "'/'"), ({"l": {"k3": 1}}, "k3"), ({"l": {"fixed_lr": -1.0}}, "fixed_lr")):
+        with pytest.raises(SettingError, match=words):
+            readings.parse({"sweep": {"d": [8]}, "axes": {"a": {"x": {}}}, "readings": bad}, "t")
+
+
+def test_a_readings_file_whose_seed_ids_overlap_is_refused_before_any_work():
+    from numerics.experiments import readings
+
+    with pytest.raises(SettingError, match="overlap"):
+        readings.parse({"sweep": {"d": [8]}, "config": {"tuning_seed_base": 4},
+                        "axes": {"a": {"x": {}}}}, "t")
+    readings.parse({"sweep": {"d": [8]}, "config": {"tuning_seed_base": 10}, "axes": {"a": {"x": {}}}}, "t")
+    with pytest.raises(SettingError, match="overlap"):   # reading y tunes on 10..45, over the reported 40..49
+        readings.parse({"sweep": {"d": [8]}, "config": {"tuning_seed_base": 10, "seed_base": 40},
+                        "axes": {"a": {"x": {}, "y": {"tuning_seeds": 12}}}}, "t")

@@ -175,14 +175,16 @@ def test_projection_shares_exactly_the_units_a_plan_does_not_depend_on():
             assert by[base][plan] == by[other][plan], (other, plan)
         for plan in differ:
             assert by[base][plan] != by[other][plan], (other, plan)
-    # 36 readings need 18 three-phase, 12 joint and 6 each of output-only and attention-only searches per row
+    # the product's 36 readings need 18 three-phase, 12 joint and 6 each of output-only and attention-only
+    # searches per row; the named long reading shares none of them
     per_row = {}
     for (reading, d, row), info in p.rows.items():
-        if d == 25 and row == "OR":
+        if d == 25 and row == "OR" and "/" in reading:
             for plan, k in info["plans"].items():
                 per_row.setdefault(plan, set()).add(k)
     assert {k: len(v) for k, v in per_row.items()} == {"three_phase": 18, "joint": 12, "output_only": 6,
                                                       "attention_only": 6}
+    assert not any(by["long-adam"][plan] in keys for plan, keys in per_row.items())
 
 
 def test_key_covers_the_version_and_the_configuration():
