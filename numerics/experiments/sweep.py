@@ -55,7 +55,8 @@ class Plan:
     """Every unit a sweep needs and how the cells use them.
 
     ``searches[key] = spec``; ``ceilings[key] = spec``; ``rows[(reading, d, row)] = {"task", "heads",
-    "plans": {plan: search key}, "ceiling": key}``; seed units are known once their search is done."""
+    "plans": {plan: search key of draw 0}, "draws": [{plan: search key} per tuning draw], "ceiling": key}``;
+    seed units are known once their search is done."""
 
     grid: Grid
     searches: dict = field(default_factory=dict)
@@ -66,11 +67,15 @@ class Plan:
 
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
-        cfg = replace(sweep_units.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds)
+        cfg = replace(sweep_units.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds,
+                      seed_base=self.grid.config.get("seed_base", runner.Config.seed_base))
         return runner.reported_seeds(runner.Row.of(cfg, spec["task"], spec["heads"]))
 
     def seed_spec(self, skey: str, seed: int, chosen: dict) -> dict:
-        return {**self.searches[skey], "kind": "seed", "fn": _fn("seed"), "seed": seed, "chosen": chosen}
+        """The seed unit of a search at its chosen step sizes: the same unit for every draw that chose them."""
+        spec = {k: v for k, v in self.searches[skey].items() if k not in sweep_units.SEARCH_ONLY}
+        return {**spec, "kind": "seed", "fn": _fn("seed"), "seed": seed, "chosen": chosen,
+                "records_data": seed == self.seeds(skey)[0]}
 
     def cell_config(self, reading: str, d: int, tasks: tuple) -> runner.Config:
         """The run configuration of a cell (``readings.Grid.run_config``)."""
@@ -94,14 +99,20 @@ def plan(grid: Grid, version: str | None = None, code: str | None = None) -> Pla
                        "task": task, "heads": heads}
             ckey = units.key_of(cspec_c)
             out.ceilings[ckey] = cspec_c
-            plans = {}
-            for p in runner.PLANS:
-                spec = {"kind": "search", "fn": _fn("search"), "version": version, "code": code, "config": cspec,
-                        "reading": sweep_units.relevant(reading, p), "task": task, "heads": heads, "plan": p}
-                k = units.key_of(spec)
-                out.searches[k] = spec
-                plans[p] = k
-            out.rows[(rname, d, name)] = {"task": task, "heads": heads, "plans": plans, "ceiling": ckey}
+            draws = []
+            for j in range(cfg.tuning_draws):
+                plans = {}
+                for p in runner.PLANS:
+                    spec = {"kind": "search", "fn": _fn("search"), "version": version, "code": code,
+                            "config": cspec, "reading": sweep_units.relevant(reading, p), "task": task,
+                            "heads": heads, "plan": p,
+                            **sweep_units.search_fields(cfg, runner.Row.of(cfg, task, heads), j)}
+                    k = units.key_of(spec)
+                    out.searches[k] = spec
+                    plans[p] = k
+                draws.append(plans)
+            out.rows[(rname, d, name)] = {"task": task, "heads": heads, "plans": draws[0], "draws": draws,
+                                          "ceiling": ckey}
     return out
 
 
@@ -125,6 +136,7 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
     docstring.  ``progress(counts)`` is called after every unit.  With ``connect=None`` nothing is
     trained: the outcome holds what the store has, and every missing unit is listed in ``skipped``."""
     out = units.Outcome()
+    needed: set = set()
     first_round = [True]  # stored searches get their seeds after every first-round unit is looked up or submitted
 
     def skip_seeds(skey, why):
@@ -140,7 +152,9 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
             spec = p.seed_spec(skey, s, res["chosen"])
             k = units.key_of(spec)
             out.seed_keys[(skey, s)] = k
-            driver.need(k, spec)
+            if k not in needed:   # another draw's search chose the same step sizes: one unit serves both
+                needed.add(k)
+                driver.need(k, spec)
 
     def on_done(key, spec):
         if spec["kind"] == "search" and not first_round[0]:
@@ -256,55 +270,77 @@ def survey(grid: Grid, store: units.Store, d: tuple[int, ...] | None = None) -> 
 
 
 def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
-    """The results dict of one cell (one reading at one d), as ``runner.run`` returns, from the units; rows
-    with a failed or missing unit are left out and listed under ``missing_rows`` with why."""
-    rows, missing = {}, {}
+    """The results dict of one cell (one reading at one d), as ``runner.run`` returns, from the units: the rows
+    of tuning draw 0, and under ``"tuning_draws"`` a results dict per further draw; rows with a failed or
+    missing unit (in any draw) are left out and listed under ``missing_rows`` with why."""
     r = p.grid.readings[reading]
-    for (rn, dd, name), info in p.rows.items():
-        if (rn, dd) != (reading, d):
-            continue
+    infos = {name: info for (rn, dd, name), info in p.rows.items() if (rn, dd) == (reading, d)}
+    n_draws = max((len(info["draws"]) for info in infos.values()), default=1)
+    drawn = [{} for _ in range(n_draws)]
+    missing: dict = {}
+    for name, info in infos.items():
         why = []
-        found, per_plan, steps = {}, {}, 0
-        for plan_name, skey in info["plans"].items():
-            if skey not in out.results:
-                why.append(f"{plan_name} search " + ("failed: " + out.failed[skey]["error"] if skey in out.failed
-                                                     else "not run"))
-                continue
-            found[plan_name] = out.results[skey]["search"]
-            steps += out.results[skey]["steps"]
-            recs = []
-            if found[plan_name]["chosen"] is not None:
-                for s in p.seeds(skey):
-                    k = out.seed_keys.get((skey, s))
-                    if k is None or k not in out.results:
-                        why.append(f"{plan_name} seed {s} " + ("failed: " + out.failed[k]["error"]
-                                                              if k in out.failed else "not run"))
-                        continue
-                    recs.append(out.results[k]["seed_result"])
-            per_plan[plan_name] = recs
-        if info["ceiling"] not in out.results:
-            why.append("capacity ceiling " + ("failed: " + out.failed[info["ceiling"]]["error"]
-                                              if info["ceiling"] in out.failed else "not run"))
+        for j, plans in enumerate(info["draws"]):
+            row, row_why = _cell_row(p, out, reading, d, info, plans, j)
+            why += [w if j == 0 else f"draw {j}: {w}" for w in row_why]
+            if row is not None:
+                row["tuning_draw"] = j
+                drawn[j][name] = row
         if why:
             missing[name] = why
+            for rows_j in drawn:
+                rows_j.pop(name, None)
+    cfg = p.cell_config(reading, d, tuple(info["task"] for info in infos.values()))
+    head = {"suite": "occurrence-companion", "version": p.version, "config": cfg.to_dict(), "reading": r.to_dict()}
+    for name, row in drawn[0].items():
+        row["tuning_draw_chosen"] = [{pl: rows_j[name]["plans"][pl]["chosen"] for pl in row["plans"]}
+                                     for rows_j in drawn]
+    return {**head, "rows": drawn[0], "missing_rows": missing,
+            "tuning_draws": [{**head, "tuning_draw": j, "rows": rows_j} for j, rows_j in enumerate(drawn) if j]}
+
+
+def _cell_row(p: Plan, out: units.Outcome, reading: str, d: int, info: dict, plans: dict, draw: int):
+    """One row of a cell on tuning draw ``draw`` (``plans``: each plan's search key), and why it is missing.  A
+    search that the draws share (``sweep_units.search_fields``) says which draw's it is (``reused_from_draw``)."""
+    why = []
+    found, per_plan, steps = {}, {}, 0
+    for plan_name, skey in plans.items():
+        if skey not in out.results:
+            why.append(f"{plan_name} search " + ("failed: " + out.failed[skey]["error"] if skey in out.failed
+                                                 else "not run"))
             continue
-        cfg = p.cell_config(reading, d, (info["task"],))
-        data = {}
-        for plan_name, skey in info["plans"].items():
-            k = out.seed_keys.get((skey, 0))
-            if k in out.results and out.results[k]["data"]:
-                data = out.results[k]["data"]
-                break
-        if not data:
-            data = {"p": runner.tasks_module.length_parameter(info["task"], d)}
-        row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
+        found[plan_name] = out.results[skey]["search"]
+        if p.searches[skey]["draw"] != draw:
+            found[plan_name] = {**found[plan_name], "reused_from_draw": p.searches[skey]["draw"]}
+        steps += out.results[skey]["steps"]
+        recs = []
+        if found[plan_name]["chosen"] is not None:
+            for s in p.seeds(skey):
+                k = out.seed_keys.get((skey, s))
+                if k is None or k not in out.results:
+                    why.append(f"{plan_name} seed {s} " + ("failed: " + out.failed[k]["error"]
+                                                          if k in out.failed else "not run"))
+                    continue
+                recs.append(out.results[k]["seed_result"])
+        per_plan[plan_name] = recs
+    if info["ceiling"] not in out.results:
+        why.append("capacity ceiling " + ("failed: " + out.failed[info["ceiling"]]["error"]
+                                          if info["ceiling"] in out.failed else "not run"))
+    if why:
+        return None, why
+    cfg = p.cell_config(reading, d, (info["task"],))
+    data = {}
+    for plan_name, skey in plans.items():
+        k = out.seed_keys.get((skey, p.seeds(skey)[0]))
+        if k in out.results and out.results[k]["data"]:
+            data = out.results[k]["data"]
+            break
+    if not data:
+        data = {"p": runner.tasks_module.length_parameter(info["task"], d)}
+    row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
                               out.results[info["ceiling"]]["ceiling"], data)
-        row["tuning_steps"] = steps
-        rows[name] = row
-    cfg = p.cell_config(reading, d, tuple(info["task"] for (rn, dd, _), info in p.rows.items()
-                                          if (rn, dd) == (reading, d)))
-    return {"suite": "occurrence-companion", "version": p.version, "config": cfg.to_dict(), "reading": r.to_dict(),
-            "rows": rows, "missing_rows": missing}
+    row["tuning_steps"] = steps
+    return row, []
 
 
 REASONS = (("edge step", ("grid edge",)), ("divergence", ("diverged", "unstable")),

@@ -311,3 +311,60 @@ def test_a_readings_file_whose_seed_ids_overlap_is_refused_before_any_work():
     with pytest.raises(SettingError, match="overlap"):   # reading y tunes on 10..45, over the reported 40..49
         readings.parse({"sweep": {"d": [8]}, "config": {"tuning_seed_base": 10, "seed_base": 40},
                         "axes": {"a": {"x": {}, "y": {"tuning_seeds": 12}}}}, "t")
+
+
+# ------------------------------------------------------------------------------------------------
+# tuning draws in the sweep's units
+
+
+def _sweep_plan(**config):
+    from numerics.experiments import readings
+    from numerics.experiments import sweep
+
+    g = readings.parse({"sweep": {"tasks": ["occurrence", "SLR"], "d": [8], "seeds": 2}, "config": config,
+                        "base": {"max_steps": 40}, "axes": {"a": {"x": {}}}}, "t")
+    return sweep.plan(g, version="1", code="0" * 16)
+
+
+def test_the_tuning_draw_is_part_of_a_search_units_key_and_not_of_its_seeds():
+    from numerics import units
+
+    p = _sweep_plan(tuning_draws=3)
+    slr = p.rows[("x", 8, "SLR")]["draws"]
+    for plan in runner.PLANS:
+        keys = [draw[plan] for draw in slr]
+        assert len(set(keys)) == 3, plan                                   # each draw its own search
+        assert [p.searches[k]["draw"] for k in keys] == [0, 1, 2]
+        seeds = {units.key_of(p.seed_spec(k, 0, {"out": 1.0})) for k in keys}
+        assert len(seeds) == 1, plan                                      # same steps: one seed unit
+    occ = p.rows[("x", 8, "occurrence")]["draws"]
+    assert all(len({draw[plan] for draw in occ}) == 1 for plan in runner.PLANS)   # exact: one search
+    assert p.rows[("x", 8, "SLR")]["plans"] == slr[0]
+
+
+def test_the_first_tuning_id_enters_the_search_keys_only():
+    from numerics import units
+
+    a, b = _sweep_plan(), _sweep_plan(tuning_seed_base=2000)
+    for key, info in a.rows.items():
+        assert info["ceiling"] == b.rows[key]["ceiling"]
+        for plan in runner.PLANS:
+            ka, kb = info["plans"][plan], b.rows[key]["plans"][plan]
+            assert ka != kb
+            assert units.key_of(a.seed_spec(ka, 0, {"out": 1.0})) == units.key_of(b.seed_spec(kb, 0, {"out": 1.0}))
+
+
+def test_a_search_unit_tunes_on_its_draws_ids(monkeypatch):
+    from numerics.experiments import sweep_units
+
+    p = _sweep_plan(tuning_draws=2, tuning_seed_base=500)
+    seen = []
+
+    def search(row, plans, draw):
+        seen.append(runner.tuning_ids(row, draw))
+        return {plans[0]: {}, "_steps": 0}
+
+    monkeypatch.setattr(runner, "search", search)
+    for draw in p.rows[("x", 8, "SLR")]["draws"]:
+        sweep_units.search(p.searches[draw["joint"]])
+    assert seen == [[500, 501], [502, 503]]

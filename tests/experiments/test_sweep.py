@@ -34,6 +34,7 @@ d = [8]
 val_size = 256
 test_size = 256
 lag_points = 60
+tuning_draws = 2
 [base]
 max_steps = 40
 eval_every = 10
@@ -131,12 +132,13 @@ def test_readings_files_may_reach_the_limits_of_table1s_flags():
 
 def test_survey_counts_the_seed_tasks(tmp_path):
     """TINY: two readings differing only in the three-phase schedule, rows occurrence (exact: seed 0 alone)
-    and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans."""
+    and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans, on each of
+    two tuning draws for even pairs (occurrence's search is the same on every draw)."""
     g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     n = sweep.survey(g, units.Store(tmp_path / "store"))
-    assert (n["searches"], n["ceilings"], n["seeds"]) == (10, 2, 5 * 1 + 5 * 2)
+    assert (n["searches"], n["ceilings"], n["seeds"]) == (5 + 2 * 5, 2, 5 * 1 + 2 * 5 * 2)
     big = readings.parse(__import__("tomllib").loads(TINY.replace("seeds = 2", "seeds = 1000")), "big", TINY)
-    assert sweep.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 5 * 1000
+    assert sweep.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 2 * 5 * 1000
 
 
 @pytest.mark.slow  # subprocesses
@@ -230,7 +232,8 @@ def test_every_run_configuration_field_is_in_every_units_key():
     """Each field of runner.Config changed alone (to another valid value) changes the key of every unit of
     every row (searches, seeds, ceilings), except the fields ``sweep_units.CONFIG_FIELDS_OUT`` documents as
     not in a unit's spec: the unit names its own row (task, heads), seed and reading, and jobs is how many
-    processes run, not what they compute.  A field added to runner.Config is taken in by the loop."""
+    processes run, not what they compute; the seed ids and draws are named by the units themselves
+    (test_protocol_draws).  A field added to runner.Config is taken in by the loop."""
     from dataclasses import fields
 
     choices = {"icl_loss": runner_module.ICL_LOSSES, "even_pairs_embedding": ("query", "adjacent"),
@@ -253,7 +256,8 @@ def test_every_run_configuration_field_is_in_every_units_key():
         same = [u for u in keys if changed[u] == keys[u]]
         assert not same, (f.name, same[:3])
         checked.append(f.name)
-    assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading"}
+    assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading", "seed_base",
+                                                  "tuning_seed_base", "tuning_draws", "bimodal_seeds"}
     assert set(checked) | set(sweep_units.CONFIG_FIELDS_OUT) == {f.name for f in fields(runner_module.Config)}
 
 
