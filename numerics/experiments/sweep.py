@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from numerics import units
+from numerics.experiments import protocol
 from numerics.experiments import runner
 from numerics.experiments import sweep_units
 from numerics.experiments import verdicts as verdicts_module
@@ -64,12 +65,23 @@ class Plan:
     rows: dict = field(default_factory=dict)
     version: str = ""
     code: str = ""
+    extended: dict = field(default_factory=dict)
+    """(row key, draw) -> the plans whose risks were bimodal on the row's seeds (empty: none), once every plan
+    of the row's draw has its seeds (``execute``)."""
 
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
         cfg = replace(sweep_units.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds,
                       seed_base=self.grid.config.get("seed_base", runner.Config.seed_base))
         return runner.reported_seeds(runner.Row.of(cfg, spec["task"], spec["heads"]))
+
+    def row_seeds(self, skey: str, rkey: tuple, draw: int) -> list[int]:
+        """The seeds of a search in a row's draw: its own (``seeds``), or, when some plan of that row's draw was
+        bimodal (``extended``), ``bimodal_seeds`` of them from the seed base (as ``runner`` extends a row)."""
+        if not self.extended.get((rkey, draw)):
+            return self.seeds(skey)
+        cfg = self.cell_config(rkey[0], rkey[1], (self.rows[rkey]["task"],))
+        return list(range(cfg.seed_base, cfg.seed_base + cfg.bimodal_seeds))
 
     def seed_spec(self, skey: str, seed: int, chosen: dict) -> dict:
         """The seed unit of a search at its chosen step sizes: the same unit for every draw that chose them."""
@@ -143,22 +155,62 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
         for s in p.seeds(skey):
             out.skipped[f"{skey}/{s}"] = why
 
-    def seeds_of(skey):
-        res = out.results[skey]["search"]
-        if res["chosen"] is None:
-            skip_seeds(skey, "every step size diverged on the tuning seeds")
-            return
-        for s in p.seeds(skey):
-            spec = p.seed_spec(skey, s, res["chosen"])
+    users: dict = {}         # seed unit key -> the search keys whose seed it is
+    rows_of: dict = {}       # search key -> the (row, draw) pairs that use it
+    for rkey, info in p.rows.items():
+        for j, plans in enumerate(info["draws"]):
+            for skey in plans.values():
+                rows_of.setdefault(skey, []).append((rkey, j))
+
+    def need_seeds(skey, seeds):
+        chosen = out.results[skey]["search"]["chosen"]
+        for s in seeds:
+            spec = p.seed_spec(skey, s, chosen)
             k = units.key_of(spec)
             out.seed_keys[(skey, s)] = k
+            users.setdefault(k, set()).add(skey)
             if k not in needed:   # another draw's search chose the same step sizes: one unit serves both
                 needed.add(k)
                 driver.need(k, spec)
 
+    def seeds_of(skey):
+        if out.results[skey]["search"]["chosen"] is None:
+            skip_seeds(skey, "every step size diverged on the tuning seeds")
+        else:
+            need_seeds(skey, p.seeds(skey))
+        for rkey, j in rows_of.get(skey, []):
+            extend_if_bimodal(rkey, j)
+
+    def extend_if_bimodal(rkey, j):
+        """Once every plan of the row's draw has its seeds, the further seeds of a bimodal row
+        (``Plan.row_seeds``)."""
+        if (rkey, j) in p.extended:
+            return
+        plans = p.rows[rkey]["draws"][j]
+        risks = {}
+        for plan_name, skey in plans.items():
+            if skey not in out.results:
+                return
+            if out.results[skey]["search"]["chosen"] is None:
+                continue
+            keys = [out.seed_keys.get((skey, s)) for s in p.seeds(skey)]
+            if not all(k in out.results for k in keys):
+                return
+            risks[plan_name] = [out.results[k]["seed_result"]["test_risk"] for k in keys]
+        cfg = p.cell_config(rkey[0], rkey[1], (p.rows[rkey]["task"],))
+        bimodal = [pl for pl, r in risks.items() if len(r) < cfg.bimodal_seeds and protocol.bimodal(r)]
+        p.extended[(rkey, j)] = bimodal
+        if bimodal:
+            for skey in (plans[pl] for pl in risks):
+                need_seeds(skey, p.row_seeds(skey, rkey, j))
+
     def on_done(key, spec):
         if spec["kind"] == "search" and not first_round[0]:
             seeds_of(key)
+        if spec["kind"] == "seed":
+            for skey in users.get(key, ()):
+                for rkey, j in rows_of.get(skey, []):
+                    extend_if_bimodal(rkey, j)
 
     def on_failed(key, spec):
         if spec["kind"] == "search":
@@ -281,7 +333,7 @@ def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
     for name, info in infos.items():
         why = []
         for j, plans in enumerate(info["draws"]):
-            row, row_why = _cell_row(p, out, reading, d, info, plans, j)
+            row, row_why = _cell_row(p, out, reading, d, name, info, plans, j)
             why += [w if j == 0 else f"draw {j}: {w}" for w in row_why]
             if row is not None:
                 row["tuning_draw"] = j
@@ -299,7 +351,7 @@ def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
             "tuning_draws": [{**head, "tuning_draw": j, "rows": rows_j} for j, rows_j in enumerate(drawn) if j]}
 
 
-def _cell_row(p: Plan, out: units.Outcome, reading: str, d: int, info: dict, plans: dict, draw: int):
+def _cell_row(p: Plan, out: units.Outcome, reading: str, d: int, name: str, info: dict, plans: dict, draw: int):
     """One row of a cell on tuning draw ``draw`` (``plans``: each plan's search key), and why it is missing.  A
     search that the draws share (``sweep_units.search_fields``) says which draw's it is (``reused_from_draw``)."""
     why = []
@@ -315,7 +367,7 @@ def _cell_row(p: Plan, out: units.Outcome, reading: str, d: int, info: dict, pla
         steps += out.results[skey]["steps"]
         recs = []
         if found[plan_name]["chosen"] is not None:
-            for s in p.seeds(skey):
+            for s in p.row_seeds(skey, (reading, d, name), draw):
                 k = out.seed_keys.get((skey, s))
                 if k is None or k not in out.results:
                     why.append(f"{plan_name} seed {s} " + ("failed: " + out.failed[k]["error"]
@@ -337,9 +389,11 @@ def _cell_row(p: Plan, out: units.Outcome, reading: str, d: int, info: dict, pla
             break
     if not data:
         data = {"p": runner.tasks_module.length_parameter(info["task"], d)}
+    seeds = next((p.row_seeds(skey, (reading, d, name), draw) for skey in plans.values()), None)
     row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
-                              out.results[info["ceiling"]]["ceiling"], data)
+                              out.results[info["ceiling"]]["ceiling"], data, seeds)
     row["tuning_steps"] = steps
+    row["bimodal_extended"] = p.extended.get(((reading, d, name), draw), [])
     return row, []
 
 

@@ -368,3 +368,46 @@ def test_a_search_unit_tunes_on_its_draws_ids(monkeypatch):
     for draw in p.rows[("x", 8, "SLR")]["draws"]:
         sweep_units.search(p.searches[draw["joint"]])
     assert seen == [[500, 501], [502, 503]]
+
+
+def _stored_sweep(tmp_path, risk_of, draws=1):
+    """A sweep of SLR at d = 8 (3 seeds) whose units are all in a store already: every search chooses rate 1,
+    every seed unit up to seed 9 holds ``risk_of(plan, seed)``; executed with no cluster (nothing trains)."""
+    from numerics import units
+    from numerics.experiments import readings
+    from numerics.experiments import sweep
+
+    g = readings.parse({"sweep": {"tasks": ["SLR"], "d": [8], "seeds": 3}, "config": {"tuning_draws": draws},
+                        "base": {"max_steps": 40}, "axes": {"a": {"x": {}}}}, "t")
+    p = sweep.plan(g, version="1", code="0" * 16)
+    store = units.Store(tmp_path / "store")
+    for key, spec in p.ceilings.items():
+        store.put(key, spec, {"result": {"ceiling": {}}, "cpu_s": 0.0, "wall_s": 0.0})
+    for skey, spec in p.searches.items():
+        chosen = {ax: 1.0 for ax in protocol.plan_axes(spec["plan"], g.readings["x"])}
+        store.put(skey, spec, {"result": {"search": {"chosen": chosen, "edge": []}, "steps": 0}, "cpu_s": 0.0,
+                               "wall_s": 0.0})
+        for s in range(10):
+            rec = {"plan": spec["plan"], "seed": s, "test_risk": risk_of(spec["plan"], s), "test_acc": None,
+                   "steps": 10, "diverged": False, "unstable": False, "capped": False, "converged": True}
+            sspec = p.seed_spec(skey, s, chosen)
+            store.put(units.key_of(sspec), sspec, {"result": {"seed_result": rec, "data": {}}, "cpu_s": 0.0,
+                                                   "wall_s": 0.0})
+    outcome = sweep.execute(p, store, None)
+    return sweep.cell_results(p, outcome, "x", 8)
+
+
+def test_the_sweep_extends_a_bimodal_row_to_ten_seeds(tmp_path):
+    res = _stored_sweep(tmp_path, lambda plan, s: (0.01 if s % 2 else 0.2) if plan == "joint" else 0.05 + s / 1e3)
+    row = res["rows"]["SLR"]
+    assert not res["missing_rows"] and row["seeds_run"] == list(range(10))
+    assert row["bimodal_extended"] == ["joint"] and row["plans"]["joint"]["bimodal"]
+    assert all([r["seed"] for r in row["plans"][p]["seeds"]] == list(range(10)) for p in runner.PLANS)
+
+
+def test_the_sweep_keeps_the_seeds_of_a_row_that_is_not_bimodal(tmp_path):
+    res = _stored_sweep(tmp_path, lambda plan, s: 0.05 + s / 1e3, draws=2)
+    for row in (res["rows"]["SLR"], res["tuning_draws"][0]["rows"]["SLR"]):
+        assert row["seeds_run"] == [0, 1, 2] and row["bimodal_extended"] == []
+        assert all(len(row["plans"][p]["seeds"]) == 3 for p in runner.PLANS)
+    assert res["tuning_draws"][0]["tuning_draw"] == 1

@@ -151,8 +151,8 @@ def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
         assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
     r = _cli("--readings", "tiny.toml", "--store", "store", "--dry-run", cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert ("10 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 15 seed tasks "
-            "(one per reported seed of each search): 27 tasks in all") in r.stdout
+    assert ("15 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 25 seed tasks "
+            "(one per reported seed of each search): 42 tasks in all") in r.stdout
 
 
 # ------------------------------------------------------------------------------------------------
