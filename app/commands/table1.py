@@ -9,6 +9,9 @@ verdict: holds, does not hold, undecided, or refused with the artefact it would 
 Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
 command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
 (.occ-table1.partial.json, hidden): a killed run started again with the same options trains only the missing rows.
+--seed-base and --tuning-seed-base set the first reported and tuning seed ids (disjoint ranges, checked before
+any work); the step sizes are chosen again on --tuning-draws disjoint draws of tuning seeds (table1.json keeps
+draw 0's rows as its rows, the others under "tuning_draws").
 --from-json FILE re-renders a results file; --rerun FILE trains its recorded configuration again.
 While it trains, a line per finished row goes to stderr when stderr is not a terminal (a log, CI; a
 terminal shows a progress bar instead; --quiet neither).

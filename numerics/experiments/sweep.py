@@ -246,9 +246,14 @@ class Sweep:
     tidy: list = field(default_factory=list)
     runs: list = field(default_factory=list)
     run_config: dict = field(default_factory=dict)
-    """The run configuration of every cell (``sweep_units.config_spec`` at the grid's first d, without d)."""
+    """The run configuration of every cell (``sweep_units.config_spec`` at the grid's first d, without d), with
+    the seed ids, tuning draws and bimodal seeds (``SEED_FIELDS``), which the units name themselves."""
     code: str = ""
     """The provenance digest of the checkout's code (``units.code_digest``), as the run log records it."""
+
+
+SEED_FIELDS = ("seed_base", "tuning_seed_base", "tuning_draws", "bimodal_seeds")
+"""The run-configuration fields of a sweep's seeds: recorded with its run configuration."""
 
 
 def restricted(grid: Grid, d: tuple[int, ...] | None) -> Grid:
@@ -285,9 +290,10 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
         store.log_run(run | {"event": "end", "wall_s": time.time() - started, "completed": outcome is not None,
                              "trained": None if outcome is None else len(outcome.trained),
                              "trained_cpu_s": None if outcome is None else outcome.cpu_s})
+    first = grid.run_config(grid.d[0], grid.tasks)
     out = Sweep(p, outcome, code=run["code"],
-                run_config={k: v for k, v in sweep_units.config_spec(grid.run_config(grid.d[0], grid.tasks)).items()
-                            if k != "d"})
+                run_config={**{k: v for k, v in sweep_units.config_spec(first).items() if k != "d"},
+                            **{k: getattr(first, k) for k in SEED_FIELDS}})
     for reading, dd in p.cells():
         res = cell_results(p, outcome, reading, dd)
         not_run = sorted(name for name, why in res["missing_rows"].items() if any(w.endswith("not run") for w in why))

@@ -307,6 +307,8 @@ def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     pd.testing.assert_frame_equal(tidy, pd.read_parquet(out / "tidy.parquet"), check_dtype=False)
     summary = json.loads((out / "sweep.json").read_text())
     assert summary["readings_file"]["text"] == TINY and summary["counts"]["failed"] == 0
+    assert {k: summary["run_config"][k] for k in sweep.SEED_FIELDS} == {
+        "seed_base": 0, "tuning_seed_base": 1000, "tuning_draws": 2, "bimodal_seeds": 10}
     g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     # one record per (reading, row, plan, seed, d): occurrence is exact (seed 0 only), even pairs has 2 seeds
     assert len(tidy) == len(g.readings) * 4 * (1 + 2)
