@@ -116,6 +116,21 @@ class Grid:
                 "axes": self.axes, "config": self.config, "default": self.default}
 
 
+def with_config(grid: Grid, changes: dict) -> Grid:
+    """The grid with run-configuration fields changed (``CONFIG_FIELDS``), checked as the file's own [config]
+    is, for every reading at every d (SettingError before any work: overlapping seed ids, say)."""
+    from dataclasses import replace
+
+    unknown = set(changes) - set(CONFIG_FIELDS)
+    if unknown:
+        raise SettingError(f"unknown run-configuration fields {', '.join(sorted(unknown))}")
+    out = replace(grid, config={**grid.config, **changes})
+    for d in out.d:
+        for name in out.readings:
+            out.run_config(d, out.tasks, name).validate()
+    return out
+
+
 def load(path: str | Path | None = None) -> Grid:
     """Parse and check a readings file (the shipped default when ``path`` is None)."""
     p = Path(path) if path is not None else DEFAULT_FILE

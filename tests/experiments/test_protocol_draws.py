@@ -411,3 +411,23 @@ def test_the_sweep_keeps_the_seeds_of_a_row_that_is_not_bimodal(tmp_path):
         assert row["seeds_run"] == [0, 1, 2] and row["bimodal_extended"] == []
         assert all(len(row["plans"][p]["seeds"]) == 3 for p in runner.PLANS)
     assert res["tuning_draws"][0]["tuning_draw"] == 1
+
+
+def test_sweep_seed_flags_are_checked_before_any_work_and_recorded(tmp_path):
+    import subprocess
+    import sys
+
+    from numerics.experiments import readings
+
+    (tmp_path / "r.toml").write_text('[sweep]\ntasks = ["occurrence"]\nd = [8]\n[axes.a]\nx = {}\n')
+    for flags, code in ((["--tuning-seed-base", "3"], 2), (["--seed-base", "997"], 2),
+                        (["--seed-base", "2000", "--tuning-seed-base", "5"], 0)):
+        r = subprocess.run([sys.executable, "-m", "app", "sweep", "--readings", str(tmp_path / "r.toml"),
+                            "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"), "--dry-run", *flags],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == code, (flags, r.stderr)
+        assert ("overlap" in r.stderr) == (code == 2)
+        assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+    g = readings.with_config(readings.load(tmp_path / "r.toml"), {"seed_base": 2000, "tuning_seed_base": 5})
+    cfg = g.run_config(8, g.tasks, "x")
+    assert (cfg.seed_base, cfg.tuning_seed_base) == (2000, 5) and g.to_dict()["config"]["seed_base"] == 2000
