@@ -151,8 +151,7 @@ no step-size search, and a long fixed budget (1e4 steps), so that the end points
 length rather than by a stopping rule tuned per plan.  What the sources do:
 
 * google-deepmind/neural_networks_chomsky_hierarchy (experiments/example.py, training.py): Adam at learning
-  rate 1e-3 after clipping by the global gradient norm, 10,000 training steps in the example (the paper runs
-  1e6 steps, learning rates 1e-4 to 1e-3);
+  rate 1e-3 after clipping by the global gradient norm, 10,000 training steps in the repository's example;
 * albietz/transformer-birth (ihead_full_main.py): AdamW at learning rate 0.01 (weight decay 0.01, batch 64)
   for the full transformer; its simplified model (ihead_basic_main.py) SGD with momentum 0.9 at 0.2 (batch
   512), a budget set by ``max_iters`` (1000 in its README's example);
