@@ -34,7 +34,8 @@ from theory.validation import SettingError
 
 from app import exitcodes
 from app.io import OutputFolder
-from app.options import workers_option
+from app.commands.table1 import MAX_SEED_ID
+from app.options import int_at_least, workers_option
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
@@ -73,6 +74,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "dashboard's); default: a LocalCluster")
     p.add_argument("--workers", type=workers_option(), default=None,
                    help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
+    p.add_argument("--seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,
+                   help="first reported seed id of every cell (default: the readings file's [config], else 0)")
+    p.add_argument("--tuning-seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,
+                   help="first tuning seed id of every cell (default: the readings file's [config], else 1000); "
+                        "must not overlap the reported ids")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
     p.add_argument("--no-train", action="store_true",
                    help="render from the store only (no cluster); cells with units missing are reported as "
@@ -98,6 +104,9 @@ def _grid(args):
         if bad:
             raise SettingError(f"--d {','.join(map(str, bad))} is not among the readings file's d = "
                                f"{','.join(map(str, grid.d))}")
+    seeds = {k: getattr(args, k) for k in ("seed_base", "tuning_seed_base") if getattr(args, k) is not None}
+    if seeds:
+        grid = readings.with_config(grid, seeds)
     if args.no_train and (args.scheduler is not None or args.workers is not None):
         raise SettingError("--no-train starts no cluster; drop --scheduler and --workers")
     check_cluster_options(args)
@@ -152,7 +161,9 @@ class Progress:
     def _log(self, c: dict, note: str = "") -> None:
         left_s = None
         if c["done"]:
-            left = c["total"] - self._finished(c)
+            # the total counts a seed unit per search; draws that chose the same steps share one, and a bimodal
+            # row adds seeds, so the count is an estimate and the tasks left are never below 0
+            left = max(c["total"] - self._finished(c), 0)
             left_s = c["elapsed"] / c["done"] * left if left else 0.0
         eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
         with self.lock:

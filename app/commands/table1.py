@@ -10,6 +10,9 @@ row's model class, or depends on tuning (repeated tuning draws that disagree).
 Writes into --out: table1.json (every option, the reading, the package version, the git commit, the
 command line and every number), table1.md and one figure per row.  Finished rows are saved as they finish
 (.occ-table1.partial.json, hidden): a killed run started again with the same options trains only the missing rows.
+--seed-base and --tuning-seed-base set the first reported and tuning seed ids (disjoint ranges, checked before
+any work); the step sizes are chosen again on --tuning-draws disjoint draws of tuning seeds (table1.json keeps
+draw 0's rows as its rows, the others under "tuning_draws").
 --from-json FILE re-renders a results file; --rerun FILE trains its recorded configuration again.
 While it trains, a line per finished row goes to stderr when stderr is not a terminal (a log, CI; a
 terminal shows a progress bar instead; --quiet neither).
@@ -86,7 +89,13 @@ class EngineKernels(Sequence):
 KERNEL_CHOICES = EngineKernels()
 TRAINING_FLAGS = ("quick", "tasks", "seeds", "d", "reading", "max_steps", "budget", "k1", "k2", "joint_steps",
                   "optimizer", "tuning_seeds", "icl_loss", "even_pairs_embedding", "kernel", "and_heads_data",
-                  "attention_only_readout", "attention_only_readout_scale")
+                  "attention_only_readout", "attention_only_readout_scale", "seed_base", "tuning_seed_base",
+                  "tuning_draws")
+MAX_SEED_ID = 10**9
+"""Largest --seed-base and --tuning-seed-base: any id numpy's seeding takes; the bound keeps the ids of a
+run (base plus a thousand seeds or draws) far inside it."""
+MAX_DRAWS = 100
+"""Largest --tuning-draws: each draw runs every row's step-size search again."""
 
 
 def _k2(text: str):
@@ -126,6 +135,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="optimizer of every plan and phase (default gd)")
     p.add_argument("--tuning-seeds", type=int_at_least(1, MAX_SEEDS), default=None,
                    help="seeds used only to choose step sizes (default 2)")
+    p.add_argument("--seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,
+                   help="first reported seed id: the reported seeds are BASE, BASE+1, ... (default 0)")
+    p.add_argument("--tuning-seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,
+                   help=f"first tuning seed id: draw j tunes on BASE + j * tuning-seeds + i (default "
+                        f"{protocol.TUNING_SEED_BASE}); must not overlap the reported ids")
+    p.add_argument("--tuning-draws", type=int_at_least(1, MAX_DRAWS), default=None,
+                   help="disjoint draws of tuning seeds, each choosing the step sizes again (default 3)")
     p.add_argument("--icl-loss", choices=["squared", "cross-entropy"], default=None,
                    help="loss of the ICL bigram task (default squared)")
     p.add_argument("--even-pairs-embedding", choices=list(tasks.EVEN_PAIRS_EMBEDDINGS), default=None,
@@ -177,7 +193,7 @@ def config_from_args(args: argparse.Namespace):
     if args.rerun is not None:
         return runner.Config.from_dict({**_load(args.rerun)["config"], "jobs": args.jobs}).validate()
     over = {"jobs": args.jobs}
-    for name in ("tasks", "seeds", "d"):
+    for name in ("tasks", "seeds", "d", "seed_base", "tuning_seed_base", "tuning_draws"):
         if getattr(args, name) is not None:
             over[name] = getattr(args, name)
     if args.icl_loss is not None:
@@ -200,7 +216,11 @@ def config_from_args(args: argparse.Namespace):
     try:
         return runner.Config.build(quick=args.quick, reading=args.reading, reading_changes=changes, **over)
     except SettingError as exc:
-        # the flags set nothing else a configuration can refuse: --d is checked above, the rest by the parser
+        # the flags set nothing else a configuration can refuse but the seed ids: --d is checked above, the
+        # rest by the parser
+        if "overlap" in str(exc):
+            raise SettingError(f"{exc} (flags --seeds, --seed-base, --tuning-seeds, --tuning-seed-base, "
+                               "--tuning-draws)") from None
         if not changes:
             raise
         raise SettingError(f"{exc} (flags {', '.join('--' + k.replace('_', '-') for k in changes)})") from None

@@ -60,7 +60,9 @@ occ-companion sweep --scheduler tcp://HOST:8786        # the same on a running d
 
 Options: `--tasks`, `--seeds`, `--d`, `--reading NAME`, and the reading's fields `--max-steps`, `--budget
 plateau|fixed`, `--k1`, `--k2 N|plateau`, `--joint-steps shared|separate`, `--optimizer gd|momentum|adam`,
-`--tuning-seeds`; `--icl-loss squared|cross-entropy`, `--kernel numpy|compiled` (the engine's loops on one-hot
+`--tuning-seeds`; `--seed-base` and `--tuning-seed-base` (the first reported and tuning seed ids, default 0 and
+1000; the two ranges must be disjoint), `--tuning-draws` (disjoint draws of tuning seeds that each choose the
+step sizes again, default 3); `--icl-loss squared|cross-entropy`, `--kernel numpy|compiled` (the engine's loops on one-hot
 token rows: numpy, the default and the committed results' kernel, or numba-compiled, faster on ICL and two-head
 AND steps, with other rounding; docs/benchmarks_engine.md has the figures), `--jobs`, `--out`, `--quiet`. A run saves each
 finished row at once (`.occ-table1.partial.json`); the same command after a kill trains only the missing rows.

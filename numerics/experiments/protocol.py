@@ -19,7 +19,9 @@ runs; ``Reading()`` is the default, chosen to the standard of the field (see doc
 * **step sizes**: chosen on ``tuning_seeds`` seeds that are never reported (seeds 1000, 1001, ...; the reported
   seeds are 0, 1, ...), on log grids of ratio ``grid_ratio`` that extend (up to ``max_extensions`` points per
   side) while the best point sits at an edge whose outer neighbour has not diverged; a diverged point
-  (non-finite risk, or validation risk above ``divergence_factor`` times the start) is never chosen.
+  (non-finite risk, or validation risk above ``divergence_factor`` times the start) is never chosen;
+* **step_rule**: ``"search"`` (default) chooses them so, per plan; ``"fixed"`` gives every plan and layer the
+  one learning rate ``fixed_lr``, with no search (the convention of the primary sources: ``LONG_READING``).
 """
 from __future__ import annotations
 
@@ -31,8 +33,39 @@ from theory.validation import SettingError
 OPTIMIZERS = ("gd", "momentum", "adam")
 BUDGETS = ("plateau", "fixed")
 JOINT_STEPS = ("shared", "separate")
+STEP_RULES = ("search", "fixed")
 TUNING_SEED_BASE = 1000
-"""Tuning seeds are TUNING_SEED_BASE, TUNING_SEED_BASE + 1, ...; reported seeds are 0, 1, ... (disjoint)."""
+"""The default first tuning seed id: tuning seeds are TUNING_SEED_BASE, TUNING_SEED_BASE + 1, ...; reported
+seeds are 0, 1, ... (disjoint; ``runner.Config`` moves both and checks that they stay disjoint)."""
+BIMODAL_SEEDS = 10
+"""The reported seeds of a row where a plan's held-out risks are ``bimodal``: the share of seeds at each
+level is the evidence there, and five seeds put it in steps of 20 %."""
+BIMODAL_GAP = 3.0
+"""``bimodal``: the gap between the two groups must exceed this many times the wider group's spread."""
+BIMODAL_RATIO = 2.0
+"""``bimodal``: the two groups' nearest risks must differ by at least this factor."""
+
+
+def bimodal(risks, gap: float = BIMODAL_GAP, ratio: float = BIMODAL_RATIO) -> bool:
+    """Whether the seeds' held-out risks split into two levels.
+
+    The rule, on the logarithms of the finite risks (a diverged seed is reported as diverged, not as a level;
+    risks below 1e-300 count as 1e-300): sort them and cut at the largest gap between neighbours; the seeds
+    are bimodal when there are at least three, the gap exceeds ``gap`` times the spread (largest minus
+    smallest logarithm) of the wider of the two groups, and the gap is at least a factor ``ratio`` in risk.
+    Logarithms, because the levels of a row (a plan stuck at the output-only level, or reaching the joint
+    level) differ by factors, not by amounts, at every scale of risk; the spread of the groups, because
+    seeds that scatter evenly over a decade have large gaps too but no two levels; the factor ``ratio``,
+    because two tight groups a few percent apart are one level measured precisely.  Three seeds at least,
+    because two seeds always split into two groups of spread 0."""
+    logs = sorted(math.log(max(float(r), 1e-300)) for r in risks
+                  if r is not None and math.isfinite(r) and r >= 0)
+    if len(logs) < 3:
+        return False
+    gaps = [b - a for a, b in zip(logs, logs[1:])]
+    k = max(range(len(gaps)), key=gaps.__getitem__)
+    spread = max(logs[k] - logs[0], logs[-1] - logs[k + 1])
+    return gaps[k] >= math.log(ratio) and gaps[k] > gap * spread
 
 
 @dataclass(frozen=True)
@@ -59,6 +92,8 @@ class Reading:
     grid_points: int = 3
     max_extensions: int = 4
     divergence_factor: float = 10.0
+    step_rule: str = "search"
+    fixed_lr: float = 1e-2
 
     def validate(self) -> "Reading":
         """Raise SettingError naming the field on a reading no run can use."""
@@ -74,7 +109,8 @@ class Reading:
             raise SettingError(f"reading {self.name!r}: k2 must be an integer >= 1 or 'plateau', got {self.k2!r}")
         if isinstance(self.max_extensions, bool) or not isinstance(self.max_extensions, int) or self.max_extensions < 0:
             raise SettingError(f"reading {self.name!r}: max_extensions must be an integer >= 0")
-        for name, choices in (("budget", BUDGETS), ("joint_steps", JOINT_STEPS), ("optimizer", OPTIMIZERS)):
+        for name, choices in (("budget", BUDGETS), ("joint_steps", JOINT_STEPS), ("optimizer", OPTIMIZERS),
+                              ("step_rule", STEP_RULES)):
             if getattr(self, name) not in choices:
                 raise SettingError(f"reading {self.name!r}: {name} must be one of {', '.join(choices)}, "
                                    f"got {getattr(self, name)!r}")
@@ -82,7 +118,7 @@ class Reading:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and lo < v < hi):
                 raise SettingError(f"reading {self.name!r}: {name} must be in ({lo}, {hi}), got {v!r}")
-        for name in ("adam_eps", "grid_ratio", "divergence_factor"):
+        for name in ("adam_eps", "grid_ratio", "divergence_factor", "fixed_lr"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise SettingError(f"reading {self.name!r}: {name} must be finite and > 0, got {v!r}")
@@ -108,6 +144,24 @@ class Reading:
         return replace(self, **changes).validate()
 
 
+LONG_READING = Reading(name="long-adam", optimizer="adam", step_rule="fixed", fixed_lr=1e-2, budget="fixed",
+                       max_steps=10_000, eval_every=50)
+"""The primary sources' convention: one optimizer (Adam) at one learning rate for every plan and both layers,
+no step-size search, and a long fixed budget (1e4 steps), so that the end points are set by the budget's
+length rather than by a stopping rule tuned per plan.  What the sources do:
+
+* google-deepmind/neural_networks_chomsky_hierarchy (experiments/example.py, training.py): Adam at learning
+  rate 1e-3 after clipping by the global gradient norm, 10,000 training steps in the repository's example;
+* albietz/transformer-birth (ihead_full_main.py): AdamW at learning rate 0.01 (weight decay 0.01, batch 64)
+  for the full transformer; its simplified model (ihead_basic_main.py) SGD with momentum 0.9 at 0.2 (batch
+  512), a budget set by ``max_iters`` (1000 in its README's example);
+* PierreMarion23/single-location-regression (config.py, dynamics.py): projected (stochastic) GD on both
+  layers with one step size alpha = 4e-3 or 1e-3, for 20,000 to 200,000 steps, 30 repeats.
+
+The rate 1e-2 is transformer-birth's Adam rate and this protocol's Adam output centre (``base_grid``); the
+attention phase of three-phase still runs to its plateau (at most ``phase2_cap`` steps).  One evaluation every
+50 steps keeps 200 snapshots per run."""
+
 READINGS = {
     "default": Reading(),
     "theory-52": Reading(name="theory-52", k1=1, k2=1, budget="fixed", max_steps=52, joint_steps="separate",
@@ -117,6 +171,7 @@ READINGS = {
     "separate": Reading(name="separate", joint_steps="separate"),
     "momentum": Reading(name="momentum", optimizer="momentum"),
     "adam": Reading(name="adam", optimizer="adam"),
+    LONG_READING.name: LONG_READING,
 }
 """Named readings.  ``theory-52`` is the protocol of the suite's first Table 1 (phases (1, 1), 52 steps for
 every plan, joint GD on separate step grids) run under this protocol's step-size rule; its original numbers,

@@ -4,7 +4,9 @@ A file has ``[sweep]`` (tasks, reported seeds, alphabet sizes d), optional ``[co
 fields of ``runner.Config`` other than tasks, d, seeds and jobs: batch, validation and test sizes, ...), ``[base]`` (Reading fields set for every
 reading), ``[axes.<axis>]`` tables (each value a name and the Reading fields it sets; the readings are the
 Cartesian product of the axes, in file order, named by joining the value names with "/") and optional
-``[[limit]]`` entries (at the listed d, only the listed readings and/or tasks run).  Every error names the file
+``[[limit]]`` entries (at the listed d, only the listed readings and/or tasks run), and optional
+``[readings.<name>]`` tables: named readings outside the product (the Reading fields each sets on top of
+[base]; a name without "/", so it is never a product's), run after the product's readings.  Every error names the file
 and the entry, before any work; sizes are bounded by the limits of ``occ-companion table1``'s flags (``MAX_D``,
 ``MAX_SEEDS``, ``MAX_STEPS``) and the number of readings by ``MAX_READINGS``.
 """
@@ -25,7 +27,8 @@ from numerics.experiments.protocol import Reading
 
 CONFIG_FIELDS = ("and_heads", "init_scale", "batch", "val_size", "test_size", "mass_tol", "len_tol", "curve_points",
                  "lag_points", "icl_loss", "even_pairs_embedding", "attention_only_readout",
-                 "attention_only_readout_scale", "length_multiples", "length_test_size", "kernel")
+                 "attention_only_readout_scale", "length_multiples", "length_test_size", "kernel", "seed_base",
+                 "tuning_seed_base", "tuning_draws", "bimodal_seeds")
 """The run-configuration fields a readings file may set in [config] (the rest come from the cells)."""
 
 MAX_D = 400
@@ -114,6 +117,21 @@ class Grid:
                 "axes": self.axes, "config": self.config, "default": self.default}
 
 
+def with_config(grid: Grid, changes: dict) -> Grid:
+    """The grid with run-configuration fields changed (``CONFIG_FIELDS``), checked as the file's own [config]
+    is, for every reading at every d (SettingError before any work: overlapping seed ids, say)."""
+    from dataclasses import replace
+
+    unknown = set(changes) - set(CONFIG_FIELDS)
+    if unknown:
+        raise SettingError(f"unknown run-configuration fields {', '.join(sorted(unknown))}")
+    out = replace(grid, config={**grid.config, **changes})
+    for d in out.d:
+        for name in out.readings:
+            out.run_config(d, out.tasks, name).validate()
+    return out
+
+
 def load(path: str | Path | None = None) -> Grid:
     """Parse and check a readings file (the shipped default when ``path`` is None)."""
     p = Path(path) if path is not None else DEFAULT_FILE
@@ -151,10 +169,10 @@ def _name_list(value, what: str, known) -> tuple[str, ...]:
 
 def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
     where = f"readings file {path}"
-    unknown = set(data) - {"sweep", "config", "base", "axes", "limit"}
+    unknown = set(data) - {"sweep", "config", "base", "axes", "limit", "readings"}
     if unknown:
         raise SettingError(f"{where}: unknown top-level entries {', '.join(sorted(unknown))} "
-                           "(expected sweep, config, base, axes, limit)")
+                           "(expected sweep, config, base, axes, limit, readings)")
     config = data.get("config", {})
     allowed = set(CONFIG_FIELDS)
     if not isinstance(config, dict) or set(config) - allowed:
@@ -189,16 +207,26 @@ def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
     bad = set(base) - fields
     if bad:
         raise SettingError(f"{where}: [base] sets unknown reading fields {', '.join(sorted(bad))}")
-    n_readings = math.prod(len(v) for v in axes.values())
+    named = data.get("readings", {})
+    if not isinstance(named, dict) or not all(isinstance(v, dict) for v in named.values()):
+        raise SettingError(f"{where}: [readings] must hold one table of reading fields per named reading")
+    for rname, setting in named.items():
+        bad = set(setting) - fields
+        if bad:
+            raise SettingError(f"{where}: readings.{rname} sets unknown reading fields {', '.join(sorted(bad))}")
+        if "/" in rname:
+            raise SettingError(f"{where}: readings.{rname}: a named reading's name cannot contain '/'")
+    n_readings = math.prod(len(v) for v in axes.values()) + len(named)
     if n_readings > MAX_READINGS:
         raise SettingError(f"{where}: the axes make {n_readings} readings ("
                            + " x ".join(f"{len(v)} {a}" for a, v in axes.items())
                            + f"), above the largest number a sweep runs, {MAX_READINGS}")
     readings: dict[str, Reading] = {}
-    for combo in itertools.product(*[list(v.items()) for v in axes.values()]):
-        name = "/".join(vname for vname, _ in combo)
+    combos = [("/".join(vname for vname, _ in combo), [setting for _, setting in combo])
+              for combo in itertools.product(*[list(v.items()) for v in axes.values()])]
+    for name, settings in combos + [(rname, [setting]) for rname, setting in named.items()]:
         fields_set = dict(base)
-        for _, setting in combo:
+        for setting in settings:
             fields_set.update(setting)
         try:
             readings[name] = Reading(name=name, **fields_set).validate()
@@ -226,6 +254,8 @@ def parse(data: dict, path: str = "<readings>", text: str = "") -> Grid:
     try:
         for d in ds:
             grid.run_config(d, tasks).validate()
+            for name in readings:   # the seed ids of each reading's tuning draws against the reported ones
+                grid.run_config(d, tasks, name).validate()
     except (SettingError, TypeError) as exc:
         raise SettingError(f"{where}: [config]: {exc}") from None
     return grid

@@ -38,7 +38,7 @@ from numerics.experiments import protocol
 from numerics.experiments import tasks as tasks_module
 from numerics.experiments.population import expand, loss_bound, marked_symbols, population, rounding_bound
 from numerics.experiments.grid import GridSearch
-from numerics.experiments.protocol import TUNING_SEED_BASE, Reading, base_grid, plan_axes
+from numerics.experiments.protocol import BIMODAL_SEEDS, TUNING_SEED_BASE, Reading, base_grid, bimodal, plan_axes
 
 PLANS = ("three_phase", "joint", "output_only", "attention_only")
 AND_HEADS_DATA = ("sampled", "integral")
@@ -94,6 +94,14 @@ class Config:
     length_test_size: int = 512
     """Held-out strings per length bucket, per reported seed (``length_risk``)."""
     jobs: int = 2
+    seed_base: int = 0
+    """The first reported seed id: the reported seeds are seed_base, seed_base + 1, ... (``reported_seeds``)."""
+    tuning_seed_base: int = TUNING_SEED_BASE
+    """The first tuning seed id: draw j tunes on tuning_seed_base + j * tuning_seeds + i (``tuning_ids``)."""
+    tuning_draws: int = 3
+    """How many disjoint draws of tuning seeds choose the step sizes again (draw 0 is the primary result)."""
+    bimodal_seeds: int = BIMODAL_SEEDS
+    """The reported seeds a row gets when a plan's held-out risks are bimodal (``bimodal``)."""
     reading: Reading = field(default_factory=Reading)
 
     @classmethod
@@ -121,7 +129,7 @@ class Config:
         if unknown or not self.tasks:
             raise SettingError(f"tasks must be a non-empty list of {', '.join(tasks_module.TASKS)}; got {list(self.tasks)}")
         for name in ("d", "seeds", "batch", "val_size", "test_size", "curve_points", "lag_points", "jobs",
-                     "length_test_size"):
+                     "length_test_size", "tuning_draws", "bimodal_seeds"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise SettingError(f"{name} must be an integer >= 1, got {v!r}")
@@ -154,7 +162,16 @@ class Config:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
             raise SettingError(f"attention_only_readout_scale must be finite and > 0, got {v!r}")
         self.reading.validate()
+        check_seed_ids(self)
         return self
+
+    def reported_range(self) -> range:
+        """Every reported seed id a run may train: the seeds, and the further ones of a bimodal row."""
+        return range(self.seed_base, self.seed_base + max(self.seeds, self.bimodal_seeds))
+
+    def tuning_range(self) -> range:
+        """Every tuning seed id of the run's draws (exact rows use the first id of each draw only)."""
+        return range(self.tuning_seed_base, self.tuning_seed_base + self.tuning_draws * self.reading.tuning_seeds)
 
     def to_dict(self) -> dict:
         out = {}
@@ -179,6 +196,22 @@ class Config:
 PREDATING = {"attention_only_readout": "small"}
 """The value of a setting in a configuration recorded before the setting existed, where it differs from the
 setting's default (``Config.from_dict``): attention-only trained on the row's start readout."""
+
+
+def check_seed_ids(cfg: Config) -> None:
+    """Raise SettingError unless the seed bases are integers >= 0 and the reported ids (``reported_range``) and
+    the tuning ids of every draw (``tuning_range``) are disjoint: a step size chosen on a seed that is also
+    reported would be scored on the data it is judged on."""
+    for name in ("seed_base", "tuning_seed_base"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise SettingError(f"{name} must be an integer >= 0, got {v!r}")
+    rep, tun = cfg.reported_range(), cfg.tuning_range()
+    if rep.start < tun.stop and tun.start < rep.stop:
+        raise SettingError(f"the reported seed ids {rep.start}..{rep.stop - 1} (seed_base {cfg.seed_base}, "
+                           f"{max(cfg.seeds, cfg.bimodal_seeds)} seeds with a bimodal row's) and the tuning seed ids "
+                           f"{tun.start}..{tun.stop - 1} (tuning_seed_base {cfg.tuning_seed_base}, {cfg.tuning_draws} "
+                           f"draws of {cfg.reading.tuning_seeds}) overlap; they must be disjoint")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -411,7 +444,17 @@ def _train(row: Row, seed: int, programs: list, record: bool = False, data: Data
                            record=record, runs_per_call=runs_per_call(row)), data
 
 
-def search(row: Row, plans=PLANS) -> dict:
+def tuning_ids(row: Row, draw: int = 0) -> list[int]:
+    """The tuning seeds of a draw: tuning_seed_base + draw * tuning_seeds + i for i < tuning_seeds (draws
+    disjoint from each other and, by ``check_seed_ids``, from the reported seeds); an exact row tunes on the
+    first of its draw's ids alone (every seed would train the same run)."""
+    cfg = row.config
+    n = cfg.reading.tuning_seeds
+    base = cfg.tuning_seed_base + draw * n
+    return [base + i for i in range(1 if row.exact else n)]
+
+
+def search(row: Row, plans=PLANS, draw: int = 0) -> dict:
     """Each plan's step sizes, chosen on the tuning seeds by the extending grid of the reading
     (``grid.GridSearch``), all plans' pending points trained together in one bank per tuning seed (advancing
     the seeds by one array program, ``engine.grouped_risk_and_grad``, is mostly slower:
@@ -419,10 +462,13 @@ def search(row: Row, plans=PLANS) -> dict:
 
     A point's score is the mean over the tuning seeds of its final validation risk (None when any seed
     diverged).  Returns per plan: the chosen rates, every tried point with its score, ``edge`` (the sides of
-    the grid the choice still sits at), ``insensitive`` and ``all_diverged``."""
+    the grid the choice still sits at), ``insensitive`` and ``all_diverged``.  ``draw`` picks the tuning
+    seeds (``tuning_ids``)."""
     r = row.config.reading
     loss = row.loss
-    tune = [TUNING_SEED_BASE + i for i in range(1 if row.exact else r.tuning_seeds)]
+    if r.step_rule == "fixed":
+        return _fixed_steps(row, plans)
+    tune = tuning_ids(row, draw)
     datas = {s: make_data(row, s) for s in tune}
     lam = output_curvature(datas[tune[0]].val, loss)
     a0, b0 = initial_params(row, tune[0])
@@ -456,6 +502,21 @@ def search(row: Row, plans=PLANS) -> dict:
                   "insensitive": g.insensitive(), "all_diverged": best is None,
                   "tuning_seeds": tune, "flat_tolerance": flat}
     out["_steps"] = steps_used
+    return out
+
+
+def _fixed_steps(row: Row, plans) -> dict:
+    """``search``'s record under ``step_rule = "fixed"``: every axis of every plan at ``fixed_lr``, nothing
+    tried or trained (no tuning seed is used, so every tuning draw gives the same steps)."""
+    r = row.config.reading
+    out = {}
+    for p in plans:
+        axes = plan_axes(p, r)
+        out[p] = {"axes": list(axes), "lambda_B": None, "centres": {ax: r.fixed_lr for ax in ("out", "att")},
+                  "ratio": r.grid_ratio, "chosen": {ax: r.fixed_lr for ax in axes},
+                  "chosen_point": [0] * len(axes), "tried": [], "edge": [], "insensitive": False,
+                  "all_diverged": False, "tuning_seeds": [], "flat_tolerance": None, "fixed": True}
+    out["_steps"] = 0
     return out
 
 
@@ -587,27 +648,75 @@ def run_row(row: Row) -> dict:
 
 
 def _run_row(row: Row) -> dict:
+    """The row of draw 0 (the primary result), with the rows of the further tuning draws under
+    ``"tuning_draws"`` (``run`` moves them to the results' own ``"tuning_draws"``).
+
+    Each draw chooses the step sizes on its own tuning seeds (``search(row, draw=j)``) and trains the reported
+    seeds at them; a plan whose chosen step sizes another draw chose already keeps that draw's seeds (the same
+    run: nothing is trained twice).  An exact row's search is the same computation on every draw (its data and
+    its zero start do not depend on the seed), so draws 1.. reuse draw 0's search and say so
+    (``reused_from_draw``).  A draw where some plan's held-out risks are ``bimodal`` on fewer than
+    ``bimodal_seeds`` seeds trains further reported seeds, up to ``bimodal_seeds``, for every plan of the row."""
     cpu0, wall0 = time.process_time(), time.time()
-    found = search(row)
-    tuning_steps = found.pop("_steps")
-    chosen = {p: found[p]["chosen"] for p in PLANS}
-    per_seed = [report_seed(row, s, chosen) for s in reported_seeds(row)]
-    data_info = (make_data(row, 0).info if row.exact or row.integral
+    cfg = row.config
+    trained: dict = {}
+    ceiling = ceiling_of(row)
+    first = reported_seeds(row)[0]
+    data_info = (make_data(row, first).info if row.exact or row.integral
                  else {"p": tasks_module.length_parameter(row.task, row.d)})
-    out = assemble_row(row, found, {p: [ps[p] for ps in per_seed if p in ps] for p in PLANS}, ceiling_of(row),
-                       data_info)
-    return out | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0, "tuning_steps": tuning_steps}
+    draws, first_search = [], None
+    for j in range(cfg.tuning_draws):
+        if j > 0 and row.exact:
+            found = {p: {**first_search[p], "tuning_seeds": tuning_ids(row, j), "reused_from_draw": 0}
+                     for p in PLANS}
+            tuning_steps = 0
+        else:
+            found = search(row, draw=j)
+            tuning_steps = found.pop("_steps")
+            first_search = first_search or found
+        chosen = {p: found[p]["chosen"] for p in PLANS}
+        seeds = reported_seeds(row)
+        per_plan = _reported(row, seeds, chosen, trained)
+        extended = [p for p in PLANS if len(per_plan[p]) < cfg.bimodal_seeds
+                    and bimodal([r["test_risk"] for r in per_plan[p]])]
+        if extended:
+            seeds = list(range(cfg.seed_base, cfg.seed_base + cfg.bimodal_seeds))
+            per_plan = _reported(row, seeds, chosen, trained)
+        out = assemble_row(row, found, per_plan, ceiling, data_info, seeds)
+        draws.append(out | {"tuning_steps": tuning_steps, "tuning_draw": j, "bimodal_extended": extended})
+    primary = draws[0]
+    primary["tuning_draw_chosen"] = [{p: d["plans"][p]["chosen"] for p in PLANS} for d in draws]
+    return primary | {"cpu_s": time.process_time() - cpu0, "wall_s": time.time() - wall0,
+                      "tuning_draws": draws[1:]}
+
+
+def _reported(row: Row, seeds: list[int], chosen: dict, trained: dict) -> dict:
+    """Each plan's results on ``seeds`` at its ``chosen`` step sizes, in seed order: taken from ``trained``
+    (keyed by plan, step sizes and seed) when there, else trained, the missing plans of a seed in one bank
+    (``report_seed``), and added to it."""
+    def key(p, s):
+        return p, tuple(sorted(chosen[p].items())), s
+
+    for s in seeds:
+        need = {p: chosen[p] for p in PLANS if chosen[p] is not None and key(p, s) not in trained}
+        if need:
+            for p, res in report_seed(row, s, need).items():
+                trained[key(p, s)] = res
+    return {p: [trained[key(p, s)] for s in seeds] if chosen[p] is not None else [] for p in PLANS}
 
 
 def reported_seeds(row: Row) -> list[int]:
-    """The reported seeds of a row: seed 0 alone on an exact population (every seed would train the same
-    run), else 0, ..., seeds - 1."""
-    return [0] if row.exact else list(range(row.config.seeds))
+    """The reported seeds of a row: seed_base alone on an exact population (every seed would train the same
+    run), else seed_base, ..., seed_base + seeds - 1 (more on a bimodal row: ``_run_row``)."""
+    base = row.config.seed_base
+    return [base] if row.exact else list(range(base, base + row.config.seeds))
 
 
-def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info: dict) -> dict:
+def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info: dict,
+                 seeds: list[int] | None = None) -> dict:
     """The row of a results dict from its parts: each plan's search (``search``), its reported-seed results
-    (``report_seed``, per plan in seed order), the capacity ceiling and the data's description."""
+    (``report_seed``, per plan in seed order), the capacity ceiling, the data's description and the reported
+    seeds (``reported_seeds`` when None).  Each plan records whether its held-out risks are ``bimodal``."""
     plans = {}
     for p in PLANS:
         recs = per_plan.get(p, [])
@@ -621,7 +730,8 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
                     "capped": [r["seed"] for r in recs if r["capped"]],
                     "not_converged": [r["seed"] for r in recs if not r["converged"]],
                     "steps": stats([r["steps"] for r in recs]),
-                    "length_risk": length_summary(row, recs)}
+                    "length_risk": length_summary(row, recs),
+                    "bimodal": bimodal([r["test_risk"] for r in recs])}
         for key, out_key in (("truncation_bound",) * 2, ("rounding_bound",) * 2, ("quadrature_estimate",) * 2,
                              ("test_acc_tied", "acc_tied")):
             bounds = [r.get(key) for r in recs if r.get(key) is not None]
@@ -643,7 +753,8 @@ def assemble_row(row: Row, found: dict, per_plan: dict, ceiling: dict, data_info
                "seed": f"[reported seed, {tasks_module.TASKS.index(row.task)}, {LENGTH_PURPOSE}, bucket index]",
                "law": "the training length law conditioned on the bucket"}
     return {"name": row.name, "task": row.task, "heads": row.heads, "loss": row.loss, "exact": row.exact,
-            "seeds_run": reported_seeds(row), "data": data_info, "plans": plans, "lag": lag,
+            "seeds_run": reported_seeds(row) if seeds is None else list(seeds),
+            "data": data_info, "plans": plans, "lag": lag,
             "ceiling": ceiling, "model_class": model_class(row), "length_buckets": lengths}
 
 
@@ -696,7 +807,11 @@ def resumed_rows(cfg: Config, partial) -> dict:
         same = Config.from_dict(saved).to_dict() == now
     except (TypeError, ValueError, SettingError):
         return {}
-    return dict(partial.get("rows", {})) if same else {}
+    if not same:
+        return {}
+    # a row saved without its tuning draws (a record that predates them) is trained again
+    return {name: row for name, row in partial.get("rows", {}).items()
+            if len(row.get("tuning_draws", [])) == cfg.tuning_draws - 1}
 
 
 PR_SET_PDEATHSIG = 1
@@ -750,7 +865,10 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
     ``{"config": ..., "rows": the finished rows}`` (e.g. to save it; ``resumed_rows`` reads it back); rows
     already in ``done`` (finished rows of an interrupted run of the same configuration) are not trained again.
     ``progress(counts)`` is called as each row finishes with ``{"row": its name, "finished": rows finished,
-    kept ones included, "total": rows of the table, "elapsed": seconds since the start}``."""
+    kept ones included, "total": rows of the table, "elapsed": seconds since the start}``.
+
+    The results' ``"rows"`` are those of tuning draw 0; ``"tuning_draws"`` lists a results dict (same layout,
+    ``"rows"`` by the same names) for each further draw, 1 .. tuning_draws - 1."""
     from tqdm import tqdm
 
     cfg.validate()
@@ -785,9 +903,16 @@ def run(cfg: Config, quiet: bool = False, command: list | None = None, on_row=No
                 for fut in fin:
                     finish(fut.result())
     bar.close()
-    ordered = {row.name: done[row.name] for row in table}
+    ordered = {row.name: dict(done[row.name]) for row in table}
+    draw_rows = [{} for _ in range(cfg.tuning_draws - 1)]
+    for name, row in ordered.items():
+        for j, drawn in enumerate(row.pop("tuning_draws", [])):
+            draw_rows[j][name] = drawn
     return {"suite": "occurrence-companion", "version": package_version(), "command": command or sys.argv,
             "config": cfg_dict, "reading": cfg.reading.to_dict(), "elapsed_s": time.time() - started,
             "cpu_s": sum(r["cpu_s"] for r in ordered.values()) + time.process_time() - cpu0 - in_process,
             "rows": ordered,
+            "tuning_draws": [{"suite": "occurrence-companion", "version": package_version(), "config": cfg_dict,
+                              "reading": cfg.reading.to_dict(), "tuning_draw": j + 1, "rows": rows_j}
+                             for j, rows_j in enumerate(draw_rows)],
             "engine": {"numpy": np.__version__}}

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from numerics import units
+from numerics.experiments import protocol
 from numerics.experiments import runner
 from numerics.experiments import sweep_units
 from numerics.experiments import verdicts as verdicts_module
@@ -55,7 +56,8 @@ class Plan:
     """Every unit a sweep needs and how the cells use them.
 
     ``searches[key] = spec``; ``ceilings[key] = spec``; ``rows[(reading, d, row)] = {"task", "heads",
-    "plans": {plan: search key}, "ceiling": key}``; seed units are known once their search is done."""
+    "plans": {plan: search key of draw 0}, "draws": [{plan: search key} per tuning draw], "ceiling": key}``;
+    seed units are known once their search is done."""
 
     grid: Grid
     searches: dict = field(default_factory=dict)
@@ -63,14 +65,29 @@ class Plan:
     rows: dict = field(default_factory=dict)
     version: str = ""
     code: str = ""
+    extended: dict = field(default_factory=dict)
+    """(row key, draw) -> the plans whose risks were bimodal on the row's seeds (empty: none), once every plan
+    of the row's draw has its seeds (``execute``)."""
 
     def seeds(self, skey: str) -> list[int]:
         spec = self.searches[skey]
-        cfg = replace(sweep_units.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds)
+        cfg = replace(sweep_units.config(spec, spec["reading"], (spec["task"],)), seeds=self.grid.seeds,
+                      seed_base=self.grid.config.get("seed_base", runner.Config.seed_base))
         return runner.reported_seeds(runner.Row.of(cfg, spec["task"], spec["heads"]))
 
+    def row_seeds(self, skey: str, rkey: tuple, draw: int) -> list[int]:
+        """The seeds of a search in a row's draw: its own (``seeds``), or, when some plan of that row's draw was
+        bimodal (``extended``), ``bimodal_seeds`` of them from the seed base (as ``runner`` extends a row)."""
+        if not self.extended.get((rkey, draw)):
+            return self.seeds(skey)
+        cfg = self.cell_config(rkey[0], rkey[1], (self.rows[rkey]["task"],))
+        return list(range(cfg.seed_base, cfg.seed_base + cfg.bimodal_seeds))
+
     def seed_spec(self, skey: str, seed: int, chosen: dict) -> dict:
-        return {**self.searches[skey], "kind": "seed", "fn": _fn("seed"), "seed": seed, "chosen": chosen}
+        """The seed unit of a search at its chosen step sizes: the same unit for every draw that chose them."""
+        spec = {k: v for k, v in self.searches[skey].items() if k not in sweep_units.SEARCH_ONLY}
+        return {**spec, "kind": "seed", "fn": _fn("seed"), "seed": seed, "chosen": chosen,
+                "records_data": seed == self.seeds(skey)[0]}
 
     def cell_config(self, reading: str, d: int, tasks: tuple) -> runner.Config:
         """The run configuration of a cell (``readings.Grid.run_config``)."""
@@ -94,14 +111,20 @@ def plan(grid: Grid, version: str | None = None, code: str | None = None) -> Pla
                        "task": task, "heads": heads}
             ckey = units.key_of(cspec_c)
             out.ceilings[ckey] = cspec_c
-            plans = {}
-            for p in runner.PLANS:
-                spec = {"kind": "search", "fn": _fn("search"), "version": version, "code": code, "config": cspec,
-                        "reading": sweep_units.relevant(reading, p), "task": task, "heads": heads, "plan": p}
-                k = units.key_of(spec)
-                out.searches[k] = spec
-                plans[p] = k
-            out.rows[(rname, d, name)] = {"task": task, "heads": heads, "plans": plans, "ceiling": ckey}
+            draws = []
+            for j in range(cfg.tuning_draws):
+                plans = {}
+                for p in runner.PLANS:
+                    spec = {"kind": "search", "fn": _fn("search"), "version": version, "code": code,
+                            "config": cspec, "reading": sweep_units.relevant(reading, p), "task": task,
+                            "heads": heads, "plan": p,
+                            **sweep_units.search_fields(cfg, runner.Row.of(cfg, task, heads), j)}
+                    k = units.key_of(spec)
+                    out.searches[k] = spec
+                    plans[p] = k
+                draws.append(plans)
+            out.rows[(rname, d, name)] = {"task": task, "heads": heads, "plans": draws[0], "draws": draws,
+                                          "ceiling": ckey}
     return out
 
 
@@ -125,26 +148,69 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
     docstring.  ``progress(counts)`` is called after every unit.  With ``connect=None`` nothing is
     trained: the outcome holds what the store has, and every missing unit is listed in ``skipped``."""
     out = units.Outcome()
+    needed: set = set()
     first_round = [True]  # stored searches get their seeds after every first-round unit is looked up or submitted
 
     def skip_seeds(skey, why):
         for s in p.seeds(skey):
             out.skipped[f"{skey}/{s}"] = why
 
-    def seeds_of(skey):
-        res = out.results[skey]["search"]
-        if res["chosen"] is None:
-            skip_seeds(skey, "every step size diverged on the tuning seeds")
-            return
-        for s in p.seeds(skey):
-            spec = p.seed_spec(skey, s, res["chosen"])
+    users: dict = {}         # seed unit key -> the search keys whose seed it is
+    rows_of: dict = {}       # search key -> the (row, draw) pairs that use it
+    for rkey, info in p.rows.items():
+        for j, plans in enumerate(info["draws"]):
+            for skey in plans.values():
+                rows_of.setdefault(skey, []).append((rkey, j))
+
+    def need_seeds(skey, seeds):
+        chosen = out.results[skey]["search"]["chosen"]
+        for s in seeds:
+            spec = p.seed_spec(skey, s, chosen)
             k = units.key_of(spec)
             out.seed_keys[(skey, s)] = k
-            driver.need(k, spec)
+            users.setdefault(k, set()).add(skey)
+            if k not in needed:   # another draw's search chose the same step sizes: one unit serves both
+                needed.add(k)
+                driver.need(k, spec)
+
+    def seeds_of(skey):
+        if out.results[skey]["search"]["chosen"] is None:
+            skip_seeds(skey, "every step size diverged on the tuning seeds")
+        else:
+            need_seeds(skey, p.seeds(skey))
+        for rkey, j in rows_of.get(skey, []):
+            extend_if_bimodal(rkey, j)
+
+    def extend_if_bimodal(rkey, j):
+        """Once every plan of the row's draw has its seeds, the further seeds of a bimodal row
+        (``Plan.row_seeds``)."""
+        if (rkey, j) in p.extended:
+            return
+        plans = p.rows[rkey]["draws"][j]
+        risks = {}
+        for plan_name, skey in plans.items():
+            if skey not in out.results:
+                return
+            if out.results[skey]["search"]["chosen"] is None:
+                continue
+            keys = [out.seed_keys.get((skey, s)) for s in p.seeds(skey)]
+            if not all(k in out.results for k in keys):
+                return
+            risks[plan_name] = [out.results[k]["seed_result"]["test_risk"] for k in keys]
+        cfg = p.cell_config(rkey[0], rkey[1], (p.rows[rkey]["task"],))
+        bimodal = [pl for pl, r in risks.items() if len(r) < cfg.bimodal_seeds and protocol.bimodal(r)]
+        p.extended[(rkey, j)] = bimodal
+        if bimodal:
+            for skey in (plans[pl] for pl in risks):
+                need_seeds(skey, p.row_seeds(skey, rkey, j))
 
     def on_done(key, spec):
         if spec["kind"] == "search" and not first_round[0]:
             seeds_of(key)
+        if spec["kind"] == "seed":
+            for skey in users.get(key, ()):
+                for rkey, j in rows_of.get(skey, []):
+                    extend_if_bimodal(rkey, j)
 
     def on_failed(key, spec):
         if spec["kind"] == "search":
@@ -180,9 +246,14 @@ class Sweep:
     tidy: list = field(default_factory=list)
     runs: list = field(default_factory=list)
     run_config: dict = field(default_factory=dict)
-    """The run configuration of every cell (``sweep_units.config_spec`` at the grid's first d, without d)."""
+    """The run configuration of every cell (``sweep_units.config_spec`` at the grid's first d, without d), with
+    the seed ids, tuning draws and bimodal seeds (``SEED_FIELDS``), which the units name themselves."""
     code: str = ""
     """The provenance digest of the checkout's code (``units.code_digest``), as the run log records it."""
+
+
+SEED_FIELDS = ("seed_base", "tuning_seed_base", "tuning_draws", "bimodal_seeds")
+"""The run-configuration fields of a sweep's seeds: recorded with its run configuration."""
 
 
 def restricted(grid: Grid, d: tuple[int, ...] | None) -> Grid:
@@ -219,9 +290,10 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
         store.log_run(run | {"event": "end", "wall_s": time.time() - started, "completed": outcome is not None,
                              "trained": None if outcome is None else len(outcome.trained),
                              "trained_cpu_s": None if outcome is None else outcome.cpu_s})
+    first = grid.run_config(grid.d[0], grid.tasks)
     out = Sweep(p, outcome, code=run["code"],
-                run_config={k: v for k, v in sweep_units.config_spec(grid.run_config(grid.d[0], grid.tasks)).items()
-                            if k != "d"})
+                run_config={**{k: v for k, v in sweep_units.config_spec(first).items() if k != "d"},
+                            **{k: getattr(first, k) for k in SEED_FIELDS}})
     for reading, dd in p.cells():
         res = cell_results(p, outcome, reading, dd)
         not_run = sorted(name for name, why in res["missing_rows"].items() if any(w.endswith("not run") for w in why))
@@ -267,55 +339,80 @@ def survey(grid: Grid, store: units.Store, d: tuple[int, ...] | None = None) -> 
 
 
 def cell_results(p: Plan, out: units.Outcome, reading: str, d: int) -> dict:
-    """The results dict of one cell (one reading at one d), as ``runner.run`` returns, from the units; rows
-    with a failed or missing unit are left out and listed under ``missing_rows`` with why."""
-    rows, missing = {}, {}
+    """The results dict of one cell (one reading at one d), as ``runner.run`` returns, from the units: the rows
+    of tuning draw 0, and under ``"tuning_draws"`` a results dict per further draw; rows with a failed or
+    missing unit (in any draw) are left out and listed under ``missing_rows`` with why."""
     r = p.grid.readings[reading]
-    for (rn, dd, name), info in p.rows.items():
-        if (rn, dd) != (reading, d):
-            continue
+    infos = {name: info for (rn, dd, name), info in p.rows.items() if (rn, dd) == (reading, d)}
+    n_draws = max((len(info["draws"]) for info in infos.values()), default=1)
+    drawn = [{} for _ in range(n_draws)]
+    missing: dict = {}
+    for name, info in infos.items():
         why = []
-        found, per_plan, steps = {}, {}, 0
-        for plan_name, skey in info["plans"].items():
-            if skey not in out.results:
-                why.append(f"{plan_name} search " + ("failed: " + out.failed[skey]["error"] if skey in out.failed
-                                                     else "not run"))
-                continue
-            found[plan_name] = out.results[skey]["search"]
-            steps += out.results[skey]["steps"]
-            recs = []
-            if found[plan_name]["chosen"] is not None:
-                for s in p.seeds(skey):
-                    k = out.seed_keys.get((skey, s))
-                    if k is None or k not in out.results:
-                        why.append(f"{plan_name} seed {s} " + ("failed: " + out.failed[k]["error"]
-                                                              if k in out.failed else "not run"))
-                        continue
-                    recs.append(out.results[k]["seed_result"])
-            per_plan[plan_name] = recs
-        if info["ceiling"] not in out.results:
-            why.append("capacity ceiling " + ("failed: " + out.failed[info["ceiling"]]["error"]
-                                              if info["ceiling"] in out.failed else "not run"))
+        for j, plans in enumerate(info["draws"]):
+            row, row_why = _cell_row(p, out, reading, d, name, info, plans, j)
+            why += [w if j == 0 else f"draw {j}: {w}" for w in row_why]
+            if row is not None:
+                row["tuning_draw"] = j
+                drawn[j][name] = row
         if why:
             missing[name] = why
+            for rows_j in drawn:
+                rows_j.pop(name, None)
+    cfg = p.cell_config(reading, d, tuple(info["task"] for info in infos.values()))
+    head = {"suite": "occurrence-companion", "version": p.version, "config": cfg.to_dict(), "reading": r.to_dict(),
+            "decision_rules": verdicts_module.rules()}
+    for name, row in drawn[0].items():
+        row["tuning_draw_chosen"] = [{pl: rows_j[name]["plans"][pl]["chosen"] for pl in row["plans"]}
+                                     for rows_j in drawn]
+    return {**head, "rows": drawn[0], "missing_rows": missing,
+            "tuning_draws": [{**head, "tuning_draw": j, "rows": rows_j} for j, rows_j in enumerate(drawn) if j]}
+
+
+def _cell_row(p: Plan, out: units.Outcome, reading: str, d: int, name: str, info: dict, plans: dict, draw: int):
+    """One row of a cell on tuning draw ``draw`` (``plans``: each plan's search key), and why it is missing.  A
+    search that the draws share (``sweep_units.search_fields``) says which draw's it is (``reused_from_draw``)."""
+    why = []
+    found, per_plan, steps = {}, {}, 0
+    for plan_name, skey in plans.items():
+        if skey not in out.results:
+            why.append(f"{plan_name} search " + ("failed: " + out.failed[skey]["error"] if skey in out.failed
+                                                 else "not run"))
             continue
-        cfg = p.cell_config(reading, d, (info["task"],))
-        data = {}
-        for plan_name, skey in info["plans"].items():
-            k = out.seed_keys.get((skey, 0))
-            if k in out.results and out.results[k]["data"]:
-                data = out.results[k]["data"]
-                break
-        if not data:
-            data = {"p": runner.tasks_module.length_parameter(info["task"], d)}
-        row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
-                              out.results[info["ceiling"]]["ceiling"], data)
-        row["tuning_steps"] = steps
-        rows[name] = row
-    cfg = p.cell_config(reading, d, tuple(info["task"] for (rn, dd, _), info in p.rows.items()
-                                          if (rn, dd) == (reading, d)))
-    return {"suite": "occurrence-companion", "version": p.version, "config": cfg.to_dict(), "reading": r.to_dict(),
-            "rows": rows, "missing_rows": missing, "decision_rules": verdicts_module.rules()}
+        found[plan_name] = out.results[skey]["search"]
+        if p.searches[skey]["draw"] != draw:
+            found[plan_name] = {**found[plan_name], "reused_from_draw": p.searches[skey]["draw"]}
+        steps += out.results[skey]["steps"]
+        recs = []
+        if found[plan_name]["chosen"] is not None:
+            for s in p.row_seeds(skey, (reading, d, name), draw):
+                k = out.seed_keys.get((skey, s))
+                if k is None or k not in out.results:
+                    why.append(f"{plan_name} seed {s} " + ("failed: " + out.failed[k]["error"]
+                                                          if k in out.failed else "not run"))
+                    continue
+                recs.append(out.results[k]["seed_result"])
+        per_plan[plan_name] = recs
+    if info["ceiling"] not in out.results:
+        why.append("capacity ceiling " + ("failed: " + out.failed[info["ceiling"]]["error"]
+                                          if info["ceiling"] in out.failed else "not run"))
+    if why:
+        return None, why
+    cfg = p.cell_config(reading, d, (info["task"],))
+    data = {}
+    for plan_name, skey in plans.items():
+        k = out.seed_keys.get((skey, p.seeds(skey)[0]))
+        if k in out.results and out.results[k]["data"]:
+            data = out.results[k]["data"]
+            break
+    if not data:
+        data = {"p": runner.tasks_module.length_parameter(info["task"], d)}
+    seeds = next((p.row_seeds(skey, (reading, d, name), draw) for skey in plans.values()), None)
+    row = runner.assemble_row(runner.Row.of(cfg, info["task"], info["heads"]), found, per_plan,
+                              out.results[info["ceiling"]]["ceiling"], data, seeds)
+    row["tuning_steps"] = steps
+    row["bimodal_extended"] = p.extended.get(((reading, d, name), draw), [])
+    return row, []
 
 
 def canonical_spec(spec: dict) -> dict:

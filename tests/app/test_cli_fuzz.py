@@ -76,12 +76,15 @@ FLAGS: dict[str, dict[str, st.SearchStrategy[str] | None]] = {
                                         ""])},
     "docs": {"--check": None, "--root": st.sampled_from(["checkout", "/nonexistent", "a_file", "out", ""])},
     "table1": {"--seeds": numbers("1"), "--d": numbers("8"), "--steps": numbers("2"), "--jobs": numbers("1"),
+               "--seed-base": numbers("0", "1000"), "--tuning-seed-base": numbers("1000", "3"),
+               "--tuning-draws": numbers("1", "101"),
                "--tasks": st.sampled_from(["OR,OR", "foo", "", "occurrence"]), "--quick": None,
                "--out": st.sampled_from(PATHS)},
     "sweep": {"--readings": st.sampled_from(["missing.toml", "", "a_file"]), "--d": st.sampled_from(["x", "", "8", "25"]),
               "--store": st.sampled_from(["store", "a_file", "/proc/occ-fuzz"]), "--out": st.sampled_from(PATHS),
               "--workers": numbers("1", "2"), "--scheduler": st.sampled_from(["tcp://127.0.0.1:1", ""]),
-              "--no-train": None, "--quiet": None},
+              "--no-train": None, "--quiet": None, "--seed-base": numbers("0", "1000"),
+              "--tuning-seed-base": numbers("1000", "3")},
     "scope": {"--studies": st.sampled_from(["nosuch", "", "kqv", "regime,kqv,kqv"]), "--quick": None,
               "--store": st.sampled_from(["store", "a_file", "/proc/occ-fuzz"]), "--out": st.sampled_from(PATHS),
               "--workers": numbers("1", "2"), "--scheduler": st.sampled_from(["tcp://127.0.0.1:1", ""]),
@@ -100,14 +103,15 @@ BASE = {  # cheap defaults, placed first so that drawn flags override them
     "benchmark": ["--tiny"], "benchmark-engine": ["--tiny", "--no-torch"],
     "sweep": ["--quiet", "--out", "out"], "scope": ["--quick", "--quiet", "--out", "out"],
 }
-TABLE1_REFUSED = [["--seeds", "0"], ["--jobs", "0"], ["--tasks", "foo"], ["--steps", "nan"], ["--d", "x"]]
+TABLE1_REFUSED = [["--seeds", "0"], ["--jobs", "0"], ["--tasks", "foo"], ["--steps", "nan"], ["--d", "x"],
+                  ["--seed-base", "1000", "--tuning-seed-base", "1000"]]
 BENCHMARK_REFUSED = [["--out", "/proc/occ-fuzz.md"], ["--out", "a_file/x.md"], ["--out", ""], ["--out", "out/"],
                      ["--quick", "--tiny"], ["--bogus"]]
 """The benchmarks are fuzzed, like table1, with lists refused before any measurement (a measurement takes
 seconds; the kill loop runs them)."""
 REFUSED = {"sweep": [["--workers", "0"], ["--d", "x"], ["--readings", "missing.toml"], ["--store", "a_file"],
                      ["--out", "a_file"], ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"],
-                     ["--no-train", "--workers", "1"]],
+                     ["--no-train", "--workers", "1"], ["--seed-base", "1000", "--tuning-seed-base", "1000"]],
            "scope": [["--studies", "nosuch"], ["--workers", "0"], ["--store", "a_file"], ["--out", "a_file"],
                      ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]]}
 """sweep and scope: lists refused before any unit runs (a run starts a dask cluster; the kill loop and

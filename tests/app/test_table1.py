@@ -106,6 +106,8 @@ def test_unwritable_out_is_refused_before_any_work(tmp_path, capsys):
 
 @pytest.mark.slow  # trains, re-renders and resumes Table 1 runs
 def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
+    from numerics.experiments.runner import Config
+
     a, b = tmp_path / "a", tmp_path / "b"
     argv = ["--quick", "--tasks", "occurrence,even_pairs", "--seeds", "1", "--max-steps", "60", "--jobs", "1",
             "--quiet", "--out", str(a)]
@@ -124,12 +126,20 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     # only the missing rows are trained (the marker proves the kept row was not retrained)
     row = res["rows"]["occurrence"]
     row["marker"] = "kept"
+    # the partial record keeps a row's further tuning draws inside it (run moves them out at the end)
+    row["tuning_draws"] = [drawn["rows"]["occurrence"] for drawn in res["tuning_draws"]]
     c = tmp_path / "c"
     c.mkdir()
     (c / ".occ-table1.partial.json").write_text(json.dumps({"config": res["config"], "rows": {"occurrence": row}}))
     assert _cli([*argv[:-1], str(c)]) == status
     again = json.loads((c / "table1.json").read_text())
     assert again["rows"]["occurrence"].get("marker") == "kept"
+    assert [drawn["rows"]["occurrence"] for drawn in again["tuning_draws"]] == row["tuning_draws"]
+    # a row saved without its tuning draws is trained again
+    (c / ".occ-table1.partial.json").write_text(json.dumps({"config": res["config"], "rows": {
+        "occurrence": {k: v for k, v in row.items() if k != "tuning_draws"}}}))
+    from app.commands.table1 import _resume
+    assert _resume(c / ".occ-table1.partial.json", Config.from_dict(res["config"])) == {}
     assert again["rows"]["even_pairs"]["plans"]["joint"]["risk"] == res["rows"]["even_pairs"]["plans"]["joint"]["risk"]
     # a partial file of another configuration is ignored
     d = tmp_path / "d"
@@ -140,9 +150,6 @@ def test_table1_writes_rerenders_and_resumes(tmp_path, capsys):
     assert "marker" not in json.loads((d / "table1.json").read_text())["rows"]["occurrence"]
     # a partial file from before a setting existed resumes when the setting is at its default; one naming a
     # setting this version does not know, or another value of a new setting, does not
-    from app.commands.table1 import _resume
-    from numerics.experiments.runner import Config
-
     cfg = Config.from_dict(res["config"])
     old = {k: v for k, v in res["config"].items() if k != "and_heads_data"}
     for saved, kept in ((old, True), (dict(res["config"], future_setting=1), False),

@@ -34,6 +34,7 @@ d = [8]
 val_size = 256
 test_size = 256
 lag_points = 60
+tuning_draws = 2
 [base]
 max_steps = 40
 eval_every = 10
@@ -131,12 +132,13 @@ def test_readings_files_may_reach_the_limits_of_table1s_flags():
 
 def test_survey_counts_the_seed_tasks(tmp_path):
     """TINY: two readings differing only in the three-phase schedule, rows occurrence (exact: seed 0 alone)
-    and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans."""
+    and even pairs (2 seeds); per row 2 three-phase searches and one each of the three other plans, on each of
+    two tuning draws for even pairs (occurrence's search is the same on every draw)."""
     g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     n = sweep.survey(g, units.Store(tmp_path / "store"))
-    assert (n["searches"], n["ceilings"], n["seeds"]) == (10, 2, 5 * 1 + 5 * 2)
+    assert (n["searches"], n["ceilings"], n["seeds"]) == (5 + 2 * 5, 2, 5 * 1 + 2 * 5 * 2)
     big = readings.parse(__import__("tomllib").loads(TINY.replace("seeds = 2", "seeds = 1000")), "big", TINY)
-    assert sweep.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 5 * 1000
+    assert sweep.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 2 * 5 * 1000
 
 
 @pytest.mark.slow  # subprocesses
@@ -149,8 +151,8 @@ def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
         assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
     r = _cli("--readings", "tiny.toml", "--store", "store", "--dry-run", cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert ("10 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 15 seed tasks "
-            "(one per reported seed of each search): 27 tasks in all") in r.stdout
+    assert ("15 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 25 seed tasks "
+            "(one per reported seed of each search): 42 tasks in all") in r.stdout
 
 
 # ------------------------------------------------------------------------------------------------
@@ -175,14 +177,16 @@ def test_projection_shares_exactly_the_units_a_plan_does_not_depend_on():
             assert by[base][plan] == by[other][plan], (other, plan)
         for plan in differ:
             assert by[base][plan] != by[other][plan], (other, plan)
-    # 36 readings need 18 three-phase, 12 joint and 6 each of output-only and attention-only searches per row
+    # the product's 36 readings need 18 three-phase, 12 joint and 6 each of output-only and attention-only
+    # searches per row; the named long reading shares none of them
     per_row = {}
     for (reading, d, row), info in p.rows.items():
-        if d == 25 and row == "OR":
+        if d == 25 and row == "OR" and "/" in reading:
             for plan, k in info["plans"].items():
                 per_row.setdefault(plan, set()).add(k)
     assert {k: len(v) for k, v in per_row.items()} == {"three_phase": 18, "joint": 12, "output_only": 6,
                                                       "attention_only": 6}
+    assert not any(by["long-adam"][plan] in keys for plan, keys in per_row.items())
 
 
 def test_key_covers_the_version_and_the_configuration():
@@ -228,7 +232,8 @@ def test_every_run_configuration_field_is_in_every_units_key():
     """Each field of runner.Config changed alone (to another valid value) changes the key of every unit of
     every row (searches, seeds, ceilings), except the fields ``sweep_units.CONFIG_FIELDS_OUT`` documents as
     not in a unit's spec: the unit names its own row (task, heads), seed and reading, and jobs is how many
-    processes run, not what they compute.  A field added to runner.Config is taken in by the loop."""
+    processes run, not what they compute; the seed ids and draws are named by the units themselves
+    (test_protocol_draws).  A field added to runner.Config is taken in by the loop."""
     from dataclasses import fields
 
     choices = {"icl_loss": runner_module.ICL_LOSSES,
@@ -254,7 +259,8 @@ def test_every_run_configuration_field_is_in_every_units_key():
         same = [u for u in keys if changed[u] == keys[u]]
         assert not same, (f.name, same[:3])
         checked.append(f.name)
-    assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading"}
+    assert set(sweep_units.CONFIG_FIELDS_OUT) == {"tasks", "seeds", "and_heads", "jobs", "reading", "seed_base",
+                                                  "tuning_seed_base", "tuning_draws", "bimodal_seeds"}
     assert set(checked) | set(sweep_units.CONFIG_FIELDS_OUT) == {f.name for f in fields(runner_module.Config)}
 
 
@@ -270,7 +276,7 @@ def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
     from numerics.experiments import protocol
 
     choices = {"k2": ("plateau", 3), "budget": protocol.BUDGETS, "joint_steps": protocol.JOINT_STEPS,
-               "optimizer": protocol.OPTIMIZERS, "name": ("x", "y")}
+               "optimizer": protocol.OPTIMIZERS, "step_rule": protocol.STEP_RULES, "name": ("x", "y")}
     constants = {"momentum": ("momentum",), "adam": ("adam_beta1", "adam_beta2", "adam_eps")}
     base = protocol.Reading(optimizer=optimizer, **SMALL)
     for f in fields(protocol.Reading):
@@ -283,7 +289,8 @@ def test_every_reading_field_a_plan_uses_is_in_its_units_keys(optimizer):
                 continue
             plan = unit[0]
             ignored = (plan == "ceiling" or f.name == "name" or f.name in sweep_units.PROJECTED[plan]
-                       or any(f.name in names for opt, names in constants.items() if opt != optimizer))
+                       or any(f.name in names for opt, names in constants.items() if opt != optimizer)
+                       or (f.name == "fixed_lr" and base.step_rule != "fixed"))
             assert (key == keys[("base", d, row, *unit)]) == ignored, (f.name, row, unit)
 
 
@@ -303,6 +310,8 @@ def test_tiny_sweep_equals_table1s_runner_and_exports_a_tidy_table(reference):
     pd.testing.assert_frame_equal(tidy, pd.read_parquet(out / "tidy.parquet"), check_dtype=False)
     summary = json.loads((out / "sweep.json").read_text())
     assert summary["readings_file"]["text"] == TINY and summary["counts"]["failed"] == 0
+    assert {k: summary["run_config"][k] for k in sweep.SEED_FIELDS} == {
+        "seed_base": 0, "tuning_seed_base": 1000, "tuning_draws": 2, "bimodal_seeds": 10}
     g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
     # one record per (reading, row, plan, seed, d): occurrence is exact (seed 0 only), even pairs has 2 seeds
     assert len(tidy) == len(g.readings) * 4 * (1 + 2)
