@@ -29,16 +29,17 @@ def _configs(p, d, row, claim, plans=("three_phase", "joint")):
 
 
 def test_the_schedule_axis_collapses_for_the_lag_and_not_for_the_comparison(shipped):
-    """36 readings at d = 25 are 12 joint-GD configurations (3 schedules each); the comparison reads
-    three-phase, which the schedule changes, so its 36 readings stay 36."""
+    """The 36 readings of the axes at d = 25 are 12 joint-GD configurations (3 schedules each), and the
+    long-budget reading is one more; the comparison reads three-phase, which the schedule changes, so its 37
+    readings stay 37."""
     lag = _configs(shipped, 25, "occurrence", LAG)
-    assert len(lag) == 36 and len(set(lag.values())) == 12
+    assert len(lag) == 37 and len(set(lag.values())) == 13
     # readings that differ in the schedule alone share the lag configuration; another axis does not
     assert lag["k2=1/shared/gd/plateau"] == lag["k2=plateau/shared/gd/plateau"] == lag["k2=20/shared/gd/plateau"]
     assert lag["k2=plateau/shared/gd/plateau"] != lag["k2=plateau/separate/gd/plateau"]
     assert lag["k2=plateau/shared/gd/plateau"] != lag["k2=plateau/shared/adam/plateau"]
     match = _configs(shipped, 25, "occurrence", MATCH)
-    assert len(set(match.values())) == 36
+    assert len(set(match.values())) == 37
     # attention-only against three-phase also reads joint GD (the margin is a share of output-only minus joint)
     comp = _configs(shipped, 25, "AND (H=2)", "attention-only is competitive (matches three-phase)",
                     ("attention_only", "three_phase"))
