@@ -351,6 +351,38 @@ def convention_words(record: dict, scale: str) -> list[str]:
     return out
 
 
+def overall_words(record: dict, scale: str) -> str:
+    """The verdict over every row and measure at one starting scale, in one paragraph."""
+    pairs = [(name, m, x) for name, row in record["rows"].items()
+             for m, x in row["scales"].get(scale, {"measures": {}})["measures"].items()]
+    n = len(pairs)
+
+    def count(pred):
+        return sum(1 for p in pairs if pred(p[2]))
+    crossings = [x["crossover"]["rho_star"] for _, _, x in pairs if x["crossover"]["bracketed"]]
+    falls = count(lambda x: x["crossover"]["bracketed"] and x["crossover"]["direction"] == "lags to leads")
+    text = (f"Over the {len(record['rows'])} rows and their {n} (row, measure) pairs: under one shared rate the "
+            f"attention lags in {count(lambda x: x['shared'] == 'lags')}, leads in "
+            f"{count(lambda x: x['shared'] == 'leads')} and is undecided in {count(lambda x: x['shared'] == 'undecided')}; "
+            f"at the risk-optimal ratio it lags in {count(lambda x: x['risk_optimal']['side'] == 'lags')}, leads in "
+            f"{count(lambda x: x['risk_optimal']['side'] == 'leads')} and is undecided in "
+            f"{count(lambda x: x['risk_optimal']['side'] == 'undecided')}. The ratio crosses 1 within the grid in "
+            f"{len(crossings)} pairs ({falls} of them from lagging at small rho to leading at large rho)")
+    if crossings:
+        text += f", at rho* between {_num(min(crossings))} and {_num(max(crossings))}"
+    return text + "."
+
+
+def remainder_words(record: dict) -> str:
+    """The largest share of each row's decrease that the attribution leaves to its remainder."""
+    parts = []
+    for name, row in record["rows"].items():
+        v = [x for sc in row["scales"].values() for x in sc.get("remainder", []) if x is not None]
+        parts.append(f"{name} {_num(max(v), 2)}" if v else f"{name} –")
+    return ("The attribution's remainder (the higher-order terms of the steps, credited to neither block), as the "
+            "largest |remainder| / decrease over each row's cells and seeds: " + ", ".join(parts) + ".")
+
+
 def map_sections(record: dict, fig_dir: str) -> list[str]:
     """The page's sections on the lag map from its record (``occ-companion lag``), figures under ``fig_dir``."""
     cfg = record["config"]
@@ -384,7 +416,8 @@ def map_sections(record: dict, fig_dir: str) -> list[str]:
            f"### The crossover, readout starting at {first}", "", *crossover_rows_table(record, scales[0]), "",
            "### The verdict under each convention", "",
            ("*One shared rate* is $\\rho = 1$; *separately tuned rates* is the risk-optimal $\\rho$. Readout "
-            f"starting at {first}:"), "", *convention_words(record, scales[0]), "",
+            f"starting at {first}:"), "", overall_words(record, scales[0]), "", *convention_words(record, scales[0]), "",
+           remainder_words(record), "",
            "### How the readout's start changes the lag", "",
            "The side of 1 at $\\rho = 1$ and $\\rho^*$ at each starting scale of the readout:", "",
            *scale_table(record), "",

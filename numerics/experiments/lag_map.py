@@ -275,6 +275,14 @@ def risk_optimal(rhos: list[float], risks: list, sides: list[str]) -> dict:
     return {"rho": r, "risk": x, "side": s}
 
 
+def remainder_share(seeds: list[dict]) -> float | None:
+    """The largest |remainder| / |decrease| of the attribution over a cell's seeds (the higher-order part of
+    the steps, which neither block is credited with; None without a seed that has it)."""
+    v = [abs(a["remainder"] / a["total"]) for a in (s["lag"].get("attribution") for s in seeds)
+         if a is not None and a["total"]]
+    return max(v) if v else None
+
+
 def _risk(seeds: list[dict]):
     v = [s["test_risk"] for s in seeds if s["test_risk"] is not None]
     return float(np.mean(v)) if v and len(v) == len(seeds) else None
@@ -301,7 +309,7 @@ def summarise(cfg: MapConfig, results: dict) -> dict:
                                "risk_optimal": risk_optimal(list(cfg.rhos), risks, sides),
                                "shared": sides[list(cfg.rhos).index(1.0)]}
             per_scale[str(scale)] = {
-                "risk": risks, "chosen": [None if r is None else r["search"]["chosen"] for r in res],
+                "risk": risks, "remainder": [remainder_share(s) for s in seeds], "chosen": [None if r is None else r["search"]["chosen"] for r in res],
                 "edge": [None if r is None else r["search"]["edge"] for r in res],
                 "missing": [rho for rho, r in zip(cfg.rhos, res) if r is None],
                 "diverged": [rho for rho, s in zip(cfg.rhos, seeds) if any(x["diverged"] or x["unstable"] for x in s)],

@@ -32,7 +32,7 @@ def _record():
                              "crossings": [{"bracket": [1.0, 4.0], "rho_star": 2.0, "direction": "lags to leads"}]}}
     flat = {**measure, "crossover": {"bracketed": False, "rho_star": None, "bracket": None, "direction": "lags",
                                      "crossings": []}}
-    scale = {"risk": [0.1, 0.05, 0.01], "chosen": [1.0, 1.0, 0.5], "edge": [[], [], []], "missing": [],
+    scale = {"risk": [0.1, 0.05, 0.01], "remainder": [0.01, 0.02, None], "chosen": [1.0, 1.0, 0.5], "edge": [[], [], []], "missing": [],
              "diverged": [], "measures": {"displacement": measure, "function": flat}}
     return {"config": {"d": 8, "seeds": 2, "reading": {"grid_ratio": 4.0, "max_steps": 150}},
             "rhos": [0.25, 1.0, 4.0], "start_scales": [0.0, 0.1], "quick": True, "cells": 6, "units_cpu_s": 60.0,
@@ -47,6 +47,10 @@ def test_map_sections_state_the_crossover_and_the_conventions():
     assert ("under one shared rate the attention lags by 2 of the 2 measures (displacement, function); at the "
             "risk-optimal ratio rho = 4 (the grid's edge: the optimum may lie beyond it) it lags by 0 (none) and "
             "leads by 2") in text
+    assert ("under one shared rate the attention lags in 2, leads in 0 and is undecided in 0; at the risk-optimal "
+            "ratio it lags in 0, leads in 2 and is undecided in 0. The ratio crosses 1 within the grid in 1 pairs "
+            "(1 of them from lagging at small rho to leading at large rho), at rho* between 2 and 2.") in text
+    assert "decrease over each row's cells and seeds: AND (H=2) 0.02." in text
     assert "![AND (H=2): " in text and "(lag_map/lag_AND_H2.png)" in text
     assert "a quick run" in text
 

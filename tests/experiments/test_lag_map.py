@@ -51,6 +51,13 @@ def test_side_and_cell_intervals():
     assert lag_map.cell_ratio([seed(12, 10), seed(8, 10)], "m")["side"] == "undecided"   # seeds disagree
 
 
+def test_remainder_share_is_the_largest_over_seeds():
+    seeds = [{"lag": {"attribution": {"remainder": -0.1, "total": 2.0}}},
+             {"lag": {"attribution": {"remainder": 0.3, "total": 2.0}}}, {"lag": {}}]
+    assert lag_map.remainder_share(seeds) == 0.15
+    assert lag_map.remainder_share([{"lag": {}}]) is None
+
+
 def test_risk_optimal_side():
     opt = lag_map.risk_optimal([0.25, 1, 4], [0.3, 0.2, None], ["lags", "leads", "lags"])
     assert opt == {"rho": 1, "risk": 0.2, "side": "leads"}
