@@ -307,6 +307,27 @@ def crossover_rows_table(record: dict, scale: str) -> list[str]:
     return out
 
 
+def risk_table(record: dict, scale: str) -> list[str]:
+    """Per row: the final test risk (mean over seeds) and the chosen common scale eta_out at every rho; a
+    choice at the edge of its extended grid is marked "(edge)", a cell with a failed seed "failed"."""
+    rhos = record["rhos"]
+    out = ["| row | " + " | ".join(f"rho = {_rho(x)}" for x in rhos) + " |", "|---|" + "---|" * len(rhos)]
+    for name, row in record["rows"].items():
+        sc = row["scales"].get(scale)
+        if sc is None:
+            continue
+        cells = []
+        for i, rho in enumerate(rhos):
+            if rho in sc["missing"]:
+                cells.append("not run")
+                continue
+            edge = " (edge)" if sc["edge"][i] else ""
+            risk = "failed" if rho in sc["diverged"] or sc["risk"][i] is None else _num(sc["risk"][i])
+            cells.append(f"{risk}; eta_out {_num(sc['chosen'][i])}{edge}")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
 def scale_table(record: dict) -> list[str]:
     """Per row and measure: the side at rho = 1 and rho* at every starting scale."""
     scales = [str(s) for s in record["start_scales"]]
@@ -414,6 +435,9 @@ def map_sections(record: dict, fig_dir: str) -> list[str]:
             "interval the bracket. The risk-optimal $\\rho$ is the grid point of least final test risk (mean over "
             "seeds): the ratio a protocol that tunes the two rates separately would pick."), "",
            f"### The crossover, readout starting at {first}", "", *crossover_rows_table(record, scales[0]), "",
+           f"### The final risk against rho, readout starting at {first}", "",
+           "Final test risk (mean over seeds) and the common scale chosen at each $\\rho$:", "",
+           *risk_table(record, scales[0]), "",
            "### The verdict under each convention", "",
            ("*One shared rate* is $\\rho = 1$; *separately tuned rates* is the risk-optimal $\\rho$. Readout "
             f"starting at {first}:"), "", overall_words(record, scales[0]), "", *convention_words(record, scales[0]), "",

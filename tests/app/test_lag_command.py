@@ -44,6 +44,7 @@ def test_map_sections_state_the_crossover_and_the_conventions():
     text = "\n".join(lag_render.map_sections(_record(), "lag_map"))
     assert "| AND (H=2) | displacement | 1.4 [1.2, 1.6] | lags | 2 in [1, 4], lags to leads | 4 | leads |" in text
     assert "not bracketed (every decided point lags)" in text
+    assert "| AND (H=2) | 0.1; eta_out 1 | 0.05; eta_out 1 | 0.01; eta_out 0.5 |" in text
     assert ("under one shared rate the attention lags by 2 of the 2 measures (displacement, function); at the "
             "risk-optimal ratio rho = 4 (the grid's edge: the optimum may lie beyond it) it lags by 0 (none) and "
             "leads by 2") in text
