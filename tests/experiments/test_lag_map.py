@@ -67,6 +67,10 @@ def test_the_grid_has_rho_one():
     assert 1.0 in lag_map.RHOS and 1.0 in lag_map.MapConfig.quick().rhos
     with pytest.raises(SettingError, match="include 1"):
         lag_map.MapConfig.quick(rhos=(0.25, 4.0)).validate()
+    with pytest.raises(SettingError, match="increasing"):
+        lag_map.MapConfig.quick(rhos=(4.0, 1.0)).validate()
+    with pytest.raises(SettingError, match="plain GD"):
+        lag_map.MapConfig.quick(reading=lag_map.MapConfig.quick().reading.with_(optimizer="adam")).validate()
     cells = lag_map.cells(lag_map.MapConfig.quick(tasks=("occurrence",)))
     assert {rho for _, rho, _ in cells} == set(lag_map.MapConfig.quick().rhos)
 
