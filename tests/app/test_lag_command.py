@@ -51,7 +51,7 @@ def test_map_sections_state_the_crossover_and_the_conventions():
     assert ("under one shared rate the attention lags in 2, leads in 0 and is undecided in 0; at the risk-optimal "
             "ratio it lags in 0, leads in 2 and is undecided in 0. The ratio crosses 1 within the grid in 1 pairs "
             "(1 of them from lagging at small rho to leading at large rho), at rho* between 2 and 2.") in text
-    assert "decrease over each row's cells and seeds: AND (H=2) 0.02." in text
+    assert "and, in brackets, the largest: AND (H=2) 0.02 (0.02)." in text
     assert "![AND (H=2): " in text and "(lag_map/lag_AND_H2.png)" in text
     assert "a quick run" in text
 
