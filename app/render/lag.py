@@ -404,8 +404,10 @@ def remainder_words(record: dict) -> str:
     return ("The attribution's remainder (the higher-order terms of the steps, credited to neither block) as "
             "|remainder| / decrease, the median over each row's cells (the largest over their seeds in each cell) "
             "and, in brackets, the largest: " + ", ".join(parts) + ". On the sampled rows the steps are taken on "
-            "mini-batches and the decrease is the validation risk's, so a cell whose validation risk hardly moves "
-            "has a large share left to the remainder.")
+            "mini-batches and the decrease is the validation risk's: the noise of each step raises that risk at "
+            "second order, and summed over a run this cost can exceed the net decrease. There the two parts are "
+            "larger than the decrease they split, and the attribution's half times say which block lowered the "
+            "risk first rather than how the net decrease is shared.")
 
 
 def map_sections(record: dict, fig_dir: str) -> list[str]:
