@@ -106,6 +106,7 @@ class MapConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> MapConfig:
+        """The configuration of ``to_dict``'s dict (fields it lacks take their defaults)."""
         kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()}
         kw["reading"] = Reading.from_dict(kw["reading"])
         return cls(**kw)
@@ -205,9 +206,14 @@ def cell_unit(args: dict) -> dict:
     return {"search": found, "seeds": seeds}
 
 
+GRID_FIELDS = ("tasks", "and_heads", "rhos", "start_scales")
+"""MapConfig fields that choose which cells the map has, not what a cell computes: left out of a cell's
+arguments, so maps of other grids share the cells they have in common."""
+
+
 def cells(cfg: MapConfig) -> dict:
     """{(row name, rho, scale): the unit's arguments} of every cell of the map."""
-    base = cfg.to_dict()
+    base = {k: v for k, v in cfg.to_dict().items() if k not in GRID_FIELDS}
     return {(row.name, rho, scale): {"map": base, "task": row.task, "heads": row.heads, "rho": rho, "scale": scale}
             for row in cfg.rows() for scale in cfg.start_scales for rho in cfg.rhos}
 

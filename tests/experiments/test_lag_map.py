@@ -75,6 +75,14 @@ def test_the_grid_has_rho_one():
     assert {rho for _, rho, _ in cells} == set(lag_map.MapConfig.quick().rhos)
 
 
+def test_maps_of_other_grids_share_their_common_cells():
+    small = lag_map.plan(lag_map.MapConfig.quick(tasks=("occurrence",), rhos=(1.0, 4.0), start_scales=(0.0,)))
+    wide = lag_map.plan(lag_map.MapConfig.quick(tasks=("occurrence", "OR"), rhos=(0.25, 1.0, 4.0)))
+    assert small[("occurrence", 1.0, 0.0)][0] == wide[("occurrence", 1.0, 0.0)][0]
+    other_d = lag_map.plan(lag_map.MapConfig.quick(tasks=("occurrence",), d=9, rhos=(1.0,), start_scales=(0.0,)))
+    assert other_d[("occurrence", 1.0, 0.0)][0] != small[("occurrence", 1.0, 0.0)][0]
+
+
 def test_start_scales_the_readout_symmetrically():
     cfg = lag_map.MapConfig.quick(tasks=("OR",)).run_config()
     row = runner.Row.of(cfg, "OR")
