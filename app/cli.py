@@ -4,6 +4,7 @@ run: the main job (three-phase plan in its step-size regime vs the impossibility
 prove: every claim certified in ball arithmetic (arb), and the proofs for all d;
 table1: the reconstructed Table 1 experiments; sweep: Table 1 under every reading of the protocol;
 scope: how far the theorem reaches once its simplifications are relaxed (five studies);
+lag: the lag map of every Table 1 row, joint GD over eta_att / eta_out and the readout's start;
 finite: the finite-sample plan; values / evaluate: closed forms and exact series at a point;
 docs / latex: regenerate docs/derivations.md and README's claims, export LaTeX.
 
@@ -37,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.table1",    # table1
     "app.commands.sweep",     # sweep
     "app.commands.scope",     # scope
+    "app.commands.lag",       # lag
     "app.commands.benchmarks",  # benchmark, benchmark-engine
 )
 """Modules that register subcommands: each has ``add_parser(subparsers)``, which adds its parsers

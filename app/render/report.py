@@ -135,7 +135,7 @@ def generated_docs(root: Path) -> dict[Path, str]:
     readme = root / README
     current = readme.read_text() if readme.exists() else ""
     return {root / DERIVATIONS: derivations_markdown(), readme: readme_with_claims(current),
-            root / claims.PAGE: claims.page(root), root / lag_render.PAGE: lag_render.page()}
+            root / claims.PAGE: claims.page(root), root / lag_render.PAGE: lag_render.page(root)}
 
 
 def stale_docs(root: Path) -> list[Path]:

@@ -140,3 +140,88 @@ def measures(steps: list[int], alpha_dist: list, B_dist: list, func: dict, align
         out[name] = {"t_half_att": ta, "t_half_out": tb, "resolution": max(ra, rb),
                      "ratio": (ta / tb) if (ta is not None and tb) else None}
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# attribution: each block's first-order share of the risk decrease along the path
+
+
+def attribution(risks, att_parts, out_parts) -> dict:
+    """The risk decrease R_0 - R_T of a path split into the blocks' first-order parts.
+
+    ``risks`` holds R(theta_t) for t = 0..T; ``att_parts[t]`` = -grad_alpha R(theta_t) . (alpha_{t+1} - alpha_t)
+    and ``out_parts[t]`` the same for the readout B (t = 0..T-1).  Returns the total decrease, the two parts
+    (sums of the per-step parts), the remainder (total minus both parts: the higher-order terms of every step,
+    a correctly rounded sum of the exact terms, ``math.fsum``), each block's share of the total, t_half of each
+    block's cumulative part (the first step t at which the sum of its first t per-step parts reaches half of its
+    whole part; None when the part is not positive: a block that did not lower the risk has no half time) and
+    their ratio t_half(attention) / t_half(readout).
+
+    The per-step part is the directional derivative of R along the block's own move, so it depends on the path
+    and the risk alone: an invertible linear reparameterisation of a block (alpha = A phi) maps the gradient to
+    A^T grad and the move to A^-1 move, and leaves every per-step part, hence the shares and half times, as they
+    are; and a step the run adds after it has converged adds at most the decrease still left to both parts.
+    """
+    import math
+
+    r = np.asarray(risks, float)
+    a = np.asarray(att_parts, float)
+    o = np.asarray(out_parts, float)
+    if r.ndim != 1 or a.shape != o.shape or len(r) != len(a) + 1:
+        raise ValueError(f"risks must hold one value more than the per-step parts; got {r.shape}, {a.shape}, {o.shape}")
+    total = float(r[0] - r[-1])
+    att, out = math.fsum(a), math.fsum(o)
+    remainder = math.fsum([float(r[0]), -float(r[-1]), *(-a), *(-o)])
+    steps = list(range(len(r)))
+
+    def half(parts, whole):
+        if not whole > 0:
+            return None
+        return t_half(steps, np.concatenate([[0.0], np.cumsum(parts)]))
+
+    ta, to = half(a, att), half(o, out)
+    share = (lambda x: x / total) if total != 0 else (lambda x: None)
+    return {"total": total, "att": att, "out": out, "remainder": remainder, "share_att": share(att),
+            "share_out": share(out), "t_half_att": ta, "t_half_out": to, "resolution": 0,
+            "ratio": (ta / to) if (ta is not None and to) else None}
+
+
+def path_attribution(path, risk_and_grad) -> dict:
+    """``attribution`` along a recorded path [(alpha_0, B_0), ..., (alpha_T, B_T)] (every step of it: the parts
+    are first order per step, so a path of snapshots further apart attributes coarser steps), with
+    ``risk_and_grad(alpha, B) -> (R, grad_alpha, grad_B)`` the risk whose decrease is split."""
+    risks, att, out = [], [], []
+    for t, (alpha, B) in enumerate(path):
+        r, ga, gB = risk_and_grad(alpha, B)
+        risks.append(float(r))
+        if t + 1 < len(path):
+            a1, B1 = path[t + 1]
+            att.append(-float(np.vdot(ga, np.asarray(a1) - alpha)))
+            out.append(-float(np.vdot(gB, np.asarray(B1) - B)))
+    return attribution(risks, att, out)
+
+
+def gd_attribution(alpha0: np.ndarray, B0: np.ndarray, lr_att: float, lr_out: float, steps: int, train, val,
+                   loss: str) -> dict:
+    """``attribution`` of ``steps`` steps of joint GD from (alpha0, B0) (one run: (H, D), (H, D, K)) with rates
+    (lr_att, lr_out) on the batches ``train(t)``, the risk being the one on ``val``: every step's parts from
+    the gradient of the validation risk at that step and the step actually taken (exact per step, no
+    snapshots).  Where ``train(t)`` is ``val`` itself (an exact population) one gradient serves both."""
+    alpha, B = alpha0[None].astype(float), B0[None].astype(float)
+    risks, att, out = [], [], []
+    for t in range(steps + 1):
+        rv, gva, gvB, _ = engine.risk_and_grad(alpha, B, val, loss, with_f=False)
+        risks.append(float(rv[0]))
+        if t == steps:
+            break
+        tb = train(t)
+        if tb is val:
+            ga, gB = gva, gvB
+        else:
+            _, ga, gB, _ = engine.risk_and_grad(alpha, B, tb, loss, with_f=False)
+        da, dB = -lr_att * ga, -lr_out * gB
+        att.append(-float(np.vdot(gva, da)))
+        out.append(-float(np.vdot(gvB, dB)))
+        alpha = alpha + da
+        B = B + dB
+    return attribution(risks, att, out)

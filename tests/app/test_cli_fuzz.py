@@ -89,6 +89,10 @@ FLAGS: dict[str, dict[str, st.SearchStrategy[str] | None]] = {
               "--store": st.sampled_from(["store", "a_file", "/proc/occ-fuzz"]), "--out": st.sampled_from(PATHS),
               "--workers": numbers("1", "2"), "--scheduler": st.sampled_from(["tcp://127.0.0.1:1", ""]),
               "--quiet": None},
+    "lag": {"--d": numbers("3", "8"), "--seeds": numbers("1"), "--tasks": st.sampled_from(["foo", "", "occurrence"]),
+            "--quick": None, "--store": st.sampled_from(["store", "a_file", "/proc/occ-fuzz"]),
+            "--root": st.sampled_from(["checkout", "a_file", "missing", ""]), "--workers": numbers("1", "2"),
+            "--scheduler": st.sampled_from(["tcp://127.0.0.1:1", ""]), "--quiet": None},
     "benchmark": {"--quick": None, "--tiny": None, "--out": st.sampled_from(["out/b.md", "out", "/proc/occ-fuzz.md",
                                                                               "a_file/x.md", "", "out/"])},
     "benchmark-engine": {"--quick": None, "--tiny": None, "--no-torch": None,
@@ -102,6 +106,7 @@ BASE = {  # cheap defaults, placed first so that drawn flags override them
     "table1": ["--quick", "--out", "out"],
     "benchmark": ["--tiny"], "benchmark-engine": ["--tiny", "--no-torch"],
     "sweep": ["--quiet", "--out", "out"], "scope": ["--quick", "--quiet", "--out", "out"],
+    "lag": ["--quick", "--quiet", "--root", "checkout"],
 }
 TABLE1_REFUSED = [["--seeds", "0"], ["--jobs", "0"], ["--tasks", "foo"], ["--steps", "nan"], ["--d", "x"],
                   ["--seed-base", "1000", "--tuning-seed-base", "1000"]]
@@ -113,8 +118,10 @@ REFUSED = {"sweep": [["--workers", "0"], ["--d", "x"], ["--readings", "missing.t
                      ["--out", "a_file"], ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"],
                      ["--no-train", "--workers", "1"], ["--seed-base", "1000", "--tuning-seed-base", "1000"]],
            "scope": [["--studies", "nosuch"], ["--workers", "0"], ["--store", "a_file"], ["--out", "a_file"],
-                     ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]]}
-"""sweep and scope: lists refused before any unit runs (a run starts a dask cluster; the kill loop and
+                     ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]],
+           "lag": [["--workers", "0"], ["--d", "2"], ["--seeds", "0"], ["--tasks", "foo"], ["--store", "a_file"],
+                   ["--root", "missing"], ["--workers", "1", "--scheduler", "tcp://127.0.0.1:1"]]}
+"""sweep, scope and lag: lists refused before any unit runs (a run starts a dask cluster; the kill loop and
 tests/experiments/test_sweep.py run them)."""
 
 
