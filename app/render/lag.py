@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import math
 from functools import lru_cache
-import json
-import math
 from pathlib import Path
 
 from numerics.theorem import lag
@@ -221,12 +219,12 @@ which lowers it at large $d$ when the budget is long (the last table).
 """
 
 
-def page(root: Path | None = None, crossover_rows: tuple = ()) -> str:
+def page(root: Path | None = None) -> str:
     """The text of docs/lag.md of the checkout at ``root`` (its lag map from ``root / MAP_RECORD`` when that
-    exists; None: no map), with the certified crossover rows ``crossover_rows`` (``certified_crossover_table``)."""
+    exists; None: no map)."""
     record = root / MAP_RECORD if root is not None else None
     text = record.read_text() if record is not None and record.exists() else ""
-    return _page(text, tuple(crossover_rows))
+    return _page(text)
 
 
 def page_with_record(record_text: str) -> str:
@@ -245,7 +243,7 @@ def summary_lines(record: dict) -> list[str]:
 
 
 @lru_cache(maxsize=4)
-def _page(record_text: str = "", crossover_rows: tuple = ()) -> str:
+def _page(record_text: str = "") -> str:
     out = [INTRO, CLAIM, MECHANISM, "## The derivation", "",
            "The first steps from zero at the balancing $p$ and the leading terms for small steps",
            "(`theory.catalogue.joint_display`; the structure of step 2 holds for every $p$ and is checked against the",
@@ -283,8 +281,6 @@ def _page(record_text: str = "", crossover_rows: tuple = ()) -> str:
              "numbers come from the float evaluator (`numerics.theorem.lag.float_lag`), whose comparisons are not "
              "checked against its error: they are estimates."), "",
             *long_budget_table(), ""]
-    if crossover_rows:
-        out += ["### The certified crossover", "", *certified_crossover_table(list(crossover_rows)), ""]
     if record_text:
         out += map_sections(json.loads(record_text), MAP_DIR.name)
     return "\n".join(out).rstrip("\n") + "\n"
@@ -301,19 +297,6 @@ certified table); the lag map at its end measures, on
 every row of Table 1, how the lag depends on the one protocol choice it turns on, the ratio
 $\\rho = \\eta_{\\mathrm{att}}/\\eta_{\\mathrm{out}}$ of the two blocks' step sizes, and on the readout's start.
 """
-
-
-def certified_crossover_table(rows: list[dict]) -> list[str]:
-    """The certified crossover rho*(d) of joint GD from zero on the occurrence task: one line per row, each a
-    dict with "d", "rho_low" and "rho_high" (certified values of rho on either side of the crossing: the ratio
-    is above 1 at rho_low and not above 1 at rho_high) and optionally "method" and "cost"."""
-    out = ["| d | rho below the crossover (ratio > 1) | rho above it (ratio not > 1) | rho* enclosed in | how |",
-           "|---|---|---|---|---|"]
-    for r in rows:
-        how = ", ".join(str(r[k]) for k in ("method", "cost") if r.get(k) is not None) or "–"
-        out.append(f"| {r['d']} | {_num(r['rho_low'])} | {_num(r['rho_high'])} | "
-                   f"[{_num(r['rho_low'])}, {_num(r['rho_high'])}] | {how} |")
-    return out
 
 
 # ------------------------------------------------------------------------------------------------

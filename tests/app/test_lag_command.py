@@ -56,11 +56,6 @@ def test_map_sections_state_the_crossover_and_the_conventions():
     assert "a quick run" in text
 
 
-def test_the_certified_crossover_hook():
-    rows = lag_render.certified_crossover_table([{"d": 10, "rho_low": 5, "rho_high": 20, "method": "series"}])
-    assert rows[2] == "| 10 | 5 | 20 | [5, 20] | series |"
-
-
 @pytest.mark.slow
 def test_page_reads_the_committed_record(tmp_path, cheap_page):
     assert "## The lag map" not in lag_render.page(tmp_path)
