@@ -307,6 +307,22 @@ COUNTS_NOTE = ("Counts are over distinct configurations, not readings: readings 
                "*verdict changes with* names the axes along which changing one choice, all else equal, turns a "
                "verdict between holds and does not hold (and the choices under which it holds).")
 
+RECORDED_NOTE = ("These verdicts are the ones the sweep recorded, under the decision rules of the commit it ran at "
+                 "(its record names no `decision_rules` and no configuration per verdict): counts are over readings, "
+                 "and a reading counts joint GD once for each three-phase schedule, OR at d is occurrence at d/2 and "
+                 "even pairs is the same at every d, so these counts repeat evidence. Rerunning the sweep judges the "
+                 "cells under the current rules and counts distinct configurations. *Refused* says which plan, or "
+                 "the capacity ceiling, caused each refusal; *holds among decided* is holds over holds and does not "
+                 "hold; *verdict changes with* names the axes along which changing one choice, all else equal, turns "
+                 "a verdict between holds and does not hold (and the choices under which it holds).")
+
+
+def counts_note(summary: dict) -> str:
+    """COUNTS_NOTE when every recorded verdict names its configuration (the counts are over distinct ones), else
+    RECORDED_NOTE (a sweep recorded before verdicts named their configuration: counts over readings)."""
+    verdicts = [v for c in summary["cells"] for v in c.get("verdicts", [])]
+    return COUNTS_NOTE if verdicts and all("config" in v for v in verdicts) else RECORDED_NOTE
+
 
 def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     """The sweep's Markdown: what ran, a robustness table per d, the heat maps, the verdicts across d, the lag
@@ -323,7 +339,7 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
              f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
              f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
              f"{summary['units_cpu_s'] / 3600:.1f} h. " + default_sentence(summary), "",
-             COUNTS_NOTE, ""]
+             counts_note(summary), ""]
     for d in ds:
         lines += [f"### Robustness at d = {d} ({_readings(per_d[d])})", "", *robustness_table(summary, d), "",
                   f"![claim x reading at d = {d}]({link_prefix}sweep_heat_d{d}.png)", ""]

@@ -100,3 +100,14 @@ def test_the_lag_ratios_across_readings_count_each_joint_gd_configuration_once()
     for c in cells:
         del c["verdicts"][0]["config"]
     assert sweep_render.lag_across_readings({"cells": cells}, 8)[2] == "| OR | 2 [0.5, 2] | 3/4 | n/a | - |"
+
+
+def test_the_counts_note_says_readings_when_the_record_names_no_configuration():
+    """A sweep recorded before verdicts named their configuration is counted over readings, and the page must
+    not claim distinct configurations for it; one whose every verdict names its configuration is."""
+    from app.render import sweep as sweep_render
+    old = {"cells": [{"verdicts": [{"row": "OR", "claim": "c"}, {"row": "OR", "claim": "d", "config": "x"}]}]}
+    new = {"cells": [{"verdicts": [{"row": "OR", "claim": "c", "config": "y"}]}]}
+    assert sweep_render.counts_note(old) == sweep_render.RECORDED_NOTE
+    assert sweep_render.counts_note(new) == sweep_render.COUNTS_NOTE
+    assert "counts are over readings" in sweep_render.RECORDED_NOTE
