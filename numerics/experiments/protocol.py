@@ -44,13 +44,16 @@ BIMODAL_GAP = 3.0
 """``bimodal``: the gap between the two groups must exceed this many times the wider group's spread."""
 BIMODAL_RATIO = 2.0
 """``bimodal``: the two groups' nearest risks must differ by at least this factor."""
+BIMODAL_FLOOR = 1e-3
+"""``bimodal``: risks below this share of the largest risk count as that share: at the row's scale they are
+all solved, and their logarithms would otherwise spread over decades of rounding-level risk and hide the gap."""
 
 
-def bimodal(risks, gap: float = BIMODAL_GAP, ratio: float = BIMODAL_RATIO) -> bool:
+def bimodal(risks, gap: float = BIMODAL_GAP, ratio: float = BIMODAL_RATIO, floor: float = BIMODAL_FLOOR) -> bool:
     """Whether the seeds' held-out risks split into two levels.
 
     The rule, on the logarithms of the finite risks (a diverged seed is reported as diverged, not as a level;
-    risks below 1e-300 count as 1e-300): sort them and cut at the largest gap between neighbours; the seeds
+    risks below ``floor`` times the largest count as that, and below 1e-300 as 1e-300): sort them and cut at the largest gap between neighbours; the seeds
     are bimodal when there are at least three, the gap exceeds ``gap`` times the spread (largest minus
     smallest logarithm) of the wider of the two groups, and the gap is at least a factor ``ratio`` in risk.
     Logarithms, because the levels of a row (a plan stuck at the output-only level, or reaching the joint
@@ -58,8 +61,9 @@ def bimodal(risks, gap: float = BIMODAL_GAP, ratio: float = BIMODAL_RATIO) -> bo
     seeds that scatter evenly over a decade have large gaps too but no two levels; the factor ``ratio``,
     because two tight groups a few percent apart are one level measured precisely.  Three seeds at least,
     because two seeds always split into two groups of spread 0."""
-    logs = sorted(math.log(max(float(r), 1e-300)) for r in risks
-                  if r is not None and math.isfinite(r) and r >= 0)
+    finite = [float(r) for r in risks if r is not None and math.isfinite(r) and r >= 0]
+    low = floor * max(finite, default=0.0)
+    logs = sorted(math.log(max(r, low, 1e-300)) for r in finite)
     if len(logs) < 3:
         return False
     gaps = [b - a for a, b in zip(logs, logs[1:])]

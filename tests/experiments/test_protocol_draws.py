@@ -195,9 +195,18 @@ def test_a_plan_no_draw_could_choose_is_not_trained(monkeypatch):
     ([0.01, 0.2], False),                            # two seeds are always two groups
     ([0.01, None, 0.2, float("nan")], False),        # diverged seeds are not a level
     ([0.01, 0.2, 0.2], True),
+    # even pairs three-phase at d = 50: four seeds solved (risks 2e-7 to 2e-5), one at the 0.25 level; the
+    # solved seeds' logarithms spread over two decades, which only the floor at 1e-3 x the largest removes
+    ([0.2496, 6.27e-6, 2.20e-5, 2.26e-7, 2.29e-5], True),
+    ([1e-4, 1e-3, 1e-2, 1e-1], False),                # evenly over three decades, all at or above the floor
 ])
 def test_bimodal_rule_on_synthetic_risks(risks, expected):
     assert protocol.bimodal(risks) is expected
+
+
+def test_the_bimodal_floor_is_what_groups_the_solved_seeds():
+    solved_and_stuck = [0.2496, 6.27e-6, 2.20e-5, 2.26e-7, 2.29e-5]
+    assert protocol.bimodal(solved_and_stuck) and not protocol.bimodal(solved_and_stuck, floor=0.0)
 
 
 def test_bimodal_gap_is_compared_to_the_wider_groups_spread():
