@@ -18,6 +18,7 @@ import argparse
 import math
 import os
 from fractions import Fraction
+from pathlib import Path
 from typing import Callable
 
 from theory.setting import Setting
@@ -46,6 +47,18 @@ add memory (each holds its own data, hundreds of MB) and switching."""
 def workers_option() -> Callable[[str], int]:
     """The argparse type of a worker-process count: an integer in [1, MAX_WORKERS]."""
     return int_at_least(1, MAX_WORKERS, why=f"at most 4 per core, {os.cpu_count() or 1} cores here")
+
+
+def add_cluster_options(parser: argparse.ArgumentParser, *, shared: str) -> None:
+    """--store, --scheduler and --workers: the results store (``shared``: what else uses it) and the dask
+    cluster of the commands that run units (sweep, scope, lag)."""
+    parser.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
+                        help=f"results store, shared {shared} (default sweep-store/)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="address of a running dask scheduler, tcp://host:port (e.g. tcp://host:8786; not its "
+                             "dashboard's); default: a LocalCluster")
+    parser.add_argument("--workers", type=workers_option(), default=None,
+                        help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
 
 
 def int_at_least(low: int, high: int | None = None, *, why: str = "") -> Callable[[str], int]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from app import exitcodes
 from app.io import OutputFolder
-from app.options import int_at_least, workers_option
+from app.options import add_cluster_options, int_at_least
 
 OWNS = ("docs/lag_map/lag_map.json", "docs/lag_map/lag_*.png")
 
@@ -51,12 +50,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=_tasks, default=None, metavar="LIST", help="comma-separated tasks (default: all)")
     p.add_argument("--root", type=Path, default=None,
                    help="the checkout to write docs/lag.md and docs/lag_map/ into (default: this checkout)")
-    p.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
-                   help="results store, shared with the sweep (default sweep-store/)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=workers_option(), default=None,
-                   help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
+    add_cluster_options(p, shared="with the sweep")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=main_args)
     return p

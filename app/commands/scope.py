@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from theory.validation import SettingError
 
 from app import exitcodes
 from app.io import OutputFolder
-from app.options import workers_option
+from app.options import add_cluster_options
 
 OWNS = ("scope.json", "scope.md", "scope_*.png")
 
@@ -54,12 +53,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help=f"comma-separated studies among {','.join(STUDIES)} (default: all five)")
     p.add_argument("--quick", action="store_true", help="the small size each study defines for CI")
     p.add_argument("--out", type=Path, default=Path("scope"), help="output folder (default scope/)")
-    p.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
-                   help="results store, shared with the sweep (default sweep-store/)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="address of a running dask scheduler (e.g. tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--workers", type=workers_option(), default=None,
-                   help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
+    add_cluster_options(p, shared="with the sweep")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=main_args)
     return p

@@ -35,7 +35,7 @@ from theory.validation import SettingError
 from app import exitcodes
 from app.io import OutputFolder
 from app.commands.table1 import MAX_SEED_ID
-from app.options import int_at_least, workers_option
+from app.options import add_cluster_options, int_at_least
 
 OWNS = ("sweep.json", "sweep.md", "tidy.csv", "tidy.parquet", "verdicts.csv", "sweep_*.png", "reading_*.md")
 LOG_EVERY_S = 60.0
@@ -66,14 +66,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "same --store and --out defaults")
     p.add_argument("--d", type=_int_list, default=None, metavar="LIST",
                    help="run only these of the file's alphabet sizes (comma-separated; default: all)")
-    p.add_argument("--store", type=Path, default=Path("sweep-store"), metavar="DIR",
-                   help="results store, shared between sweeps (default sweep-store/)")
     p.add_argument("--out", type=Path, default=Path("sweep"), help="output folder (default sweep/)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="address of a running dask scheduler, tcp://host:port (e.g. tcp://host:8786; not its "
-                        "dashboard's); default: a LocalCluster")
-    p.add_argument("--workers", type=workers_option(), default=None,
-                   help=f"LocalCluster worker processes (default: the cores, {os.cpu_count()})")
+    add_cluster_options(p, shared="between sweeps")
     p.add_argument("--seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,
                    help="first reported seed id of every cell (default: the readings file's [config], else 0)")
     p.add_argument("--tuning-seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,

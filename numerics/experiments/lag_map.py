@@ -25,7 +25,7 @@ ratio.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -98,11 +98,7 @@ class MapConfig:
         return runner.rows(self.run_config())
 
     def to_dict(self) -> dict:
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.name] = v.to_dict() if isinstance(v, Reading) else (list(v) if isinstance(v, tuple) else v)
-        return out
+        return runner.fields_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> MapConfig:

@@ -56,6 +56,15 @@ truncation alone; at 1e-16 that seed's whole bound is 4.9e-13 (1.5e-13 of it the
 the sweep's exact seeds."""
 
 
+def fields_dict(config) -> dict:
+    """A frozen configuration's fields as JSON values: a reading as its dict, tuples as lists."""
+    out = {}
+    for f in fields(config):
+        v = getattr(config, f.name)
+        out[f.name] = v.to_dict() if isinstance(v, Reading) else (list(v) if isinstance(v, tuple) else v)
+    return out
+
+
 @dataclass(frozen=True)
 class Config:
     """Every parameter of a Table 1 run besides the reading (all recorded in the results).  Frozen: a changed
@@ -174,11 +183,7 @@ class Config:
         return range(self.tuning_seed_base, self.tuning_seed_base + self.tuning_draws * self.reading.tuning_seeds)
 
     def to_dict(self) -> dict:
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.name] = v.to_dict() if isinstance(v, Reading) else (list(v) if isinstance(v, tuple) else v)
-        return out
+        return fields_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Config":
