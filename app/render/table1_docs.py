@@ -188,6 +188,13 @@ def page(results: dict, sweep: dict | None = None) -> str:
              "AND). " + negative_gain_caption(results), ""]
     for name in results["rows"]:
         lines.append(f"![{name}](example_table1/table1_{table1.slug(name)}.png)")
+    measured = [name for name, row in results["rows"].items() if row.get("length_buckets")]
+    if measured:
+        lines += ["", "Each plan's held-out risk per string length (buckets of the training law's mean length m, up "
+                  "to 20 m; mean over seeds, log length axis): the paper's inputs are unbounded, and these show how "
+                  "far each trained model carries beyond the lengths it was mostly trained on.", ""]
+        lines += [f"![{name}, risk by length](example_table1/table1_{table1.slug(name)}_lengths.png)"
+                  for name in measured]
     lines += _other_run(EXAMPLE / "theory-52" / "table1.json", "The theory's reading under this protocol (`theory-52`)",
                         "phases (1, 1), every plan exactly 52 steps, joint GD on separate grids, one tuning seed; the "
                         "rest of the protocol as above (tuning seeds apart from the reported ones, extending grids, "

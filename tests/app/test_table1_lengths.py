@@ -14,7 +14,10 @@ from numerics.experiments.runner import PLANS  # noqa: E402
 
 
 def _results() -> dict:
-    return json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
+    """A results file without the length measurement: the d = 200 run, recorded before it existed."""
+    out = json.loads((table1_docs.EXAMPLE / "d200" / "table1.json").read_text())
+    assert not any("length_buckets" in row for row in out["rows"].values())
+    return out
 
 
 def _with_lengths(results: dict) -> dict:
@@ -53,3 +56,19 @@ def test_length_figure_has_one_line_per_plan_on_a_log_length_axis():
     x, y = ax.containers[1].lines[0].get_data()
     assert list(y) == [0.1 + k / 100 for k in range(3)]  # the joint plan's bucket means, in order
     assert x[0] < 20 <= x[1] < 40 <= x[2] < 100  # each point inside its bucket
+
+
+def test_docs_table1_shows_a_length_figure_for_every_measured_row():
+    """docs/table1.md embeds the length figure of each row of the example run that measured risk by length, and
+    every figure it embeds is committed."""
+    import json
+
+    from app.render import table1_docs
+    results = json.loads((table1_docs.EXAMPLE / "table1.json").read_text())
+    page = (table1_docs.DOCS / "table1.md").read_text()
+    measured = [n for n, r in results["rows"].items() if r.get("length_buckets")]
+    assert measured
+    from app.render import table1 as table1_render
+    for name in measured:
+        fig = f"table1_{table1_render.slug(name)}_lengths.png"
+        assert f"(example_table1/{fig})" in page and (table1_docs.EXAMPLE / fig).exists()
