@@ -588,7 +588,8 @@ def cell_from_tables(summary: dict, cell: dict, tidy: list[dict]) -> dict:
                            "unstable": [r["seed"] for r in seeds if r["unstable"]],
                            "capped": [r["seed"] for r in seeds if r["capped"]],
                            "not_converged": [r["seed"] for r in seeds if not r["converged"]],
-                           "steps": runner.stats([r["steps"] for r in seeds])}
+                           "steps": runner.stats([r["steps"] for r in seeds]),
+                           **({"length_risk": search["length_risk"]} if search.get("length_risk") else {})}
         rows[name] = {"name": name, "task": task, "plans": plans,
                       "loss": summary["run_config"]["icl_loss"] if task == "ICL" else "squared",
                       "lag": cell["lag"][name]}

@@ -316,11 +316,13 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
 
 
 def search_record(results: dict) -> dict:
-    """{row: {plan: chosen step sizes, grid edges, insensitive}} of a cell's results: what its pages say of
-    each plan's step-size search that the tidy table (one record per reported seed) cannot, for a plan
-    without seeds has no record there, and whether the search was step-insensitive is no seed's metric."""
+    """{row: {plan: chosen step sizes, grid edges, insensitive, and the risk per length bucket where measured}}
+    of a cell's results: what its pages say of each plan that the tidy table (one record per reported seed)
+    cannot, for a plan without seeds has no record there, whether the search was step-insensitive is no
+    seed's metric, and the length buckets are summaries over seeds."""
     return {name: {pl: {"chosen": pr["chosen"], "edge": list(pr["search"]["edge"]),
-                        "insensitive": bool(pr["search"]["insensitive"])}
+                        "insensitive": bool(pr["search"]["insensitive"]),
+                        **({"length_risk": pr["length_risk"]} if pr.get("length_risk") else {})}
                    for pl, pr in row["plans"].items()} for name, row in results["rows"].items()}
 
 

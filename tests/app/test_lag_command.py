@@ -14,7 +14,7 @@ from app.render import lag as lag_render
 @pytest.fixture
 def cheap_page(monkeypatch):
     """The page without its certified tables (computed by numerics.theorem.lag, tested in checks/)."""
-    for name in ("certified_table", "rho_table", "long_budget_table", "value_table"):
+    for name in ("certified_table", "crossover_section", "long_budget_table", "value_table"):
         monkeypatch.setattr(lag_render, name, lambda: ["(table)"])
     lag_render._page.cache_clear()
     yield
