@@ -47,6 +47,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from numerics.experiments import tasks
+
 MATCH_SHARE = 0.1
 """The non-inferiority margin of *matches* and *falls short*: this share of the attention effect (output-only
 risk minus joint-GD risk)."""
@@ -198,6 +200,16 @@ def seeds_within(row: dict, plan: str, reference: str, margin: float) -> tuple[i
     return sum(v - ref <= margin for v in vals), len(vals)
 
 
+ONE_SEED = "one seed of a row trained on samples: no spread over seeds to judge it by"
+
+
+def one_sampled_seed(row: dict, plans: tuple[str, ...]) -> bool:
+    """Whether a row trained on samples (``row["exact"]`` False) has fewer than two seeds in one of ``plans``:
+    its standard error would be 0 and its interval as narrow as an exact row's, so it decides nothing.  Exact
+    rows give every seed the same population, and one seed is all they have."""
+    return row.get("exact") is False and any(row["plans"][p]["risk"]["n"] < 2 for p in plans)
+
+
 def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str) -> dict:
     """A *matches* (``want_match``) or *falls short* claim of ``plan`` against ``reference`` (module doc)."""
     reasons = artefacts(row, (plan, reference, "output_only"))
@@ -218,10 +230,14 @@ def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str)
     if bimodal:
         ev += f"; bimodal seeds: {', '.join(bimodal)}"
     match = non_inferior(iv["lower"], iv["upper"], iv["margin"])
+    if one_sampled_seed(row, (plan, reference)):
+        match = None
     rec = out | {"evidence": ev, "excess": iv["excess"], "margin": iv["margin"], "interval": [iv["lower"], iv["upper"]],
                  "seeds_within": list(count) if count is not None else None}
     if match is None:
-        return rec | {"verdict": "undecided", "reasons": ["the excess interval straddles the margin"]}
+        why = (ONE_SEED if one_sampled_seed(row, (plan, reference))
+               else "the excess interval straddles the margin")
+        return rec | {"verdict": "undecided", "reasons": [why]}
     return rec | {"verdict": "holds" if match == want_match else "does not hold", "reasons": []}
 
 
@@ -287,8 +303,11 @@ def lag_verdict(row: dict, measure: str) -> dict:
     ev = (f"t_half(attention) {_fmt(ta)}, t_half(output) {_fmt(tb)}, ratio {_fmt(rs)} in {_band((lo, hi))} "
           f"(±{Z:g} SE + resolution {m['resolution']} steps; band {_band(LAG_BAND)}): {outcome}")
     v = LAG_VERDICT[outcome]
+    why = "the ratio interval straddles an edge of the band"
+    if one_sampled_seed(row, ("joint",)):
+        v, why = "undecided", ONE_SEED
     return out | {"verdict": v, "outcome": outcome,
-                  "reasons": [] if v != "undecided" else ["the ratio interval straddles an edge of the band"],
+                  "reasons": [] if v != "undecided" else [why],
                   "evidence": ev, "ratio": rs["mean"], "ratio_se": se, "interval": [lo, hi]}
 
 
@@ -300,15 +319,20 @@ def _fmt(s: dict) -> str:
 
 def testable(row: dict, claim: str) -> tuple[bool, str]:
     """(can the row's model class test the claim?, why not): AND's "attention-only is competitive" needs an
-    attention-only plan with a fixed readout of order one (``model_class["attention_only_readout_scale"]`` at
-    least ATTENTION_ONLY_READOUT_MIN; a row that records none trained it at 0.01); the even-pairs lag claims
-    ("least lag", "almost as fast") need a model where no single token carries the label
-    (``model_class["label_in_single_token"]`` False; a row that records nothing used the 'query' embedding,
-    where the first token alone carries it)."""
+    attention-only plan with a fixed readout of order one (``model_class["attention_only_readout"]`` "fixed"
+    and its scale at least ATTENTION_ONLY_READOUT_MIN; a row that records none trained it from its start
+    readout); the even-pairs lag claims ("least lag", "almost as fast") need a model where no single token
+    carries the label (``model_class["label_in_single_token"]`` False; ``assess_draw`` fills it in from the
+    run's configured embedding for rows recorded before rows carried their model class)."""
     mc = row.get("model_class") or {}
     if claim.startswith("attention-only is competitive") and row["task"] == "AND":
         scale = mc.get("attention_only_readout_scale")
-        scale = 0.01 if scale is None else scale
+        if scale is None:  # recorded before the model class: one head starts at zero, more at init_scale 0.01
+            scale = 0.01 if row.get("heads", 2) > 1 else 0.0
+        if mc.get("attention_only_readout", "small") != "fixed":
+            return False, (f"attention-only trains from the row's start readout (scale {scale:g}), which it never "
+                           "changes: a readout it keeps must be fixed, of order one, for its risk to leave the "
+                           "neighbourhood of its start")
         if scale < ATTENTION_ONLY_READOUT_MIN:
             return False, (f"attention-only trains with a readout of scale {scale:g} that it never changes, too "
                            f"small for its risk to leave the neighbourhood of its start (a fixed readout of scale "
@@ -377,9 +401,21 @@ def _least(row: dict, rows: dict, m: str, base: dict, claim: str) -> dict:
                    "reasons": [f"rows refused and left out: {', '.join(skipped)}"] if skipped else []}
 
 
+def with_model_class(row: dict, config: dict) -> dict:
+    """The row, with the even-pairs part of its model class filled in from the run's configuration where the
+    row predates ``model_class``: the embedding it was trained under ('query' when the run names none) and
+    whether a single token carries the label under it (``tasks.label_in_single_token``)."""
+    if row["task"] != "even_pairs" or "label_in_single_token" in (row.get("model_class") or {}):
+        return row
+    embedding = config.get("even_pairs_embedding", "query")
+    mc = {**(row.get("model_class") or {}), "even_pairs_embedding": embedding,
+          "label_in_single_token": tasks.label_in_single_token(embedding)}
+    return {**row, "model_class": mc}
+
+
 def assess_draw(results: dict) -> list[dict]:
     """Every claim of the paper that one draw's results (its ``rows``) speak to, with its verdict."""
-    rows = results["rows"]
+    rows = {name: with_model_class(row, results.get("config") or {}) for name, row in results["rows"].items()}
     out = []
     for row in rows.values():
         task = row["task"]
@@ -400,6 +436,10 @@ def assess_draw(results: dict) -> list[dict]:
     return out
 
 
+NOT_RUN = "not run"
+"""A draw's call on a claim whose row the draw does not hold: never counted as agreeing with another draw."""
+
+
 def combine(draws: list[list[dict]]) -> list[dict]:
     """One verdict per claim from the verdicts of several tuning draws (the first is the reported one): a
     claim's verdict is the draws' common verdict when they all give the same, else "depends on tuning" with
@@ -411,13 +451,17 @@ def combine(draws: list[list[dict]]) -> list[dict]:
     for v in draws[0]:
         key = (v["row"], v["claim"])
         got = [k.get(key) for k in keyed]
-        calls = [g["verdict"] if g is not None else "refused" for g in got]
+        calls = [g["verdict"] if g is not None else NOT_RUN for g in got]
         rec = dict(v)
         rec["draw_verdicts"] = calls
         rec["draws_agreeing"] = f"{calls.count(v['verdict'])}/{n}"
-        if len(set(calls)) > 1:
+        if NOT_RUN in calls:
+            missing = [f"draw {i + 1}" for i, c in enumerate(calls) if c == NOT_RUN]
+            rec["verdict"] = "refused"
+            rec["reasons"] = [f"the row was not run on {', '.join(missing)}: the draws cannot be compared"]
+        elif len(set(calls)) > 1:
             listed = ", ".join(f"draw {i + 1} {c}" for i, c in enumerate(calls))
-            why = [f"draw {i + 1}: " + ("; ".join(g["reasons"]) if g is not None else "row not in this draw")
+            why = [f"draw {i + 1}: " + "; ".join(g["reasons"])
                    for i, (g, c) in enumerate(zip(got, calls)) if c == "refused"]
             rec["verdict"] = "depends on tuning"
             rec["evidence"] = (v["evidence"] + "; " if v["evidence"] else "") + f"tuning draws: {listed}"

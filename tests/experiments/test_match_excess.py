@@ -33,7 +33,8 @@ def test_a_plan_clearly_better_than_its_reference_does_not_fall_short():
 def test_attention_only_better_than_three_phase_is_competitive():
     row = _row(name="AND (H=2)", task="AND", **{**BETTER, "plans.attention_only.risk": _stat(0.0625),
                                                "plans.three_phase.risk": _stat(0.5),
-                                               "model_class": {"attention_only_readout_scale": 1.0}})
+                                               "model_class": {"attention_only_readout": "fixed",
+                                                               "attention_only_readout_scale": 1.0}})
     assert _claims(row)["attention-only is competitive (matches three-phase)"] == "holds"
 
 

@@ -289,7 +289,7 @@ def test_assess_speaks_to_the_claims_of_each_task():
         assert [c for _, c, _ in _claims([_row(task)])] == [
             "three-phase matches joint GD", "attention lags output under joint GD (displacement)",
             "attention lags output under joint GD (function)"], task
-    row = _row("AND", model_class={"attention_only_readout_scale": 1.0})
+    row = _row("AND", model_class={"attention_only_readout": "fixed", "attention_only_readout_scale": 1.0})
     row["lag"]["alignment"] = row["lag"]["displacement"]
     assert _claims([row]) == [
         ("AND", "three-phase falls short of joint GD", "does not hold"),

@@ -153,10 +153,12 @@ def test_one_refused_draw_leaves_the_verdict_open_and_says_why():
         v = got[claim]
         assert v["verdict"] == "depends on tuning" and v["draw_verdicts"] == ["holds", "holds", "refused"]
         assert "draw 3: joint: chosen step at an untried grid edge (out high)" in v["reasons"]
-    # a draw without the row counts as refused
+    # a draw without the row is "not run": the claim is refused, and the draw never counts as agreeing
     got = _by_claim(_results(_row(), draws=[[_row("OR")]]))
-    assert got[MATCH]["draw_verdicts"] == ["holds", "refused"]
-    assert "draw 2: row not in this draw" in got[MATCH]["reasons"]
+    assert got[MATCH]["draw_verdicts"] == ["holds", "not run"] and got[MATCH]["verdict"] == "refused"
+    assert got[MATCH]["draws_agreeing"] == "1/2" and "draw 2" in got[MATCH]["reasons"][0]
+    got = _by_claim(_results(edge, draws=[[_row("OR")]]))
+    assert got[MATCH]["verdict"] == "refused" and got[MATCH]["draws_agreeing"] == "1/2"
     # every draw refused: refused, with the reported draw's reasons
     got = _by_claim(_results(edge, draws=[[edge]]))
     assert got[MATCH]["verdict"] == "refused" and got[MATCH]["draws_agreeing"] == "2/2"
@@ -175,14 +177,18 @@ def _and(**changes):
 def test_attention_only_on_and_is_testable_only_with_an_order_one_fixed_readout():
     ok, why = verdicts.testable(_and(), COMPETITIVE)
     assert not ok and "scale 0.01" in why
+    assert "scale 0)" in verdicts.testable(_and(heads=1), COMPETITIVE)[1]   # one head starts at zero
     got = _by_claim({"rows": {"AND": _and()}})
     assert got[COMPETITIVE]["verdict"] == "not testable"
-    assert got[COMPETITIVE]["reasons"][0].startswith("attention-only trains with a readout of scale 0.01")
+    assert got[COMPETITIVE]["reasons"][0].startswith("attention-only trains from the row's start readout")
     assert got["three-phase falls short of joint GD"]["verdict"] == "does not hold"  # the other claims are judged
     assert verdicts.exit_status(list(got.values())) == "undecided"
     for scale, want in ((0.1, "holds"), (1.0, "holds"), (0.09, "not testable"), (0.01, "not testable")):
-        row = _and(model_class={"attention_only_readout_scale": scale})
+        row = _and(model_class={"attention_only_readout": "fixed", "attention_only_readout_scale": scale})
         assert _by_claim({"rows": {"AND": row}})[COMPETITIVE]["verdict"] == want, scale
+    # a start readout of order one is not a fixed one: it moves under no plan but is not the claim's readout
+    row = _and(model_class={"attention_only_readout": "small", "attention_only_readout_scale": 0.5})
+    assert _by_claim({"rows": {"AND": row}})[COMPETITIVE]["verdict"] == "not testable"
     # the key concerns AND only: other tasks' claims are testable whatever it says
     assert verdicts.testable(_row("OR"), COMPETITIVE) == (True, "")
 
@@ -206,3 +212,28 @@ def test_even_pairs_lag_claims_are_testable_only_where_no_single_token_carries_t
     del ep["model_class"]
     ok, why = verdicts.testable(ep, near)
     assert not ok and "'query' embedding the first token alone carries it" in why
+
+
+def test_a_row_recorded_before_its_model_class_takes_the_runs_embedding():
+    """Even-pairs rows recorded before rows carried their model class are judged under the embedding the run
+    configured: 'adjacent' carries the label in no single token (the claims are testable), 'query' in the
+    first token (they are not), and a run that names none used 'query'."""
+    row = _row("even_pairs")
+    row.pop("model_class", None)
+    for config, want in (({"even_pairs_embedding": "adjacent"}, True), ({"even_pairs_embedding": "query"}, False),
+                         ({}, False)):
+        filled = verdicts.with_model_class(row, config)
+        assert verdicts.testable(filled, verdicts.NEAR_ONE)[0] is want, config
+
+
+def test_one_seed_of_a_sampled_row_decides_nothing():
+    """A sampled row with one seed has no spread: its comparisons and lag are undecided; an exact row's one
+    seed is its whole population and decides."""
+    for exact, want in ((False, "undecided"), (True, "holds")):
+        row = _row(exact=exact)
+        for p in row["plans"].values():
+            p["risk"] = {**p["risk"], "n": 1, "std": 0.0}
+        got = _by_claim({"rows": {"r": row}})
+        assert got[MATCH]["verdict"] == want, exact
+        if not exact:
+            assert got[MATCH]["reasons"] == [verdicts.ONE_SEED]
