@@ -266,16 +266,16 @@ LAG_VERDICT = {"attention lags": "holds", "no appreciable lag": "does not hold",
                "undecided": "undecided"}
 
 
-def lag_call(ratio_mean: float, ratio_se: float, diff: float, resolution: float) -> str:
-    """A point criterion on a ratio t_half(attention) / t_half(output) (mean and standard error over seeds)
-    and the difference ``diff`` of the mean t_half of attention and of output, for the scope studies (whose
-    lag is reported against 1): "holds" when the ratio is above 1 by 3 SE and attention is later by more than
-    the resolution, "does not hold" in the mirror case, else "undecided"."""
-    if ratio_mean - 3 * ratio_se > 1 and diff > resolution:
-        return "holds"
-    if ratio_mean + 3 * ratio_se < 1 and diff < -resolution:
-        return "does not hold"
-    return "undecided"
+def ratio_call(ratio: dict, resolution: float, t_half_out: float | None) -> dict:
+    """The lag rule on a ratio t_half(attention) / t_half(output) over seeds (``ratio``: mean, std, n, n >= 1):
+    its standard error, its interval (``ratio_interval``), the band it is read against, the outcome
+    (``lag_outcome``) and the verdict of "attention lags output" (``LAG_VERDICT``).  Table 1 and the scope
+    studies call their lags by this one rule."""
+    se = _se(ratio)
+    lo, hi = ratio_interval(ratio["mean"], se, resolution, t_half_out)
+    outcome = lag_outcome(lo, hi)
+    return {"ratio_se": se, "interval": [lo, hi], "band": list(LAG_BAND), "outcome": outcome,
+            "verdict": LAG_VERDICT[outcome]}
 
 
 def _band(x: float) -> str:
@@ -297,12 +297,11 @@ def lag_verdict(row: dict, measure: str) -> dict:
     rs, ta, tb = m["ratio"], m["t_half_att"], m["t_half_out"]
     if rs["n"] == 0:
         return out | {"verdict": "refused", "reasons": ["t_half undefined (a block never moves)"], "evidence": ""}
-    se = _se(rs)
-    lo, hi = ratio_interval(rs["mean"], se, m["resolution"], tb["mean"])
-    outcome = lag_outcome(lo, hi)
+    call = ratio_call(rs, m["resolution"], tb["mean"])
+    se, (lo, hi), outcome = call["ratio_se"], call["interval"], call["outcome"]
     ev = (f"t_half(attention) {_fmt(ta)}, t_half(output) {_fmt(tb)}, ratio {_fmt(rs)} in {_band((lo, hi))} "
           f"(±{Z:g} SE + resolution {m['resolution']} steps; band {_band(LAG_BAND)}): {outcome}")
-    v = LAG_VERDICT[outcome]
+    v = call["verdict"]
     why = "the ratio interval straddles an edge of the band"
     if one_sampled_seed(row, ("joint",)):
         v, why = "undecided", ONE_SEED

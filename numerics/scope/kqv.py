@@ -21,10 +21,16 @@ v trained, the map alpha = K^T q turns GD on (K, q) into a preconditioned GD on 
 Attention lag under joint GD is measured as in Table 1 (``numerics.experiments.lag``) on the functional
 parameters (alpha, beta): displacement |alpha_t - alpha_0| / |alpha_end - alpha_0| (norms in R^d), and the
 function measure gain_att(t) = R(alpha_0, beta_end) - R(alpha_t, beta_end), gain_out(t) = R(alpha_end, beta_0) -
-R(alpha_end, beta_t) in exact population risk; the call "lags" follows ``verdicts.lag_call``.
+R(alpha_end, beta_t) in exact population risk.  Each (m, scale) cell's lag is called by Table 1's rule
+(``verdicts.ratio_call``): the ratio's interval over seeds, mean +- (3 SE + the snapshot resolution carried to the
+ratio), against the practical band ``verdicts.LAG_BAND`` = [0.8, 1.25] fixed in advance, so "attention lags" needs
+the whole interval above 1.25 and a ratio a few percent from 1, measured precisely, is "no appreciable lag".
+``decide_lags`` makes those calls from the ratio statistics alone, so a recorded summary is called again by the rule
+without recomputing a unit.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -34,7 +40,7 @@ from theory.validation import SettingError, check_int, check_real
 
 from numerics.theorem.closed_forms import ClosedForms
 from numerics.experiments.lag import crossing
-from numerics.experiments.verdicts import lag_call
+from numerics.experiments import verdicts
 from numerics.theorem.regime import regime_plan
 from numerics.theorem.series import SeriesEvaluator
 from numerics.theorem.training import Plan, Trainer, attention_only, attention_then_output, joint, output_only, three_phase
@@ -44,6 +50,8 @@ TITLE = "Key-query-value parameterisation"
 PLANS = ("three_phase", "output_only", "attention_only", "attention_then_output", "joint")
 ROWS = ("k_a", "k_b", "q", "v_a", "v_b", "v")
 MEASURES = ("displacement", "function")
+LAG_OUTCOMES = ("attention lags", "no appreciable lag", "attention leads", "undecided", "refused")
+"""The calls of a cell's lag: the outcomes of ``verdicts.lag_outcome``, and refused when no seed has a ratio."""
 
 
 def config(quick: bool) -> dict:
@@ -240,6 +248,40 @@ def _stats(xs: list[float]) -> dict:
             "min": float(min(xs)), "max": float(max(xs))}
 
 
+def lag_cell(ratio: dict, t_half_att: dict, t_half_out: dict, resolution: float) -> dict:
+    """One cell's lag from its statistics over seeds (``_stats`` of the ratio and of each t_half, and the
+    coarsest snapshot resolution): Table 1's rule (``verdicts.ratio_call``), its interval and band recorded with
+    the outcome ("call") and the verdict of "attention lags output"; refused when no seed has a ratio."""
+    cell = {"ratio": ratio, "t_half_att": t_half_att, "t_half_out": t_half_out, "resolution": resolution}
+    if ratio["n"] == 0:
+        return cell | {"ratio_se": None, "interval": None, "band": list(verdicts.LAG_BAND), "call": "refused",
+                       "verdict": "refused"}
+    rule = verdicts.ratio_call(ratio, resolution, t_half_out["mean"])
+    return cell | {k: rule[k] for k in ("ratio_se", "interval", "band", "verdict")} | {"call": rule["outcome"]}
+
+
+def lag_counts(table: list[dict], recorded: bool = False) -> dict:
+    """The verdict's lag entries: per measure the number of cells of each call (``LAG_OUTCOMES``), and the rule
+    the calls follow, with ``recorded`` saying whether they were made from a recorded summary's statistics
+    (``decide_lags``) rather than with the units' results."""
+    return {"lag_calls": {meas: {c: sum(1 for row in table if row["lag"][meas]["call"] == c) for c in LAG_OUTCOMES}
+                          for meas in MEASURES},
+            "lag_rule": {"z": verdicts.Z, "band": list(verdicts.LAG_BAND), "rule": verdicts.rules()["lags"],
+                         "from_recorded_summary": recorded}}
+
+
+def decide_lags(summary: dict) -> dict:
+    """A copy of a summary with every cell's lag called again (``lag_cell``) from the statistics it records, and
+    the verdict's counts and rule with them; nothing else changes, and no unit is recomputed."""
+    out = copy.deepcopy(summary)
+    for row in out["table"]:
+        for meas in MEASURES:
+            x = row["lag"][meas]
+            row["lag"][meas] = lag_cell(x["ratio"], x["t_half_att"], x["t_half_out"], x["resolution"])
+    out["verdict"] |= lag_counts(out["table"], recorded=True)
+    return out
+
+
 def summarise(cfg: dict, results: dict[str, dict]) -> dict:
     """Per (m, scale): the final risk of each plan over seeds and the lag calls; and the study's answers."""
     d, eps = cfg["d"], cfg["epsilon"]
@@ -260,15 +302,9 @@ def summarise(cfg: dict, results: dict[str, dict]) -> dict:
             joints = [r["plans"]["joint"].get("lag") for r in rs]
             for meas in MEASURES:
                 ms = [j[meas] for j in joints if j is not None]
-                ratios = _stats([x["ratio"] for x in ms])
-                ta = _stats([x["t_half_att"] for x in ms])
-                tb = _stats([x["t_half_out"] for x in ms])
-                res = max([x["resolution"] for x in ms], default=0)
-                call = ("refused" if ratios["n"] == 0 else
-                        lag_call(ratios["mean"], ratios["std"] / math.sqrt(ratios["n"]) if ratios["n"] > 1 else 0.0,
-                                 ta["mean"] - tb["mean"], res))
-                row["lag"][meas] = {"ratio": ratios, "t_half_att": ta, "t_half_out": tb, "resolution": res,
-                                    "call": call}
+                row["lag"][meas] = lag_cell(_stats([x["ratio"] for x in ms]), _stats([x["t_half_att"] for x in ms]),
+                                            _stats([x["t_half_out"] for x in ms]),
+                                            max([x["resolution"] for x in ms], default=0))
             table.append(row)
     units_n = len(results)
     tp = [r["plans"]["three_phase"] for r in results.values()]
@@ -286,10 +322,7 @@ def summarise(cfg: dict, results: dict[str, dict]) -> dict:
                "three_phase_rate_interval": wilson(tp_reached, units_n),
                "three_phase_diverged": sum(x["diverged"] for x in tp),
                "three_phase_risk": _stats([x.get("final_risk") for x in tp]),
-               "stall": stall,
-               "lag_calls": {meas: {c: sum(1 for row in table if row["lag"][meas]["call"] == c)
-                                    for c in ("holds", "does not hold", "undecided", "refused")}
-                             for meas in MEASURES}}
+               "stall": stall} | lag_counts(table)
     curves = {}
     for name, r in results.items():
         if name.endswith("seed=0"):

@@ -56,6 +56,43 @@ def test_kqv_verdict_counts_runs(summaries):
     assert f"reached epsilon in {v['three_phase_reached']} of {v['units']} runs" in md
 
 
+def test_kqv_page_prints_each_call_with_its_interval_and_the_band():
+    """Each lag cell shows its ratio, the interval its call read against the band, and the call; the verdict
+    names the band and counts every call of each measure; a summary called again from its recorded
+    statistics says so."""
+    summary = kqv.summarise(*_lag_cell_results([1.015, 1.02, 1.025]))
+    md = kqv_render.markdown(summary)
+    lo, hi = summary["table"][0]["lag"]["function"]["interval"]
+    assert f"1.02 ± 0.005 in [{lo:.3g}, {hi:.3g}]: no appreciable lag" in md
+    assert "practical band [0.8, 1.25]" in md
+    assert "By the function measure: attention lags in 0 of 1 cells, no appreciable lag in 1" in md
+    assert "without recomputing" not in md
+    assert "without recomputing a unit" in kqv_render.markdown(kqv.decide_lags(summary))
+
+
+def test_kqv_interval_end_near_the_band_edge_is_not_printed_as_the_edge():
+    assert kqv_render._end(1.2533, [0.8, 1.25]) == "1.253"
+    assert kqv_render._end(0.79964, [0.8, 1.25]) == "0.7996"
+    assert kqv_render._end(1.25, [0.8, 1.25]) == "1.25"
+    assert kqv_render._end(1.7131, [0.8, 1.25]) == "1.71"
+
+
+def _lag_cell_results(ratios):
+    """One KQV cell whose joint-GD function and displacement lag ratios over seeds are ``ratios``
+    (t_half(output) 250 steps, resolution 1)."""
+    cfg = {**kqv.config(True), "d": 4, "m": [1], "scale": [0.5], "seeds": len(ratios)}
+    plan = {"diverged": False, "final_risk": 0.1, "risk_bound": 0.0, "floor_at_final_attention": 0.05,
+            "steps": [0, 1], "risk": [0.5, 0.1], "phase_ends": []}
+    results = {}
+    for name, a in kqv.units(cfg).items():
+        r = ratios[a["seed"]]
+        results[name] = {"regime": {"eta_1": 1.0, "eta_2": 1.0, "eta_3": 1.0, "T_min": 1},
+                         "plans": {p: dict(plan) for p in kqv.PLANS}}
+        results[name]["plans"]["joint"]["lag"] = {
+            meas: {"t_half_att": r * 250.0, "t_half_out": 250.0, "resolution": 1, "ratio": r} for meas in kqv.MEASURES}
+    return cfg, results
+
+
 def test_samples_verdict_reads_n_star_against_ln_d_without_a_power_law_interval():
     """N* = the first grid N at or above 80 ln d: every bracket (N_below, N] / ln d holds 80, from the smallest
     d on, and the page says so in strings and in tokens; N* growing like d ln d shares no multiple of ln d over
