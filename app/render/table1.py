@@ -180,13 +180,14 @@ def rules_note(results: dict) -> str:
              "the current rules; the results record other rules" if recorded else
              "the current rules; the results record none")
     return (f"Decision rules, fixed before the run ({where}): confidence bounds are mean ± {r['z']:g} standard errors "
-            f"over seeds plus the population error slack; *matches* holds when the upper bound of the excess risk "
-            f"is at most the margin {r['match_share']:g} x the attention effect (output-only minus joint GD), does "
-            f"not hold when the lower bound is above it, and is undecided in between; *falls short* is the "
-            f"superiority test on the same interval; a lag ratio interval above [{lo:g}, {hi:g}] is *attention "
-            f"lags*, inside it *no appreciable lag*, below it *attention leads*; *almost as fast* holds when the "
-            f"interval is inside the band. With several tuning draws a verdict is decided only when every draw "
-            f"gives it.")
+            f"over seeds plus the population error slack; the margin {r['match_share']:g} x the attention effect "
+            f"(output-only minus joint GD) has its own interval from the same bounds on that effect; *matches* holds "
+            f"when the upper bound of the excess risk is at most the margin's lower bound, does not hold when the "
+            f"lower bound of the excess is above the margin's upper bound, and is undecided in between; *falls "
+            f"short* is the superiority test on the same intervals; a lag ratio interval above [{lo:g}, {hi:g}] is "
+            f"*attention lags*, inside it *no appreciable lag*, below it *attention leads*; *almost as fast* holds "
+            f"when the interval is inside the band. With several tuning draws a verdict is decided only when every "
+            f"draw gives it.")
 
 
 def identity_note(results: dict) -> str:

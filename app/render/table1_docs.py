@@ -111,10 +111,12 @@ with one learning rate for all parameters). The default reading replaces each ch
 * **Decision rules, fixed before the run** (`numerics/experiments/verdicts.py`, recorded in every result under
   `decision_rules`). Confidence bounds are mean ± 3 standard errors over seeds, widened by the population
   error slack where one is recorded. *Matches* is a non-inferiority test: with the excess e = risk(plan) -
-  risk(reference) and the margin 0.1 x the attention effect (output-only risk minus joint-GD risk), it holds
-  when the upper bound of e is at most the margin, does not hold when the lower bound is above it, and is
-  undecided when the interval straddles it (a wide seed spread leaves it undecided, never a match); a plan
-  clearly better than its reference matches. *Falls short* is the superiority test on the same interval.
+  risk(reference) and the margin 0.1 x the attention effect (output-only risk minus joint-GD risk), whose
+  interval is 0.1 x the effect's own bounds (it is estimated from the same seeds), it holds when the upper
+  bound of e is at most the margin's lower bound, does not hold when the lower bound of e is above the
+  margin's upper bound, and is undecided when the two intervals overlap (a wide seed spread, in the compared
+  plans or in those that set the margin, leaves it undecided, never a match); a plan clearly better than its
+  reference matches. *Falls short* is the superiority test on the same intervals.
   Each comparison prints how many seeds are within the margin of the reference's mean, and flags bimodal
   seeds where the run records them. *Lags*: the ratio t_half(attention) / t_half(output) with its interval
   (3 standard errors plus the snapshot resolution carried to the ratio) against the practical band

@@ -21,16 +21,20 @@ population error slack where one is recorded.
 Criteria.  *Matches* (three-phase vs joint GD; attention-only vs three-phase) is a non-inferiority test: the
 excess e = mean risk(plan) - mean risk(reference) against the margin MATCH_SHARE x |the attention effect|
 (output-only risk minus joint-GD risk), a share of the effect the claim is about, not of the seed spread.
-It holds when the upper bound e + Z SE + slack is at most the margin, does not hold when the lower bound
-e - Z SE - slack is above it, and is undecided when the interval straddles the margin; a wide seed spread
-therefore makes the verdict undecided, never easier.  The test is one-sided: a plan clearly better than its
-reference (e far below 0) matches.  *Falls short* (three-phase vs joint GD on AND) is the superiority test on
-the same interval and margin: it holds when the lower bound is above the margin (three-phase is worse by more
-than a share of the effect that nobody would call a shortfall), does not hold when the upper bound is at most
-the margin (non-inferiority shown), and is undecided otherwise; so on one row exactly one of the two claims
-holds whenever either is decided.  Each comparison prints its per-seed count: the plan's seeds whose risk is
-within the margin of the reference's mean ("3/5 seeds within margin"), and flags a plan whose seeds the run
-records as bimodal.
+The margin is estimated from the same seeds, so it carries an interval of its own (``margin_interval``):
+MATCH_SHARE x (|effect| -+ (Z SE + slack)), SE the standard error of the difference of the output-only and
+joint-GD means and slack their population error bounds, the lower end floored at 0 (|effect| is never
+negative).  *Matches* holds when the excess's upper bound e + Z SE + slack is at most the margin's lower
+bound, does not hold when the excess's lower bound e - Z SE - slack is above the margin's upper bound, and is
+undecided when the two intervals overlap; a wide seed spread of either the compared plans or of the plans
+that set the margin therefore makes the verdict undecided, never easier.  The test is one-sided: a plan
+clearly better than its reference (e far below 0) matches.  *Falls short* (three-phase vs joint GD on AND) is
+the superiority test on the same intervals: it holds when the excess's lower bound is above the margin's upper
+bound (three-phase is worse by more than a share of the effect that nobody would call a shortfall), does not
+hold when the excess's upper bound is at most the margin's lower bound (non-inferiority shown), and is
+undecided otherwise; so on one row exactly one of the two claims holds whenever either is decided.  Each
+comparison prints its per-seed count: the plan's seeds whose risk is within the point margin of the
+reference's mean ("3/5 seeds within margin"), and flags a plan whose seeds the run records as bimodal.
 
 *Lags*: under joint GD, per measure (``lag``), the ratio t_half(attention) / t_half(output) over seeds, with
 the interval mean +- (Z SE + w), w = resolution x (1 + mean) / t_half(output) the snapshot resolution carried to
@@ -77,10 +81,13 @@ def rules() -> dict:
     """The decision rules of this module, as recorded in every result (``results["decision_rules"]``)."""
     return {"z": Z, "match_share": MATCH_SHARE, "lag_band": list(LAG_BAND),
             "representable_share": REPRESENTABLE_SHARE, "attention_only_readout_min": ATTENTION_ONLY_READOUT_MIN,
-            "matches": "non-inferiority: holds when excess + z SE + slack <= match_share x |effect|, does not "
-                       "hold when excess - z SE - slack > that margin, else undecided",
-            "falls_short": "superiority: holds when excess - z SE - slack > match_share x |effect|, does not "
-                           "hold when excess + z SE + slack <= that margin, else undecided",
+            "margin": "match_share x |effect|, effect = output-only minus joint-GD risk, with its interval "
+                      "match_share x (|effect| -+ (z SE + slack)) over the output-only and joint-GD seeds, "
+                      "floored at 0",
+            "matches": "non-inferiority: holds when excess + z SE + slack <= the margin's lower bound, does not "
+                       "hold when excess - z SE - slack > the margin's upper bound, else undecided",
+            "falls_short": "superiority: holds when excess - z SE - slack > the margin's upper bound, does not "
+                           "hold when excess + z SE + slack <= the margin's lower bound, else undecided",
             "lags": "ratio interval mean +- (z SE + resolution slack): attention lags above the band, no "
                     "appreciable lag inside it, attention leads below it, else undecided",
             "almost_as_fast": "equivalence: holds when the ratio interval is inside the band, does not hold when "
@@ -150,6 +157,15 @@ def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
     return out
 
 
+SLACK_KEYS = ("truncation_bound", "rounding_bound", "quadrature_estimate")
+"""A plan's population error bounds (truncation and rounding, where recorded) and the AND integral's quadrature
+estimate (where it is used): each widens an interval on that plan's mean risk."""
+
+
+def _slack(row: dict, plans: tuple[str, ...]) -> float:
+    return sum(row["plans"][q].get(key) or 0.0 for q in plans for key in SLACK_KEYS)
+
+
 def excess(row: dict, plan: str, reference: str) -> tuple[float, float, float]:
     """(excess mean risk of plan over reference, margin MATCH_SHARE x |attention effect|, slack: the two plans'
     population error bounds, truncation and rounding, where recorded, and the AND integral's quadrature
@@ -157,27 +173,44 @@ def excess(row: dict, plan: str, reference: str) -> tuple[float, float, float]:
     plans = row["plans"]
     a, b = plans[plan]["risk"], plans[reference]["risk"]
     effect = plans["output_only"]["risk"]["mean"] - plans["joint"]["risk"]["mean"]
-    slack = sum(plans[q].get(key) or 0.0 for q in (plan, reference)
-                for key in ("truncation_bound", "rounding_bound", "quadrature_estimate"))
-    return a["mean"] - b["mean"], MATCH_SHARE * abs(effect), slack
+    return a["mean"] - b["mean"], MATCH_SHARE * abs(effect), _slack(row, (plan, reference))
+
+
+def margin_interval(row: dict) -> dict:
+    """The margin MATCH_SHARE x |effect| (effect = output-only minus joint-GD mean risk) with its interval:
+    ``lower`` and ``upper`` = MATCH_SHARE x (|effect| -+ (Z SE + slack)), SE the standard error of the difference
+    of the two means and slack the two plans' population error bounds (as for the excess), the lower end floored
+    at 0: the interval of |effect| is the absolute value of the effect's interval.  ``se`` and ``slack`` are
+    those of the effect, before the share is taken."""
+    o, j = row["plans"]["output_only"]["risk"], row["plans"]["joint"]["risk"]
+    size = abs(o["mean"] - j["mean"])
+    se = math.sqrt(_se(o) ** 2 + _se(j) ** 2)
+    slack = _slack(row, ("output_only", "joint"))
+    half = Z * se + slack
+    return {"margin": MATCH_SHARE * size, "se": se, "slack": slack,
+            "lower": MATCH_SHARE * max(size - half, 0.0), "upper": MATCH_SHARE * (size + half)}
 
 
 def excess_interval(row: dict, plan: str, reference: str) -> dict:
     """The excess of ``excess`` with its confidence interval: ``lower`` and ``upper`` = excess -+ (Z SE +
-    slack), SE the standard error of the difference of the two means."""
+    slack), SE the standard error of the difference of the two means; and the margin with its interval
+    (``margin_interval``: ``margin_lower``, ``margin_upper``)."""
     e, margin, slack = excess(row, plan, reference)
     a, b = row["plans"][plan]["risk"], row["plans"][reference]["risk"]
     se = math.sqrt(_se(a) ** 2 + _se(b) ** 2)
     half = Z * se + slack
-    return {"excess": e, "se": se, "margin": margin, "slack": slack, "lower": e - half, "upper": e + half}
+    m = margin_interval(row)
+    return {"excess": e, "se": se, "margin": margin, "slack": slack, "lower": e - half, "upper": e + half,
+            "margin_lower": m["lower"], "margin_upper": m["upper"]}
 
 
-def non_inferior(lower: float, upper: float, margin: float) -> bool | None:
-    """True when the excess interval [lower, upper] is at most the margin, False when it is entirely above it,
-    None when it straddles it."""
-    if upper <= margin:
+def non_inferior(lower: float, upper: float, margin_lower: float, margin_upper: float) -> bool | None:
+    """True when the excess interval [lower, upper] is at most the margin's interval [margin_lower,
+    margin_upper] (upper <= margin_lower), False when it is entirely above it (lower > margin_upper), None when
+    the two overlap."""
+    if upper <= margin_lower:
         return True
-    if lower > margin:
+    if lower > margin_upper:
         return False
     return None
 
@@ -224,19 +257,20 @@ def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str)
     ev = (f"{plan.replace('_', ' ')} {row['plans'][plan]['risk']['mean']:.3g} vs {reference.replace('_', ' ')} "
           f"{row['plans'][reference]['risk']['mean']:.3g}: excess {iv['excess']:.3g} in [{iv['lower']:.3g}, "
           f"{iv['upper']:.3g}] (±{Z:g} SE" + (f" + slack {iv['slack']:.2g}" if iv["slack"] else "")
-          + f"), margin {iv['margin']:.3g}")
+          + f"), margin {iv['margin']:.3g} in [{iv['margin_lower']:.3g}, {iv['margin_upper']:.3g}]")
     if count is not None:
         ev += f"; {count[0]}/{count[1]} seeds within margin"
     if bimodal:
         ev += f"; bimodal seeds: {', '.join(bimodal)}"
-    match = non_inferior(iv["lower"], iv["upper"], iv["margin"])
-    if one_sampled_seed(row, (plan, reference)):
+    match = non_inferior(iv["lower"], iv["upper"], iv["margin_lower"], iv["margin_upper"])
+    read = tuple(dict.fromkeys((plan, reference, "output_only", "joint")))  # the margin's plans as well
+    if one_sampled_seed(row, read):
         match = None
     rec = out | {"evidence": ev, "excess": iv["excess"], "margin": iv["margin"], "interval": [iv["lower"], iv["upper"]],
+                 "margin_interval": [iv["margin_lower"], iv["margin_upper"]],
                  "seeds_within": list(count) if count is not None else None}
     if match is None:
-        why = (ONE_SEED if one_sampled_seed(row, (plan, reference))
-               else "the excess interval straddles the margin")
+        why = ONE_SEED if one_sampled_seed(row, read) else "the excess interval overlaps the margin's interval"
         return rec | {"verdict": "undecided", "reasons": [why]}
     return rec | {"verdict": "holds" if match == want_match else "does not hold", "reasons": []}
 

@@ -11,6 +11,7 @@ def test_the_rules_note_states_the_constants_and_whether_they_were_recorded():
     assert "(as recorded with the results)" in text
     assert "mean ± 3 standard errors" in text and "margin 0.1 x the attention effect" in text
     assert "above [0.8, 1.25] is *attention lags*" in text
+    assert "at most the margin's lower bound" in text and "above the margin's upper bound" in text
     assert "(the current rules; the results record none)" in table1.rules_note({})
     other = dict(verdicts.rules(), z=2.0)
     assert "(the current rules; the results record other rules)" in table1.rules_note({"decision_rules": other})

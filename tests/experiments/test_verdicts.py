@@ -160,7 +160,9 @@ def test_excess_margin_and_slack():
 
 def test_excess_interval_is_z_standard_errors_plus_the_slack():
     iv = verdicts.excess_interval(_row(**EXACT), "three_phase", "joint")
-    assert iv == {"excess": 0.53125, "se": 0.15625, "margin": 0.125, "slack": 0.0, "lower": 0.0625, "upper": 1.0}
+    m = verdicts.margin_interval(_row(**EXACT))
+    assert iv == {"excess": 0.53125, "se": 0.15625, "margin": 0.125, "slack": 0.0, "lower": 0.0625, "upper": 1.0,
+                  "margin_lower": m["lower"], "margin_upper": m["upper"]}
     iv = verdicts.excess_interval(_row(**EXACT, **{"plans.joint.truncation_bound": 0.0625}), "three_phase", "joint")
     assert (iv["lower"], iv["upper"]) == (0.0, 1.0625)
 
@@ -169,31 +171,163 @@ def _compare(want=True, **changes):
     return verdicts._compare(_row(**{**EXACT, **changes}), "three_phase", "joint", want, "the claim")
 
 
+PRECISE_MARGIN = {"plans.joint.risk": _stat(0.125, 0.0, 4), "plans.three_phase.risk": _stat(0.65625, 0.3125, 4)}
+"""EXACT with joint GD's spread moved to three-phase: the excess interval is the same (3 SE = 15/32), and the
+margin's interval is the point 0.125 (output-only and joint GD without spread)."""
+
+
 def test_compare_is_a_non_inferiority_test_against_the_margin():
     """excess 0.53125 in [0.0625, 1.0] (3 SE = 0.46875) against the margin 0.125: the interval straddles it,
     so neither "matches" nor "falls short" is decided; moved above the margin it is decided against matching,
-    below it for matching; on the margin exactly it is undecided either way."""
-    v = _compare()
+    below it for matching; on the margin exactly it is undecided either way.  Joint GD without spread here
+    (``PRECISE_MARGIN``), so the margin's own interval is the point 0.125."""
+    v = _compare(**PRECISE_MARGIN)
     assert v == {"row": "occurrence", "claim": "the claim", "plans": ["three_phase", "joint"],
-                 "verdict": "undecided", "reasons": ["the excess interval straddles the margin"],
-                 "excess": 0.53125, "margin": 0.125, "interval": [0.0625, 1.0], "seeds_within": None,
-                 "evidence": "three phase 0.656 vs joint 0.125: excess 0.531 in [0.0625, 1] (±3 SE), margin 0.125"}
-    assert _compare(want=False)["verdict"] == "undecided"
+                 "verdict": "undecided", "reasons": ["the excess interval overlaps the margin's interval"],
+                 "excess": 0.53125, "margin": 0.125, "interval": [0.0625, 1.0], "margin_interval": [0.125, 0.125],
+                 "seeds_within": None,
+                 "evidence": "three phase 0.656 vs joint 0.125: excess 0.531 in [0.0625, 1] (±3 SE), margin 0.125 in "
+                             "[0.125, 0.125]"}
+    assert _compare(want=False, **PRECISE_MARGIN)["verdict"] == "undecided"
     # lower bound 0.625 - 0.46875 = 0.15625 above the margin: three-phase falls short
-    worse = {"plans.three_phase.risk": _stat(0.75, 0.1875, 4)}
+    worse = {**PRECISE_MARGIN, "plans.three_phase.risk": _stat(0.75, 0.3125, 4)}
     assert _compare(**worse)["verdict"] == "does not hold"
     assert _compare(want=False, **worse)["verdict"] == "holds"
     # lower bound exactly on the margin: undecided
-    assert _compare(**{"plans.three_phase.risk": _stat(0.71875, 0.1875, 4)})["verdict"] == "undecided"
+    assert _compare(**{**PRECISE_MARGIN, "plans.three_phase.risk": _stat(0.71875, 0.3125, 4)})["verdict"] == "undecided"
     # the population slack widens the interval: a lower bound above the margin by 1/32 comes back to it
-    assert _compare(**worse, **{"plans.joint.truncation_bound": 0.03125})["verdict"] == "undecided"
-    assert _compare(**worse, **{"plans.joint.truncation_bound": 0.03})["verdict"] == "does not hold"
+    assert _compare(**worse, **{"plans.three_phase.truncation_bound": 0.03125})["verdict"] == "undecided"
+    assert _compare(**worse, **{"plans.three_phase.truncation_bound": 0.03})["verdict"] == "does not hold"
     # upper bound on the margin: matches (precise seeds, excess 0.125 - 0 = margin)
     precise = {"plans.three_phase.risk": _stat(0.25), "plans.joint.risk": _stat(0.125)}
     v = _compare(**precise)
-    assert v["verdict"] == "holds" and v["interval"] == [0.125, 0.125]
+    assert v["verdict"] == "holds" and v["interval"] == [0.125, 0.125] and v["margin_interval"] == [0.125, 0.125]
     assert _compare(want=False, **precise)["verdict"] == "does not hold"
-    assert _compare(**precise, **{"plans.joint.rounding_bound": 2.0 ** -20})["verdict"] == "undecided"
+    assert _compare(**precise, **{"plans.three_phase.rounding_bound": 2.0 ** -20})["verdict"] == "undecided"
+    # EXACT's joint GD spread (3 SE 0.375 on the effect) widens the margin to about [0.0875, 0.1625]: the lower
+    # bound 0.15625 of ``worse`` with that spread is inside it, so undecided
+    assert _compare(**{"plans.three_phase.risk": _stat(0.78125, 0.1875, 4)})["verdict"] == "does not hold"
+    assert _compare(**{"plans.three_phase.risk": _stat(0.75, 0.1875, 4)})["verdict"] == "undecided"
+
+
+def test_margin_interval_is_a_share_of_the_effects_interval():
+    """The effect 1.25 (output-only 1.375 minus joint GD 0.125) with SE sqrt(0.09375^2 + 0.125^2) = 5/32, so
+    |effect| in [1.25 - 15/32, 1.25 + 15/32] = [0.78125, 1.71875]; the margin's interval is 0.1 x that.  The two
+    plans' population slack widens it; three-phase's does not (it is not in the margin)."""
+    spread = {"plans.output_only.risk": _stat(1.375, 0.1875, 4), "plans.joint.risk": _stat(0.125, 0.25, 4)}
+    share = verdicts.MATCH_SHARE
+    assert verdicts.margin_interval(_row(**spread)) == {"margin": share * 1.25, "se": 0.15625, "slack": 0.0,
+                                                        "lower": share * 0.78125, "upper": share * 1.71875}
+    slack = {"plans.output_only.truncation_bound": 0.0625, "plans.joint.rounding_bound": 0.03125,
+             "plans.three_phase.truncation_bound": 0.5, "plans.three_phase.quadrature_estimate": 0.5}
+    m = verdicts.margin_interval(_row(**spread, **slack))
+    assert (m["slack"], m["lower"], m["upper"]) == (0.09375, share * 0.6875, share * 1.8125)
+    m = verdicts.margin_interval(_row(**spread, **{"plans.output_only.quadrature_estimate": 0.125}))
+    assert (m["slack"], m["lower"]) == (0.125, share * 0.65625)
+    # the sign of the effect does not matter: output-only below joint GD gives the same interval
+    assert verdicts.margin_interval(_row(**{**spread, "plans.output_only.risk": _stat(-1.125, 0.1875, 4)})) == \
+        verdicts.margin_interval(_row(**spread))
+    # an effect within its own error: |effect| in [0, 0.125 + 15/32], never below 0
+    m = verdicts.margin_interval(_row(**{**spread, "plans.output_only.risk": _stat(0.25, 0.1875, 4)}))
+    assert (m["lower"], m["upper"]) == (0.0, share * 0.59375)
+
+
+def _margin_case(three, output_std, want=True, **changes):
+    """Three-phase at ``three`` against joint GD at 0.125 (both without spread, so the excess interval is the
+    point three - 0.125) with the margin 0.1 x 1.25 = 0.125 of an output-only mean 1.375 spread by
+    ``output_std`` over 4 seeds (SE output_std / 2)."""
+    return _compare(want, **{"plans.three_phase.risk": _stat(three, 0.0, 4), "plans.joint.risk": _stat(0.125, 0.0, 4),
+                             "plans.output_only.risk": _stat(1.375, output_std, 4), **changes})
+
+
+def test_matches_needs_the_excess_below_the_margins_lower_bound():
+    """Excess 0.125, on the point margin: the point rule calls it a match.  With output-only spread 0.5 over 4
+    seeds (3 SE 0.75) the margin is in [0.05, 0.2], which the excess is inside: undecided.  The same excess
+    with tight output-only seeds (spread 2^-10) is still undecided (it is on the margin, and the margin's lower
+    bound is below it), and an excess 0.0625 with the margin in about [0.1156, 0.1344] holds."""
+    v = _margin_case(0.25, 0.5)
+    assert v["excess"] == v["margin"] == v["interval"][1] == 0.125
+    assert v["margin_interval"][0] < 0.125 < v["margin_interval"][1]
+    assert v["verdict"] == "undecided" and v["reasons"] == ["the excess interval overlaps the margin's interval"]
+    assert "margin 0.125 in [0.05, 0.2]" in v["evidence"]
+    assert _margin_case(0.25, 2.0 ** -10)["verdict"] == "undecided"
+    # tight seeds: the excess's upper bound below the margin's lower bound, holds
+    v = _margin_case(0.1875, 0.0625)
+    assert v["verdict"] == "holds" and v["interval"][1] <= v["margin_interval"][0]
+    # the same excess with the wide output-only spread: the margin's lower bound 0.05 is below it
+    assert _margin_case(0.1875, 0.5)["verdict"] == "undecided"
+    # the margin's seeds decide nothing about the count: it stays on the point margin
+    row = _row(**{"plans.three_phase.risk": {**_stat(0.1875, 0.0, 4), "values": [0.1875, 0.25, 0.25, 0.5]},
+                  "plans.joint.risk": _stat(0.125, 0.0, 4), "plans.output_only.risk": _stat(1.375, 0.5, 4)})
+    assert verdicts.seeds_within(row, "three_phase", "joint", 0.125) == (3, 4)
+    v = verdicts._compare(row, "three_phase", "joint", True, "the claim")
+    assert v["seeds_within"] == [3, 4] and v["verdict"] == "undecided"
+
+
+def test_falls_short_needs_the_excess_above_the_margins_upper_bound():
+    """The mirror: excess 0.1875 above the point margin 0.125 falls short on the point rule; with output-only
+    spread 0.5 the margin reaches 0.2, so it is undecided for both claims; with tight seeds (margin up to about
+    0.1344) three-phase falls short and does not match."""
+    for want in (True, False):
+        assert _margin_case(0.3125, 0.5, want)["verdict"] == "undecided"
+    assert _margin_case(0.3125, 0.0625, want=False)["verdict"] == "holds"
+    assert _margin_case(0.3125, 0.0625, want=True)["verdict"] == "does not hold"
+    # non-inferiority shown under the margin's lower bound: falls short does not hold
+    assert _margin_case(0.1875, 0.0625, want=False)["verdict"] == "does not hold"
+
+
+def test_the_margins_bounds_are_the_boundaries():
+    """Joint GD at 0 (so the excess is three-phase's risk, no rounding in the difference): an excess on the
+    margin's lower bound matches, one just above it is undecided; an excess on the margin's upper bound is
+    undecided, one just above it does not match."""
+    base = {"plans.joint.risk": _stat(0.0, 0.0, 4), "plans.output_only.risk": _stat(1.25, 0.25, 4)}
+    lo, hi = (verdicts.margin_interval(_row(**base))[k] for k in ("lower", "upper"))
+    assert 0 < lo < hi
+
+    def verdict(three):
+        return _compare(**base, **{"plans.three_phase.risk": _stat(three, 0.0, 4)})["verdict"]
+
+    assert verdict(lo) == "holds"
+    assert verdict(float(np.nextafter(lo, 1))) == "undecided"
+    assert verdict(hi) == "undecided"
+    assert verdict(float(np.nextafter(hi, 1))) == "does not hold"
+
+
+def test_joint_gds_spread_enters_the_margin_as_well_as_the_excess():
+    """Joint GD spread 5/128 over 4 seeds (3 SE 0.05859375) and excess 0.0625: the excess's upper bound
+    0.12109375 is below the point margin 0.125 but above the margin's lower bound 0.1 x (1.25 - 0.05859375),
+    about 0.1191: undecided; the margin's interval without joint GD's standard error would call it a match."""
+    v = _compare(**{"plans.three_phase.risk": _stat(0.1875, 0.0, 4), "plans.joint.risk": _stat(0.125, 0.0390625, 4),
+                    "plans.output_only.risk": _stat(1.375, 0.0, 4)})
+    assert v["interval"][1] == 0.12109375 < v["margin"]
+    assert v["verdict"] == "undecided"
+    # spread 1/32 (3 SE 0.046875): upper bound 0.109375 below the margin's lower bound, about 0.1203: holds
+    v = _compare(**{"plans.three_phase.risk": _stat(0.1875, 0.0, 4), "plans.joint.risk": _stat(0.125, 0.03125, 4),
+                    "plans.output_only.risk": _stat(1.375, 0.0, 4)})
+    assert v["verdict"] == "holds"
+
+
+def test_a_plan_clearly_better_matches_whatever_the_margins_spread():
+    """The margin's lower bound is floored at 0 (|effect| is never negative): three-phase below joint GD by
+    0.03125 matches even when the effect 0.125 is within its own error (output-only spread 0.5, 3 SE 0.75)."""
+    v = _compare(**{"plans.three_phase.risk": _stat(0.09375, 0.0, 4), "plans.joint.risk": _stat(0.125, 0.0, 4),
+                    "plans.output_only.risk": _stat(0.25, 0.5, 4)})
+    assert v["margin_interval"][0] == 0.0 and v["verdict"] == "holds"
+
+
+def test_one_sampled_seed_of_a_margin_plan_decides_nothing():
+    """On a row trained on samples, output-only (or, for attention-only against three-phase, joint GD) with one
+    seed gives the margin no standard error: the comparison is undecided, as for one seed of a compared plan."""
+    many = {p: _stat(0.01, 0.001, 5) for p in ("plans.three_phase.risk", "plans.joint.risk",
+                                                "plans.attention_only.risk")}
+    row = _row(exact=False, **many, **{"plans.output_only.risk": _stat(0.3, 0.0, 1)})
+    v = verdicts._compare(row, "three_phase", "joint", True, "the claim")
+    assert v["verdict"] == "undecided" and v["reasons"] == [verdicts.ONE_SEED]
+    row = _row(exact=False, **many, **{"plans.output_only.risk": _stat(0.3, 0.001, 5)})
+    assert verdicts._compare(row, "three_phase", "joint", True, "the claim")["verdict"] == "holds"
+    row["plans"]["joint"]["risk"] = _stat(0.01, 0.0, 1)
+    v = verdicts._compare(row, "attention_only", "three_phase", True, "the claim")
+    assert v["verdict"] == "undecided" and v["reasons"] == [verdicts.ONE_SEED]
 
 
 def test_compare_is_refused_on_artefacts_of_any_plan_it_reads():

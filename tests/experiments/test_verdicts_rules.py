@@ -103,6 +103,12 @@ def test_rules_are_recorded_with_their_constants():
     r = verdicts.rules()
     assert (r["z"], r["match_share"], r["lag_band"]) == (3.0, 0.1, [0.8, 1.25])
     assert r["attention_only_readout_min"] == 0.1
+    # the comparisons state the margin's own interval and which of its bounds each decision is against
+    assert "interval" in r["margin"] and "floored at 0" in r["margin"]
+    assert r["matches"].startswith("non-inferiority: holds when excess + z SE + slack <= the margin's lower bound")
+    assert "> the margin's upper bound" in r["matches"]
+    assert r["falls_short"].startswith("superiority: holds when excess - z SE - slack > the margin's upper bound")
+    assert "<= the margin's lower bound" in r["falls_short"]
 
 
 # ------------------------------------------------------------------------------------------------ tuning draws
