@@ -9,7 +9,8 @@ Every verdict is one of:
 * ``refused``: the verdict would rest on an artefact, and each reason is given: a chosen step size at an
   untried edge of its grid, a diverged or unstable run (ending above its start), a run that did not converge
   within the budget, a row whose capacity ceiling is far from the task's best value ("not representable"), or
-  a row with no ceiling;
+  a row with no ceiling; a comparison checks every plan it reads, the margin's output-only and joint GD
+  as well as the two compared, and is refused when one of them has an artefact or no held-out risk;
 * ``not testable``: the row's model class cannot express what the claim is about (``testable``), so the run
   says nothing about the claim either way;
 * ``depends on tuning``: repeated tuning draws (``results["tuning_draws"]``) give different verdicts.
@@ -128,15 +129,19 @@ def _start_risk(row: dict) -> float | None:
 
 
 def artefacts(row: dict, plans: tuple[str, ...]) -> list[str]:
-    """Why a verdict on these plans of the row would rest on an artefact (empty: it would not)."""
+    """Why a verdict on these plans of the row would rest on an artefact (empty: it would not); a plan the row
+    does not hold is one such reason, so a verdict that reads it is refused rather than computed without it."""
     out = []
     ok, why = capacity(row)
     if not ok:
         out.append(why)
     for p in plans:
-        pr = row["plans"][p]
-        s = pr["search"]
         name = p.replace("_", " ")
+        pr = row["plans"].get(p)
+        if pr is None:
+            out.append(f"{name}: not run (the row holds no results for it)")
+            continue
+        s = pr["search"]
         if s["all_diverged"]:
             out.append(f"{name}: every step size diverged on the tuning seeds")
             continue
@@ -243,12 +248,19 @@ def one_sampled_seed(row: dict, plans: tuple[str, ...]) -> bool:
     return row.get("exact") is False and any(row["plans"][p]["risk"]["n"] < 2 for p in plans)
 
 
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
 def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str) -> dict:
-    """A *matches* (``want_match``) or *falls short* claim of ``plan`` against ``reference`` (module doc)."""
-    reasons = artefacts(row, (plan, reference, "output_only"))
+    """A *matches* (``want_match``) or *falls short* claim of ``plan`` against ``reference`` (module doc).  Every
+    plan the verdict reads (the two compared and the margin's output-only and joint GD) is checked alike: an
+    artefact on any of them, or a missing held-out risk, refuses the verdict with a reason naming that plan."""
+    read = tuple(dict.fromkeys((plan, reference, "output_only", "joint")))  # the margin's plans as well
+    reasons = artefacts(row, read)
     out = {"row": row["name"], "claim": claim, "plans": [plan, reference]}
-    if any(row["plans"][p]["risk"]["mean"] is None for p in (plan, reference, "output_only")):
-        reasons.append("a plan has no finite held-out risk")
+    reasons += [f"{p.replace('_', ' ')}: no finite held-out risk" for p in read
+                if p in row["plans"] and not _finite(row["plans"][p]["risk"]["mean"])]
     if reasons:
         return out | {"verdict": "refused", "reasons": reasons, "evidence": ""}
     iv = excess_interval(row, plan, reference)
@@ -263,7 +275,6 @@ def _compare(row: dict, plan: str, reference: str, want_match: bool, claim: str)
     if bimodal:
         ev += f"; bimodal seeds: {', '.join(bimodal)}"
     match = non_inferior(iv["lower"], iv["upper"], iv["margin_lower"], iv["margin_upper"])
-    read = tuple(dict.fromkeys((plan, reference, "output_only", "joint")))  # the margin's plans as well
     if one_sampled_seed(row, read):
         match = None
     rec = out | {"evidence": ev, "excess": iv["excess"], "margin": iv["margin"], "interval": [iv["lower"], iv["upper"]],

@@ -627,6 +627,8 @@ def test_robustness_counts_and_the_axis_a_verdict_depends_on():
     (["joint: not converged within the budget on seeds [0, 2]"], "non-convergence"),
     (["training failed: joint search failed: ValueError: x"], "training failed"),
     (["t_half undefined (a block never moves)"], "other"),
+    (["joint: not run (the row holds no results for it)"], "training failed"),
+    (["joint: no finite held-out risk"], "other"),
 ])
 def test_refusal_reasons_are_categorised(reasons, category):
     assert sweep.reason_category(reasons) == category

@@ -85,7 +85,8 @@ def test_canonical_spec_maps_only_even_or_and_even_pairs():
     (["no function measure for this task"], "measure"),
     (["t_half undefined (a block never moves)"], "measure"),
     (["no other row has a usable ratio"], "other rows"),
-    (["a plan has no finite held-out risk"], "other"),
+    (["joint: no finite held-out risk"], "joint"),
+    (["a reason naming no plan"], "other"),
     ([], "other"),
 ])
 def test_each_refusal_names_the_plan_that_caused_it(reasons, cause):

@@ -16,6 +16,7 @@ import pytest
 from numerics.experiments import engine
 from numerics.experiments import lag as lag_module
 from numerics.experiments import runner
+from numerics.experiments import sweep
 from numerics.experiments import verdicts
 from numerics.experiments.grid import TIE_RTOL, GridSearch
 
@@ -332,14 +333,55 @@ def test_one_sampled_seed_of_a_margin_plan_decides_nothing():
 
 def test_compare_is_refused_on_artefacts_of_any_plan_it_reads():
     for plan in ("three_phase", "joint", "output_only"):
+        name = plan.replace("_", " ")
         v = _compare(**{f"plans.{plan}.diverged": [2]})
         assert v["verdict"] == "refused" and v["evidence"] == "", plan
-        assert v["reasons"] == [f"{plan.replace('_', ' ')}: diverged on seeds [2]"]
+        assert v["reasons"] == [f"{name}: diverged on seeds [2]"]
         v = _compare(**{f"plans.{plan}.risk": _stat(None)})
-        assert v["verdict"] == "refused" and v["reasons"] == ["a plan has no finite held-out risk"], plan
+        assert v["verdict"] == "refused" and v["reasons"] == [f"{name}: no finite held-out risk"], plan
+        assert _compare(**{f"plans.{plan}.risk": _stat(math.nan)})["reasons"] == [f"{name}: no finite held-out risk"]
     assert _compare(**{"plans.attention_only.diverged": [2]})["verdict"] == "undecided"
     v = _compare(**{"ceiling": None, "plans.joint.risk": _stat(None)})
-    assert v["reasons"] == ["no capacity ceiling computed", "a plan has no finite held-out risk"]
+    assert v["reasons"] == ["no capacity ceiling computed", "joint: no finite held-out risk"]
+
+
+def _competitive(row):
+    return verdicts._compare(row, "attention_only", "three_phase", True, verdicts.COMPETITIVE)
+
+
+def test_attention_only_comparison_checks_the_margins_joint_gd():
+    """Attention-only against three-phase reads joint GD only through the margin, and is checked on it as on
+    the compared plans: joint GD with no risk, absent from the row, or tuned at a grid edge refuses the
+    verdict (never an exception), with the reason naming joint GD so that the sweep's cause tables count it."""
+    assert _competitive(_row(**EXACT))["verdict"] != "refused"
+    for changes, why in (({"plans.joint.risk": _stat(None)}, "joint: no finite held-out risk"),
+                         ({"plans.joint.search.edge": ["out high"]},
+                          "joint: chosen step at an untried grid edge (out high)"),
+                         ({"plans.joint.not_converged": [1]}, "joint: not converged within the budget on seeds [1]")):
+        v = _competitive(_row(**{**EXACT, **changes}))
+        assert v["verdict"] == "refused" and v["reasons"] == [why] and v["evidence"] == "", changes
+        assert sweep.refusal_cause(v["reasons"]) == "joint"
+    v = _competitive(_row(**{**EXACT, "plans.joint.search.edge": ["out high"]}))
+    assert sweep.reason_category(v["reasons"]) == "edge step"
+    row = _row(**EXACT)
+    del row["plans"]["joint"]
+    v = _competitive(row)
+    assert v["verdict"] == "refused" and v["reasons"] == ["joint: not run (the row holds no results for it)"]
+    assert sweep.refusal_cause(v["reasons"]) == "joint"
+    # a whole AND draw with joint GD's risk missing is judged, not raised on: both comparisons are refused
+    fixed = {"attention_only_readout": "fixed", "attention_only_readout_scale": 1.0}
+    row = _row("AND (H=2)", "AND", model_class=fixed, **EXACT)
+    row["plans"]["joint"]["risk"] = _stat(None)
+    got = {v["claim"]: v for v in verdicts.assess_draw({"rows": {row["name"]: row}})}
+    for claim in (verdicts.COMPETITIVE, verdicts.FALLS_SHORT):
+        assert got[claim]["verdict"] == "refused" and got[claim]["reasons"] == ["joint: no finite held-out risk"]
+
+
+def test_a_plan_missing_from_the_row_refuses_a_lag_verdict():
+    row = _row()
+    del row["plans"]["joint"]
+    v = verdicts.lag_verdict(row, "displacement")
+    assert v["verdict"] == "refused" and v["reasons"] == ["joint: not run (the row holds no results for it)"]
 
 
 def _lag_row(ratio, ta=40.0, tb=10.0, res=1, std=0.0, n=4, **changes):
