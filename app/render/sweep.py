@@ -406,8 +406,13 @@ def run_line(summary: dict) -> str:
     wall time; or, when it trained nothing, that it rendered from the results store (and what it left out)."""
     c = summary["counts"]
     if c["trained"] == 0:
-        left = (f"; {c['skipped']} tasks not in the store were not trained (their cells are left out)"
-                if c.get("skipped") else "")
+        left = ""
+        if c.get("skipped"):
+            missing = c.get("incomplete_cells", 0)
+            left = (f"; {c['skipped']} seed tasks were not run: their searches diverged at every step size (those "
+                    "plans are refused) or are not in the store" + (
+                        f" ({missing} cells with units missing are left out)" if missing
+                        else " (no cell has units missing)"))
         return (f"this rendering trained nothing: every task it shows came from the results store "
                 f"({duration(summary['wall_s'])}{left})")
     return (f"this run trained {c['trained']} tasks in {duration(summary['wall_s'])} wall on "

@@ -279,7 +279,7 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
     started = time.time()
     run = {"started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
            "run_id": uuid.uuid4().hex, "pid": os.getpid(), "command": command or [], "readings_sha256": grid.sha256,
-           "version": p.version, "code": units.code_digest(), "d": list(grid.d),
+           "version": p.version, "code": units.code_digest(), "unit_code": p.code, "d": list(grid.d),
            "scheduler": cluster.scheduler or "LocalCluster"}
     store.log_run(run | {"event": "start"})  # SIGKILL or a crash leaves this line alone
     outcome = None
@@ -311,8 +311,17 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
         out.results[(reading, dd)] = res
         out.tidy += tidy_rows(res, reading, dd)
     out.runs = [r for r in store.runs() if r.get("readings_sha256") == grid.sha256
-                and r.get("version") == p.version and r.get("code") == out.code]
+                and r.get("version") == p.version and same_units(r, p, out.code)]
     return out
+
+
+def same_units(run: dict, p: Plan, code: str) -> bool:
+    """Whether a logged invocation ran this plan's units: the digest of the code its units import
+    (``unit_code``) is this plan's, so a checkout that changed only the verdict rules or the pages still counts
+    the run that trained them; a record without it (older logs) is matched on the whole checkout's digest."""
+    if "unit_code" in run:
+        return run["unit_code"] == p.code
+    return run.get("code") == code
 
 
 def search_record(results: dict) -> dict:

@@ -825,7 +825,10 @@ def test_the_pages_header_says_what_the_run_did():
     stored = sweep_render.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
     assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
     partial = sweep_render.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
-    assert "4 tasks not in the store were not trained (their cells are left out)" in partial
+    assert "4 seed tasks were not run" in partial and "(no cell has units missing)" in partial
+    missing = sweep_render.run_line({"counts": _counts(skipped=4, incomplete_cells=2), "wall_s": 3.0,
+                                     "scheduler": "none (every task stored)"})
+    assert "(2 cells with units missing are left out)" in missing
     trained = sweep_render.run_line({"counts": _counts(trained=1638), "wall_s": 77 * 60.0,
                            "scheduler": "LocalCluster (2 workers)"})
     assert trained == "this run trained 1638 tasks in 77 min wall on LocalCluster (2 workers)"
@@ -1027,3 +1030,15 @@ def test_a_run_killed_by_a_signal_is_listed_without_its_wall_time():
     assert "3 invocations" in out[2] and "0.68 h" in out[2] and "2 more left no end record" in out[2]
     assert sum("no end record | unknown |" in ln for ln in out) == 2
     assert any(ln.startswith("| t1 |") and "| 9 | 30.0 min |" in ln for ln in out)
+
+
+def test_the_cost_counts_the_runs_that_trained_these_units():
+    """An invocation counts in a sweep's cost when it ran the plan's units (their code digest), whatever the
+    checkout's verdict rules or pages were; an older record without that digest is matched on the checkout's."""
+    from types import SimpleNamespace
+
+    p = SimpleNamespace(code="units-a")
+    assert sweep.same_units({"unit_code": "units-a", "code": "checkout-1"}, p, "checkout-2")
+    assert not sweep.same_units({"unit_code": "units-b", "code": "checkout-2"}, p, "checkout-2")
+    assert sweep.same_units({"code": "checkout-2"}, p, "checkout-2")
+    assert not sweep.same_units({"code": "checkout-1"}, p, "checkout-2")
