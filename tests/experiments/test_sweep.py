@@ -724,7 +724,8 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     assert summary["run_config"]["mass_tol"] <= 1e-16 and summary["run_config"]["len_tol"] <= 1e-16
     tidy = pd.read_parquet(docs / "tidy.parquet")
     exact = tidy[tidy.task.isin(["occurrence", "OR"]) & ~tidy.diverged.astype(bool)]
-    assert len(exact) == len(tidy[tidy.task.isin(["occurrence", "OR"])]) == 336  # none diverged
+    # one run per plan (an exact population has no seeds to draw), four plans, both rows in every cell; none diverged
+    assert len(exact) == len(tidy[tidy.task.isin(["occurrence", "OR"])]) == 2 * 4 * summary["counts"]["cells"]
     assert exact.truncation_bound.notna().all() and exact.rounding_bound.notna().all()
     assert float((exact.truncation_bound + exact.rounding_bound).max()) <= 1e-12
     sampled = tidy[~tidy.task.isin(["occurrence", "OR"])]
