@@ -8,6 +8,7 @@ from app.render.scope_studies import kqv as kqv_render
 from app.render.scope_studies import samples as samples_render
 from app.render.scope_studies import sgd as sgd_render
 from numerics.scope import kqv, samples, sgd
+from tests.scope.test_kqv import _lag_results
 
 
 def _summary(study, cfg):
@@ -78,18 +79,10 @@ def test_kqv_interval_end_near_the_band_edge_is_not_printed_as_the_edge():
 
 
 def _lag_cell_results(ratios):
-    """One KQV cell whose joint-GD function and displacement lag ratios over seeds are ``ratios``
-    (t_half(output) 250 steps, resolution 1)."""
-    cfg = {**kqv.config(True), "d": 4, "m": [1], "scale": [0.5], "seeds": len(ratios)}
-    plan = {"diverged": False, "final_risk": 0.1, "risk_bound": 0.0, "floor_at_final_attention": 0.05,
-            "steps": [0, 1], "risk": [0.5, 0.1], "phase_ends": []}
-    results = {}
-    for name, a in kqv.units(cfg).items():
-        r = ratios[a["seed"]]
-        results[name] = {"regime": {"eta_1": 1.0, "eta_2": 1.0, "eta_3": 1.0, "T_min": 1},
-                         "plans": {p: dict(plan) for p in kqv.PLANS}}
-        results[name]["plans"]["joint"]["lag"] = {
-            meas: {"t_half_att": r * 250.0, "t_half_out": 250.0, "resolution": 1, "ratio": r} for meas in kqv.MEASURES}
+    """One KQV cell whose joint-GD lag ratios over seeds are ``ratios`` (t_half(output) 250 steps, resolution 1)."""
+    cfg, results = _lag_results(ratios, 250.0)
+    for r in results.values():
+        r["regime"] = {"eta_1": 1.0, "eta_2": 1.0, "eta_3": 1.0, "T_min": 1}  # the page prints the regime
     return cfg, results
 
 
