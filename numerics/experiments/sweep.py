@@ -318,7 +318,7 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
 def same_units(run: dict, p: Plan, code: str) -> bool:
     """Whether a logged invocation ran this plan's units: the digest of the code its units import
     (``unit_code``) is this plan's, so a checkout that changed only the verdict rules or the pages still counts
-    the run that trained them; a record without it (older logs) is matched on the whole checkout's digest."""
+    the run that trained them; a record without ``unit_code`` is matched on the whole checkout's digest."""
     if "unit_code" in run:
         return run["unit_code"] == p.code
     return run.get("code") == code

@@ -50,7 +50,7 @@ TITLE = "Key-query-value parameterisation"
 PLANS = ("three_phase", "output_only", "attention_only", "attention_then_output", "joint")
 ROWS = ("k_a", "k_b", "q", "v_a", "v_b", "v")
 MEASURES = ("displacement", "function")
-LAG_OUTCOMES = ("attention lags", "no appreciable lag", "attention leads", "undecided", "refused")
+LAG_OUTCOMES = (*verdicts.LAG_VERDICT, "refused")
 """The calls of a cell's lag: the outcomes of ``verdicts.lag_outcome``, and refused when no seed has a ratio."""
 
 
@@ -251,13 +251,18 @@ def _stats(xs: list[float]) -> dict:
 def lag_cell(ratio: dict, t_half_att: dict, t_half_out: dict, resolution: float) -> dict:
     """One cell's lag from its statistics over seeds (``_stats`` of the ratio and of each t_half, and the
     coarsest snapshot resolution): Table 1's rule (``verdicts.ratio_call``), its interval and band recorded with
-    the outcome ("call") and the verdict of "attention lags output"; refused when no seed has a ratio."""
+    the outcome ("call") and the verdict of "attention lags output"; refused when no seed has a ratio, and
+    undecided when one seed has (the seeds are random starts: one gives no spread to judge by, as Table 1
+    refuses to decide on one seed of a sampled row)."""
     cell = {"ratio": ratio, "t_half_att": t_half_att, "t_half_out": t_half_out, "resolution": resolution}
     if ratio["n"] == 0:
         return cell | {"ratio_se": None, "interval": None, "band": list(verdicts.LAG_BAND), "call": "refused",
                        "verdict": "refused"}
     rule = verdicts.ratio_call(ratio, resolution, t_half_out["mean"])
-    return cell | {k: rule[k] for k in ("ratio_se", "interval", "band", "verdict")} | {"call": rule["outcome"]}
+    out = cell | {k: rule[k] for k in ("ratio_se", "interval", "band", "verdict")} | {"call": rule["outcome"]}
+    if ratio["n"] == 1:
+        out |= {"call": "undecided", "verdict": "undecided", "reason": verdicts.ONE_SEED}
+    return out
 
 
 def lag_counts(table: list[dict], recorded: bool = False) -> dict:

@@ -149,8 +149,8 @@ def test_the_interval_is_table_1s_with_its_resolution_term():
 
 
 def test_the_calls_read_table_1s_band(monkeypatch):
-    """The KQV calls use the band of ``verdicts`` itself: a band that starts below 1.02 makes the two-percent
-    lag a lag, so a copy of the band (or a comparison with 1) in this module fails here or above."""
+    """The KQV calls use the band of ``verdicts`` itself: a band whose upper edge (1.001) is below the
+    interval's lower end (about 1.003) makes the two-percent lag a lag, so a copy of the band (or a comparison with 1) in this module fails here or above."""
     monkeypatch.setattr(verdicts, "LAG_BAND", (0.99, 1.001))
     _, cell = _cell([1.015, 1.02, 1.025], 250.0)
     assert cell["call"] == "attention lags" and cell["band"] == [0.99, 1.001]
@@ -185,3 +185,12 @@ def test_decide_lags_calls_a_recorded_summary_again_from_its_statistics():
     rest = {k: v for k, v in again["verdict"].items() if k not in ("lag_calls", "lag_rule")}
     assert rest == {k: v for k, v in fresh["verdict"].items() if k not in ("lag_calls", "lag_rule")}
     assert again["curves"] == fresh["curves"]
+
+
+def test_one_seed_with_a_ratio_leaves_the_cell_undecided():
+    """The seeds are random starts: a cell where one seed has a ratio has no spread to judge by, so even a
+    ratio far above the band is undecided (as Table 1 refuses to decide on one seed of a sampled row)."""
+    _, cell = _cell([3.0], 250.0)
+    assert cell["call"] == "undecided" and cell["reason"] == verdicts.ONE_SEED
+    _, two = _cell([3.0, 3.1], 250.0)
+    assert two["call"] == "attention lags"

@@ -46,7 +46,7 @@ def lag_sentence(v: dict) -> str:
             f"the interval straddles an edge. ")
     if rule["from_recorded_summary"]:
         text += ("These calls were made from the ratio statistics this run recorded (mean, standard deviation, "
-                 "number of seeds, resolution), without recomputing a unit. ")
+                 "number of seeds, resolution, t_half(output)), without recomputing a unit. ")
     for meas, calls in v["lag_calls"].items():
         text += (f"By the {meas} measure: attention lags in {calls['attention lags']} of {sum(calls.values())} "
                  f"cells, no appreciable lag in {calls['no appreciable lag']}, attention leads in "
@@ -109,13 +109,15 @@ def figure(summary: dict, path: pathlib.Path) -> None:
     ms = sorted({r["m"] for r in summary["table"]})
     for m, colour in zip(ms, ordered_colours(len(ms))):
         rows = [r for r in summary["table"] if r["m"] == m and r["lag"]["function"]["ratio"]["n"]]
-        right.errorbar([r["scale"] for r in rows], [r["lag"]["function"]["ratio"]["mean"] for r in rows],
-                       yerr=[r["lag"]["function"]["ratio"]["std"] for r in rows], marker="o", capsize=3, label=f"m = {m}",
+        means = [r["lag"]["function"]["ratio"]["mean"] for r in rows]
+        low = [mu - r["lag"]["function"]["interval"][0] for mu, r in zip(means, rows)]
+        high = [r["lag"]["function"]["interval"][1] - mu for mu, r in zip(means, rows)]
+        right.errorbar([r["scale"] for r in rows], means, yerr=[low, high], marker="o", capsize=3, label=f"m = {m}",
                        color=colour)
     band = summary["verdict"]["lag_rule"]["band"]
     right.axhspan(*band, color="grey", alpha=0.15, label=f"no appreciable lag [{num(band[0])}, {num(band[1])}]")
     right.axhline(1.0, color="grey", ls=":")
-    right.set(xscale="log", xlabel="initialisation scale", ylabel="lag ratio t_half(att) / t_half(out), function",
+    right.set(xscale="log", xlabel="initialisation scale", ylabel="lag ratio t_half(att) / t_half(out), function\n(bars: the call's interval)",
               title="attention lag under joint GD")
     right.legend(fontsize=7)
     save(fig, path)
