@@ -117,6 +117,7 @@ def figure(summary: dict, path: pathlib.Path) -> None:
     band = summary["verdict"]["lag_rule"]["band"]
     right.axhspan(*band, color="grey", alpha=0.15, label=f"no appreciable lag [{num(band[0])}, {num(band[1])}]")
     right.axhline(1.0, color="grey", ls=":")
+    right.set_yscale("symlog", linthresh=2.0)  # linear around the band, logarithmic in the long tails
     right.set(xscale="log", xlabel="initialisation scale", ylabel="lag ratio t_half(att) / t_half(out), function\n(bars: the call's interval)",
               title="attention lag under joint GD")
     right.legend(fontsize=7)
