@@ -171,6 +171,14 @@ def _slack(row: dict, plans: tuple[str, ...]) -> float:
     return sum(row["plans"][q].get(key) or 0.0 for q in plans for key in SLACK_KEYS)
 
 
+def _difference(row: dict, a: str, b: str) -> tuple[float, float, float]:
+    """(mean risk of plan ``a`` minus plan ``b``'s, the standard error of that difference, the half-width
+    Z SE + slack of its interval, slack the two plans' population error bounds)."""
+    ra, rb = row["plans"][a]["risk"], row["plans"][b]["risk"]
+    se = math.sqrt(_se(ra) ** 2 + _se(rb) ** 2)
+    return ra["mean"] - rb["mean"], se, Z * se + _slack(row, (a, b))
+
+
 def excess(row: dict, plan: str, reference: str) -> tuple[float, float, float]:
     """(excess mean risk of plan over reference, margin MATCH_SHARE x |attention effect|, slack: the two plans'
     population error bounds, truncation and rounding, where recorded, and the AND integral's quadrature
@@ -187,11 +195,8 @@ def margin_interval(row: dict) -> dict:
     of the two means and slack the two plans' population error bounds (as for the excess), the lower end floored
     at 0: the interval of |effect| is the absolute value of the effect's interval.  ``se`` and ``slack`` are
     those of the effect, before the share is taken."""
-    o, j = row["plans"]["output_only"]["risk"], row["plans"]["joint"]["risk"]
-    size = abs(o["mean"] - j["mean"])
-    se = math.sqrt(_se(o) ** 2 + _se(j) ** 2)
-    slack = _slack(row, ("output_only", "joint"))
-    half = Z * se + slack
+    effect, se, half = _difference(row, "output_only", "joint")
+    size, slack = abs(effect), _slack(row, ("output_only", "joint"))
     return {"margin": MATCH_SHARE * size, "se": se, "slack": slack,
             "lower": MATCH_SHARE * max(size - half, 0.0), "upper": MATCH_SHARE * (size + half)}
 
@@ -200,12 +205,10 @@ def excess_interval(row: dict, plan: str, reference: str) -> dict:
     """The excess of ``excess`` with its confidence interval: ``lower`` and ``upper`` = excess -+ (Z SE +
     slack), SE the standard error of the difference of the two means; and the margin with its interval
     (``margin_interval``: ``margin_lower``, ``margin_upper``)."""
-    e, margin, slack = excess(row, plan, reference)
-    a, b = row["plans"][plan]["risk"], row["plans"][reference]["risk"]
-    se = math.sqrt(_se(a) ** 2 + _se(b) ** 2)
-    half = Z * se + slack
+    e, se, half = _difference(row, plan, reference)
     m = margin_interval(row)
-    return {"excess": e, "se": se, "margin": margin, "slack": slack, "lower": e - half, "upper": e + half,
+    return {"excess": e, "se": se, "margin": m["margin"], "slack": _slack(row, (plan, reference)),
+            "lower": e - half, "upper": e + half,
             "margin_lower": m["lower"], "margin_upper": m["upper"]}
 
 
