@@ -44,7 +44,8 @@ def summarise(sweep: sweep_module.Sweep) -> dict:
             "readings_file": p.grid.to_dict(), "run_config": sweep.run_config, "default_reading": p.grid.default,
             "counts": {"cells": len(cells), "incomplete_cells": len(incomplete), "searches": len(p.searches), "ceilings": len(p.ceilings),
                        "trained": len(outcome.trained), "reused": len(outcome.reused), "failed": len(outcome.failed),
-                       "skipped": len(outcome.skipped), "corrupt_retrained": len(outcome.corrupt)},
+                       "skipped": len(outcome.skipped), "skipped_by_cause": sweep_module.skip_causes(outcome.skipped),
+                       "corrupt_retrained": len(outcome.corrupt)},
             "wall_s": outcome.wall_s, "trained_cpu_s": outcome.cpu_s, "units_cpu_s": unit_cpu,
             "units_cpu_s_by": dict(sorted(cpu_by.items())), "runs": runs,
             "runs_wall_s": recorded_wall_s(runs),
@@ -408,11 +409,15 @@ def run_line(summary: dict) -> str:
     if c["trained"] == 0:
         left = ""
         if c.get("skipped"):
+            causes = c.get("skipped_by_cause") or {}
+            words = {"diverged": "after a search that diverged at every step size (those plans are refused)",
+                     "failed": "after a search that failed (those plans are refused)",
+                     "not stored": "whose search is not in the store"}
+            parts = [f"{causes[k]} {w}" for k, w in words.items() if causes.get(k)]
             missing = c.get("incomplete_cells", 0)
-            left = (f"; {c['skipped']} seed tasks were not run: their searches diverged at every step size (those "
-                    "plans are refused) or are not in the store" + (
-                        f" ({missing} cells with units missing are left out)" if missing
-                        else " (no cell has units missing)"))
+            left = (f"; {c['skipped']} seed tasks were not run" + (f": {', '.join(parts)}" if parts else "")
+                    + (f" ({missing} cells with units missing are left out)" if missing
+                       else " (no cell has units missing)"))
         return (f"this rendering trained nothing: every task it shows came from the results store "
                 f"({duration(summary['wall_s'])}{left})")
     return (f"this run trained {c['trained']} tasks in {duration(summary['wall_s'])} wall on "

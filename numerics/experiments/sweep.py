@@ -43,6 +43,20 @@ UNIT_MODULE = sweep_units.__name__
 """The module of the training units: the root of their store keys."""
 
 
+SKIP_DIVERGED = "every step size diverged on the tuning seeds"
+SKIP_NOT_STORED = "its search is not in the store"
+"""Why a seed unit is not run (``execute``), besides its search's failure ("search KEY failed")."""
+
+
+def skip_causes(skipped: dict) -> dict:
+    """The seed units not run (``units.Outcome.skipped``: key -> why) counted by cause: their search diverged
+    at every step size, failed, or is not in the store."""
+    out = {"diverged": 0, "failed": 0, "not stored": 0}
+    for why in skipped.values():
+        out["diverged" if why == SKIP_DIVERGED else "not stored" if why == SKIP_NOT_STORED else "failed"] += 1
+    return out
+
+
 def _fn(kind: str) -> str:
     return f"{UNIT_MODULE}:{kind}"
 
@@ -175,7 +189,7 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
 
     def seeds_of(skey):
         if out.results[skey]["search"]["chosen"] is None:
-            skip_seeds(skey, "every step size diverged on the tuning seeds")
+            skip_seeds(skey, SKIP_DIVERGED)
         else:
             need_seeds(skey, p.seeds(skey))
         for rkey, j in rows_of.get(skey, []):
@@ -218,7 +232,7 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
 
     def not_trained(key, spec):
         if spec["kind"] == "search":
-            skip_seeds(key, "its search is not in the store")
+            skip_seeds(key, SKIP_NOT_STORED)
 
     driver = units.Driver(store, connect, out, on_done=on_done, on_failed=on_failed, not_trained=not_trained,
                           setup=sweep_units.setup, priority=_priority)

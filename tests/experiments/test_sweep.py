@@ -827,6 +827,14 @@ def test_the_pages_header_says_what_the_run_did():
     assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
     partial = sweep_render.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
     assert "4 seed tasks were not run" in partial and "(no cell has units missing)" in partial
+    causes = {"diverged": 3, "failed": 0, "not stored": 1}
+    named = sweep_render.run_line({"counts": _counts(skipped=4, skipped_by_cause=causes), "wall_s": 3.0,
+                                   "scheduler": "none (every task stored)"})
+    assert "4 seed tasks were not run: 3 after a search that diverged at every step size" in named
+    assert "1 whose search is not in the store" in named and "failed" not in named
+    assert sweep.skip_causes({"a": sweep.SKIP_DIVERGED, "b": "search 0123456789ab failed",
+                              "c": sweep.SKIP_NOT_STORED, "d": sweep.SKIP_DIVERGED}) == \
+        {"diverged": 2, "failed": 1, "not stored": 1}
     missing = sweep_render.run_line({"counts": _counts(skipped=4, incomplete_cells=2), "wall_s": 3.0,
                                      "scheduler": "none (every task stored)"})
     assert "(2 cells with units missing are left out)" in missing
