@@ -375,8 +375,11 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
 def cost_markdown(summary: dict) -> list[str]:
     """What the sweep cost: the wall time of every invocation on its store (same readings file and version; a
     run stopped by Ctrl-C or SIGTERM counts too, one killed by SIGKILL or a crash is listed without its wall
-    time), and the units' CPU time by d and task, largest first."""
+    time), and the units' CPU time by d and task, largest first.  The invocations that trained (or left no end
+    record) are listed one by one; those that only rendered from the store are counted in one line."""
     runs = summary["runs"]
+    listed = [r for r in runs if r.get("wall_s") is None or r.get("trained")]
+    renders = [r for r in runs if r not in listed]
     open_runs = sum(r.get("wall_s") is None for r in runs)
     by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
     total = summary["units_cpu_s"]
@@ -388,11 +391,13 @@ def cost_markdown(summary: dict) -> list[str]:
             "BLAS thread each). CPU time by d and task (searches, seeds and ceilings together):", "",
             "| d, task | CPU h | share |", "|---|---|---|",
             *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], "",
-            "The invocations (a run that trains nothing only renders from the store):", "",
+            "The invocations that trained:", "",
             "| started (UTC) | command | tasks trained | wall |", "|---|---|---|---|",
             *[f"| {r.get('started', '?')} | `{shlex.join(r.get('command', []))}` | "
               + ("no end record | unknown |" if r.get("wall_s") is None else
-                 f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in runs], ""]
+                 f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in listed], "",
+            *([f"and {len(renders)} that trained nothing and only rendered the pages from the store "
+               f"({sum(r['wall_s'] for r in renders):.0f} s wall in all).", ""] if renders else [])]
 
 
 def duration(seconds: float) -> str:
@@ -416,8 +421,8 @@ def run_line(summary: dict) -> str:
             parts = [f"{causes[k]} {w}" for k, w in words.items() if causes.get(k)]
             missing = c.get("incomplete_cells", 0)
             left = (f"; {c['skipped']} seed tasks were not run" + (f": {', '.join(parts)}" if parts else "")
-                    + (f" ({missing} cells with units missing are left out)" if missing
-                       else " (no cell has units missing)"))
+                    + (f"; {missing} cells with units missing are left out" if missing
+                       else "; no cell has units missing"))
         return (f"this rendering trained nothing: every task it shows came from the results store "
                 f"({duration(summary['wall_s'])}{left})")
     return (f"this run trained {c['trained']} tasks in {duration(summary['wall_s'])} wall on "

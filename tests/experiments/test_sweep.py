@@ -826,7 +826,7 @@ def test_the_pages_header_says_what_the_run_did():
     stored = sweep_render.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
     assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
     partial = sweep_render.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
-    assert "4 seed tasks were not run" in partial and "(no cell has units missing)" in partial
+    assert "4 seed tasks were not run" in partial and "; no cell has units missing" in partial
     causes = {"diverged": 3, "failed": 0, "not stored": 1}
     named = sweep_render.run_line({"counts": _counts(skipped=4, skipped_by_cause=causes), "wall_s": 3.0,
                                    "scheduler": "none (every task stored)"})
@@ -837,7 +837,7 @@ def test_the_pages_header_says_what_the_run_did():
         {"diverged": 2, "failed": 1, "not stored": 1}
     missing = sweep_render.run_line({"counts": _counts(skipped=4, incomplete_cells=2), "wall_s": 3.0,
                                      "scheduler": "none (every task stored)"})
-    assert "(2 cells with units missing are left out)" in missing
+    assert "; 2 cells with units missing are left out" in missing
     trained = sweep_render.run_line({"counts": _counts(trained=1638), "wall_s": 77 * 60.0,
                            "scheduler": "LocalCluster (2 workers)"})
     assert trained == "this run trained 1638 tasks in 77 min wall on LocalCluster (2 workers)"
@@ -1051,3 +1051,18 @@ def test_the_cost_counts_the_runs_that_trained_these_units():
     assert not sweep.same_units({"unit_code": "units-b", "code": "checkout-2"}, p, "checkout-2")
     assert sweep.same_units({"code": "checkout-2"}, p, "checkout-2")
     assert not sweep.same_units({"code": "checkout-1"}, p, "checkout-2")
+
+
+def test_the_cost_lists_the_runs_that_trained_and_counts_the_renders():
+    """Invocations that trained, or left no end record, are rows of the cost table; render-only ones are one
+    line with their count and wall time, so re-rendering the pages does not grow the table."""
+    from app.render import sweep as sweep_render
+
+    runs = [{"started": "t0", "command": ["occ-companion", "sweep"], "trained": 10, "wall_s": 600.0},
+            {"started": "t1", "command": ["occ-companion", "sweep", "--no-train"], "trained": 0, "wall_s": 5.0},
+            {"started": "t2", "command": ["occ-companion", "sweep", "--no-train"], "trained": 0, "wall_s": 6.0},
+            {"started": "t3", "command": ["occ-companion", "sweep"]}]
+    text = "\n".join(sweep_render.cost_markdown({"runs": runs, "runs_wall_s": 611.0, "units_cpu_s": 3600.0,
+                                                 "units_cpu_s_by": {"d=8 occurrence": 3600.0}}))
+    assert "| t0 |" in text and "| t3 |" in text and "| t1 |" not in text and "| t2 |" not in text
+    assert "and 2 that trained nothing and only rendered the pages from the store (11 s wall in all)." in text
