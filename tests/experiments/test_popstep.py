@@ -6,7 +6,6 @@ accuracy the exact rows rely on (the certified integral, the saturated score gra
 where it applies."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from numerics.experiments import popstep
 from numerics.experiments import tasks
 from numerics.experiments.population import population
 from numerics.model import Model, Params
+from tests.experiments.test_tasks import saturated_alpha_gradient
 
 
 def _random_population(rng, N: int, D: int, y_kind: str) -> tasks.Batch:
@@ -172,23 +172,6 @@ def test_fused_score_gradient_keeps_its_relative_digits_at_saturated_attention()
     the pair form keeps small): within 1e-13 relative of the same sum taken term by term and added exactly
     (math.fsum), and within 1e-14 relative of itself with the classes in another order (the compensated sum
     over blocks)."""
-    d = 50
-    pop = population("occurrence", d, 1e-16, 1e-16)
-    H, D, K = tasks.model_shape("occurrence", d, 1)
-    aa, au, ba, bu = 20.0, -3.0, 12.0, -11.0
-    alpha = np.full((1, H, D), au)
-    alpha[..., 0] = aa
-    B = np.full((1, H, D, K), bu)
-    B[..., 0, :] = ba
-    got = engine.risk_and_grad(alpha, B, engine.from_batch(pop), with_f=False)[1][0, 0, 0]
-    c, r = pop.m[:, 0], pop.m[:, 1]
-    on = c > 0
-    c, r, p = c[on], r[on], pop.weights[on]
-    za, zu = c * np.exp(aa), r * np.exp(au)
-    wa, wu = za / (za + zu), zu / (za + zu)
-    want = math.fsum((p * (wa * ba + wu * bu - 1.0) * wa * wu * (ba - bu)).tolist())
-    assert abs(got - want) <= 1e-13 * abs(want), (got, want)
-    perm = np.random.default_rng(1).permutation(len(pop.weights))
-    shuffled = tasks.Batch(pop.X, pop.m[perm], pop.y[perm], weights=pop.weights[perm], labels=pop.labels[perm])
-    again = engine.risk_and_grad(alpha, B, engine.from_batch(shuffled), with_f=False)[1][0, 0, 0]
-    assert abs(again - got) <= 1e-14 * abs(want), (again, got)
+    g = saturated_alpha_gradient(50, with_f=False)
+    assert abs(g["got"] - g["want"]) <= 1e-13 * abs(g["want"]), g
+    assert abs(g["again"] - g["got"]) <= 1e-14 * abs(g["want"]), g

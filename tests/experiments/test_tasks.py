@@ -667,6 +667,33 @@ def test_reported_population_risk_is_within_its_rounding_allowance_of_an_arb_sum
             assert abs(float(engine.risk(alpha, B, off)[0]) - float(total.mid())) > allowance
 
 
+def saturated_alpha_gradient(d: int, with_f: bool = True) -> dict:
+    """Occurrence's alpha gradient entry at alpha = (20, -3), beta = (12, -11) on its population at d: the
+    engine's (``got``), the engine's on the classes in another order (``again``), and the same sum taken term
+    by term in float with no cancellation and added exactly by math.fsum (``want``); with the population, its
+    layout and the parameters, for controls."""
+    from numerics.experiments import engine
+    pop = population("occurrence", d, 1e-16, 1e-16)
+    tb = engine.from_batch(pop)
+    H, D, K = tasks.model_shape("occurrence", d, 1)
+    aa, au, ba, bu = 20.0, -3.0, 12.0, -11.0
+    alpha = np.full((1, H, D), au)
+    alpha[..., 0] = aa
+    B = np.full((1, H, D, K), bu)
+    B[..., 0, :] = ba
+    got = engine.risk_and_grad(alpha, B, tb, with_f=with_f)[1][0, 0, 0]
+    c, r = pop.m[:, 0], pop.m[:, 1]
+    on = c > 0
+    c, r, p = c[on], r[on], pop.weights[on]
+    za, zu = c * np.exp(aa), r * np.exp(au)
+    wa, wu = za / (za + zu), zu / (za + zu)
+    want = math.fsum((p * (wa * ba + wu * bu - 1.0) * wa * wu * (ba - bu)).tolist())
+    perm = np.random.default_rng(1).permutation(len(pop.weights))
+    shuffled = tasks.Batch(pop.X, pop.m[perm], pop.y[perm], weights=pop.weights[perm], labels=pop.labels[perm])
+    again = engine.risk_and_grad(alpha, B, engine.from_batch(shuffled), with_f=with_f)[1][0, 0, 0]
+    return {"got": got, "again": again, "want": want, "tb": tb, "alpha": alpha, "B": B}
+
+
 @pytest.mark.parametrize("d", [50, 200])
 def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
     """The bag layout's alpha gradient on occurrence's population at alpha = (20, -3), beta = (12, -11), where the
@@ -678,27 +705,10 @@ def test_bag_score_gradient_keeps_its_relative_digits_at_saturated_attention(d):
     instead, it is 3.6e-7 relative off at d = 50 (the control below) and 4e-6 at d = 200, and moves by 4e-6
     with the order."""
     from numerics.experiments import engine
-    pop = population("occurrence", d, 1e-16, 1e-16)
-    tb = engine.from_batch(pop)
-    H, D, K = tasks.model_shape("occurrence", d, 1)
-    aa, au, ba, bu = 20.0, -3.0, 12.0, -11.0
-    alpha = np.full((1, H, D), au)
-    alpha[..., 0] = aa
-    B = np.full((1, H, D, K), bu)
-    B[..., 0, :] = ba
-    got = engine.risk_and_grad(alpha, B, tb)[1][0, 0, 0]
-    c, r = pop.m[:, 0], pop.m[:, 1]
-    on = c > 0
-    c, r, p = c[on], r[on], pop.weights[on]
-    za, zu = c * np.exp(aa), r * np.exp(au)
-    wa, wu = za / (za + zu), zu / (za + zu)
-    f_minus_y = wa * ba + wu * bu - 1.0
-    want = math.fsum((p * f_minus_y * wa * wu * (ba - bu)).tolist())
+    g0 = saturated_alpha_gradient(d)
+    got, want, tb, alpha, B = g0["got"], g0["want"], g0["tb"], g0["alpha"], g0["B"]
     assert abs(got - want) <= 1e-13 * abs(want), (got, want)
-    perm = np.random.default_rng(1).permutation(len(pop.weights))
-    shuffled = tasks.Batch(pop.X, pop.m[perm], pop.y[perm], weights=pop.weights[perm], labels=pop.labels[perm])
-    again = engine.risk_and_grad(alpha, B, engine.from_batch(shuffled))[1][0, 0, 0]
-    assert abs(again - got) <= 1e-14 * abs(want), (again, got)
+    assert abs(g0["again"] - got) <= 1e-14 * abs(want), (g0["again"], got)
     # control: the old form's two sums of size |f| |f - y|, cancelled to the gradient, miss by far more
     fw = engine.forward(alpha, B, tb)
     g = engine._risk_and_dl(fw.f, tb, "squared")[1][:, :, 0]
