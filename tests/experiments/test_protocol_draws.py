@@ -7,6 +7,7 @@ from theory.validation import SettingError
 
 from numerics.experiments import protocol
 from numerics.experiments import runner
+from numerics.experiments import tasks as tasks_module
 
 # ------------------------------------------------------------------------------------------------
 # seed ids
@@ -281,20 +282,22 @@ def test_fixed_step_rule_gives_every_plan_one_rate_without_training(monkeypatch)
 # the readings grid
 
 
-def test_shipped_grid_runs_the_long_reading_and_every_axis_at_d_50():
+def test_shipped_grid_is_the_full_product_with_the_long_reading_at_every_d():
     from numerics.experiments import readings
 
     g = readings.load()
+    assert not g.limits
     assert {**g.readings["long-adam"].to_dict(), "name": None} == {**protocol.LONG_READING.to_dict(), "name": None}
-    at = {d: [g.readings[name] for name, dd, _ in g.cells() if dd == d] for d in g.d}
-    assert "long-adam" in {r.name for r in at[25]} and "long-adam" in {r.name for r in at[50]}
-    assert "long-adam" not in {r.name for r in at[100] + at[200]}
+    cells = {(name, dd): tasks for name, dd, tasks in g.cells()}
+    assert set(cells) == {(name, dd) for name in g.readings for dd in (25, 50, 100, 200)}
+    assert all(set(tasks) == set(tasks_module.TASKS) for tasks in cells.values())
     default = {k: v for k, v in protocol.Reading().to_dict().items() if k != "name"}
     changed_alone = {tuple(sorted(f for f, v in r.to_dict().items() if f != "name" and v != default[f]))
-                     for r in at[50]}
+                     for r in g.readings.values()}
     for f in ("joint_steps", "optimizer", "budget", "k2"):
         assert any(c and set(c) <= {f, "max_steps"} for c in changed_alone), f
-    assert {r.optimizer for r in at[50]} == {"gd", "momentum", "adam"}
+    assert {r.optimizer for r in g.readings.values()} == {"gd", "momentum", "adam"}
+    assert len(cells) == 4 * (3 * 2 * 3 * 2 + 1)
 
 
 def test_named_readings_in_a_readings_file_join_the_product():
