@@ -373,10 +373,12 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
 
 
 def cost_markdown(summary: dict) -> list[str]:
-    """What the sweep cost: the wall time of every invocation on its store (same readings file and version; a
-    run stopped by Ctrl-C or SIGTERM counts too, one killed by SIGKILL or a crash is listed without its wall
-    time), and the units' CPU time by d and task, largest first.  The invocations that trained (or left no end
-    record) are listed one by one; those that only rendered from the store are counted in one line."""
+    """What the sweep cost: the wall time of every invocation on its store that ran its units
+    (``numerics.experiments.sweep.counts_for``: the same units' code and version, on its readings file or at
+    one of its alphabet sizes; a run stopped by Ctrl-C or SIGTERM counts too, one killed by SIGKILL or a crash
+    is listed without its wall time), and the units' CPU time by d and task, largest first.  The invocations
+    that trained (or left no end record) are listed one by one; those that only rendered from the store are
+    counted in one line."""
     runs = summary["runs"]
     listed = [r for r in runs if r.get("wall_s") is None or r.get("trained")]
     renders = [r for r in runs if r not in listed]
@@ -386,7 +388,8 @@ def cost_markdown(summary: dict) -> list[str]:
     unknown = (f"; {open_runs} more left no end record (killed by SIGKILL or a crash, or still running) and their "
                "wall time is not in it" if open_runs else "")
     return ["## Cost", "",
-            f"{len(runs) - open_runs} invocations of the sweep on this store took {summary['runs_wall_s'] / 3600:.2f} h "
+            f"{len(runs) - open_runs} invocations of the sweep on this store that ran these units (this readings file, or "
+            f"another at one of its d) took {summary['runs_wall_s'] / 3600:.2f} h "
             f"wall in all (runs stopped by Ctrl-C or SIGTERM included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
             "BLAS thread each). CPU time by d and task (searches, seeds and ceilings together):", "",
             "| d, task | CPU h | share |", "|---|---|---|",

@@ -324,9 +324,18 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
                           "plans": search_record(res), "missing_rows": res["missing_rows"]})
         out.results[(reading, dd)] = res
         out.tidy += tidy_rows(res, reading, dd)
-    out.runs = [r for r in store.runs() if r.get("readings_sha256") == grid.sha256
-                and r.get("version") == p.version and same_units(r, p, out.code)]
+    out.runs = [r for r in store.runs() if counts_for(r, grid, p, out.code)]
     return out
+
+
+def counts_for(run: dict, grid: Grid, p: Plan, code: str) -> bool:
+    """Whether a logged invocation counts in the cost of ``grid``'s sweep: it ran this plan's units
+    (``same_units``, at this version) on this readings file or at one of its alphabet sizes.  Unit keys do not
+    depend on the readings file, so a run of the same grid restricted (by ``--d``, or by limits since lifted)
+    trained units this one reuses; a grid at other sizes (the quick file's) shares none."""
+    if run.get("version") != p.version or not same_units(run, p, code):
+        return False
+    return run.get("readings_sha256") == grid.sha256 or bool(set(run.get("d") or ()) & set(grid.d))
 
 
 def same_units(run: dict, p: Plan, code: str) -> bool:

@@ -1053,6 +1053,22 @@ def test_the_cost_counts_the_runs_that_trained_these_units():
     assert not sweep.same_units({"code": "checkout-1"}, p, "checkout-2")
 
 
+def test_the_cost_counts_runs_of_the_same_units_at_the_grids_sizes():
+    """A run of the same units counts whether it ran this readings file or another at one of its d (the same
+    grid with limits, whose units this one reuses); a run at other sizes only, of other units, or of another
+    version does not."""
+    from types import SimpleNamespace
+
+    p = SimpleNamespace(code="units-a", version="1.0")
+    grid = SimpleNamespace(sha256="file-full", d=(25, 50, 100, 200))
+    run = {"unit_code": "units-a", "version": "1.0", "readings_sha256": "file-limited", "d": [25, 50, 100, 200]}
+    assert sweep.counts_for(run, grid, p, "checkout")
+    assert sweep.counts_for({**run, "readings_sha256": "file-full", "d": [8]}, grid, p, "checkout")
+    assert not sweep.counts_for({**run, "d": [8]}, grid, p, "checkout")
+    assert not sweep.counts_for({**run, "unit_code": "units-b"}, grid, p, "checkout")
+    assert not sweep.counts_for({**run, "version": "0.9"}, grid, p, "checkout")
+
+
 def test_the_cost_lists_the_runs_that_trained_and_counts_the_renders():
     """Invocations that trained, or left no end record, are rows of the cost table; render-only ones are one
     line with their count and wall time, so re-rendering the pages does not grow the table."""
