@@ -203,8 +203,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
                         "refusals). A fixed 52-step budget leaves most runs unconverged, so most verdicts are refused: "
                         "that is the protocol's answer to the first protocol's verdicts, not a new finding about the paper")
     lines += _other_run(EXAMPLE / "d200" / "table1.json", "ICL, OR and AND at d = 200 (the default reading, full budget)",
-                        "the default reading and budget of the example run, at d = 200 on the three rows the readings "
-                        "sweep runs only at d = 50 for their cost (the sweep's d >= 100 cells cover the cheaper rows); "
+                        "the default reading and budget of the example run, at d = 200 on ICL, OR and the two AND rows; "
                         "figures and the run's own page in [example_table1/d200/](example_table1/d200/)")
     lines += _other_run(EXAMPLE / "and-integral" / "table1.json",
                         "AND on its exact population (`--and-heads-data integral`, d = 50)",
