@@ -663,6 +663,10 @@ class Outcome:
     wall_s: float = 0.0
 
 
+NOT_IN_STORE = "not in the store (not trained: render only)"
+"""Why a unit a render-only run (``connect=None``) needs is in ``Outcome.skipped``."""
+
+
 class Driver:
     """The execution loop every kind of unit shares: look a unit up in the store, else submit it to the dask
     client that ``connect()`` returns (called at the first unit to train), write each result to the store as
@@ -711,7 +715,7 @@ class Driver:
         from distributed import as_completed
 
         if self.connect is None:
-            self.out.skipped[key] = "not in the store (not trained: render only)"
+            self.out.skipped[key] = NOT_IN_STORE
             if self.not_trained is not None:
                 self.not_trained(key, spec)
             return

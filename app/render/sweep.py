@@ -418,12 +418,13 @@ def run_line(summary: dict) -> str:
         left = ""
         if c.get("skipped"):
             causes = c.get("skipped_by_cause") or {}
-            words = {"diverged": "after a search that diverged at every step size (those plans are refused)",
-                     "failed": "after a search that failed (those plans are refused)",
-                     "not stored": "whose search is not in the store"}
+            words = {"diverged": "seed tasks after a search that diverged at every step size (those plans are refused)",
+                     "failed": "seed tasks after a search that failed (those plans are refused)",
+                     "not stored": "seed tasks whose search is not in the store",
+                     "render only": "tasks not in the store themselves"}
             parts = [f"{causes[k]} {w}" for k, w in words.items() if causes.get(k)]
             missing = c.get("incomplete_cells", 0)
-            left = (f"; {c['skipped']} seed tasks were not run" + (f": {', '.join(parts)}" if parts else "")
+            left = (f"; {c['skipped']} tasks were not run" + (f": {', '.join(parts)}" if parts else "")
                     + (f"; {missing} cells with units missing are left out" if missing
                        else "; no cell has units missing"))
         return (f"this rendering trained nothing: every task it shows came from the results store "

@@ -49,11 +49,21 @@ SKIP_NOT_STORED = "its search is not in the store"
 
 
 def skip_causes(skipped: dict) -> dict:
-    """The seed units not run (``units.Outcome.skipped``: key -> why) counted by cause: their search diverged
-    at every step size, failed, or is not in the store."""
-    out = {"diverged": 0, "failed": 0, "not stored": 0}
+    """The units not run (``units.Outcome.skipped``: key -> why) counted by cause: seed units whose search
+    diverged at every step size, failed, or is not in the store, and (in a render-only run) units that are not
+    in the store themselves."""
+    out = {"diverged": 0, "failed": 0, "not stored": 0, "render only": 0}
     for why in skipped.values():
-        out["diverged" if why == SKIP_DIVERGED else "not stored" if why == SKIP_NOT_STORED else "failed"] += 1
+        if why == SKIP_DIVERGED:
+            out["diverged"] += 1
+        elif why == SKIP_NOT_STORED:
+            out["not stored"] += 1
+        elif why == units.NOT_IN_STORE:
+            out["render only"] += 1
+        elif why.startswith("search ") and why.endswith(" failed"):
+            out["failed"] += 1
+        else:
+            raise ValueError(f"a unit skipped for no known cause: {why!r}")
     return out
 
 

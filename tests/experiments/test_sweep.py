@@ -595,6 +595,9 @@ def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
     summary = json.loads((tmp_path / "out2" / "sweep.json").read_text())
     assert summary["cells"] == [] and len(summary["incomplete_cells"]) == 2
     assert "Cells not complete" in (tmp_path / "out2" / "sweep.md").read_text()
+    causes = summary["counts"]["skipped_by_cause"]  # an empty store: nothing failed, every unit is missing
+    assert causes["failed"] == causes["diverged"] == 0 and causes["render only"] > 0
+    assert sum(causes.values()) == summary["counts"]["skipped"]
 
 
 def test_robustness_counts_and_the_axis_a_verdict_depends_on():
@@ -826,15 +829,17 @@ def test_the_pages_header_says_what_the_run_did():
     stored = sweep_render.run_line({"counts": _counts(), "wall_s": 6.2, "scheduler": "none (every task stored)"})
     assert stored == "this rendering trained nothing: every task it shows came from the results store (6 s)"
     partial = sweep_render.run_line({"counts": _counts(skipped=4), "wall_s": 3.0, "scheduler": "none (every task stored)"})
-    assert "4 seed tasks were not run" in partial and "; no cell has units missing" in partial
+    assert "4 tasks were not run" in partial and "; no cell has units missing" in partial
     causes = {"diverged": 3, "failed": 0, "not stored": 1}
     named = sweep_render.run_line({"counts": _counts(skipped=4, skipped_by_cause=causes), "wall_s": 3.0,
                                    "scheduler": "none (every task stored)"})
-    assert "4 seed tasks were not run: 3 after a search that diverged at every step size" in named
-    assert "1 whose search is not in the store" in named and "failed" not in named
+    assert "4 tasks were not run: 3 seed tasks after a search that diverged at every step size" in named
+    assert "1 seed tasks whose search is not in the store" in named and "failed" not in named
     assert sweep.skip_causes({"a": sweep.SKIP_DIVERGED, "b": "search 0123456789ab failed",
-                              "c": sweep.SKIP_NOT_STORED, "d": sweep.SKIP_DIVERGED}) == \
-        {"diverged": 2, "failed": 1, "not stored": 1}
+                              "c": sweep.SKIP_NOT_STORED, "d": sweep.SKIP_DIVERGED, "e": units.NOT_IN_STORE}) == \
+        {"diverged": 2, "failed": 1, "not stored": 1, "render only": 1}
+    with pytest.raises(ValueError, match="no known cause"):
+        sweep.skip_causes({"a": "some new reason"})
     missing = sweep_render.run_line({"counts": _counts(skipped=4, incomplete_cells=2), "wall_s": 3.0,
                                      "scheduler": "none (every task stored)"})
     assert "; 2 cells with units missing are left out" in missing
