@@ -221,6 +221,7 @@ def from_tables(args: argparse.Namespace) -> int:
         raise SettingError(f"--from-tables renders the recorded sweep; drop {', '.join(given)}")
     try:
         summary = sweep_render.from_tables(args.from_tables)
+        summary["beside"] = sweep_render.lag_beside(args.out)
     except FileNotFoundError as exc:
         raise SettingError(f"--from-tables {args.from_tables} holds no sweep tables ({exc.filename} is missing)") \
             from None
@@ -269,7 +270,7 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         summary = sweep_render.summarise(sweep)
-        summary.update({"command": command, "commit": commit, "dirty": dirty,
+        summary.update({"command": command, "commit": commit, "dirty": dirty, "beside": sweep_render.lag_beside(args.out),
                         "store": recorded_folders(["--store", str(args.store)])[1],
                         "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,

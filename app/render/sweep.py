@@ -53,6 +53,27 @@ def summarise(sweep: sweep_module.Sweep) -> dict:
             "_tidy": sweep.tidy}
 
 
+LAG_BESIDE = Path("..") / "lag_map" / "lag_map.json"
+"""Where a sweep's pages look for the lag map beside them, from their folder: docs/sweep/ beside docs/lag_map/."""
+
+
+def lag_beside(out: Path) -> list[dict]:
+    """The lag map beside the pages written into ``out`` (``LAG_BESIDE``, as ``occ-companion lag`` records
+    it), as the cost section counts it: its alphabet size, cells, seeds, units' CPU, command and commit; none
+    when there is no such record (a sweep written outside a checkout's docs/) or it is the quick map."""
+    path = Path(out) / LAG_BESIDE
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    if record.get("quick"):
+        return []
+    return [{"what": "lag map", "path": "../lag_map/", "d": record["config"]["d"], "cells": record["cells"],
+             "rows": len(record["rows"]), "rhos": len(record["rhos"]), "starts": len(record["start_scales"]),
+             "seeds": record["config"]["seeds"], "units_cpu_s": record["units_cpu_s"],
+             "command": record.get("command", []), "commit": record.get("commit")}]
+
+
 def recorded_wall_s(runs: list[dict]) -> float:
     """The summed wall time of the invocations (``invocations``) that recorded their end; a run without
     one (``wall_s`` None) is left out, not counted as 0 or as an error."""
@@ -372,6 +393,20 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     return "\n".join(lines)
 
 
+def beside_words(summary: dict) -> str:
+    """The sentence on the runs committed beside the sweep (``lag_beside``) that its cost counts: each one's
+    units' CPU and command, and the grid and them together; empty without any."""
+    beside = summary.get("beside") or []
+    if not beside:
+        return ""
+    parts = [f"the {b['what']} in `{b['path']}` (d = {b['d']}, {b['cells']} cells: {b['rows']} rows x {b['rhos']} "
+             f"rho x {b['starts']} starts, {b['seeds']} seeds each), {b['units_cpu_s'] / 3600:.2f} h of unit CPU, "
+             f"`{shlex.join(b['command'])}` at commit {(b.get('commit') or 'unknown')[:10]}" for b in beside]
+    total = summary["units_cpu_s"] + sum(b["units_cpu_s"] for b in beside)
+    return (" Beside it, " + "; ".join(parts) + f": the grid and what is beside it took {total / 3600:.2f} h of "
+            "unit CPU in all.")
+
+
 def cost_markdown(summary: dict) -> list[str]:
     """What the sweep cost: the wall time of every invocation on its store that ran its units
     (``numerics.experiments.sweep.counts_for``: the same units' code and version, on its readings file or at
@@ -391,7 +426,8 @@ def cost_markdown(summary: dict) -> list[str]:
             f"{len(runs) - open_runs} invocations of the sweep on this store that ran these units (this readings file, or "
             f"another at one of its d) took {summary['runs_wall_s'] / 3600:.2f} h "
             f"wall in all (runs stopped by Ctrl-C or SIGTERM included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
-            "BLAS thread each). CPU time by d and task (searches, seeds and ceilings together):", "",
+            "BLAS thread each)." + beside_words(summary) + " CPU time by d and task (searches, seeds and ceilings "
+            "together):", "",
             "| d, task | CPU h | share |", "|---|---|---|",
             *[f"| {k} | {v / 3600:.2f} | {v / total:.0%} |" for k, v in by], "",
             "The invocations that trained:", "",

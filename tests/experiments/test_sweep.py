@@ -1087,3 +1087,29 @@ def test_the_cost_lists_the_runs_that_trained_and_counts_the_renders():
                                                  "units_cpu_s_by": {"d=8 occurrence": 3600.0}}))
     assert "| t0 |" in text and "| t3 |" in text and "| t1 |" not in text and "| t2 |" not in text
     assert "and 2 that trained nothing and only rendered the pages from the store (11 s wall in all)." in text
+
+
+def test_the_cost_counts_the_lag_map_beside_the_pages(tmp_path):
+    """The lag map recorded beside a sweep's pages (docs/lag_map/ beside docs/sweep/) enters its cost section
+    with its units' CPU, and the total adds both; the quick map, or no map, adds nothing."""
+    from app.render import sweep as sweep_render
+
+    out = tmp_path / "docs" / "sweep"
+    out.mkdir(parents=True)
+    assert sweep_render.lag_beside(out) == []
+    record = {"quick": False, "config": {"d": 50, "seeds": 3}, "cells": 168, "rows": ["occurrence", "ICL"],
+              "rhos": [1.0, 4.0, 16.0], "start_scales": [0.0, 0.1], "units_cpu_s": 1800.0,
+              "command": ["occ-companion", "lag", "--d", "50"], "commit": "0123456789abcdef"}
+    (tmp_path / "docs" / "lag_map").mkdir()
+    (tmp_path / "docs" / "lag_map" / "lag_map.json").write_text(json.dumps(record))
+    beside = sweep_render.lag_beside(out)
+    assert [(b["d"], b["cells"], b["rows"], b["rhos"], b["starts"], b["units_cpu_s"]) for b in beside] == \
+        [(50, 168, 2, 3, 2, 1800.0)]
+    summary = {"runs": [], "runs_wall_s": 0.0, "units_cpu_s_by": {"d=25 OR": 3600.0}, "units_cpu_s": 3600.0,
+               "beside": beside}
+    text = sweep_render.cost_markdown(summary)[2]
+    assert "0.50 h of unit CPU" in text and "took 1.50 h of unit CPU in all" in text
+    assert "`occ-companion lag --d 50` at commit 0123456789" in text
+    assert "Beside it" not in sweep_render.cost_markdown({**summary, "beside": []})[2]
+    (tmp_path / "docs" / "lag_map" / "lag_map.json").write_text(json.dumps({**record, "quick": True}))
+    assert sweep_render.lag_beside(out) == []
