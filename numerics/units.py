@@ -427,6 +427,15 @@ class Store:
                  "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         atomic_write_text(self.path(key), canonical(entry))
 
+    def entries(self):
+        """Every stored entry that parses (its spec and ``cpu_s`` as ``put`` wrote them), in no set order;
+        unlike ``get``, nothing is checked against a spec and nothing is moved aside."""
+        for p in sorted((self.root / "units").glob("*/*.json")):
+            try:
+                yield json.loads(p.read_bytes().decode("utf-8"))
+            except (OSError, ValueError):
+                continue
+
     def log_run(self, record: dict) -> None:
         """Append one record of an invocation (its start, or its end) to ``<store>/runs.jsonl`` (one short
         line, one append)."""

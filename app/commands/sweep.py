@@ -73,7 +73,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--tuning-seed-base", type=int_at_least(0, MAX_SEED_ID), default=None,
                    help="first tuning seed id of every cell (default: the readings file's [config], else 1000); "
                         "must not overlap the reported ids")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and stop")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and what is left to train, with its CPU "
+                   "estimated from the stored units of the same kind, task, plan and d, and stop")
     p.add_argument("--no-train", action="store_true",
                    help="render from the store only (no cluster); cells with units missing are reported as "
                         "incomplete and left out of the tables")
@@ -252,6 +253,11 @@ def main_args(args: argparse.Namespace) -> int:
               f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings, "
               f"{n['seeds']} seed tasks (one per reported seed of each search): "
               f"{n['searches'] + n['ceilings'] + n['seeds']} tasks in all")
+        left = n["to_train"]
+        print(f"to train: {left['searches']} searches, {left['ceilings']} ceilings and about {left['seeds']} seed "
+              f"tasks; {n['estimate_cpu_s'] / 3600:.1f} h of CPU by the mean of the stored units of the same kind, "
+              f"task, plan and d trained by this code"
+              + (f", {n['unestimated']} of them not estimated (no such unit stored yet)" if n["unestimated"] else ""))
         return exitcodes.DONE
     check_store(args.store)
     rest = sys.argv[sys.argv.index("sweep") + 1:] if "sweep" in sys.argv else []

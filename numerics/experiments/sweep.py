@@ -371,11 +371,62 @@ def search_record(results: dict) -> dict:
 def survey(grid: Grid, store: units.Store, d: tuple[int, ...] | None = None) -> dict:
     """The size of the sweep of ``grid`` (at ``d`` only, when given) without running it: cells, rows,
     searches, ceilings, seeds (the seed units: one per reported seed of each search, fewer when a search
-    finds no step size), and how many of the searches and ceilings the store holds."""
+    finds no step size), how many of the searches and ceilings the store holds, and what is left to train
+    with its estimated CPU (``estimate``)."""
     p = plan(restricted(grid, d))
-    stored = sum(store.get(k, s) is not None for k, s in {**p.ceilings, **p.searches}.items())
-    return {"cells": len(p.cells()), "rows": len(p.rows), "searches": len(p.searches), "stored": stored,
-            "ceilings": len(p.ceilings), "seeds": sum(len(p.seeds(k)) for k in p.searches)}
+    held = {k: store.get(k, s) for k, s in {**p.ceilings, **p.searches}.items()}
+    out = {"cells": len(p.cells()), "rows": len(p.rows), "searches": len(p.searches),
+           "stored": sum(v is not None for v in held.values()), "ceilings": len(p.ceilings),
+           "seeds": sum(len(p.seeds(k)) for k in p.searches)}
+    return out | estimate(p, store, held)
+
+
+def cost_class(spec: dict) -> tuple:
+    """What a unit's CPU is estimated from: the units of the same kind, task, heads, plan and d."""
+    return spec["kind"], spec["task"], spec["heads"], spec.get("plan"), spec["config"]["d"]
+
+
+def estimate(p: Plan, store: units.Store, held: dict) -> dict:
+    """The units of plan ``p`` left to train and their estimated CPU: each one's the mean CPU of the stored
+    units of its ``cost_class`` trained by this code and version (``unestimated``: those with none).  ``held``
+    maps every search and ceiling key to its stored entry or None.  A stored search's missing seed units are
+    counted exactly; an unstored one's are its reported seeds, an upper bound where two tuning draws choose
+    the same step sizes (one unit serves both) and a lower bound where a bimodal row takes more seeds."""
+    cpu: dict = {}
+    for entry in store.entries():
+        spec = entry.get("spec") or {}
+        if spec.get("code") == p.code and spec.get("version") == p.version and "config" in spec:
+            cpu.setdefault(cost_class(spec), []).append(float(entry.get("cpu_s", 0.0)))
+    mean = {k: sum(v) / len(v) for k, v in cpu.items()}
+    todo = {"searches": 0, "ceilings": 0, "seeds": 0}
+    total, unestimated = 0.0, 0
+
+    def add(spec, n=1):
+        nonlocal total, unestimated
+        todo[{"search": "searches", "ceiling": "ceilings", "seed": "seeds"}[spec["kind"]]] += n
+        m = mean.get(cost_class(spec))
+        if m is None:
+            unestimated += n
+        else:
+            total += n * m
+
+    for k, spec in p.ceilings.items():
+        if held[k] is None:
+            add(spec)
+    for k, spec in p.searches.items():
+        entry = held[k]
+        if entry is None:
+            add(spec)
+            add({**spec, "kind": "seed"}, len(p.seeds(k)))
+            continue
+        chosen = entry["result"]["search"]["chosen"]
+        if chosen is None:
+            continue
+        for s in p.seeds(k):
+            sspec = p.seed_spec(k, s, chosen)
+            if store.get(units.key_of(sspec), sspec) is None:
+                add(sspec)
+    return {"to_train": todo, "estimate_cpu_s": total, "unestimated": unestimated}
 
 
 # ------------------------------------------------------------------------------------------------

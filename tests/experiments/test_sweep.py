@@ -141,6 +141,29 @@ def test_survey_counts_the_seed_tasks(tmp_path):
     assert sweep.survey(big, units.Store(tmp_path / "store"))["seeds"] == 5 + 2 * 5 * 1000
 
 
+def test_survey_estimates_what_is_left_from_the_stored_units_of_the_same_class(tmp_path):
+    """The CPU left is each missing unit's class mean (kind, task, heads, plan, d) over the stored units of
+    this code; a class with none stored is counted apart; a stored search's seeds are looked up, an unstored
+    one's counted as its reported seeds; units of other code do not enter the means."""
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    store = units.Store(tmp_path / "store")
+    p = sweep.plan(g)
+    ep = [(k, s) for k, s in p.searches.items() if s["task"] == "even_pairs" and s["plan"] == "joint"]
+    assert len(ep) == 2  # the two tuning draws' joint searches of even pairs (shared by both readings)
+    (k0, s0), (k1, s1) = ep
+    store.put(k0, s0, {"result": {"search": {"chosen": {"out": 0.5}}}, "cpu_s": 30.0, "wall_s": 30.0})
+    other = {**s1, "code": "other-code"}  # another code's unit of the same class: not in the mean
+    store.put(units.key_of(other), other, {"result": {"search": {"chosen": None}}, "cpu_s": 900.0, "wall_s": 1.0})
+    seed = p.seed_spec(k0, p.seeds(k0)[0], {"out": 0.5})
+    store.put(units.key_of(seed), seed, {"result": {}, "cpu_s": 4.0, "wall_s": 4.0})
+    n = sweep.survey(g, store)
+    assert n["stored"] == 1
+    assert n["to_train"] == {"searches": n["searches"] - 1, "ceilings": 2, "seeds": n["seeds"] - 1}
+    # the other draw's search at 30 s and its 2 seeds at 4 s, the stored search's other seed at 4 s
+    assert n["estimate_cpu_s"] == pytest.approx(30.0 + 2 * 4.0 + 4.0)
+    assert n["unestimated"] == (n["searches"] - 2) + 2 + (n["seeds"] - 4)
+
+
 @pytest.mark.slow  # subprocesses
 def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
     (tmp_path / "big.toml").write_text(TINY.replace("d = [8]", "d = [1000000]"))
