@@ -157,10 +157,12 @@ class Progress:
         left_s = None
         if c["done"]:
             # the total counts a seed unit per search; draws that chose the same steps share one, and a bimodal
-            # row adds seeds, so the count is an estimate and the tasks left are never below 0
+            # row adds seeds, so the count is an estimate and the tasks left are never below 0; the tasks of a
+            # larger d come later and take longer, so the time left is said to be at this run's rate so far
             left = max(c["total"] - self._finished(c), 0)
             left_s = c["elapsed"] / c["done"] * left if left else 0.0
-        eta = "" if left_s is None else f", about {left_s / 60:.0f} min left"
+        eta = "" if left_s is None else (f", about {left_s / 60:.0f} min left at the mean time a task so far"
+                                         if left_s else ", none left")
         with self.lock:
             self.last_log = time.time()
             print(f"{self.name}: {self._finished(c)}/{c['total']} tasks; {self._text(c)}; {c['elapsed'] / 60:.1f} "

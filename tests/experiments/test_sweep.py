@@ -780,7 +780,7 @@ def test_progress_without_a_terminal_beats_while_tasks_run(capsys):
     progress.close()
     time.sleep(0.3)
     assert capsys.readouterr().err.splitlines() == ["sweep: 5/5 tasks; done 5 (stored before 0), running 2, "
-                                                    "failed 0; 0.5 min, about 0 min left"]
+                                                    "failed 0; 0.5 min, none left"]
     quiet = sweep_command.Progress(quiet=True, heartbeat_s=0.1)
     quiet(counts)
     time.sleep(0.4)
