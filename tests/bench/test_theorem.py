@@ -36,6 +36,23 @@ def test_monte_carlo_on_counts_is_within_its_standard_error():
     assert need > size  # SE 1e-6 needs more strings than the pilot
 
 
+def test_the_full_grid_target_is_measured_only_on_the_shipped_grid_complete():
+    """Met or missed only on a record of the shipped file with every cell complete, the lag map beside it
+    counted in the total; a record of another file, or with cells missing, is "not yet"."""
+    lag = [{"units_cpu_s": 1800.0}]
+    full = {"readings_file": {"sha256": "s" * 64}, "cells": [{}] * 4, "incomplete_cells": [], "units_cpu_s": 3 * 3600.0,
+            "beside": lag}
+    assert bench_theorem.full_grid_target(full, ("s" * 64, 4)).endswith(
+        "Measured: 3.00 h for the grid's units and 0.50 h for the lag map's, 3.50 h in all. Met: yes.")
+    over = {**full, "units_cpu_s": 3.6 * 3600.0}  # 3.6 + 0.5 h: over 4 h only with the lag map counted
+    assert bench_theorem.full_grid_target(over, ("s" * 64, 4)).endswith("4.10 h in all. Met: **no**.")
+    partial = {**full, "cells": [{}] * 3, "incomplete_cells": [{"reading": "r", "d": 200}]}
+    assert "Not run to the end: the committed sweep (docs/sweep/) has 3 complete cells of this readings file" in \
+        bench_theorem.full_grid_target(partial, ("s" * 64, 4))
+    other = bench_theorem.full_grid_target(full, ("t" * 64, 4))
+    assert "of another readings file (SHA-256 ssssssssssss)" in other and other.endswith("Met: not yet.")
+
+
 def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     """The benchmark's experiment section quotes the recorded Table 1 and sweep times (training runs only; a
     render-only sweep run trains nothing and is left out)."""
@@ -46,7 +63,9 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "example_table1" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "command": ["occ-companion", "table1"], "commit": "abc", "elapsed_s": 120.0,
          "cpu_s": 240.0}))
-    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({"counts": {"cells": 3}, "runs": [
+    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({
+        "counts": {"cells": 3}, "cells": [{}, {}, {}], "readings_file": {"sha256": "0" * 64}, "units_cpu_s": 900.0,
+        "runs": [
         {"command": ["occ-companion", "sweep"], "started": "t0", "trained": 7, "wall_s": 600.0, "trained_cpu_s": 900.0},
         {"command": ["occ-companion", "sweep", "--no-train"], "started": "t1", "trained": 0, "wall_s": 6.0,
          "trained_cpu_s": 0.0}]}))
