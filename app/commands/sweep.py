@@ -74,7 +74,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="first tuning seed id of every cell (default: the readings file's [config], else 1000); "
                         "must not overlap the reported ids")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and what is left to train, with its CPU "
-                   "estimated from the stored units of the same kind, task, plan and d, and stop")
+                   "estimated from the stored units of the same kind, task, heads, plan and d, and stop")
     p.add_argument("--no-train", action="store_true",
                    help="render from the store only (no cluster); cells with units missing are reported as "
                         "incomplete and left out of the tables")
@@ -154,15 +154,15 @@ class Progress:
                 + (f", skipped {c['skipped']}" if c["skipped"] else ""))
 
     def _log(self, c: dict, note: str = "") -> None:
-        left_s = None
         if c["done"]:
             # the total counts a seed unit per search; draws that chose the same steps share one, and a bimodal
             # row adds seeds, so the count is an estimate and the tasks left are never below 0; the tasks of a
             # larger d come later and take longer, so the time left is said to be at this run's rate so far
             left = max(c["total"] - self._finished(c), 0)
-            left_s = c["elapsed"] / c["done"] * left if left else 0.0
-        eta = "" if left_s is None else (f", about {left_s / 60:.0f} min left at the mean time a task so far"
-                                         if left_s else ", none left")
+            left_s = c["elapsed"] / c["done"] * left
+            eta = f", about {left_s / 60:.0f} min left at this run's rate so far" if left else ", none left"
+        else:
+            eta = ""
         with self.lock:
             self.last_log = time.time()
             print(f"{self.name}: {self._finished(c)}/{c['total']} tasks; {self._text(c)}; {c['elapsed'] / 60:.1f} "
@@ -224,12 +224,13 @@ def from_tables(args: argparse.Namespace) -> int:
         raise SettingError(f"--from-tables renders the recorded sweep; drop {', '.join(given)}")
     try:
         summary = sweep_render.from_tables(args.from_tables)
-        summary["beside"] = sweep_render.lag_beside(args.out)
     except FileNotFoundError as exc:
         raise SettingError(f"--from-tables {args.from_tables} holds no sweep tables ({exc.filename} is missing)") \
             from None
     except (ValueError, KeyError, TypeError) as exc:
         raise SettingError(f"--from-tables {args.from_tables}: {exc}") from None
+    if "beside" not in summary:  # a record from before the lag map was counted: the one beside --out
+        summary["beside"] = lag_beside(args.out)
     with OutputFolder(args.out, result="sweep", owns=OWNS) as out:
         with out.transaction() as tx:
             paths = sweep_render.write(summary, tx)
@@ -237,6 +238,34 @@ def from_tables(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(x) for x in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else ""),
           file=sys.stderr)
     return exitcodes.UNDECIDED if summary["failures"] or summary["incomplete_cells"] else exitcodes.DONE
+
+
+def lag_beside(out: Path) -> list[dict]:
+    """The lag map recorded beside --out (``app.render.sweep.lag_beside``), a record it cannot read refused as
+    bad usage that names the file."""
+    from app.render import sweep as sweep_render
+
+    try:
+        return sweep_render.lag_beside(out)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SettingError(f"--out {out}: the lag map beside it, {sweep_render.lag_beside_path(out)}, cannot be "
+                           f"read as a lag map record ({type(exc).__name__}: {exc})") from None
+
+
+def left_line(n: dict) -> str:
+    """The dry run's line on what is left to train (``sweep.survey``) and its estimated CPU."""
+    left = n["to_train"]
+    head = (f"to train: {left['searches']} searches, {left['ceilings']} ceilings and about {left['seeds']} seed "
+            "tasks")
+    if not sum(left.values()):
+        return head + "; nothing left"
+    estimated = sum(left.values()) - n["unestimated"]
+    if not estimated:
+        return head + "; no estimate of their CPU (no stored unit of their kind, task, heads, plan and d)"
+    return (head + f"; {n['estimate_cpu_s'] / 3600:.1f} h of CPU for {estimated} of them, each the mean of the stored "
+            "units of its kind, task, heads, plan, d, optimizer and budget trained by this code and version"
+            + (f" ({n['coarse']} from those of the same d under another optimizer or budget)" if n["coarse"] else "")
+            + (f"; {n['unestimated']} not estimated (no such unit stored yet)" if n["unestimated"] else ""))
 
 
 def main_args(args: argparse.Namespace) -> int:
@@ -255,12 +284,9 @@ def main_args(args: argparse.Namespace) -> int:
               f"({n['stored']} of the searches and ceilings stored), {n['ceilings']} capacity ceilings, "
               f"{n['seeds']} seed tasks (one per reported seed of each search): "
               f"{n['searches'] + n['ceilings'] + n['seeds']} tasks in all")
-        left = n["to_train"]
-        print(f"to train: {left['searches']} searches, {left['ceilings']} ceilings and about {left['seeds']} seed "
-              f"tasks; {n['estimate_cpu_s'] / 3600:.1f} h of CPU by the mean of the stored units of the same kind, "
-              f"task, plan and d trained by this code"
-              + (f", {n['unestimated']} of them not estimated (no such unit stored yet)" if n["unestimated"] else ""))
+        print(left_line(n))
         return exitcodes.DONE
+    beside = lag_beside(args.out)  # read before any work: a broken record is refused now, not after hours
     check_store(args.store)
     rest = sys.argv[sys.argv.index("sweep") + 1:] if "sweep" in sys.argv else []
     command = ["occ-companion", "sweep", *recorded_folders(rest)]
@@ -278,7 +304,7 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         summary = sweep_render.summarise(sweep)
-        summary.update({"command": command, "commit": commit, "dirty": dirty, "beside": sweep_render.lag_beside(args.out),
+        summary.update({"command": command, "commit": commit, "dirty": dirty, "beside": beside,
                         "store": recorded_folders(["--store", str(args.store)])[1],
                         "scheduler": cluster.describe(), "workers": cluster.workers,
                         "driver_cpu_s": time.process_time() - cpu0,

@@ -304,7 +304,8 @@ this many hours of unit CPU."""
 def full_grid_target(sweep: dict, shipped: tuple[str, int] | None = None) -> str:
     """The full grid's target read on a committed sweep record (sweep.json): measured only when the record is
     the shipped readings file's grid (``shipped``: its SHA-256 and number of cells, by default read from
-    ``numerics.experiments.readings``) with every cell complete; otherwise what the record holds instead."""
+    ``numerics.experiments.readings``) with every cell complete and no unit failed (a failed unit's CPU is not
+    in the record); otherwise what the record holds instead."""
     if shipped is None:
         from numerics.experiments import readings
 
@@ -316,14 +317,16 @@ def full_grid_target(sweep: dict, shipped: tuple[str, int] | None = None) -> str
     head = (f"Target: the full grid (every cell of the shipped readings file, {cells} cells, with the lag map beside "
             f"it) in at most {FULL_GRID_TARGET_H:g} h of unit CPU. ")
     complete = len(sweep["cells"])
-    if sweep["readings_file"]["sha256"] == sha and not sweep.get("incomplete_cells") and complete == cells:
+    if (sweep["readings_file"]["sha256"] == sha and not sweep.get("incomplete_cells") and not sweep.get("failures")
+            and complete == cells):
         total = grid_h + lag_h
         return (head + f"Measured: {grid_h:.2f} h for the grid's units and {lag_h:.2f} h for the lag map's, "
                 f"{total:.2f} h in all. Met: {_verdict(total <= FULL_GRID_TARGET_H)}.")
+    failed = f" and {len(sweep['failures'])} failed units (their CPU is not counted)" if sweep.get("failures") else ""
     which = ("of this readings file" if sweep["readings_file"]["sha256"] == sha else
              f"of another readings file (SHA-256 {sweep['readings_file']['sha256'][:12]})")
     return (head + f"Not run to the end: the committed sweep (docs/sweep/) has {complete} complete cells "
-            f"{which}, whose units took {grid_h:.2f} h of CPU. Met: not yet.")
+            f"{which}{failed}, whose units took {grid_h:.2f} h of CPU. Met: not yet.")
 
 
 def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:

@@ -53,25 +53,32 @@ def summarise(sweep: sweep_module.Sweep) -> dict:
             "_tidy": sweep.tidy}
 
 
-LAG_BESIDE = Path("..") / "lag_map" / "lag_map.json"
-"""Where a sweep's pages look for the lag map beside them, from their folder: docs/sweep/ beside docs/lag_map/."""
+LAG_BESIDE = Path("lag_map") / "lag_map.json"
+"""Where a sweep's pages look for the lag map beside them, from their folder's parent: docs/sweep/ beside
+docs/lag_map/."""
+
+
+def lag_beside_path(out: Path) -> Path:
+    """The lag map record beside the folder ``out`` (``LAG_BESIDE`` in its parent), whether or not ``out``
+    exists yet."""
+    return Path(out).absolute().parent / LAG_BESIDE
 
 
 def lag_beside(out: Path) -> list[dict]:
-    """The lag map beside the pages written into ``out`` (``LAG_BESIDE``, as ``occ-companion lag`` records
-    it), as the cost section counts it: its alphabet size, cells, seeds, units' CPU, command and commit; none
-    when there is no such record (a sweep written outside a checkout's docs/) or it is the quick map."""
-    path = Path(out) / LAG_BESIDE
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
+    """The lag map recorded beside the folder ``out`` (``lag_beside_path``) that a sweep's pages are written into (for
+    docs/sweep/, docs/lag_map/lag_map.json), as the cost section counts it: its alphabet size, cells, seeds,
+    units' CPU, command, commit and whether the checkout was dirty; none when no record is there or it is the
+    quick map.  A record that does not parse, or lacks a field, raises (OSError, ValueError, KeyError)."""
+    path = lag_beside_path(out)
+    if not path.is_file():
         return []
+    record = json.loads(path.read_text())
     if record.get("quick"):
         return []
     return [{"what": "lag map", "path": "../lag_map/", "d": record["config"]["d"], "cells": record["cells"],
              "rows": len(record["rows"]), "rhos": len(record["rhos"]), "starts": len(record["start_scales"]),
              "seeds": record["config"]["seeds"], "units_cpu_s": record["units_cpu_s"],
-             "command": record.get("command", []), "commit": record.get("commit")}]
+             "command": record.get("command", []), "commit": record.get("commit"), "dirty": bool(record.get("dirty"))}]
 
 
 def recorded_wall_s(runs: list[dict]) -> float:
@@ -401,7 +408,8 @@ def beside_words(summary: dict) -> str:
         return ""
     parts = [f"the {b['what']} in `{b['path']}` (d = {b['d']}, {b['cells']} cells: {b['rows']} rows x {b['rhos']} "
              f"rho x {b['starts']} starts, {b['seeds']} seeds each), {b['units_cpu_s'] / 3600:.2f} h of unit CPU, "
-             f"`{shlex.join(b['command'])}` at commit {(b.get('commit') or 'unknown')[:10]}" for b in beside]
+             f"`{shlex.join(b['command'])}` at commit {(b.get('commit') or 'unknown')[:10]}"
+             + (" (dirty)" if b.get("dirty") else "") for b in beside]
     total = summary["units_cpu_s"] + sum(b["units_cpu_s"] for b in beside)
     return (" Beside it, " + "; ".join(parts) + f": the grid and what is beside it took {total / 3600:.2f} h of "
             "unit CPU in all.")
@@ -423,8 +431,8 @@ def cost_markdown(summary: dict) -> list[str]:
     unknown = (f"; {open_runs} more left no end record (killed by SIGKILL or a crash, or still running) and their "
                "wall time is not in it" if open_runs else "")
     return ["## Cost", "",
-            f"{len(runs) - open_runs} invocations of the sweep on this store that ran these units (this readings file, or "
-            f"another at one of its d) took {summary['runs_wall_s'] / 3600:.2f} h "
+            f"{len(runs) - open_runs} invocations of the sweep on this store that ran these units' code (this readings file, or "
+            f"another sharing one of its d) took {summary['runs_wall_s'] / 3600:.2f} h "
             f"wall in all (runs stopped by Ctrl-C or SIGTERM included){unknown}; the units took {total / 3600:.2f} h of CPU (one "
             "BLAS thread each)." + beside_words(summary) + " CPU time by d and task (searches, seeds and ceilings "
             "together):", "",
@@ -457,7 +465,8 @@ def run_line(summary: dict) -> str:
             words = {"diverged": "seed tasks after a search that diverged at every step size (those plans are refused)",
                      "failed": "seed tasks after a search that failed (those plans are refused)",
                      "not stored": "seed tasks whose search is not in the store",
-                     "render only": "tasks not in the store themselves"}
+                     "render only": "tasks not in the store themselves",
+                     "other": "tasks for another cause"}
             parts = [f"{causes[k]} {w}" for k, w in words.items() if causes.get(k)]
             missing = c.get("incomplete_cells", 0)
             left = (f"; {c['skipped']} tasks were not run" + (f": {', '.join(parts)}" if parts else "")

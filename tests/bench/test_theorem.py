@@ -49,6 +49,9 @@ def test_the_full_grid_target_is_measured_only_on_the_shipped_grid_complete():
     partial = {**full, "cells": [{}] * 3, "incomplete_cells": [{"reading": "r", "d": 200}]}
     assert "Not run to the end: the committed sweep (docs/sweep/) has 3 complete cells of this readings file" in \
         bench_theorem.full_grid_target(partial, ("s" * 64, 4))
+    failed = bench_theorem.full_grid_target({**full, "failures": [{"key": "k"}]}, ("s" * 64, 4))
+    assert "4 complete cells of this readings file and 1 failed units (their CPU is not counted)" in failed
+    assert failed.endswith("Met: not yet.")
     other = bench_theorem.full_grid_target(full, ("t" * 64, 4))
     assert "of another readings file (SHA-256 ssssssssssss)" in other and other.endswith("Met: not yet.")
 

@@ -142,26 +142,66 @@ def test_survey_counts_the_seed_tasks(tmp_path):
 
 
 def test_survey_estimates_what_is_left_from_the_stored_units_of_the_same_class(tmp_path):
-    """The CPU left is each missing unit's class mean (kind, task, heads, plan, d) over the stored units of
-    this code; a class with none stored is counted apart; a stored search's seeds are looked up, an unstored
-    one's counted as its reported seeds; units of other code do not enter the means."""
-    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    """The CPU left is each missing unit's class mean (kind, task, heads, plan, d, and the budget fields) over
+    the stored units of this code and version, the coarser class's where the finer has none, and none where
+    neither has; a stored search's seeds are looked up and counted once each, an unstored one's counted as its
+    reported seeds, a search that diverged has none; an unparsable store file is skipped."""
+    g = readings.parse(__import__("tomllib").loads(TINY.replace("d = [8]", "d = [8, 9]")), "tiny", TINY)
     store = units.Store(tmp_path / "store")
     p = sweep.plan(g)
-    ep = [(k, s) for k, s in p.searches.items() if s["task"] == "even_pairs" and s["plan"] == "joint"]
-    assert len(ep) == 2  # the two tuning draws' joint searches of even pairs (shared by both readings)
-    (k0, s0), (k1, s1) = ep
-    store.put(k0, s0, {"result": {"search": {"chosen": {"out": 0.5}}}, "cpu_s": 30.0, "wall_s": 30.0})
-    other = {**s1, "code": "other-code"}  # another code's unit of the same class: not in the mean
-    store.put(units.key_of(other), other, {"result": {"search": {"chosen": None}}, "cpu_s": 900.0, "wall_s": 1.0})
-    seed = p.seed_spec(k0, p.seeds(k0)[0], {"out": 0.5})
-    store.put(units.key_of(seed), seed, {"result": {}, "cpu_s": 4.0, "wall_s": 4.0})
+    joint = {(s["config"]["d"], s["draw"]): (k, s) for k, s in p.searches.items()
+             if s["task"] == "even_pairs" and s["plan"] == "joint"}
+    assert sorted(joint) == [(8, 0), (8, 1), (9, 0), (9, 1)]  # two tuning draws at each d
+
+    def put(spec, result, cpu):
+        store.put(units.key_of(spec), spec, {"result": result, "cpu_s": cpu, "wall_s": cpu})
+
+    (k0, s0), (k1, s1) = joint[(8, 0)], joint[(8, 1)]
+    put(s0, {"search": {"chosen": {"out": 0.5}}}, 20.0)
+    put(s1, {"search": {"chosen": {"out": 0.5}}}, 40.0)  # the same step sizes: the two draws share seed units
+    seeds = [p.seed_spec(k0, s, {"out": 0.5}) for s in p.seeds(k0)]
+    assert seeds == [p.seed_spec(k1, s, {"out": 0.5}) for s in p.seeds(k1)]
+    put(seeds[0], {}, 4.0)
+    (k9, s9) = joint[(9, 0)]
+    put(s9, {"search": {"chosen": None}}, 60.0)  # diverged at d = 9: no seeds to run
+    put({**s9, "heads": s9["heads"] + 1}, {"search": {"chosen": None}}, 1000.0)  # other heads: another class
+    put({**s9, "code": "other-code"}, {"search": {"chosen": None}}, 900.0)  # another code: not in any mean
+    put({**s9, "version": "0.0.1"}, {"search": {"chosen": None}}, 900.0)    # another version: neither
+    put({**seeds[0], "seed": 99}, {}, 8.0)  # a second seed unit of the class: its mean is (4 + 8) / 2
+    (tmp_path / "store" / "units" / "zz").mkdir()
+    (tmp_path / "store" / "units" / "zz" / "broken.json").write_text("{not json")
     n = sweep.survey(g, store)
-    assert n["stored"] == 1
-    assert n["to_train"] == {"searches": n["searches"] - 1, "ceilings": 2, "seeds": n["seeds"] - 1}
-    # the other draw's search at 30 s and its 2 seeds at 4 s, the stored search's other seed at 4 s
-    assert n["estimate_cpu_s"] == pytest.approx(30.0 + 2 * 4.0 + 4.0)
-    assert n["unestimated"] == (n["searches"] - 2) + 2 + (n["seeds"] - 4)
+    assert n["stored"] == 3
+    assert n["to_train"]["searches"] == n["searches"] - 3 and n["to_train"]["ceilings"] == 4
+    # seeds: the stored searches' shared one left (once), and every unstored search's reported seeds (2 each)
+    assert n["to_train"]["seeds"] == 1 + (n["seeds"] - 3 * 2)
+    # estimated: that seed at d = 8's seed mean (6 s), and d = 9's other joint search at d = 9's mean (60 s;
+    # d = 8's, (20 + 40) / 2, and the two-head one are other classes); its two seeds have none of theirs stored
+    assert n["estimate_cpu_s"] == pytest.approx(6.0 + 60.0) and n["coarse"] == 0
+    assert n["unestimated"] == sum(n["to_train"].values()) - 2
+
+
+def test_the_estimate_falls_back_to_the_coarser_class_and_the_dry_run_says_so(tmp_path):
+    """A unit under another optimizer or budget is estimated from those of its kind, task, heads, plan and d,
+    and the dry run's line counts it apart; with nothing to train or nothing estimable it says so."""
+    from app.commands import sweep as sweep_command
+
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    p = sweep.plan(g)
+    store = units.Store(tmp_path / "store")
+    (k, s) = next((k, s) for k, s in p.searches.items() if s["task"] == "even_pairs" and s["plan"] == "joint"
+                  and s["draw"] == 0)
+    other = {**s, "reading": {**s["reading"], "optimizer": "adam"}}
+    store.put(units.key_of(other), other, {"result": {"search": {"chosen": None}}, "cpu_s": 10.0, "wall_s": 1.0})
+    n = sweep.survey(g, store)
+    assert n["stored"] == 0 and n["coarse"] == 2 and n["estimate_cpu_s"] == pytest.approx(20.0)
+    line = sweep_command.left_line(n)
+    assert "h of CPU for 2 of them" in line and "(2 from those of the same d under another optimizer or budget)" in line
+    assert f"; {n['unestimated']} not estimated" in line
+    assert sweep_command.left_line({**n, "unestimated": sum(n["to_train"].values())}).endswith(
+        "no estimate of their CPU (no stored unit of their kind, task, heads, plan and d)")
+    done = {"to_train": {"searches": 0, "ceilings": 0, "seeds": 0}, "estimate_cpu_s": 0.0, "coarse": 0, "unestimated": 0}
+    assert sweep_command.left_line(done).endswith("; nothing left")
 
 
 @pytest.mark.slow  # subprocesses
@@ -176,6 +216,8 @@ def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
     assert r.returncode == 0, r.stderr
     assert ("15 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 25 seed tasks "
             "(one per reported seed of each search): 42 tasks in all") in r.stdout
+    assert ("to train: 15 searches, 2 ceilings and about 25 seed tasks; no estimate of their CPU (no stored unit "
+            "of their kind, task, heads, plan and d)") in r.stdout
 
 
 # ------------------------------------------------------------------------------------------------
@@ -758,6 +800,24 @@ def test_committed_sweep_bounds_its_exact_population_risks():
     assert len(sampled) and sampled.truncation_bound.isna().all() and sampled.rounding_bound.isna().all()
 
 
+def test_progress_gives_the_time_left_at_the_runs_rate(capsys):
+    """The time left is the tasks left at the mean wall time a finished task so far, said as such; "none left"
+    only when no task is left, whatever the elapsed time."""
+    from app.commands import sweep as sweep_command
+
+    progress = sweep_command.Progress(quiet=True)
+    counts = {"done": 2, "reused": 0, "failed": 0, "skipped": 0, "running": 2, "total": 6, "elapsed": 120.0}
+    progress._log(counts)
+    assert capsys.readouterr().err.rstrip().endswith("2.0 min, about 4 min left at this run's rate so far")
+    progress._log(counts | {"elapsed": 0.0})
+    assert capsys.readouterr().err.rstrip().endswith("0.0 min, about 0 min left at this run's rate so far")
+    progress._log(counts | {"done": 6})
+    assert capsys.readouterr().err.rstrip().endswith(", none left")
+    progress._log(counts | {"done": 0})
+    assert capsys.readouterr().err.rstrip().endswith("2.0 min")
+    progress.close()
+
+
 def test_progress_without_a_terminal_beats_while_tasks_run(capsys):
     """stderr not a terminal (pytest captures it): after the first line, a heartbeat line whenever none was
     printed for the heartbeat interval while tasks are left, and none after the last task or after close."""
@@ -859,10 +919,12 @@ def test_the_pages_header_says_what_the_run_did():
     assert "4 tasks were not run: 3 seed tasks after a search that diverged at every step size" in named
     assert "1 seed tasks whose search is not in the store" in named and "failed" not in named
     assert sweep.skip_causes({"a": sweep.SKIP_DIVERGED, "b": "search 0123456789ab failed",
-                              "c": sweep.SKIP_NOT_STORED, "d": sweep.SKIP_DIVERGED, "e": units.NOT_IN_STORE}) == \
-        {"diverged": 2, "failed": 1, "not stored": 1, "render only": 1}
-    with pytest.raises(ValueError, match="no known cause"):
-        sweep.skip_causes({"a": "some new reason"})
+                              "c": sweep.SKIP_NOT_STORED, "d": sweep.SKIP_DIVERGED, "e": units.NOT_IN_STORE,
+                              "f": "some new reason"}) == \
+        {"diverged": 2, "failed": 1, "not stored": 1, "render only": 1, "other": 1}
+    other = sweep_render.run_line({"counts": _counts(skipped=2, skipped_by_cause={"render only": 1, "other": 1}),
+                                   "wall_s": 3.0, "scheduler": "none (every task stored)"})
+    assert "2 tasks were not run: 1 tasks not in the store themselves, 1 tasks for another cause" in other
     missing = sweep_render.run_line({"counts": _counts(skipped=4, incomplete_cells=2), "wall_s": 3.0,
                                      "scheduler": "none (every task stored)"})
     assert "; 2 cells with units missing are left out" in missing
@@ -1134,5 +1196,45 @@ def test_the_cost_counts_the_lag_map_beside_the_pages(tmp_path):
     assert "0.50 h of unit CPU" in text and "took 1.50 h of unit CPU in all" in text
     assert "`occ-companion lag --d 50` at commit 0123456789" in text
     assert "Beside it" not in sweep_render.cost_markdown({**summary, "beside": []})[2]
+    two = {**summary, "beside": beside + [{**beside[0], "d": 25, "units_cpu_s": 900.0, "dirty": True}]}
+    text = sweep_render.cost_markdown(two)[2]
+    assert "took 1.75 h of unit CPU in all" in text and text.count(" (dirty)") == 1 and "(d = 25, " in text
     (tmp_path / "docs" / "lag_map" / "lag_map.json").write_text(json.dumps({**record, "quick": True}))
     assert sweep_render.lag_beside(out) == []
+    (tmp_path / "docs" / "lag_map" / "lag_map.json").write_text(json.dumps({"quick": False, "cells": 3}))
+    with pytest.raises(KeyError):
+        sweep_render.lag_beside(out)
+
+
+@pytest.mark.slow  # the reference sweep on a dask cluster
+def test_the_lag_map_beside_enters_both_render_paths_and_a_broken_one_is_refused_first(reference, tmp_path):
+    """--no-train and --from-tables both count the lag map beside --out (from-tables keeps the one its record
+    holds); an unreadable lag record is refused with exit 2, naming the file, before any store is opened."""
+    docs = tmp_path / "docs"
+    (docs / "lag_map").mkdir(parents=True)
+    record = {"quick": False, "config": {"d": 8, "seeds": 2}, "cells": 4, "rows": ["occurrence"], "rhos": [1.0, 4.0],
+              "start_scales": [0.0, 0.1], "units_cpu_s": 360.0, "command": ["occ-companion", "lag"], "commit": "abc"}
+    (docs / "lag_map" / "lag_map.json").write_text(json.dumps(record))
+    r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(reference / "store"), "--out",
+             str(docs / "sweep"), "--no-train", "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Beside it, the lag map in `../lag_map/` (d = 8, 4 cells" in (docs / "sweep" / "sweep.md").read_text()
+    assert json.loads((docs / "sweep" / "sweep.json").read_text())["beside"][0]["units_cpu_s"] == 360.0
+    r = _cli("--from-tables", str(docs / "sweep"), "--out", str(tmp_path / "elsewhere"), "--quiet", cwd=tmp_path,
+             timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "(d = 8, 4 cells" in (tmp_path / "elsewhere" / "sweep.md").read_text()  # the recorded one, kept
+    older = tmp_path / "older"  # a record from before the lag map was counted (no "beside"): the one beside --out
+    older.mkdir()
+    shutil.copy(reference / "out" / "tidy.csv", older / "tidy.csv")
+    summary = json.loads((reference / "out" / "sweep.json").read_text())
+    summary.pop("beside")
+    (older / "sweep.json").write_text(json.dumps(summary))
+    r = _cli("--from-tables", str(older), "--out", str(docs / "sweep"), "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "(d = 8, 4 cells" in (docs / "sweep" / "sweep.md").read_text()
+    (docs / "lag_map" / "lag_map.json").write_text("{broken")
+    r = _cli("--readings", str(reference / "tiny.toml"), "--store", str(tmp_path / "new-store"), "--out",
+             str(docs / "sweep"), "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "lag_map.json" in r.stderr and "cannot be read as a lag map record" in r.stderr
+    assert not (tmp_path / "new-store").exists()
