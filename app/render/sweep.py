@@ -390,14 +390,27 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
         inc = summary["incomplete_cells"]
         lines += ["### Cells not complete", "", f"{len(inc)} cells (reading, d) had units missing from the store "
                   "when this page was rendered and are left out of every table above: "
-                  + "; ".join(f"`{c['reading']}` at d = {c['d']} ({', '.join(c['rows_missing'])})" for c in inc)
-                  + ".", ""]
+                  + "; ".join(incomplete_words(inc, list(summary["readings_file"]["readings"]))) + ".", ""]
     if summary["failures"]:
         lines += ["### Failed tasks", "", "| kind | task | plan | d | error |", "|---|---|---|---|---|"]
         lines += [f"| {f['kind']} | {f['task']} | {f['plan'] or '-'} | {f['d']} | {f['error']} |"
                   for f in summary["failures"]]
         lines.append("")
     return "\n".join(lines)
+
+
+def incomplete_words(incomplete: list[dict], readings: list[str]) -> list[str]:
+    """The incomplete cells, by d: every reading at a d in one phrase (with the rows missing in any of them),
+    otherwise each cell with its rows missing."""
+    out = []
+    for d in sorted({c["d"] for c in incomplete}):
+        at = [c for c in incomplete if c["d"] == d]
+        if {c["reading"] for c in at} == set(readings) and len(at) == len(readings) > 1:
+            rows = sorted({r for c in at for r in c["rows_missing"]})
+            out.append(f"every reading ({len(at)}) at d = {d} (rows missing in some: {', '.join(rows)})")
+        else:
+            out += [f"`{c['reading']}` at d = {d} ({', '.join(c['rows_missing'])})" for c in at]
+    return out
 
 
 def beside_words(summary: dict) -> str:

@@ -1238,3 +1238,15 @@ def test_the_lag_map_beside_enters_both_render_paths_and_a_broken_one_is_refused
              str(docs / "sweep"), "--quiet", cwd=tmp_path, timeout=120)
     assert r.returncode == 2 and "lag_map.json" in r.stderr and "cannot be read as a lag map record" in r.stderr
     assert not (tmp_path / "new-store").exists()
+
+
+def test_incomplete_cells_are_said_by_d():
+    """Every reading incomplete at a d is one phrase with the rows missing in any of them; a d where only some
+    readings are incomplete lists each cell."""
+    from app.render import sweep as sweep_render
+
+    inc = [{"reading": "a", "d": 100, "rows_missing": ["ICL"]}, {"reading": "b", "d": 100, "rows_missing": ["SLR"]},
+           {"reading": "a", "d": 200, "rows_missing": ["ICL", "OR"]}]
+    assert sweep_render.incomplete_words(inc, ["a", "b"]) == [
+        "every reading (2) at d = 100 (rows missing in some: ICL, SLR)", "`a` at d = 200 (ICL, OR)"]
+    assert sweep_render.incomplete_words(inc[:1], ["a"]) == ["`a` at d = 100 (ICL)"]
