@@ -326,7 +326,8 @@ def full_grid_target(sweep: dict, shipped: tuple[str, int] | None = None) -> str
     which = ("of this readings file" if sweep["readings_file"]["sha256"] == sha else
              f"of another readings file (SHA-256 {sweep['readings_file']['sha256'][:12]})")
     return (head + f"Not run to the end: the committed sweep (docs/sweep/) has {complete} complete cells "
-            f"{which}{failed}, whose units took {grid_h:.2f} h of CPU. Met: not yet.")
+            f"{which}{failed}; the units it read, of its complete cells and of the others' stored so far, took "
+            f"{grid_h:.2f} h of CPU. Met: not yet.")
 
 
 def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
