@@ -358,6 +358,9 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
             if run.get("wall_s") is None:  # a start without an end (sweep_render.invocations)
                 out.append(f"| readings sweep (no end record: killed, or still running) | `{' '.join(run['command'])}` | "
                            f"{run.get('started', '?')} | unknown | unknown |")
+            elif run.get("trained") is None:  # stopped by Ctrl-C: its wall time, no count or CPU recorded
+                out.append(f"| readings sweep (interrupted: tasks trained not recorded) | `{' '.join(run['command'])}` | "
+                           f"{run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | not recorded |")
             elif run.get("trained"):
                 out.append(f"| readings sweep ({s['counts']['cells']} cells, {run['trained']} tasks) | "
                            f"`{' '.join(run['command'])}` | {run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | "

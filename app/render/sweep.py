@@ -436,7 +436,7 @@ def cost_markdown(summary: dict) -> list[str]:
     that trained (or left no end record) are listed one by one; those that only rendered from the store are
     counted in one line."""
     runs = summary["runs"]
-    listed = [r for r in runs if r.get("wall_s") is None or r.get("trained")]
+    listed = [r for r in runs if r.get("wall_s") is None or r.get("trained") is None or r.get("trained")]
     renders = [r for r in runs if r not in listed]
     open_runs = sum(r.get("wall_s") is None for r in runs)
     by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
@@ -455,7 +455,8 @@ def cost_markdown(summary: dict) -> list[str]:
             "| started (UTC) | command | tasks trained | wall |", "|---|---|---|---|",
             *[f"| {r.get('started', '?')} | `{shlex.join(r.get('command', []))}` | "
               + ("no end record | unknown |" if r.get("wall_s") is None else
-                 f"{r.get('trained')} | {r['wall_s'] / 60:.1f} min |") for r in listed], "",
+                 f"{'not recorded (interrupted)' if r.get('trained') is None else r['trained']} | "
+                 f"{r['wall_s'] / 60:.1f} min |") for r in listed], "",
             *([f"and {len(renders)} that trained nothing and only rendered the pages from the store "
                f"({sum(r['wall_s'] for r in renders):.0f} s wall in all).", ""] if renders else [])]
 

@@ -71,10 +71,14 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
         "runs": [
         {"command": ["occ-companion", "sweep"], "started": "t0", "trained": 7, "wall_s": 600.0, "trained_cpu_s": 900.0},
         {"command": ["occ-companion", "sweep", "--no-train"], "started": "t1", "trained": 0, "wall_s": 6.0,
-         "trained_cpu_s": 0.0}]}))
+         "trained_cpu_s": 0.0},
+        {"command": ["occ-companion", "sweep", "-i"], "started": "t2", "trained": None, "wall_s": 120.0,
+         "trained_cpu_s": None}]}))
     rows = [r for r in bench_theorem.recorded_experiment_runs(tmp_path) if r.startswith("| ") and "---" not in r][1:]
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
-                    "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |"]
+                    "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |",
+                    "| readings sweep (interrupted: tasks trained not recorded) | `occ-companion sweep -i` | t2 | 2.0 min | "
+                    "not recorded |"]
     assert bench_theorem.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
     # the old 52-step protocol's run, with its target, named by its reading
     (tmp_path / "example_table1" / "theory-52").mkdir()

@@ -1250,3 +1250,16 @@ def test_incomplete_cells_are_said_by_d():
     assert sweep_render.incomplete_words(inc, ["a", "b"]) == [
         "every reading (2) at d = 100 (rows missing in some: ICL, SLR)", "`a` at d = 200 (ICL, OR)"]
     assert sweep_render.incomplete_words(inc[:1], ["a"]) == ["`a` at d = 100 (ICL)"]
+
+
+def test_an_interrupted_run_is_listed_as_training_not_as_a_render():
+    """A run stopped by Ctrl-C records its wall time but no count of tasks trained: it is a row of the table
+    (its count not recorded), not one of the runs that only rendered."""
+    from app.render import sweep as sweep_render
+
+    runs = [{"started": "t0", "command": ["occ-companion", "sweep"], "trained": None, "wall_s": 600.0},
+            {"started": "t1", "command": ["occ-companion", "sweep", "--no-train"], "trained": 0, "wall_s": 6.0}]
+    out = sweep_render.cost_markdown({"runs": runs, "runs_wall_s": 606.0, "units_cpu_s_by": {"d=25 OR": 60.0},
+                                      "units_cpu_s": 60.0})
+    assert any(ln.startswith("| t0 |") and "| not recorded (interrupted) | 10.0 min |" in ln for ln in out)
+    assert "and 1 that trained nothing and only rendered the pages from the store (6 s wall in all)." in out
