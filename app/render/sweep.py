@@ -436,7 +436,7 @@ def cost_markdown(summary: dict) -> list[str]:
     that trained (or left no end record) are listed one by one; those that only rendered from the store are
     counted in one line."""
     runs = summary["runs"]
-    listed = [r for r in runs if r.get("wall_s") is None or r.get("trained") is None or r.get("trained")]
+    listed = [r for r in runs if r.get("wall_s") is None or r.get("trained") != 0]  # None: stopped, count unknown
     renders = [r for r in runs if r not in listed]
     open_runs = sum(r.get("wall_s") is None for r in runs)
     by = sorted(summary["units_cpu_s_by"].items(), key=lambda kv: -kv[1])
