@@ -736,17 +736,27 @@ class Driver:
         self.futures[fut.key] = (key, spec, fut)
         self.ac.add(fut)
 
-    def run(self, total: int, progress: Callable[[dict], None] | None = None) -> Outcome:
-        """Wait for every submitted unit (and the units their hooks submit); ``progress(counts)`` is called
-        after every unit (done, reused, failed, skipped, submitted, running, total, elapsed)."""
-        out = self.out
+    def outstanding(self) -> set:
+        """The keys of the units submitted and not yet back."""
+        return {key for key, _, _ in self.futures.values()}
 
+    def counts(self) -> dict:
+        """Units trained now (done), taken from the store (reused), failed, skipped, and submitted and not yet
+        back (submitted)."""
+        out = self.out
+        return {"done": len(out.trained), "reused": len(out.reused), "failed": len(out.failed),
+                "skipped": len(out.skipped), "submitted": len(self.futures)}
+
+    def run(self, total: int | Callable[[], int], progress: Callable[[dict], None] | None = None) -> Outcome:
+        """Wait for every submitted unit (and the units their hooks submit); ``progress(counts)`` is called
+        after every unit (``counts()``, and running, total, elapsed).  ``total`` is the number of units of the
+        run, or a function that says it when the run learns it as it goes."""
         def report():
             if progress is not None:
-                progress({"done": len(out.trained), "reused": len(out.reused), "failed": len(out.failed),
-                          "skipped": len(out.skipped), "submitted": len(self.futures), "total": total,
-                          "elapsed": time.time() - self.t0, "running": running(self.client)})
+                progress(self.counts() | {"total": total() if callable(total) else total,
+                                          "elapsed": time.time() - self.t0, "running": running(self.client)})
 
+        out = self.out
         report()
         try:
             for fut in self.ac or ():

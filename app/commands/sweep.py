@@ -155,9 +155,9 @@ class Progress:
 
     def _log(self, c: dict, note: str = "") -> None:
         if c["done"]:
-            # the total counts a seed unit per search; draws that chose the same steps share one, and a bimodal
-            # row adds seeds, so the count is an estimate and the tasks left are never below 0; the tasks of a
-            # larger d come later and take longer, so the time left is said to be at this run's rate so far
+            # the total grows as the run learns its rows (a bimodal row's further seeds), so the tasks left
+            # are a floor; the tasks of a larger d come later and take longer, so the time left is said to be
+            # at this run's rate so far
             left = max(c["total"] - self._finished(c), 0)
             left_s = c["elapsed"] / c["done"] * left
             eta = f", about {left_s / 60:.0f} min left at this run's rate so far" if left else ", none left"

@@ -228,7 +228,10 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
             for skey in (plans[pl] for pl in risks):
                 need_seeds(skey, p.row_seeds(skey, rkey, j))
 
+    to_come = {}   # search key -> its seed units, counted while the search is neither finished nor failed
+
     def on_done(key, spec):
+        to_come.pop(key, None)
         if spec["kind"] == "search" and not first_round[0]:
             seeds_of(key)
         if spec["kind"] == "seed":
@@ -237,6 +240,7 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
                     extend_if_bimodal(rkey, j)
 
     def on_failed(key, spec):
+        to_come.pop(key, None)
         if spec["kind"] == "search":
             skip_seeds(key, f"search {key[:12]} failed")
 
@@ -252,7 +256,15 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
     for skey in p.searches:
         if skey in out.results:
             seeds_of(skey)
-    total = len(p.ceilings) + sum(1 + len(p.seeds(k)) for k in p.searches)
+    to_come.update((k, len(p.seeds(k))) for k in driver.outstanding() if k in p.searches)
+
+    def total():
+        """The units finished, submitted and still to come (the reported seeds of every search not yet back):
+        the further seeds of a bimodal row are counted once it is known to be bimodal, and draws that chose
+        the same step sizes share a seed unit, so the count can grow as the run learns its rows."""
+        c = driver.counts()
+        return c["done"] + c["reused"] + c["failed"] + c["skipped"] + c["submitted"] + sum(to_come.values())
+
     return driver.run(total, progress)
 
 

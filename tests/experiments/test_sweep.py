@@ -557,10 +557,12 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
         return real(spec)
 
     monkeypatch.setattr(sweep_units, "search", broken)   # the in-process worker resolves the patched function
+    reports: list = []
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
-        out = sweep.execute(p, units.Store(tmp_path / "store"), lambda: client)
+        out = sweep.execute(p, units.Store(tmp_path / "store"), lambda: client, reports.append)
     assert len(out.failed) == 1 and "injected" in next(iter(out.failed.values()))["error"]
+    _assert_totals_count_what_is_left(reports)
     assert len(out.trained) == len(p.searches) + len(p.ceilings) - 1 + sum(
         len(p.seeds(k)) for k in p.searches if k not in out.failed)
     for reading in g.readings:
@@ -569,6 +571,41 @@ def test_a_unit_that_raises_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
             res["missing_rows"]["occurrence"][0]
         verdicts = sweep.cell_verdicts(res)
         assert verdicts and all(v["verdict"] == "refused" and v["category"] == "training failed" for v in verdicts)
+
+
+def _finished(c: dict) -> int:
+    return c["done"] + c["reused"] + c["failed"] + c["skipped"]
+
+
+def _assert_totals_count_what_is_left(reports: list) -> None:
+    """Each progress report's total covers the units finished and in flight, and the last one's total is the
+    units the run finished: a run never ends short of its total or beyond it."""
+    assert reports and all(c["total"] >= _finished(c) + c["submitted"] for c in reports)
+    assert reports[-1]["submitted"] == 0 and reports[-1]["total"] == _finished(reports[-1])
+
+
+def test_progress_total_grows_with_the_seeds_a_bimodal_row_adds(tmp_path, monkeypatch):
+    """A row found bimodal gets ``bimodal_seeds`` seeds instead of its reported ones, which the run learns only
+    once the row's first seeds are back: the progress total then grows to what the run trains (first run) and
+    what it takes from the store (second run), not one seed unit per reported seed of each search."""
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setattr(sweep.protocol, "bimodal", lambda risks: len(risks) == 2)   # even pairs' two seeds
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    p = sweep.plan(g)
+    store = units.Store(tmp_path / "store")
+    first: list = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        out = sweep.execute(p, store, lambda: client, first.append)
+    per_search = len(p.ceilings) + sum(1 + len(p.seeds(k)) for k in p.searches)
+    assert any(p.extended.values()) and first[0]["total"] == per_search < len(out.trained)
+    _assert_totals_count_what_is_left(first)
+    assert first[-1]["total"] == len(out.trained) and not out.failed
+    again: list = []
+    stored = sweep.execute(sweep.plan(g), store, None, again.append)
+    _assert_totals_count_what_is_left(again)
+    assert again[-1]["total"] == len(stored.reused) == len(out.trained) and not stored.skipped
 
 
 @pytest.mark.slow  # subprocesses
