@@ -74,7 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="first tuning seed id of every cell (default: the readings file's [config], else 1000); "
                         "must not overlap the reported ids")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and what is left to train, with its CPU "
-                   "estimated from the stored units of the same kind, task, heads, plan and d, and stop")
+                   "estimated from the stored units of the same kind, task, heads, plan and d (extrapolated from smaller d "
+                   "where none is stored), and stop")
     p.add_argument("--no-train", action="store_true",
                    help="render from the store only (no cluster); cells with units missing are reported as "
                         "incomplete and left out of the tables")
@@ -265,6 +266,8 @@ def left_line(n: dict) -> str:
     return (head + f"; {n['estimate_cpu_s'] / 3600:.1f} h of CPU for {estimated} of them, each the mean of the stored "
             "units of its kind, task, heads, plan, d, optimizer and budget trained by this code and version"
             + (f" ({n['coarse']} from those of the same d under another optimizer or budget)" if n["coarse"] else "")
+            + (f"; {n['extrapolated']} of them extrapolated from their class at the two largest smaller d stored "
+               "(a power law in d: a rough figure)" if n.get("extrapolated") else "")
             + (f"; {n['unestimated']} not estimated (no such unit stored yet)" if n["unestimated"] else ""))
 
 

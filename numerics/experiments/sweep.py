@@ -406,13 +406,27 @@ def cost_class(spec: dict, fine: bool = True) -> tuple:
     return coarse + tuple(reading.get(f) for f in BUDGET_FIELDS) if fine else coarse
 
 
+def growth_in_d(means: dict, d: int) -> float | None:
+    """A class's mean CPU at ``d`` from its means at other d (``means``: d -> mean CPU): the power law in d
+    through the two largest stored d below ``d``, None with fewer than two (or a mean that is not positive)."""
+    below = sorted(x for x in means if x < d)
+    if len(below) < 2:
+        return None
+    d0, d1 = below[-2:]
+    m0, m1 = means[d0], means[d1]
+    if m0 <= 0 or m1 <= 0:
+        return None
+    return m1 * (d / d1) ** (math.log(m1 / m0) / math.log(d1 / d0))
+
+
 def estimate(p: Plan, store: units.Store, held: dict) -> dict:
     """The units of plan ``p`` left to train and their estimated CPU: each one's the mean CPU of the stored
     units of its ``cost_class`` trained by this code and version, of the coarser class where the finer has
-    none (``coarse``: how many), none where neither has (``unestimated``).  ``held`` maps every search and
-    ceiling key to its stored entry or None.  A stored search's missing seed units are counted once each
-    (two tuning draws that chose the same step sizes share one); an unstored one's are its reported seeds,
-    an upper bound where draws will share and a lower bound where a bimodal row takes more seeds."""
+    none (``coarse``: how many), else extrapolated from the same class at smaller d (``growth_in_d``, the
+    finer class first; ``extrapolated``: how many), none where nothing is stored (``unestimated``).  ``held``
+    maps every search and ceiling key to its stored entry or None.  A stored search's missing seed units are
+    counted once each (two tuning draws that chose the same step sizes share one); an unstored one's are its
+    reported seeds, an upper bound where draws will share and a lower bound where a bimodal row takes more."""
     cpu: dict = {}
     for entry in store.entries():
         spec = entry.get("spec") or {}
@@ -420,17 +434,28 @@ def estimate(p: Plan, store: units.Store, held: dict) -> dict:
             for fine in (True, False):
                 cpu.setdefault(cost_class(spec, fine), []).append(float(entry.get("cpu_s", 0.0)))
     mean = {k: sum(v) / len(v) for k, v in cpu.items()}
+    by_d: dict = {}   # a class without its d -> {d: mean}
+    for k, m in mean.items():
+        by_d.setdefault(k[:4] + k[5:], {})[k[4]] = m
     todo = {"searches": 0, "ceilings": 0, "seeds": 0}
-    out = {"estimate_cpu_s": 0.0, "coarse": 0, "unestimated": 0}
+    out = {"estimate_cpu_s": 0.0, "coarse": 0, "extrapolated": 0, "unestimated": 0}
 
     def add(spec, n=1):
         todo[{"search": "searches", "ceiling": "ceilings", "seed": "seeds"}[spec["kind"]]] += n
-        m = mean.get(cost_class(spec))
+        fine, coarse = cost_class(spec), cost_class(spec, fine=False)
+        how, m = "fine", mean.get(fine)
         if m is None:
-            m = mean.get(cost_class(spec, fine=False))
-            out["coarse" if m is not None else "unestimated"] += n
-        if m is not None:
+            how, m = "coarse", mean.get(coarse)
+        if m is None:
+            d = spec["config"]["d"]
+            how, m = "extrapolated", next((g for g in (growth_in_d(by_d.get(c[:4] + c[5:], {}), d)
+                                                       for c in (fine, coarse)) if g is not None), None)
+        if m is None:
+            how = "unestimated"
+        else:
             out["estimate_cpu_s"] += n * m
+        if how != "fine":
+            out[how] += n
 
     for k, spec in p.ceilings.items():
         if held[k] is None:

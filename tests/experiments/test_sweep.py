@@ -204,6 +204,36 @@ def test_the_estimate_falls_back_to_the_coarser_class_and_the_dry_run_says_so(tm
     assert sweep_command.left_line(done).endswith("; nothing left")
 
 
+def test_growth_in_d_is_the_power_law_through_the_two_largest_smaller_d():
+    assert sweep.growth_in_d({10: 1.0, 20: 4.0, 40: 8.0}, 80) == pytest.approx(16.0)     # through 20 and 40
+    assert sweep.growth_in_d({10: 1.0, 20: 4.0, 400: 1.0}, 40) == pytest.approx(16.0)    # none above d used
+    assert sweep.growth_in_d({20: 3.0, 40: 3.0}, 80) == pytest.approx(3.0)
+    assert sweep.growth_in_d({20: 3.0}, 80) is None and sweep.growth_in_d({20: 0.0, 40: 1.0}, 80) is None
+
+
+def test_a_class_with_nothing_stored_at_its_d_is_extrapolated_from_smaller_d(tmp_path):
+    """A search with no unit of its class stored at its d is estimated from its class (the finer first) at
+    the two largest smaller d, and the dry run's line counts it apart."""
+    from app.commands import sweep as sweep_command
+
+    g = readings.parse(__import__("tomllib").loads(TINY.replace("d = [8]", "d = [8, 16, 32]")), "tiny", TINY)
+    p = sweep.plan(g)
+    store = units.Store(tmp_path / "store")
+    joint = {}
+    for s in p.searches.values():
+        if s["task"] == "even_pairs" and s["plan"] == "joint":
+            joint.setdefault(s["config"]["d"], []).append(s)
+    assert [len(joint[d]) for d in (8, 16, 32)] == [2, 2, 2]   # two tuning draws at each d
+    for d, cpu in ((8, 2.0), (16, 6.0)):
+        for spec in joint[d]:
+            store.put(units.key_of(spec), spec, {"result": {"search": {"chosen": None}}, "cpu_s": cpu, "wall_s": cpu})
+    n = sweep.survey(g, store, d=(32,))
+    # d = 32's two joint searches at 6 * (32 / 16) ** log2(3) = 18 s each; no other class has two d stored
+    assert n["extrapolated"] == 2 and n["coarse"] == 0 and n["estimate_cpu_s"] == pytest.approx(2 * 18.0)
+    assert n["unestimated"] == sum(n["to_train"].values()) - 2
+    assert "; 2 of them extrapolated from their class at the two largest smaller d stored" in sweep_command.left_line(n)
+
+
 @pytest.mark.slow  # subprocesses
 def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
     (tmp_path / "big.toml").write_text(TINY.replace("d = [8]", "d = [1000000]"))
