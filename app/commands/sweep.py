@@ -74,8 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="first tuning seed id of every cell (default: the readings file's [config], else 1000); "
                         "must not overlap the reported ids")
     p.add_argument("--dry-run", action="store_true", help="print the plan (cells, tasks, stored) and what is left to train, with its CPU "
-                   "estimated from the stored units of the same kind, task, heads, plan and d (extrapolated from smaller d "
-                   "where none is stored), and stop")
+                   "estimated from the stored units of the same kind, task, heads, plan and d (extrapolated from two smaller "
+                   "d where none is stored at its own), and stop")
     p.add_argument("--no-train", action="store_true",
                    help="render from the store only (no cluster); cells with units missing are reported as "
                         "incomplete and left out of the tables")
@@ -111,7 +111,8 @@ def _grid(args):
 
 class Progress:
     """done / running / failed counts and time left: a tqdm bar on a terminal; otherwise a line a minute as
-    tasks finish, and a heartbeat line when none was printed for ``heartbeat_s`` seconds while tasks run."""
+    tasks finish, and a heartbeat line when neither a line was printed nor a task finished for ``heartbeat_s``
+    seconds while tasks run."""
 
     def __init__(self, quiet: bool, name: str = "sweep", heartbeat_s: float = HEARTBEAT_S):
         import threading
@@ -156,9 +157,9 @@ class Progress:
 
     def _log(self, c: dict, note: str = "") -> None:
         if c["done"]:
-            # the total grows as the run learns its rows (a bimodal row's further seeds), so the tasks left
-            # are a floor; the tasks of a larger d come later and take longer, so the time left is said to be
-            # at this run's rate so far
+            # the total moves as the run learns its rows (up for a bimodal row's further seeds, down where
+            # draws share seed units), so the tasks left are an estimate; the tasks of a larger d come later
+            # and take longer, so the time left is said to be at this run's rate so far
             left = max(c["total"] - self._finished(c), 0)
             left_s = c["elapsed"] / c["done"] * left
             eta = f", about {left_s / 60:.0f} min left at this run's rate so far" if left else ", none left"
@@ -174,7 +175,8 @@ class Progress:
         while not self.stopped.wait(self.heartbeat_s / 4):
             with self.lock:
                 c, at, quiet_for = self.counts, self.counted_at, time.time() - self.last_log
-            if c is None or self._finished(c) >= c["total"] or quiet_for < self.heartbeat_s:
+            if (c is None or self._finished(c) >= c["total"] or quiet_for < self.heartbeat_s
+                    or time.time() - at < self.heartbeat_s):
                 continue
             self._log(c | {"elapsed": c["elapsed"] + time.time() - at},
                       f"; alive, no task finished in the last {(time.time() - at) / 60:.1f} min")
@@ -254,21 +256,32 @@ def lag_beside(out: Path) -> list[dict]:
 
 
 def left_line(n: dict) -> str:
-    """The dry run's line on what is left to train (``sweep.survey``) and its estimated CPU."""
+    """The dry run's line on what is left to train (``sweep.survey``) and its estimated CPU: measured means
+    and the rougher extrapolation to a larger d said apart."""
     left = n["to_train"]
     head = (f"to train: {left['searches']} searches, {left['ceilings']} ceilings and about {left['seeds']} seed "
             "tasks")
     if not sum(left.values()):
         return head + "; nothing left"
-    estimated = sum(left.values()) - n["unestimated"]
-    if not estimated:
-        return head + "; no estimate of their CPU (no stored unit of their kind, task, heads, plan and d)"
-    return (head + f"; {n['estimate_cpu_s'] / 3600:.1f} h of CPU for {estimated} of them, each the mean of the stored "
-            "units of its kind, task, heads, plan, d, optimizer and budget trained by this code and version"
-            + (f" ({n['coarse']} from those of the same d under another optimizer or budget)" if n["coarse"] else "")
-            + (f"; {n['extrapolated']} of them extrapolated from their class at the two largest smaller d stored "
-               "(a power law in d: a rough figure)" if n.get("extrapolated") else "")
-            + (f"; {n['unestimated']} not estimated (no such unit stored yet)" if n["unestimated"] else ""))
+    extrapolated = n.get("extrapolated", 0)
+    measured = sum(left.values()) - n["unestimated"] - extrapolated
+    if not measured and not extrapolated:
+        return head + ("; no estimate of their CPU (no stored unit of their kind, task, heads, plan and d, nor of "
+                       "their class at two smaller d)")
+    parts = []
+    if measured:
+        parts.append(f"{n['estimate_cpu_s'] / 3600:.1f} h of CPU for {measured} of them, each the mean of the stored "
+                     "units of its kind, task, heads, plan, d, optimizer and budget trained by this code and version"
+                     + (f" ({n['coarse']} from those of the same d under another optimizer or budget)"
+                        if n["coarse"] else ""))
+    if extrapolated:
+        h = n["extrapolated_cpu_s"] / 3600
+        parts.append(f"roughly {h:.0f} h" if h >= 1 else f"roughly {h:.1g} h")
+        parts[-1] += (f" for {extrapolated}{' more' if measured else ''}, extrapolated from their class at the two "
+                      "largest smaller d stored (a power law in d, its exponent at least 0)")
+    if n["unestimated"]:
+        parts.append(f"{n['unestimated']} not estimated (no such unit stored yet)")
+    return head + "; " + "; ".join(parts)
 
 
 def main_args(args: argparse.Namespace) -> int:

@@ -325,9 +325,12 @@ def full_grid_target(sweep: dict, shipped: tuple[str, int] | None = None) -> str
     failed = f" and {len(sweep['failures'])} failed units (their CPU is not counted)" if sweep.get("failures") else ""
     which = ("of this readings file" if sweep["readings_file"]["sha256"] == sha else
              f"of another readings file (SHA-256 {sweep['readings_file']['sha256'][:12]})")
+    so_far = grid_h + lag_h
+    met = (f"no: the units stored so far and the lag map's already took {so_far:.2f} h"
+           if so_far > FULL_GRID_TARGET_H else "not yet")
     return (head + f"Not run to the end: the committed sweep (docs/sweep/) has {complete} complete cells "
             f"{which}{failed}; the units it read, of its complete cells and of the others' stored so far, took "
-            f"{grid_h:.2f} h of CPU. Met: not yet.")
+            f"{grid_h:.2f} h of CPU, and the lag map's {lag_h:.2f} h. Met: {met}.")
 
 
 def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
@@ -347,7 +350,7 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
             rows = f", {', '.join(r['rows'])}" if rows_named else ""
             reading = r.get("reading", {}).get("name", "default")
             target = "" if cpu_target is None else (
-                f" (the old 52-step protocol; target: under {cpu_target / 60:g} min CPU, met: "
+                f" (the old 52-step protocol; target: under {cpu_target:g} s CPU, measured {r['cpu_s']:.1f} s, met: "
                 f"{_verdict(r['cpu_s'] < cpu_target)})")
             out.append(f"| Table 1, {reading} reading, d = {r['config']['d']}{rows}{target} | `{' '.join(r['command'])}` | "
                        f"{(r.get('commit') or '?')[:10]} | {r['elapsed_s'] / 60:.1f} min | {r['cpu_s'] / 60:.1f} min |")
@@ -362,7 +365,11 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                 out.append(f"| readings sweep (interrupted: tasks trained not recorded) | `{' '.join(run['command'])}` | "
                            f"{run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | not recorded |")
             elif run.get("trained"):
-                out.append(f"| readings sweep ({s['counts']['cells']} cells, {run['trained']} tasks) | "
+                sha = run.get("readings_sha256") or "?"
+                grid = ("this page's readings file" if sha == s["readings_file"]["sha256"]
+                        else f"readings file {sha[:12]}")
+                out.append(f"| readings sweep ({run['trained']} tasks; {grid}, d = "
+                           f"{', '.join(map(str, run.get('d') or [])) or '?'}) | "
                            f"`{' '.join(run['command'])}` | {run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | "
                            f"{run['trained_cpu_s'] / 60:.1f} min (units) |")
         out += ["", full_grid_target(s)]

@@ -151,34 +151,49 @@ def depends_on(verdicts: dict, axes: dict) -> list[str]:
 
 def distinct(per: dict) -> dict:
     """{configuration: verdict}: the verdicts of one (row, claim) over readings, each configuration of the units
-    it rests on counted once (``sweep.configuration``; a verdict that records none is its own reading's)."""
+    it rests on counted once (``sweep.configuration``; a verdict that records none is its own reading's).  Two
+    readings of one configuration read the same evidence, so their verdicts must agree: a ValueError names
+    them where they do not (the configuration missed something the verdict reads)."""
     out: dict = {}
+    first: dict = {}
     for reading, v in per.items():
-        out.setdefault(v.get("config", reading), v)
+        c = v.get("config", reading)
+        if c in out and out[c]["verdict"] != v["verdict"]:
+            raise ValueError(f"{v['row']}: '{v['claim']}' is {out[c]['verdict']} under {first[c]} and "
+                             f"{v['verdict']} under {reading}, which sweep.configuration calls one configuration "
+                             f"({c}): it misses something the verdict reads")
+        out.setdefault(c, v)
+        first.setdefault(c, reading)
     return out
 
 
 def _earlier(summary: dict, d: int) -> dict:
-    """{configuration: (row, d)} of every verdict at an alphabet size below ``d`` (the first it appears at)."""
+    """{configuration: (row, d, verdict)} of every verdict at an alphabet size below ``d`` (the first it
+    appears at)."""
     seen: dict = {}
     for cell in sorted(summary["cells"], key=lambda c: c["d"]):
         if cell["d"] >= d:
             continue
         for v in cell["verdicts"]:
             if "config" in v:
-                seen.setdefault(v["config"], (v["row"], cell["d"]))
+                seen.setdefault(v["config"], (v["row"], cell["d"], v["verdict"]))
     return seen
 
 
 def repeat_of(summary: dict, d: int, per: dict) -> str | None:
-    """"the same runs as <row> at d = <d'>" when every configuration of a (row, claim) at ``d`` was already
-    counted at a smaller d (OR at d is occurrence at d/2; even pairs does not depend on d), else None."""
-    configs = [v.get("config") for v in per.values()]
+    """"the same configuration as <row> at d = <d'>" when every configuration of a (row, claim) at ``d`` was
+    already counted at a smaller d with the same verdict (OR at d is occurrence at d/2, trained again at its
+    own step-size scale; even pairs does not depend on d), else None: a verdict that differs is counted."""
+    configs = [(v.get("config"), v["verdict"]) for v in per.values()]
     seen = _earlier(summary, d)
-    if not configs or not all(c in seen for c in configs):
+    if not configs or not all(c in seen and seen[c][2] == verdict for c, verdict in configs):
         return None
-    row, dd = seen[configs[0]]
-    return f"the same runs as {row} at d = {dd}"
+    row, dd, _ = seen[configs[0][0]]
+    return f"{SAME_AS} {row} at d = {dd}"
+
+
+SAME_AS = "the same configuration and verdicts as"
+"""How a (row, claim) counted at a smaller d is named (``repeat_of``)."""
 
 
 def refused_cell(verdicts: list[dict], n: int) -> str:
@@ -327,11 +342,13 @@ def default_sentence(summary: dict) -> str:
 
 COUNTS_NOTE = ("Counts are over distinct configurations, not readings: readings that differ only in choices the "
                "units of a verdict ignore are one configuration (a lag verdict reads joint GD alone, which no "
-               "three-phase schedule touches, so the schedule axis does not multiply it). OR at d is occurrence at "
-               "d/2 (same length law, p = 2/(d - 2); from the symmetric zero start the output depends only on the "
-               "length and the number of marked tokens, whose law is the same, so the risks and t_half agree and "
-               "only the scale of the chosen step sizes differs) and even pairs does not depend on d: "
-               "each is counted and reported once, at the first d it appears. *Refused* says which plan, or the "
+               "three-phase schedule touches, so the schedule axis multiplies it only where a schedule changes the "
+               "row's seeds: a row found bimodal under any plan takes more seeds for every plan). OR at d is "
+               "occurrence at d/2 (same length law, p = 2/(d - 2); from the symmetric zero start the output depends "
+               "only on the length and the number of marked tokens, whose law is the same, so the risks and t_half "
+               "agree up to rounding and only the scale of the chosen step sizes differs) and even pairs does not "
+               "depend on d: the sweep trains them again at each d, and each is counted and reported once, at the "
+               "first d it appears, where its verdicts are the same. *Refused* says which plan, or the "
                "capacity ceiling, caused each refusal; *holds among decided* is holds over holds and does not hold; "
                "*verdict changes with* names the axes along which changing one choice, all else equal, turns a "
                "verdict between holds and does not hold (and the choices under which it holds).")
@@ -364,10 +381,14 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
              + "; ".join(f"{a}: {', '.join(v)}" for a, v in rf["axes"].items())
              + f"; {len(rf['readings'])} readings, {rf['seeds']} reported seeds, tasks {', '.join(rf['tasks'])}. "
              + "Cells run: " + ", ".join(f"d = {d}: {_readings(per_d[d])}" for d in ds) + ".", "",
-             f"{counts['searches']} step-size searches and {counts['ceilings']} capacity ceilings (readings share "
+             (f"The whole grid, its {counts['incomplete_cells']} incomplete cells included: " if
+              counts.get("incomplete_cells") else "")
+             + f"{counts['searches']} step-size searches and {counts['ceilings']} capacity ceilings (readings share "
              f"the units of the plans they do not change), {counts['trained']} tasks trained and {counts['reused']} "
              f"taken from the store in this run, {counts['failed']} failed; the units' CPU time "
-             f"{summary['units_cpu_s'] / 3600:.1f} h. " + default_sentence(summary), "",
+             f"{summary['units_cpu_s'] / 3600:.1f} h"
+             + (" (those of the complete cells and those stored so far of the others)" if counts.get("incomplete_cells")
+                else "") + ". " + default_sentence(summary), "",
              counts_note(summary), ""]
     for d in ds:
         lines += [f"### Robustness at d = {d} ({_readings(per_d[d])})", "", *robustness_table(summary, d), "",
@@ -376,7 +397,9 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
               "holds, n does not hold, u undecided, r refused, nt not testable, dt depends on tuning).", "", *verdicts_by_d(summary), "",
               "### Attention lag: displacement and functional measures side by side", "",
               "Joint GD's t_half (the step at which a block has made half of its progress) of attention and output "
-              "under the parameter-displacement measure and the functional measure, default reading:", "",
+              "under the parameter-displacement measure and the functional measure, default reading: mean ± "
+              "standard deviation over the reported seeds, and the ratio is the mean of the seeds' ratios (not the "
+              "ratio of the means):", "",
               *lag_side_by_side(summary), ""]
     for d in ds:
         lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per distinct joint-GD "
@@ -500,7 +523,8 @@ def markdown(summary: dict) -> str:
 
 
 def reading_page(summary: dict, reading: str) -> str:
-    lines = [f"# Reading {reading}", "", table1.reading_line(summary["readings_file"]["readings"][reading]) + ".", ""]
+    lines = [f"# Reading {reading}", "", table1.reading_line(summary["readings_file"]["readings"][reading]) + ".", "",
+             "Attention lag: " + table1.LAG_NOTE, ""]
     for (r, d), res in sorted(summary["_cells"].items(), key=lambda kv: kv[0][1]):
         if r != reading:
             continue

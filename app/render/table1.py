@@ -6,6 +6,7 @@ training.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import textwrap
 from functools import partial
@@ -23,12 +24,23 @@ VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecid
 
 
 def fmt(s: dict, digits: int = 3) -> str:
-    """mean ± standard deviation over seeds (the mean alone for one run)."""
+    """mean ± standard deviation over seeds (the mean alone for one run): the deviation to two significant
+    digits, the mean to at most ``digits`` and none finer than the deviation's second (its digits beyond the
+    spread of the seeds say nothing)."""
     if s["mean"] is None:
         return "n/a"
     if s["n"] <= 1:
         return f"{s['mean']:.{digits}g}"
-    return f"{s['mean']:.{digits}g} ± {s['std']:.2g}"
+    mean, std = s["mean"], s["std"]
+    if not std or not math.isfinite(std) or not math.isfinite(mean) or mean == 0:
+        return f"{mean:.{digits}g} ± {std:.2g}"
+    place = math.floor(math.log10(float(f"{abs(std):.2g}"))) - 1        # the deviation's second digit
+    keep = min(digits, math.floor(math.log10(abs(mean))) - place + 1)   # the mean's digits down to that place
+    if keep < 1:                                                         # the spread exceeds the mean
+        val = round(mean, -place)
+        shown = "0" if val == 0 else f"{val:.{-place}f}" if place < 0 else f"{val:.1g}"
+        return f"{shown} ± {std:.2g}"
+    return f"{mean:.{keep}g} ± {std:.2g}"
 
 
 def _rates(chosen: dict | None) -> str:
@@ -141,6 +153,11 @@ def ceiling_table(results: dict) -> list[str]:
         out.append(f"| {name} | {start_s} | [{c['lower']:.3g}, {c['upper']:.3g}] | {acc} | {c['best_risk']:.3g} | "
                    f"{c.get('kind', '')} | {label} |")
     return out
+
+
+LAG_NOTE = ("t_half: the step at which a block has made half of its progress; mean ± standard deviation over the "
+            "reported seeds, and the ratio (attention over output) is the mean of the seeds' ratios, not the ratio "
+            "of the means.")
 
 
 def lag_table(results: dict) -> list[str]:
@@ -258,7 +275,7 @@ def markdown(results: dict) -> str:
              reading_line(results["reading"]) + ".", "",
              held_out_note(results) + accuracy_note(results) + length_note(results), "",
              "## Plans", "", *plan_table(results), "", "## Capacity ceilings", "", *ceiling_table(results), "",
-             "## Attention lag under joint GD", "", *lag_table(results), "", "## The paper's claims", "",
+             "## Attention lag under joint GD", "", LAG_NOTE, "", *lag_table(results), "", "## The paper's claims", "",
              identity_note(results) + rules_note(results), "", *verdict_table(verdicts), ""]
     return "\n".join(lines)
 

@@ -182,7 +182,7 @@ def page(results: dict, sweep: dict | None = None) -> str:
              "test-set risk otherwise (mean ± standard deviation over the reported seeds); steps: where the "
              "stopping rule ended the run. " + table1.accuracy_note(results), "", *table1.plan_table(results), "",
              "### Capacity ceilings", "", *table1.ceiling_table(results), "",
-             "### Attention lag under joint GD", "", *table1.lag_table(results), "", "### Figures", "",
+             "### Attention lag under joint GD", "", table1.LAG_NOTE, "", *table1.lag_table(results), "", "### Figures", "",
              "Left: held-out risk by plan (median over all the reported seeds at every step, each seed held at its "
              "last validation after it stops; the dashed line is the row's capacity ceiling). Then joint GD's "
              "attention (solid) and output (dashed) progress under each measure, normalised to 1 at the end; the "

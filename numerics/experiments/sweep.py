@@ -259,9 +259,9 @@ def execute(p: Plan, store: units.Store, connect: Callable[[], object] | None,
     to_come.update((k, len(p.seeds(k))) for k in driver.outstanding() if k in p.searches)
 
     def total():
-        """The units finished, submitted and still to come (the reported seeds of every search not yet back):
-        the further seeds of a bimodal row are counted once it is known to be bimodal, and draws that chose
-        the same step sizes share a seed unit, so the count can grow as the run learns its rows."""
+        """The units finished, submitted and still to come (the reported seeds of every search not yet back).
+        It moves as the run learns its rows: up when a row is found bimodal (its further seeds), down when a
+        draw's search chose the step sizes another draw did (they share the seed units)."""
         c = driver.counts()
         return c["done"] + c["reused"] + c["failed"] + c["skipped"] + c["submitted"] + sum(to_come.values())
 
@@ -408,7 +408,8 @@ def cost_class(spec: dict, fine: bool = True) -> tuple:
 
 def growth_in_d(means: dict, d: int) -> float | None:
     """A class's mean CPU at ``d`` from its means at other d (``means``: d -> mean CPU): the power law in d
-    through the two largest stored d below ``d``, None with fewer than two (or a mean that is not positive)."""
+    through the two largest stored d below ``d``, its exponent at least 0 (a unit's work does not shrink as
+    d grows; a falling pair of means is noise), None with fewer than two (or a mean that is not positive)."""
     below = sorted(x for x in means if x < d)
     if len(below) < 2:
         return None
@@ -416,14 +417,15 @@ def growth_in_d(means: dict, d: int) -> float | None:
     m0, m1 = means[d0], means[d1]
     if m0 <= 0 or m1 <= 0:
         return None
-    return m1 * (d / d1) ** (math.log(m1 / m0) / math.log(d1 / d0))
+    return m1 * (d / d1) ** max(0.0, math.log(m1 / m0) / math.log(d1 / d0))
 
 
 def estimate(p: Plan, store: units.Store, held: dict) -> dict:
     """The units of plan ``p`` left to train and their estimated CPU: each one's the mean CPU of the stored
     units of its ``cost_class`` trained by this code and version, of the coarser class where the finer has
-    none (``coarse``: how many), else extrapolated from the same class at smaller d (``growth_in_d``, the
-    finer class first; ``extrapolated``: how many), none where nothing is stored (``unestimated``).  ``held``
+    none (``coarse``: how many; both in ``estimate_cpu_s``), else extrapolated from the same class at smaller
+    d (``growth_in_d``, the finer class first; ``extrapolated``: how many, ``extrapolated_cpu_s``: their
+    CPU), none where neither is stored (``unestimated``).  ``held``
     maps every search and ceiling key to its stored entry or None.  A stored search's missing seed units are
     counted once each (two tuning draws that chose the same step sizes share one); an unstored one's are its
     reported seeds, an upper bound where draws will share and a lower bound where a bimodal row takes more."""
@@ -438,7 +440,7 @@ def estimate(p: Plan, store: units.Store, held: dict) -> dict:
     for k, m in mean.items():
         by_d.setdefault(k[:4] + k[5:], {})[k[4]] = m
     todo = {"searches": 0, "ceilings": 0, "seeds": 0}
-    out = {"estimate_cpu_s": 0.0, "coarse": 0, "extrapolated": 0, "unestimated": 0}
+    out = {"estimate_cpu_s": 0.0, "extrapolated_cpu_s": 0.0, "coarse": 0, "extrapolated": 0, "unestimated": 0}
 
     def add(spec, n=1):
         todo[{"search": "searches", "ceiling": "ceilings", "seed": "seeds"}[spec["kind"]]] += n
@@ -453,7 +455,7 @@ def estimate(p: Plan, store: units.Store, held: dict) -> dict:
         if m is None:
             how = "unestimated"
         else:
-            out["estimate_cpu_s"] += n * m
+            out["extrapolated_cpu_s" if how == "extrapolated" else "estimate_cpu_s"] += n * m
         if how != "fine":
             out[how] += n
 
@@ -582,23 +584,33 @@ LAG_CLAIMS = ("attention lags output", verdicts_module.NEAR_ONE, verdicts_module
 
 
 def configuration(p: Plan, reading: str, d: int, verdict: dict) -> str:
-    """The identity of the evidence a verdict of the cell (reading, d) rests on: the digest of the claim and of
-    the canonical specs (``canonical_spec``) of the units it reads.  A lag verdict reads joint GD's units only
-    (and "least lag" those of every row of the cell), so readings that differ in what joint GD ignores (the
-    three-phase schedule) give one configuration; a comparison reads its plans', output-only's and joint GD's
-    (its margin is a share of their difference) and the ceiling's units."""
+    """The identity of the evidence a verdict of the cell (reading, d) rests on: the digest of the claim, of
+    the canonical specs (``canonical_spec``) of the units it reads and of the seeds each tuning draw of their
+    row reported (``Plan.row_seeds``: a row found bimodal takes more seeds for every plan, whichever plan was
+    bimodal).  A lag verdict reads joint GD's units only (and "least lag" those of every row of the cell), so
+    readings that differ in what joint GD ignores (the three-phase schedule) give one configuration unless
+    they extend the row's seeds differently; a comparison reads its plans', output-only's and joint GD's (its
+    margin is a share of their difference) and the ceiling's units.  Call it after ``execute``, which finds
+    the bimodal rows."""
     info = p.rows[(reading, d, verdict["row"])]
     claim = verdict["claim"]
     if claim.startswith(verdicts_module.LEAST):
-        specs = sorted((canonical_spec(p.searches[i["plans"]["joint"]]) for (r, dd, _), i in p.rows.items()
-                        if (r, dd) == (reading, d)), key=units.canonical)
+        specs = sorted((_evidence(p, rkey, "joint") for rkey in p.rows if rkey[:2] == (reading, d)),
+                       key=units.canonical)
     elif claim.startswith(LAG_CLAIMS):
-        specs = [canonical_spec(p.searches[info["plans"]["joint"]])]
+        specs = [_evidence(p, (reading, d, verdict["row"]), "joint")]
     else:
         plans = sorted(set(verdict.get("plans") or []) | {"output_only", "joint"})  # the margin reads both
-        specs = [canonical_spec(p.searches[info["plans"][q]]) for q in plans if q in info["plans"]]
+        specs = [_evidence(p, (reading, d, verdict["row"]), q) for q in plans if q in info["plans"]]
         specs.append(canonical_spec(p.ceilings[info["ceiling"]]))
     return units.key_of({"claim": claim, "units": specs})[:16]
+
+
+def _evidence(p: Plan, rkey: tuple, plan: str) -> dict:
+    """What a verdict reads of one plan of a row: its search's canonical spec and each draw's seeds."""
+    draws = p.rows[rkey]["draws"]
+    return {"search": canonical_spec(p.searches[draws[0][plan]]),
+            "seeds": [p.row_seeds(draw[plan], rkey, j) for j, draw in enumerate(draws)]}
 
 
 REASONS = (("edge step", ("grid edge",)), ("divergence", ("diverged", "unstable")),

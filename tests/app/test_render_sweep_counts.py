@@ -58,12 +58,12 @@ def test_the_lag_is_counted_once_per_joint_gd_configuration():
 def test_a_configuration_counted_at_a_smaller_d_is_reported_once():
     table = sweep_render.robustness_table(_summary(), 16)
     lines = {ln.split(" | ")[0] + ln.split(" | ")[1]: ln for ln in table[2:]}
-    assert lines["| OR" + LAG] == ("| OR | " + LAG + " | not run | the same runs as occurrence at d = 8: not counted again "
-                                   "| | | | | | |")
+    assert lines["| OR" + LAG] == ("| OR | " + LAG + " | not run | the same configuration and verdicts as occurrence at "
+                                   "d = 8: not counted again | | | | | | |")
     assert lines["| occurrence" + LAG].startswith("| occurrence | " + LAG + " | not run | 1/1 |")
     by_d = sweep_render.verdicts_by_d(_summary())
     or_line = next(ln for ln in by_d if ln.startswith("| OR |"))
-    assert or_line.endswith("| not run | the same runs as occurrence at d = 8 |")
+    assert or_line.endswith("| not run | the same configuration and verdicts as occurrence at d = 8 |")
     occ = next(ln for ln in by_d if ln.startswith(f"| occurrence | {MATCH} |"))
     assert "holds (1 h, 0 n, 0 u, 3 r, 1 nt, 1 dt of 6)" in occ
 
@@ -111,3 +111,26 @@ def test_the_counts_note_says_readings_when_the_record_names_no_configuration():
     assert sweep_render.counts_note(old) == sweep_render.RECORDED_NOTE
     assert sweep_render.counts_note(new) == sweep_render.COUNTS_NOTE
     assert "counts are over readings" in sweep_render.RECORDED_NOTE
+
+
+def test_readings_of_one_configuration_with_different_verdicts_are_an_error_naming_them():
+    """One configuration is one body of evidence: verdicts that differ under it mean the configuration missed
+    something the verdict reads, which the tables must not paper over by counting the first reading's."""
+    import pytest
+
+    per = {"k2=1/gd": _v("occurrence", LAG, "holds", "c1"), "k2=20/gd": _v("occurrence", LAG, "holds", "c1"),
+           "k2=plateau/gd": _v("occurrence", LAG, "undecided", "c1")}
+    with pytest.raises(ValueError, match=r"holds under k2=1/gd and undecided under k2=plateau/gd.*\(c1\)"):
+        sweep_render.distinct(per)
+    per["k2=plateau/gd"]["config"] = "c2"
+    assert list(sweep_render.distinct(per)) == ["c1", "c2"]
+
+
+def test_a_configuration_seen_at_a_smaller_d_with_another_verdict_is_counted_again():
+    """OR at d is occurrence at d/2 up to rounding: where its verdict differs, it is counted at its own d."""
+    summary = _summary()
+    for cell in summary["cells"]:
+        if cell["d"] == 16:
+            cell["verdicts"][0]["verdict"] = "undecided"      # OR's lag at d = 16 (one configuration)
+    lines = {ln.split(" | ")[0] + ln.split(" | ")[1]: ln for ln in sweep_render.robustness_table(summary, 16)[2:]}
+    assert lines["| OR" + LAG].startswith("| OR | " + LAG + " | not run | 0/1 | 0/1 | 1/1 |")

@@ -2,6 +2,12 @@
 and how many tuning draws give each verdict."""
 from __future__ import annotations
 
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from app.render import table1
 from numerics.experiments import verdicts
 
@@ -36,3 +42,29 @@ def test_the_verdict_table_says_how_many_tuning_draws_give_a_verdict():
     w = dict(v, verdict="not testable")
     del w["draws_agreeing"]
     assert "*not testable in this model class*" in table1.verdict_table([w])[2]
+
+
+@pytest.mark.parametrize("mean, std, shown", [
+    (2.21, 2.3, "2.2 ± 2.3"), (88.7, 14.0, "89 ± 14"), (69.1, 32.0, "69 ± 32"), (1.13, 0.021, "1.13 ± 0.021"),
+    (0.799, 0.052, "0.799 ± 0.052"), (178.0, 0.0, "178 ± 0"), (0.003, 0.5, "0 ± 0.5"), (0.007, 0.5, "0.01 ± 0.5"), (7.0, 100.0, "1e+01 ± 1e+02"), (-2.21, 2.3, "-2.2 ± 2.3"),
+])
+def test_a_mean_over_seeds_keeps_no_digit_finer_than_its_spread(mean, std, shown):
+    assert table1.fmt({"mean": mean, "std": std, "n": 5}) == shown
+
+
+@given(st.floats(-1e6, 1e6).filter(lambda x: abs(x) > 1e-6), st.floats(1e-6, 1e6))
+def test_the_printed_mean_is_the_mean_rounded_at_the_spreads_second_digit_or_coarser(mean, std):
+    """The printed mean is within half a unit of its own last digit of the mean, and that last digit is no
+    finer than the printed deviation's second significant digit."""
+    text = table1.fmt({"mean": mean, "std": std, "n": 5})
+    shown_mean, shown_std = (float(x) for x in text.split(" ± "))
+    m_text = text.split(" ± ")[0]
+    mantissa, _, exp = m_text.partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    unit = 10.0 ** ((int(exp) if exp else 0) - decimals)          # the printed mean's last digit
+    second = 10.0 ** (math.floor(math.log10(shown_std)) - 1)       # the deviation's second digit
+    if shown_mean == 0:                                              # rounded away at that digit
+        assert m_text == "0" and abs(mean) <= second / 2 * (1 + 1e-9)
+        return
+    assert abs(shown_mean - mean) <= unit / 2 * (1 + 1e-9)
+    assert unit >= second * (1 - 1e-9)

@@ -51,7 +51,10 @@ def test_the_full_grid_target_is_measured_only_on_the_shipped_grid_complete():
         bench_theorem.full_grid_target(partial, ("s" * 64, 4))
     failed = bench_theorem.full_grid_target({**full, "failures": [{"key": "k"}]}, ("s" * 64, 4))
     assert "4 complete cells of this readings file and 1 failed units (their CPU is not counted)" in failed
-    assert failed.endswith("Met: not yet.")
+    assert failed.endswith("took 3.00 h of CPU, and the lag map's 0.50 h. Met: not yet.")
+    # not finished, but the units so far with the lag map's already exceed the target: missed, whatever is left
+    partial_over = bench_theorem.full_grid_target({**partial, "units_cpu_s": 3.6 * 3600.0}, ("s" * 64, 4))
+    assert partial_over.endswith("Met: no: the units stored so far and the lag map's already took 4.10 h.")
     other = bench_theorem.full_grid_target(full, ("t" * 64, 4))
     assert "of another readings file (SHA-256 ssssssssssss)" in other and other.endswith("Met: not yet.")
 
@@ -69,14 +72,20 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({
         "counts": {"cells": 3}, "cells": [{}, {}, {}], "readings_file": {"sha256": "0" * 64}, "units_cpu_s": 900.0,
         "runs": [
-        {"command": ["occ-companion", "sweep"], "started": "t0", "trained": 7, "wall_s": 600.0, "trained_cpu_s": 900.0},
+        {"command": ["occ-companion", "sweep"], "started": "t0", "trained": 7, "wall_s": 600.0, "trained_cpu_s": 900.0,
+         "readings_sha256": "0" * 64, "d": [8, 16]},
+        {"command": ["occ-companion", "sweep", "-o"], "started": "t", "trained": 5, "wall_s": 60.0, "trained_cpu_s": 90.0,
+         "readings_sha256": "abcdef" + "1" * 58, "d": [8]},
         {"command": ["occ-companion", "sweep", "--no-train"], "started": "t1", "trained": 0, "wall_s": 6.0,
          "trained_cpu_s": 0.0},
         {"command": ["occ-companion", "sweep", "-i"], "started": "t2", "trained": None, "wall_s": 120.0,
          "trained_cpu_s": None}]}))
     rows = [r for r in bench_theorem.recorded_experiment_runs(tmp_path) if r.startswith("| ") and "---" not in r][1:]
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
-                    "| readings sweep (3 cells, 7 tasks) | `occ-companion sweep` | t0 | 10.0 min | 15.0 min (units) |",
+                    "| readings sweep (7 tasks; this page's readings file, d = 8, 16) | `occ-companion sweep` | t0 | 10.0 min "
+                    "| 15.0 min (units) |",
+                    "| readings sweep (5 tasks; readings file abcdef111111, d = 8) | `occ-companion sweep -o` | t | 1.0 min "
+                    "| 1.5 min (units) |",
                     "| readings sweep (interrupted: tasks trained not recorded) | `occ-companion sweep -i` | t2 | 2.0 min | "
                     "not recorded |"]
     assert bench_theorem.recorded_experiment_runs(tmp_path / "missing")[-1].startswith("|---")
@@ -85,12 +94,14 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
     (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
          "commit": "f00", "elapsed_s": 24.0, "cpu_s": 48.0}))
-    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 1 min CPU, met: yes) | "
+    assert ("| Table 1, theory-52 reading, d = 50 (the old 52-step protocol; target: under 60 s CPU, measured 48.0 s, "
+            "met: yes) | "
             "`occ-companion table1 -r` | f00 | 0.4 min | 0.8 min |") in bench_theorem.recorded_experiment_runs(tmp_path)
     (tmp_path / "example_table1" / "theory-52" / "table1.json").write_text(json.dumps(
         {"config": {"d": 50}, "reading": {"name": "theory-52"}, "command": ["occ-companion", "table1", "-r"],
          "commit": "f00", "elapsed_s": 24.0, "cpu_s": 61.0}))
-    assert any("under 1 min CPU, met: **no**) |" in line for line in bench_theorem.recorded_experiment_runs(tmp_path))
+    assert any("under 60 s CPU, measured 61.0 s, met: **no**) |" in line
+               for line in bench_theorem.recorded_experiment_runs(tmp_path))
     (tmp_path / "example_table1" / "theory-52" / "table1.json").unlink()
     # the d = 200 run, and its memory record
     (tmp_path / "example_table1" / "d200").mkdir()

@@ -199,7 +199,10 @@ def test_the_estimate_falls_back_to_the_coarser_class_and_the_dry_run_says_so(tm
     assert "h of CPU for 2 of them" in line and "(2 from those of the same d under another optimizer or budget)" in line
     assert f"; {n['unestimated']} not estimated" in line
     assert sweep_command.left_line({**n, "unestimated": sum(n["to_train"].values())}).endswith(
-        "no estimate of their CPU (no stored unit of their kind, task, heads, plan and d)")
+        "no estimate of their CPU (no stored unit of their kind, task, heads, plan and d, nor of their class at two "
+        "smaller d)")
+    assert sweep_command.left_line({**n, "extrapolated": 3, "extrapolated_cpu_s": 5 * 3600.0}).count(
+        "; roughly 5 h for 3 more, extrapolated") == 1
     done = {"to_train": {"searches": 0, "ceilings": 0, "seeds": 0}, "estimate_cpu_s": 0.0, "coarse": 0, "unestimated": 0}
     assert sweep_command.left_line(done).endswith("; nothing left")
 
@@ -208,12 +211,14 @@ def test_growth_in_d_is_the_power_law_through_the_two_largest_smaller_d():
     assert sweep.growth_in_d({10: 1.0, 20: 4.0, 40: 8.0}, 80) == pytest.approx(16.0)     # through 20 and 40
     assert sweep.growth_in_d({10: 1.0, 20: 4.0, 400: 1.0}, 40) == pytest.approx(16.0)    # none above d used
     assert sweep.growth_in_d({20: 3.0, 40: 3.0}, 80) == pytest.approx(3.0)
+    assert sweep.growth_in_d({20: 4.0, 40: 2.0}, 80) == pytest.approx(2.0)               # no shrinking with d
     assert sweep.growth_in_d({20: 3.0}, 80) is None and sweep.growth_in_d({20: 0.0, 40: 1.0}, 80) is None
 
 
 def test_a_class_with_nothing_stored_at_its_d_is_extrapolated_from_smaller_d(tmp_path):
-    """A search with no unit of its class stored at its d is estimated from its class (the finer first) at
-    the two largest smaller d, and the dry run's line counts it apart."""
+    """A search with no unit of its class stored at its d is estimated from its class at the two largest
+    smaller d, the finer class (same optimizer and budget) before the coarser, and a coarser class stored at
+    its own d before either; the dry run's line says the measured and the extrapolated hours apart."""
     from app.commands import sweep as sweep_command
 
     g = readings.parse(__import__("tomllib").loads(TINY.replace("d = [8]", "d = [8, 16, 32]")), "tiny", TINY)
@@ -224,14 +229,25 @@ def test_a_class_with_nothing_stored_at_its_d_is_extrapolated_from_smaller_d(tmp
         if s["task"] == "even_pairs" and s["plan"] == "joint":
             joint.setdefault(s["config"]["d"], []).append(s)
     assert [len(joint[d]) for d in (8, 16, 32)] == [2, 2, 2]   # two tuning draws at each d
+
+    def put(spec, cpu):
+        store.put(units.key_of(spec), spec, {"result": {"search": {"chosen": None}}, "cpu_s": cpu, "wall_s": cpu})
+
     for d, cpu in ((8, 2.0), (16, 6.0)):
         for spec in joint[d]:
-            store.put(units.key_of(spec), spec, {"result": {"search": {"chosen": None}}, "cpu_s": cpu, "wall_s": cpu})
+            put(spec, cpu)
+            put({**spec, "reading": {**spec["reading"], "optimizer": "adam"}, "draw": 7}, 10 * cpu)  # coarse only
     n = sweep.survey(g, store, d=(32,))
-    # d = 32's two joint searches at 6 * (32 / 16) ** log2(3) = 18 s each; no other class has two d stored
-    assert n["extrapolated"] == 2 and n["coarse"] == 0 and n["estimate_cpu_s"] == pytest.approx(2 * 18.0)
-    assert n["unestimated"] == sum(n["to_train"].values()) - 2
-    assert "; 2 of them extrapolated from their class at the two largest smaller d stored" in sweep_command.left_line(n)
+    # d = 32's two joint searches at 6 * (32 / 16) ** log2(3) = 18 s each (the coarse class would give 180 s)
+    assert n["extrapolated"] == 2 and n["coarse"] == 0 and n["extrapolated_cpu_s"] == pytest.approx(2 * 18.0)
+    assert n["estimate_cpu_s"] == 0 and n["unestimated"] == sum(n["to_train"].values()) - 2
+    line = sweep_command.left_line(n)
+    assert "; roughly 0.01 h for 2, extrapolated from their class at the two largest smaller d stored" in line
+    assert "h of CPU for" not in line
+    # a unit of the coarser class at d = 32 itself comes before any extrapolation
+    put({**joint[32][0], "reading": {**joint[32][0]["reading"], "optimizer": "adam"}, "draw": 7}, 50.0)
+    n = sweep.survey(g, store, d=(32,))
+    assert n["coarse"] == 2 and n["extrapolated"] == 0 and n["estimate_cpu_s"] == pytest.approx(2 * 50.0)
 
 
 @pytest.mark.slow  # subprocesses
@@ -247,7 +263,7 @@ def test_a_readings_file_beyond_the_limits_is_refused_before_any_work(tmp_path):
     assert ("15 step-size searches (0 of the searches and ceilings stored), 2 capacity ceilings, 25 seed tasks "
             "(one per reported seed of each search): 42 tasks in all") in r.stdout
     assert ("to train: 15 searches, 2 ceilings and about 25 seed tasks; no estimate of their CPU (no stored unit "
-            "of their kind, task, heads, plan and d)") in r.stdout
+            "of their kind, task, heads, plan and d, nor of their class at two smaller d)") in r.stdout
 
 
 # ------------------------------------------------------------------------------------------------
@@ -608,12 +624,35 @@ def _finished(c: dict) -> int:
 
 
 def _assert_totals_count_what_is_left(reports: list) -> None:
-    """Each progress report's total covers the units finished and in flight, and the last one's total is the
-    units the run finished: a run never ends short of its total or beyond it."""
+    """The last progress report's total is the units the run finished (it ends neither short of its total nor
+    beyond it), and no report's total is below what is finished and in flight."""
     assert reports and all(c["total"] >= _finished(c) + c["submitted"] for c in reports)
     assert reports[-1]["submitted"] == 0 and reports[-1]["total"] == _finished(reports[-1])
 
 
+@pytest.mark.slow  # dask clusters
+def test_progress_total_shrinks_when_draws_share_seed_units(tmp_path, monkeypatch):
+    """Every search made to choose its first draw's step sizes: the draws share their seed units, which the
+    run learns as the searches come back, and the total ends at the units trained, fewer than one seed unit
+    per reported seed of each search."""
+    from distributed import Client, LocalCluster
+
+    real = sweep_units.search
+    monkeypatch.setattr(sweep_units, "search", lambda spec: real({**spec, "draw": 0}))
+    g = readings.parse(__import__("tomllib").loads(TINY), "tiny", TINY)
+    p = sweep.plan(g)
+    reports: list = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        out = sweep.execute(p, units.Store(tmp_path / "store"), lambda: client, reports.append)
+    per_search = len(p.ceilings) + sum(1 + len(p.seeds(k)) for k in p.searches)
+    assert len(set(out.seed_keys.values())) < len(out.seed_keys) and not any(p.extended.values())
+    assert reports[0]["total"] == per_search > len(out.trained)
+    _assert_totals_count_what_is_left(reports)
+    assert reports[-1]["total"] == len(out.trained) and not out.failed
+
+
+@pytest.mark.slow  # dask clusters
 def test_progress_total_grows_with_the_seeds_a_bimodal_row_adds(tmp_path, monkeypatch):
     """A row found bimodal gets ``bimodal_seeds`` seeds instead of its reported ones, which the run learns only
     once the row's first seeds are back: the progress total then grows to what the run trains (first run) and
@@ -775,6 +814,8 @@ def test_docs_sweep_tables_agree_with_its_exports():
     leads with the robustness table of that sweep."""
     import pandas as pd
 
+    from app.render import sweep as sweep_render
+
     docs = ROOT / "docs" / "sweep"
     if not (docs / "sweep.json").exists():
         pytest.skip("no committed sweep in docs/sweep")
@@ -789,7 +830,7 @@ def test_docs_sweep_tables_agree_with_its_exports():
         line = next(ln for ln in md.split(f"### Robustness at d = {d} ")[1].splitlines()
                     if ln.startswith(f"| {row} | {claim} |"))
         cells = [c.strip() for c in line.split("|")[1:-1]]
-        if cells[3].startswith("the same runs as"):  # counted at a smaller d
+        if cells[3].startswith(sweep_render.SAME_AS):  # counted at a smaller d
             continue
         assert cells[3:6] == [f"{counts.get(v, 0)}/{n}" for v in ("holds", "does not hold", "undecided")], line
         assert cells[6].split(" ")[0].split("/")[0] == str(counts.get("refused", 0)), line
@@ -908,6 +949,14 @@ def test_progress_without_a_terminal_beats_while_tasks_run(capsys):
     time.sleep(0.3)
     assert capsys.readouterr().err.splitlines() == ["sweep: 5/5 tasks; done 5 (stored before 0), running 2, "
                                                     "failed 0; 0.5 min, none left"]
+    busy = sweep_command.Progress(quiet=False, heartbeat_s=0.2)      # tasks finishing faster than the heartbeat
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.0:
+        busy(counts | {"done": 1, "elapsed": time.monotonic() - t0})
+        time.sleep(0.05)
+    busy.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "alive" not in lines[0]                # the first line, then none for a minute
     quiet = sweep_command.Progress(quiet=True, heartbeat_s=0.1)
     quiet(counts)
     time.sleep(0.4)

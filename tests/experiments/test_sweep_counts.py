@@ -49,6 +49,23 @@ def test_the_schedule_axis_collapses_for_the_lag_and_not_for_the_comparison(ship
     assert not set(func.values()) & set(lag.values())
 
 
+def test_a_schedule_that_extends_the_rows_seeds_is_its_own_lag_configuration():
+    """A row found bimodal (under any plan) takes more seeds for every plan, joint GD's included, so two
+    schedules share the lag's configuration only while they extend the row alike, draw by draw."""
+    p = sweep.plan(readings.load())
+    row = "SLR"
+    lag = _configs(p, 25, row, LAG)
+    one, plateau = "k2=1/shared/gd/plateau", "k2=plateau/shared/gd/plateau"
+    assert lag[one] == lag[plateau]
+    p.extended[((one, 25, row), 0)] = ["three_phase"]          # bimodal under k2=1's three-phase, draw 0
+    lag = _configs(p, 25, row, LAG)
+    assert lag[one] != lag[plateau]
+    p.extended[((plateau, 25, row), 0)] = ["output_only"]      # the same seeds, whichever plan was bimodal
+    assert _configs(p, 25, row, LAG)[one] == _configs(p, 25, row, LAG)[plateau]
+    p.extended[((plateau, 25, row), 1)] = ["joint"]            # another draw extended under k2=plateau alone
+    assert _configs(p, 25, row, LAG)[one] != _configs(p, 25, row, LAG)[plateau]
+
+
 def test_or_at_d_is_occurrence_at_half_d_and_even_pairs_does_not_depend_on_d(shipped):
     at50 = _readings(shipped, 50, "OR")
     assert at50
