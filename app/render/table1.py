@@ -26,21 +26,25 @@ VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecid
 def fmt(s: dict, digits: int = 3) -> str:
     """mean ± standard deviation over seeds (the mean alone for one run): the deviation to two significant
     digits, the mean to at most ``digits`` and none finer than the deviation's second (its digits beyond the
-    spread of the seeds say nothing)."""
+    spread of the seeds say nothing); where that leaves no digit below the units, both in plain integers."""
     if s["mean"] is None:
         return "n/a"
     if s["n"] <= 1:
         return f"{s['mean']:.{digits}g}"
     mean, std = s["mean"], s["std"]
-    if not std or not math.isfinite(std) or not math.isfinite(mean) or mean == 0:
+    if not std or not math.isfinite(std) or not math.isfinite(mean):
         return f"{mean:.{digits}g} ± {std:.2g}"
-    place = math.floor(math.log10(float(f"{abs(std):.2g}"))) - 1        # the deviation's second digit
-    keep = min(digits, math.floor(math.log10(abs(mean))) - place + 1)   # the mean's digits down to that place
-    if keep < 1:                                                         # the spread exceeds the mean
-        val = round(mean, -place)
-        shown = "0" if val == 0 else f"{val:.{-place}f}" if place < 0 else f"{val:.1g}"
-        return f"{shown} ± {std:.2g}"
-    return f"{mean:.{keep}g} ± {std:.2g}"
+    sd = float(f"{abs(std):.2g}")
+    place = math.floor(math.log10(sd)) - 1                               # the deviation's second digit
+    if mean != 0:
+        place = max(place, math.floor(math.log10(abs(mean))) - digits + 1)
+    val = round(mean, -place)
+    sd_text = f"{sd:.0f}" if sd >= 10 else f"{sd:.2g}"
+    if val == 0:
+        return f"0 ± {sd_text}"
+    if abs(val) < 1e-3:                                                  # 9.1e-07, not 0.00000091
+        return f"{val:.{max(1, math.floor(math.log10(abs(val))) - place + 1)}g} ± {sd_text}"
+    return f"{val:.{max(0, -place)}f} ± {sd_text}"
 
 
 def _rates(chosen: dict | None) -> str:

@@ -46,25 +46,21 @@ def test_the_verdict_table_says_how_many_tuning_draws_give_a_verdict():
 
 @pytest.mark.parametrize("mean, std, shown", [
     (2.21, 2.3, "2.2 ± 2.3"), (88.7, 14.0, "89 ± 14"), (69.1, 32.0, "69 ± 32"), (1.13, 0.021, "1.13 ± 0.021"),
-    (0.799, 0.052, "0.799 ± 0.052"), (178.0, 0.0, "178 ± 0"), (0.003, 0.5, "0 ± 0.5"), (0.007, 0.5, "0.01 ± 0.5"), (7.0, 100.0, "1e+01 ± 1e+02"), (-2.21, 2.3, "-2.2 ± 2.3"),
+    (0.799, 0.052, "0.799 ± 0.052"), (178.0, 0.0, "178 ± 0"), (0.003, 0.5, "0 ± 0.5"), (-2.21, 2.3, "-2.2 ± 2.3"),
+    (0.007, 0.5, "0.01 ± 0.5"), (7.0, 100.0, "10 ± 100"), (1474.0, 390.0, "1470 ± 390"),
+    (12345.0, 1400.0, "12300 ± 1400"), (9.08e-07, 3.8e-07, "9.1e-07 ± 3.8e-07"), (101.0, 7.2, "101 ± 7.2"),
 ])
 def test_a_mean_over_seeds_keeps_no_digit_finer_than_its_spread(mean, std, shown):
     assert table1.fmt({"mean": mean, "std": std, "n": 5}) == shown
 
 
-@given(st.floats(-1e6, 1e6).filter(lambda x: abs(x) > 1e-6), st.floats(1e-6, 1e6))
-def test_the_printed_mean_is_the_mean_rounded_at_the_spreads_second_digit_or_coarser(mean, std):
-    """The printed mean is within half a unit of its own last digit of the mean, and that last digit is no
-    finer than the printed deviation's second significant digit."""
-    text = table1.fmt({"mean": mean, "std": std, "n": 5})
+@given(st.floats(-1e6, 1e6).filter(lambda x: abs(x) > 1e-6), st.floats(1e-6, 1e6), st.sampled_from([3, 4]))
+def test_the_printed_mean_is_the_mean_rounded_at_the_spreads_second_digit_or_coarser(mean, std, digits):
+    """The printed mean is the mean rounded at the deviation's second significant digit, or at the mean's
+    ``digits``-th where that is coarser: within half that unit of the mean, and a whole number of units."""
+    text = table1.fmt({"mean": mean, "std": std, "n": 5}, digits)
     shown_mean, shown_std = (float(x) for x in text.split(" ± "))
-    m_text = text.split(" ± ")[0]
-    mantissa, _, exp = m_text.partition("e")
-    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-    unit = 10.0 ** ((int(exp) if exp else 0) - decimals)          # the printed mean's last digit
-    second = 10.0 ** (math.floor(math.log10(shown_std)) - 1)       # the deviation's second digit
-    if shown_mean == 0:                                              # rounded away at that digit
-        assert m_text == "0" and abs(mean) <= second / 2 * (1 + 1e-9)
-        return
+    assert shown_std == float(f"{std:.2g}")
+    unit = 10.0 ** max(math.floor(math.log10(shown_std)) - 1, math.floor(math.log10(abs(mean))) - digits + 1)
     assert abs(shown_mean - mean) <= unit / 2 * (1 + 1e-9)
-    assert unit >= second * (1 - 1e-9)
+    assert abs(shown_mean / unit - round(shown_mean / unit)) < 1e-6
