@@ -39,7 +39,7 @@ def fmt(s: dict, digits: int = 3) -> str:
     if mean != 0:
         place = max(place, math.floor(math.log10(abs(mean))) - digits + 1)
     val = round(mean, -place)
-    sd_text = f"{sd:.0f}" if sd >= 10 else f"{sd:.2g}"
+    sd_text = f"{sd:.0f}" if sd >= 10 else f"{sd:#.2g}"                  # 0.090, not 0.09
     if val == 0:
         return f"0 ± {sd_text}"
     if abs(val) < 1e-3:                                                  # 9.1e-07, not 0.00000091

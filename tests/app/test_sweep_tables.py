@@ -90,7 +90,7 @@ def test_a_changed_number_in_the_tidy_table_changes_the_page(tmp_path):
     risks = list(tidy.loc[at, "test_risk"])
     steps = list(tidy.loc[at, "steps"])
     assert after[2] == table1_render.fmt(runner.stats(risks)) != before[2]
-    assert after[3] == table1_render.fmt(runner.stats([0.5, 0.6, 0.7, 0.8, 0.9])) == "0.7 ± 0.16" != before[3]
+    assert after[3] == table1_render.fmt(runner.stats([0.5, 0.6, 0.7, 0.8, 0.9])) == "0.70 ± 0.16" != before[3]
     assert after[4] == table1_render.fmt(runner.stats(steps), 4) != before[4]
     assert after[5] == "step-insensitive" and before[5] == "converged"
     assert after[6] == before[6]
