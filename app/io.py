@@ -17,6 +17,9 @@ What it promises, step by step:
    second command into the same folder is refused with :class:`OutputError` while the first holds it.
    The lock's descriptor is closed in every forked child (process-pool workers) and on exec, so only the
    command itself holds the lock: a child that outlives a killed command does not keep the folder busy.
+   A program the command starts (``git``) holds it between its fork and its exec, which a loaded machine
+   can stretch past the command's death, so a busy folder is tried again for ``LOCK_WAIT_S`` seconds
+   before the refusal.
 3. **Recovery and tidying.**  Under the lock it finishes a commit that a SIGKILL interrupted (a journal is
    left, see 5) and deletes the temporary files (``.*.tmp``) of writers that were killed.
 4. **Staging.**  ``tx.write`` / ``tx.write_text`` write each artifact to a temporary file in the folder
@@ -67,6 +70,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -75,6 +79,8 @@ from typing import BinaryIO, Callable, Iterator, Sequence
 from theory.files import atomic_write, atomic_write_text
 
 PREFIX = ".occ-"
+LOCK_WAIT_S = 2.0
+"""How long a command waits for a busy output folder before refusing it (step 2 of the module docstring)."""
 COMMITTED: list[Path] = []
 """Every artifact committed in this process (the CLI's Ctrl-C message says what was written)."""
 _LOCKED: set["OutputFolder"] = set()
@@ -333,12 +339,17 @@ class OutputFolder:
             raise OutputError(f"{where} is not a writable folder ({exc.strerror or exc}); "
                               f"choose another {self.flag}") from None
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # a program a command starts does not hold it
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise OutputError(f"{where} is in use by another occ-companion command; wait for it to finish "
-                              f"or choose another {self.flag}") from None
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise OutputError(f"{where} is in use by another occ-companion command; wait for it to "
+                                      f"finish or choose another {self.flag}") from None
+                time.sleep(0.02)
         self._fd = fd
         _LOCKED.add(self)
         try:

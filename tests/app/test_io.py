@@ -187,3 +187,24 @@ def test_a_forked_child_of_a_killed_command_does_not_hold_the_folder(tmp_path):
             pytest.fail(f"the killed command's child holds the folder: {exc}")
     finally:
         os.kill(child, signal.SIGKILL)
+
+
+def test_a_folder_busy_for_a_moment_is_waited_for_and_one_busy_longer_refused(tmp_path, monkeypatch):
+    """A lock held for less than ``LOCK_WAIT_S`` (a program a killed command was starting, between its fork
+    and its exec) is waited out; one held longer is refused with the usual message, after the wait."""
+    import fcntl
+
+    monkeypatch.setattr(outio, "LOCK_WAIT_S", 1.0)
+    holder = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    threading.Timer(0.3, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
+    t0 = time.monotonic()
+    with OutputFolder(tmp_path):
+        waited = time.monotonic() - t0
+    assert 0.25 <= waited < 1.0
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    t0 = time.monotonic()
+    with pytest.raises(OutputError, match="is in use by another occ-companion command"):
+        OutputFolder(tmp_path).__enter__()
+    assert time.monotonic() - t0 >= 1.0
+    os.close(holder)
