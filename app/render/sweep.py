@@ -129,14 +129,16 @@ def _readings_at(summary: dict, d: int) -> list[str]:
 
 def depends_on(verdicts: dict, axes: dict) -> list[str]:
     """The axes along which changing one choice (all else equal) changes a decided verdict: pairs of
-    readings that differ in exactly that axis, one holding and the other not."""
+    readings that differ in exactly that axis, one holding and the other not, with how many such pairs
+    there are and the choices under which the verdict holds in them ("joint (2 pairs; holds under
+    shared)": under shared in those pairs, not necessarily in every reading)."""
     out = []
     names = list(verdicts)
     parts = {n: n.split("/") for n in names}
     for i, axis in enumerate(axes):
-        flips = set()
-        for a in names:
-            for b in names:
+        flips, pairs = set(), 0
+        for x, a in enumerate(names):
+            for b in names[x + 1:]:
                 pa, pb = parts[a], parts[b]
                 if len(pa) != len(axes) or len(pb) != len(axes):
                     continue
@@ -144,8 +146,9 @@ def depends_on(verdicts: dict, axes: dict) -> list[str]:
                     va, vb = verdicts[a]["verdict"], verdicts[b]["verdict"]
                     if {va, vb} == {"holds", "does not hold"}:
                         flips.add(pa[i] if va == "holds" else pb[i])
+                        pairs += 1
         if flips:
-            out.append(f"{axis} (holds under {', '.join(sorted(flips))})")
+            out.append(f"{axis} ({pairs} pair{'' if pairs == 1 else 's'}; holds under {', '.join(sorted(flips))})")
     return out
 
 
@@ -351,7 +354,8 @@ COUNTS_NOTE = ("Counts are over distinct configurations, not readings: readings 
                "first d it appears, where its verdicts are the same. *Refused* says which plan, or the "
                "capacity ceiling, caused each refusal; *holds among decided* is holds over holds and does not hold; "
                "*verdict changes with* names the axes along which changing one choice, all else equal, turns a "
-               "verdict between holds and does not hold (and the choices under which it holds).")
+               "verdict between holds and does not hold, with the number of such pairs of readings and the choices "
+               "under which it holds in them.")
 
 RECORDED_NOTE = ("These verdicts are the ones the sweep recorded, under the decision rules of the commit it ran at "
                  "(its record names no `decision_rules` and no configuration per verdict): counts are over readings, "
@@ -360,7 +364,8 @@ RECORDED_NOTE = ("These verdicts are the ones the sweep recorded, under the deci
                  "cells under the current rules and counts distinct configurations. *Refused* says which plan, or "
                  "the capacity ceiling, caused each refusal; *holds among decided* is holds over holds and does not "
                  "hold; *verdict changes with* names the axes along which changing one choice, all else equal, turns "
-                 "a verdict between holds and does not hold (and the choices under which it holds).")
+                 "a verdict between holds and does not hold, with the number of such pairs of readings and the "
+                 "choices under which it holds in them.")
 
 
 def counts_note(summary: dict) -> str:

@@ -782,9 +782,9 @@ def test_robustness_counts_and_the_axis_a_verdict_depends_on():
     # the verdict flips with the optimizer only (schedule changes nothing, all else equal)
     per = {"k2=1/gd": v("holds"), "k2=20/gd": v("holds"), "k2=1/adam": v("does not hold"),
            "k2=20/adam": v("does not hold")}
-    assert sweep_render.depends_on(per, axes) == ["optimizer (holds under gd)"]
+    assert sweep_render.depends_on(per, axes) == ["optimizer (2 pairs; holds under gd)"]
     per["k2=20/adam"] = v("refused", "edge step")
-    assert sweep_render.depends_on(per, axes) == ["optimizer (holds under gd)"]
+    assert sweep_render.depends_on(per, axes) == ["optimizer (1 pair; holds under gd)"]
     per["k2=1/adam"] = v("undecided")
     assert sweep_render.depends_on(per, axes) == []      # no pair differing in one axis flips holds <-> does not hold
     summary = {"default_reading": "k2=1/gd", "readings_file": {"axes": axes},
