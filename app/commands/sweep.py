@@ -171,7 +171,8 @@ class Progress:
                   f"min{eta}{note}", file=sys.stderr, flush=True)
 
     def _beat(self) -> None:
-        """The heartbeat thread: while tasks are left, a line when none was printed for ``heartbeat_s``."""
+        """The heartbeat thread: while tasks are left, a line when neither a line was printed nor a task
+        finished for ``heartbeat_s``."""
         while not self.stopped.wait(self.heartbeat_s / 4):
             with self.lock:
                 c, at, quiet_for = self.counts, self.counted_at, time.time() - self.last_log
@@ -276,7 +277,7 @@ def left_line(n: dict) -> str:
                         if n["coarse"] else ""))
     if extrapolated:
         h = n["extrapolated_cpu_s"] / 3600
-        parts.append(f"roughly {h:.0f} h" if h >= 1 else f"roughly {h:.1g} h")
+        parts.append(f"roughly {float(f'{h:.2g}'):.0f} h" if h >= 10 else f"roughly {h:.2g} h")  # a rough figure
         parts[-1] += (f" for {extrapolated}{' more' if measured else ''}, extrapolated from their class at the two "
                       "largest smaller d stored (a power law in d, its exponent at least 0)")
     if n["unestimated"]:

@@ -327,7 +327,7 @@ def full_grid_target(sweep: dict, shipped: tuple[str, int] | None = None) -> str
              f"of another readings file (SHA-256 {sweep['readings_file']['sha256'][:12]})")
     so_far = grid_h + lag_h
     met = (f"no: the units stored so far and the lag map's already took {so_far:.2f} h"
-           if so_far > FULL_GRID_TARGET_H else "not yet")
+           if so_far > FULL_GRID_TARGET_H and sweep["readings_file"]["sha256"] == sha else "not yet")
     return (head + f"Not run to the end: the committed sweep (docs/sweep/) has {complete} complete cells "
             f"{which}{failed}; the units it read, of its complete cells and of the others' stored so far, took "
             f"{grid_h:.2f} h of CPU, and the lag map's {lag_h:.2f} h. Met: {met}.")
@@ -366,7 +366,7 @@ def recorded_experiment_runs(docs: Path = DOC.parent) -> list[str]:
                            f"{run.get('started', '?')} | {run['wall_s'] / 60:.1f} min | not recorded |")
             elif run.get("trained"):
                 sha = run.get("readings_sha256") or "?"
-                grid = ("this page's readings file" if sha == s["readings_file"]["sha256"]
+                grid = ("the committed sweep's readings file" if sha == s["readings_file"]["sha256"]
                         else f"readings file {sha[:12]}")
                 out.append(f"| readings sweep ({run['trained']} tasks; {grid}, d = "
                            f"{', '.join(map(str, run.get('d') or [])) or '?'}) | "

@@ -42,6 +42,7 @@ def summarise(sweep: sweep_module.Sweep) -> dict:
     cells, incomplete = sweep.cells, sweep.incomplete
     return {"suite": "occurrence-companion", "version": p.version, "code": sweep.code,
             "readings_file": p.grid.to_dict(), "run_config": sweep.run_config, "default_reading": p.grid.default,
+            "configuration_rule": sweep_module.CONFIGURATION_RULE,
             "counts": {"cells": len(cells), "incomplete_cells": len(incomplete), "searches": len(p.searches), "ceilings": len(p.ceilings),
                        "trained": len(outcome.trained), "reused": len(outcome.reused), "failed": len(outcome.failed),
                        "skipped": len(outcome.skipped), "skipped_by_cause": sweep_module.skip_causes(outcome.skipped),
@@ -171,27 +172,28 @@ def distinct(per: dict) -> dict:
 
 
 def _earlier(summary: dict, d: int) -> dict:
-    """{configuration: (row, d, verdict)} of every verdict at an alphabet size below ``d`` (the first it
-    appears at)."""
+    """{(configuration, verdict): (row, d)} of every verdict at an alphabet size below ``d`` (the first d each
+    pair appears at)."""
     seen: dict = {}
     for cell in sorted(summary["cells"], key=lambda c: c["d"]):
         if cell["d"] >= d:
             continue
         for v in cell["verdicts"]:
             if "config" in v:
-                seen.setdefault(v["config"], (v["row"], cell["d"], v["verdict"]))
+                seen.setdefault((v["config"], v["verdict"]), (v["row"], cell["d"]))
     return seen
 
 
 def repeat_of(summary: dict, d: int, per: dict) -> str | None:
-    """"the same configuration as <row> at d = <d'>" when every configuration of a (row, claim) at ``d`` was
-    already counted at a smaller d with the same verdict (OR at d is occurrence at d/2, trained again at its
-    own step-size scale; even pairs does not depend on d), else None: a verdict that differs is counted."""
-    configs = [(v.get("config"), v["verdict"]) for v in per.values()]
+    """"the same configuration and verdicts as <row> at d = <d'>" when every configuration of a (row, claim)
+    at ``d`` was already counted at a smaller d with the same verdict (OR at d is occurrence at d/2, trained
+    again at its own step-size scale; even pairs does not depend on d), else None: a verdict that differs is
+    counted."""
+    pairs = [(v.get("config"), v["verdict"]) for v in per.values()]
     seen = _earlier(summary, d)
-    if not configs or not all(c in seen and seen[c][2] == verdict for c, verdict in configs):
+    if not pairs or not all(pair in seen for pair in pairs):
         return None
-    row, dd, _ = seen[configs[0][0]]
+    row, dd = seen[pairs[0]]
     return f"{SAME_AS} {row} at d = {dd}"
 
 
@@ -358,7 +360,8 @@ COUNTS_NOTE = ("Counts are over distinct configurations, not readings: readings 
                "under which it holds in them.")
 
 RECORDED_NOTE = ("These verdicts are the ones the sweep recorded, under the decision rules of the commit it ran at "
-                 "(its record names no `decision_rules` and no configuration per verdict): counts are over readings, "
+                 "(its record names no `decision_rules`, or no configuration per verdict of the current rule, "
+                 "which includes each draw's seeds): counts are over readings, "
                  "and a reading counts joint GD once for each three-phase schedule, OR at d is occurrence at d/2 and "
                  "even pairs is the same at every d, so these counts repeat evidence. Rerunning the sweep judges the "
                  "cells under the current rules and counts distinct configurations. *Refused* says which plan, or "
@@ -707,8 +710,13 @@ def from_tables(folder: Path) -> dict:
     """The summary of the sweep whose output ``folder`` holds its tables (sweep.json, and tidy.parquet or, where
     that is absent, tidy.csv), with the cell results and tidy records its pages need: ``write`` renders from it
     the pages the sweep wrote, without the results store.  A sweep.json written before the cells recorded their
-    step-size searches is refused."""
+    step-size searches is refused; one whose verdicts name configurations of another rule
+    (``sweep.CONFIGURATION_RULE``) is counted over readings."""
     summary = json.loads((folder / "sweep.json").read_text())
+    if summary.get("configuration_rule") != sweep_module.CONFIGURATION_RULE:  # configurations of another rule
+        for cell in summary["cells"]:                                          # are not counted: readings are
+            for v in cell.get("verdicts", []):
+                v.pop("config", None)
     if any("plans" not in c for c in summary["cells"]):
         raise ValueError(f"{folder / 'sweep.json'} records no step-size searches (cells without 'plans'): its "
                          "pages can be re-rendered only from the results store (sweep --no-train)")

@@ -26,7 +26,8 @@ VERDICT_MARK = {"holds": "holds", "does not hold": "**does not hold**", "undecid
 def fmt(s: dict, digits: int = 3) -> str:
     """mean ± standard deviation over seeds (the mean alone for one run): the deviation to two significant
     digits, the mean to at most ``digits`` and none finer than the deviation's second (its digits beyond the
-    spread of the seeds say nothing); where that leaves no digit below the units, both in plain integers."""
+    spread of the seeds say nothing), trailing zeros kept; a deviation of 10 or more as a plain integer, and
+    the mean too where no decimal is left."""
     if s["mean"] is None:
         return "n/a"
     if s["n"] <= 1:
@@ -41,9 +42,10 @@ def fmt(s: dict, digits: int = 3) -> str:
     val = round(mean, -place)
     sd_text = f"{sd:.0f}" if sd >= 10 else f"{sd:#.2g}"                  # 0.090, not 0.09
     if val == 0:
-        return f"0 ± {sd_text}"
-    if abs(val) < 1e-3:                                                  # 9.1e-07, not 0.00000091
-        return f"{val:.{max(1, math.floor(math.log10(abs(val))) - place + 1)}g} ± {sd_text}"
+        return f"{0:.{-place}f} ± {sd_text}" if -3 <= place < 0 else f"0 ± {sd_text}"
+    if abs(val) < 1e-3:                                                  # 9.0e-07, not 0.00000090
+        kept = max(1, math.floor(math.log10(abs(val))) - place + 1)
+        return f"{val:{'#' if kept > 1 else ''}.{kept}g} ± {sd_text}"
     return f"{val:.{max(0, -place)}f} ± {sd_text}"
 
 
@@ -160,8 +162,8 @@ def ceiling_table(results: dict) -> list[str]:
 
 
 LAG_NOTE = ("t_half: the step at which a block has made half of its progress; mean ± standard deviation over the "
-            "reported seeds, and the ratio (attention over output) is the mean of the seeds' ratios, not the ratio "
-            "of the means.")
+            "reported seeds where it is defined (a bimodal row's further seeds included), and the ratio (attention "
+            "over output) is the mean of the seeds' ratios, not the ratio of the means.")
 
 
 def lag_table(results: dict) -> list[str]:

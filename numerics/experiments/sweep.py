@@ -338,7 +338,7 @@ def run_sweep(grid: Grid, store: units.Store, cluster: units.Cluster,
             continue
         verdicts = cell_verdicts(res)
         for v in verdicts:
-            v["config"] = configuration(p, reading, dd, v)
+            v["config"] = configuration(p, reading, dd, v, res["missing_rows"])
         lag = {name: {m: {k: row["lag"][m][k] for k in ("t_half_att", "t_half_out", "ratio", "resolution")}
                       for m in row["lag"]} for name, row in res["rows"].items()}
         risks = {name: {pl: pr["risk"] for pl, pr in row["plans"].items()} for name, row in res["rows"].items()}
@@ -583,27 +583,37 @@ LAG_CLAIMS = ("attention lags output", verdicts_module.NEAR_ONE, verdicts_module
 """Claims judged on joint GD alone (``verdicts.lag_verdict`` and the even-pairs claims)."""
 
 
-def configuration(p: Plan, reading: str, d: int, verdict: dict) -> str:
+CONFIGURATION_RULE = 2
+"""What ``configuration`` digests (recorded with a sweep's verdicts): 2 adds, to the units' canonical specs,
+each draw's seeds and the rows missing from the cell; a record of another rule counts over readings."""
+
+
+def configuration(p: Plan, reading: str, d: int, verdict: dict, missing: dict | None = None) -> str:
     """The identity of the evidence a verdict of the cell (reading, d) rests on: the digest of the claim, of
-    the canonical specs (``canonical_spec``) of the units it reads and of the seeds each tuning draw of their
+    the canonical specs (``canonical_spec``) of the units it reads, of the seeds each tuning draw of their
     row reported (``Plan.row_seeds``: a row found bimodal takes more seeds for every plan, whichever plan was
-    bimodal).  A lag verdict reads joint GD's units only (and "least lag" those of every row of the cell), so
-    readings that differ in what joint GD ignores (the three-phase schedule) give one configuration unless
-    they extend the row's seeds differently; a comparison reads its plans', output-only's and joint GD's (its
-    margin is a share of their difference) and the ceiling's units.  Call it after ``execute``, which finds
-    the bimodal rows."""
+    bimodal) and of the rows it reads that the cell lacks (``missing``: the cell's ``missing_rows``, whose
+    claims are refused whichever unit failed).  A lag verdict reads joint GD's units only (and "least lag"
+    those of every row of the cell), so readings that differ in what joint GD ignores (the three-phase
+    schedule) give one configuration unless they extend the row's seeds differently or lack the row; a
+    comparison reads its plans', output-only's and joint GD's (its margin is a share of their difference) and
+    the ceiling's units.  Call it after ``execute``, which finds the bimodal rows."""
     info = p.rows[(reading, d, verdict["row"])]
     claim = verdict["claim"]
+    missing = missing or {}
     if claim.startswith(verdicts_module.LEAST):
         specs = sorted((_evidence(p, rkey, "joint") for rkey in p.rows if rkey[:2] == (reading, d)),
                        key=units.canonical)
-    elif claim.startswith(LAG_CLAIMS):
-        specs = [_evidence(p, (reading, d, verdict["row"]), "joint")]
+        lacking = sorted(missing)
     else:
-        plans = sorted(set(verdict.get("plans") or []) | {"output_only", "joint"})  # the margin reads both
-        specs = [_evidence(p, (reading, d, verdict["row"]), q) for q in plans if q in info["plans"]]
-        specs.append(canonical_spec(p.ceilings[info["ceiling"]]))
-    return units.key_of({"claim": claim, "units": specs})[:16]
+        lacking = [verdict["row"]] if verdict["row"] in missing else []
+        if claim.startswith(LAG_CLAIMS):
+            specs = [_evidence(p, (reading, d, verdict["row"]), "joint")]
+        else:
+            plans = sorted(set(verdict.get("plans") or []) | {"output_only", "joint"})  # the margin reads both
+            specs = [_evidence(p, (reading, d, verdict["row"]), q) for q in plans if q in info["plans"]]
+            specs.append(canonical_spec(p.ceilings[info["ceiling"]]))
+    return units.key_of({"claim": claim, "units": specs, "missing": lacking})[:16]
 
 
 def _evidence(p: Plan, rkey: tuple, plan: str) -> dict:

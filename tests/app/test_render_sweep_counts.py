@@ -134,3 +134,14 @@ def test_a_configuration_seen_at_a_smaller_d_with_another_verdict_is_counted_aga
             cell["verdicts"][0]["verdict"] = "undecided"      # OR's lag at d = 16 (one configuration)
     lines = {ln.split(" | ")[0] + ln.split(" | ")[1]: ln for ln in sweep_render.robustness_table(summary, 16)[2:]}
     assert lines["| OR" + LAG].startswith("| OR | " + LAG + " | not run | 0/1 | 0/1 | 1/1 |")
+
+
+def test_a_configuration_is_a_repeat_of_the_last_smaller_d_with_its_verdict():
+    """One configuration (even pairs does not depend on d) holds at d = 8 and is undecided at 16 and 32: it is
+    counted at 8 and at 16, and at 32 named the same as at 16, not counted a third time."""
+    cells = [{"reading": r, "d": d, "verdicts": [_v("even_pairs", LAG, verdict, "ep")]}
+             for d, verdict in ((8, "holds"), (16, "undecided"), (32, "undecided")) for r in READINGS[:1]]
+    summary = {"default_reading": READINGS[0], "readings_file": {"axes": AXES}, "cells": cells}
+    rows = {d: sweep_render.robustness_table(summary, d)[2] for d in (8, 16, 32)}
+    assert "| holds | 1/1 |" in rows[8] and "| undecided | 0/1 | 0/1 | 1/1 |" in rows[16]
+    assert "the same configuration and verdicts as even_pairs at d = 16: not counted again" in rows[32]

@@ -46,9 +46,12 @@ def test_the_verdict_table_says_how_many_tuning_draws_give_a_verdict():
 
 @pytest.mark.parametrize("mean, std, shown", [
     (2.21, 2.3, "2.2 ± 2.3"), (88.7, 14.0, "89 ± 14"), (69.1, 32.0, "69 ± 32"), (1.13, 0.021, "1.13 ± 0.021"),
-    (0.799, 0.052, "0.799 ± 0.052"), (178.0, 0.0, "178 ± 0"), (0.003, 0.5, "0 ± 0.50"), (-2.21, 2.3, "-2.2 ± 2.3"),
-    (0.007, 0.5, "0.01 ± 0.50"), (0.19, 0.09, "0.190 ± 0.090"), (7.0, 100.0, "10 ± 100"), (1474.0, 390.0, "1470 ± 390"),
-    (12345.0, 1400.0, "12300 ± 1400"), (9.08e-07, 3.8e-07, "9.1e-07 ± 3.8e-07"), (101.0, 7.2, "101 ± 7.2"),
+    (0.799, 0.052, "0.799 ± 0.052"), (178.0, 0.0, "178 ± 0"), (0.003, 0.5, "0.00 ± 0.50"), (-2.21, 2.3, "-2.2 ± 2.3"),
+    (0.007, 0.5, "0.01 ± 0.50"), (0.19, 0.09, "0.190 ± 0.090"), (7.0, 100.0, "10 ± 100"),
+    (1474.0, 390.0, "1470 ± 390"), (12345.0, 1400.0, "12300 ± 1400"), (9.08e-07, 3.8e-07, "9.1e-07 ± 3.8e-07"),
+    (9.0e-08, 1.7e-08, "9.0e-08 ± 1.7e-08"), (0.00018, 7e-05, "0.000180 ± 7.0e-05"),
+    (4.1e-06, 1.3e-06, "4.1e-06 ± 1.3e-06"), (4e-06, 2.5e-05, "4e-06 ± 2.5e-05"), (1234.5, 0.5, "1230 ± 0.50"),
+    (3e-9, 5e-06, "0 ± 5.0e-06"), (101.0, 7.2, "101 ± 7.2"),
 ])
 def test_a_mean_over_seeds_keeps_no_digit_finer_than_its_spread(mean, std, shown):
     assert table1.fmt({"mean": mean, "std": std, "n": 5}) == shown
@@ -64,3 +67,7 @@ def test_the_printed_mean_is_the_mean_rounded_at_the_spreads_second_digit_or_coa
     unit = 10.0 ** max(math.floor(math.log10(shown_std)) - 1, math.floor(math.log10(abs(mean))) - digits + 1)
     assert abs(shown_mean - mean) <= unit / 2 * (1 + 1e-9)
     assert abs(shown_mean / unit - round(shown_mean / unit)) < 1e-6
+    if shown_mean != 0 and abs(shown_mean) < 1e3:   # every digit down to that unit printed, trailing zeros too
+        mantissa, _, exp = text.split(" ± ")[0].partition("e")
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        assert 10.0 ** ((int(exp) if exp else 0) - decimals) == pytest.approx(unit, rel=1e-9)

@@ -55,6 +55,8 @@ def test_the_full_grid_target_is_measured_only_on_the_shipped_grid_complete():
     # not finished, but the units so far with the lag map's already exceed the target: missed, whatever is left
     partial_over = bench_theorem.full_grid_target({**partial, "units_cpu_s": 3.6 * 3600.0}, ("s" * 64, 4))
     assert partial_over.endswith("Met: no: the units stored so far and the lag map's already took 4.10 h.")
+    other_over = bench_theorem.full_grid_target({**partial, "units_cpu_s": 3.6 * 3600.0}, ("t" * 64, 4))
+    assert other_over.endswith("Met: not yet.")   # another file's grid says nothing of this one's cost
     other = bench_theorem.full_grid_target(full, ("t" * 64, 4))
     assert "of another readings file (SHA-256 ssssssssssss)" in other and other.endswith("Met: not yet.")
 
@@ -82,7 +84,7 @@ def test_recorded_experiment_runs_read_the_committed_records(tmp_path):
          "trained_cpu_s": None}]}))
     rows = [r for r in bench_theorem.recorded_experiment_runs(tmp_path) if r.startswith("| ") and "---" not in r][1:]
     assert rows == ["| Table 1, default reading, d = 50 | `occ-companion table1` | abc | 2.0 min | 4.0 min |",
-                    "| readings sweep (7 tasks; this page's readings file, d = 8, 16) | `occ-companion sweep` | t0 | 10.0 min "
+                    "| readings sweep (7 tasks; the committed sweep's readings file, d = 8, 16) | `occ-companion sweep` | t0 | 10.0 min "
                     "| 15.0 min (units) |",
                     "| readings sweep (5 tasks; readings file abcdef111111, d = 8) | `occ-companion sweep -o` | t | 1.0 min "
                     "| 1.5 min (units) |",

@@ -66,6 +66,22 @@ def test_a_schedule_that_extends_the_rows_seeds_is_its_own_lag_configuration():
     assert _configs(p, 25, row, LAG)[one] != _configs(p, 25, row, LAG)[plateau]
 
 
+def test_a_row_the_cell_lacks_is_part_of_the_configuration(shipped):
+    """A row whose units failed under one reading refuses its every claim there: that reading's lag is not
+    the evidence of a reading whose row is whole, though joint GD's units are the same; "least lag" reads
+    every row of the cell, so a missing other row changes its configuration too."""
+    one, plateau = "k2=1/shared/gd/plateau", "k2=plateau/shared/gd/plateau"
+    claim = {"row": "SLR", "claim": LAG, "plans": ["joint"]}
+    whole = sweep.configuration(shipped, plateau, 25, claim, {})
+    assert sweep.configuration(shipped, one, 25, claim, {}) == whole
+    assert sweep.configuration(shipped, one, 25, claim, {"SLR": ["three_phase search failed"]}) != whole
+    assert sweep.configuration(shipped, one, 25, claim, {"ICL": ["joint search failed"]}) == whole
+    least = {"row": "even_pairs", "claim": verdicts.LEAST + " (displacement: smallest t_half ratio of all rows)",
+             "plans": ["joint"]}
+    assert sweep.configuration(shipped, one, 25, least, {"ICL": ["x"]}) != \
+        sweep.configuration(shipped, one, 25, least, {})
+
+
 def test_or_at_d_is_occurrence_at_half_d_and_even_pairs_does_not_depend_on_d(shipped):
     at50 = _readings(shipped, 50, "OR")
     assert at50
