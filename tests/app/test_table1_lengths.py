@@ -50,7 +50,7 @@ def test_old_results_render_without_the_column_and_new_ones_with_the_longest_buc
     assert table[0].endswith("| risk, longest strings |") and table[1].count("---") == 8
     name = next(iter(new["rows"]))
     line = next(ln for ln in table if ln.startswith(f"| {name} | joint |"))
-    assert line.endswith("| 0.12 ± 0.01 at n in [40, 100) |")
+    assert line.endswith("| 0.120 ± 0.010 at n in [40, 100) |")
     assert "up to 20 times the mean length" in table1_module.markdown(new)
 
 
