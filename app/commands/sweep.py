@@ -321,6 +321,7 @@ def main_args(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         summary = sweep_render.summarise(sweep)
+        summary["readings_file"]["path"] = recorded_path(str(summary["readings_file"]["path"]))
         summary.update({"command": command, "commit": commit, "dirty": dirty, "beside": beside,
                         "store": recorded_folders(["--store", str(args.store)])[1],
                         "scheduler": cluster.describe(), "workers": cluster.workers,
@@ -338,31 +339,32 @@ FOLDER_FLAGS = ("--readings", "--store", "--out")
 """The flags whose paths a recorded command gives relative to the repository root (``recorded_folders``)."""
 
 
-def recorded_folders(argv: list[str], root: Path | None = None) -> list[str]:
-    """The arguments as a result records them: the path of each of ``FOLDER_FLAGS`` ("--out X" or "--out=X")
-    that lies inside the repository ``root`` (default: the checkout this code runs from, none outside a
-    checkout) relative to that root, so that a committed record names no folder of the machine it ran on;
-    a path outside the root is kept as typed.  The recorded command reads as run from the root."""
+def recorded_path(value: str, root: Path | None = None) -> str:
+    """A path as a result records it: relative to the repository ``root`` (default: the checkout this code
+    runs from) when it lies inside it, so that a committed record names no folder of the machine it ran on;
+    as typed otherwise (or outside a checkout)."""
     from app.checkout import NotInCheckout, checkout_root
 
     if root is None:
         try:
             root = checkout_root()
         except NotInCheckout:
-            return list(argv)
+            return value
     root = Path(root).resolve()
+    where = Path(os.path.abspath(Path(value).expanduser())).resolve()
+    return where.relative_to(root).as_posix() if where.is_relative_to(root) else value
 
-    def inside(value: str) -> str:
-        where = Path(os.path.abspath(Path(value).expanduser())).resolve()
-        return where.relative_to(root).as_posix() if where.is_relative_to(root) else value
 
+def recorded_folders(argv: list[str], root: Path | None = None) -> list[str]:
+    """The arguments as a result records them: the path of each of ``FOLDER_FLAGS`` ("--out X" or "--out=X")
+    as ``recorded_path`` gives it; the recorded command reads as run from the root."""
     out, i = list(argv), 0
     while i < len(out):
         flag, eq, value = out[i].partition("=")
         if flag in FOLDER_FLAGS and eq:
-            out[i] = f"{flag}={inside(value)}"
+            out[i] = f"{flag}={recorded_path(value, root)}"
         elif flag in FOLDER_FLAGS and i + 1 < len(out):
-            out[i + 1] = inside(out[i + 1])
+            out[i + 1] = recorded_path(out[i + 1], root)
             i += 1                                  # the value, not a flag
         i += 1
     return out

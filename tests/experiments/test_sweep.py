@@ -906,6 +906,14 @@ def test_committed_sweep_was_rendered_from_the_code_of_its_recorded_commit():
     assert units.code_digest_at(summary["commit"], ROOT) == summary["code"]
 
 
+def test_committed_sweep_names_no_folder_of_the_machine_it_ran_on():
+    """The committed record gives its readings file, store and folders relative to the repository root."""
+    summary = json.loads((ROOT / "docs" / "sweep" / "sweep.json").read_text())
+    assert summary["readings_file"]["path"] == "numerics/experiments/readings.toml"
+    assert not Path(summary["store"]).is_absolute()
+    assert not any(Path(a).is_absolute() for a in summary["command"])
+
+
 def test_committed_sweep_bounds_its_exact_population_risks():
     """The committed sweep ran on exact populations within tolerances of 1e-16: every reported
     seed of an exact-population row (occurrence, OR) in tidy.parquet records both bounds on its population
@@ -1021,6 +1029,7 @@ def test_a_run_records_its_folders_relative_to_the_repository_root(reference, tm
     rel = out.relative_to(ROOT).as_posix()
     assert summary["command"][summary["command"].index("--out") + 1] == rel
     assert summary["store"] == str(reference / "store")                    # outside the checkout: as typed
+    assert summary["readings_file"]["path"] == str(reference / "tiny.toml")
     logged = summary["runs"][-1]["command"]                               # this run, the last to start
     assert logged == summary["command"] and logged[logged.index("--out") + 1] == rel
 
