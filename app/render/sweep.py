@@ -404,10 +404,8 @@ def robustness_markdown(summary: dict, link_prefix: str = "") -> str:
     lines += ["### Verdicts across d", "", "Default reading's verdict (counts over distinct configurations: h "
               "holds, n does not hold, u undecided, r refused, nt not testable, dt depends on tuning).", "", *verdicts_by_d(summary), "",
               "### Attention lag: displacement and functional measures side by side", "",
-              "Joint GD's t_half (the step at which a block has made half of its progress) of attention and output "
-              "under the parameter-displacement measure and the functional measure, default reading: mean ± "
-              "standard deviation over the reported seeds, and the ratio is the mean of the seeds' ratios (not the "
-              "ratio of the means):", "",
+              "Joint GD's t_half of attention and output under the parameter-displacement measure and the "
+              "functional measure, default reading. " + table1.LAG_NOTE, "",
               *lag_side_by_side(summary), ""]
     for d in ds:
         lines += [f"Across the {_readings(per_d[d])} at d = {d} (mean ratio over seeds, per distinct joint-GD "

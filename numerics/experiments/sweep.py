@@ -425,10 +425,10 @@ def estimate(p: Plan, store: units.Store, held: dict) -> dict:
     units of its ``cost_class`` trained by this code and version, of the coarser class where the finer has
     none (``coarse``: how many; both in ``estimate_cpu_s``), else extrapolated from the same class at smaller
     d (``growth_in_d``, the finer class first; ``extrapolated``: how many, ``extrapolated_cpu_s``: their
-    CPU), none where neither is stored (``unestimated``).  ``held``
-    maps every search and ceiling key to its stored entry or None.  A stored search's missing seed units are
-    counted once each (two tuning draws that chose the same step sizes share one); an unstored one's are its
-    reported seeds, an upper bound where draws will share and a lower bound where a bimodal row takes more."""
+    CPU), none where neither is stored (``unestimated``).  ``held`` maps every search and ceiling key to its
+    stored entry or None.  A stored search's missing seed units are counted once each (two tuning draws that
+    chose the same step sizes share one); an unstored one's are its reported seeds, an upper bound where
+    draws will share and a lower bound where a bimodal row takes more."""
     cpu: dict = {}
     for entry in store.entries():
         spec = entry.get("spec") or {}
