@@ -313,6 +313,10 @@ def main_args(args: argparse.Namespace) -> int:
         progress = Progress(args.quiet)
         cpu0 = time.process_time()
         try:
+            if not args.quiet and not args.no_train:  # what is left, by the stored units (the dry run's line)
+                left = sweep_run.survey(grid, store, args.d)
+                if sum(left["to_train"].values()):
+                    print(f"sweep: {left_line(left)}", file=sys.stderr, flush=True)
             sweep = sweep_run.run_sweep(grid, store, cluster, progress, d=args.d, train=not args.no_train, command=command)
         except KeyboardInterrupt:
             return interrupted("sweep", args.store, args.out)

@@ -69,6 +69,7 @@ def reference(tmp_path_factory):
     (where / "tiny.toml").write_text(TINY)
     r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--workers", "2", cwd=where)
     assert r.returncode == 0, r.stderr
+    (where / "stderr.txt").write_text(r.stderr)
     return where
 
 
@@ -772,6 +773,19 @@ def test_a_record_of_another_configuration_rule_is_counted_over_readings(referen
     assert not any("config" in v for c in loaded["cells"] for v in c["verdicts"])
     page = sweep_render.robustness_markdown(loaded)
     assert sweep_render.RECORDED_NOTE in page and sweep_render.COUNTS_NOTE not in page
+
+
+@pytest.mark.slow  # dask clusters (the reference sweep)
+def test_a_training_run_first_says_what_is_left_and_a_resumed_one_nothing(reference, tmp_path):
+    """Before any unit, a training sweep prints the dry run's line on what is left (a long run's size is
+    known before it starts, not only at its rate so far); a run with nothing left to train prints none."""
+    first = (reference / "stderr.txt").read_text().splitlines()
+    assert first[0].startswith("sweep: to train: 15 searches, 2 ceilings and about 25 seed tasks; no estimate")
+    shutil.copytree(reference / "store", tmp_path / "store")
+    (tmp_path / "tiny.toml").write_text(TINY)
+    r = _cli("--readings", "tiny.toml", "--store", "store", "--out", "out", "--workers", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "to train:" not in r.stderr
 
 
 def test_no_train_renders_from_the_store_without_a_cluster(reference, tmp_path):
